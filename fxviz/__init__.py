@@ -1,0 +1,25 @@
+"""fxviz: see what PyTorch's AOTAutograd does to your model.
+
+Trace a model into its joint forward+backward graph, color every node by role, partition it with
+every strategy torch has, tabulate what each saves, and diagnose missing gradients.
+"""
+
+from __future__ import annotations
+
+from . import examples
+from .errors import FxvizError, InputError, NoFloatingOutputError, RenderError, StrategyError, TraceError
+from .trace import Trace, trace
+
+__all__ = [
+    "trace",
+    "Trace",
+    "examples",
+    "FxvizError",
+    "InputError",
+    "TraceError",
+    "NoFloatingOutputError",
+    "StrategyError",
+    "RenderError",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Analysis layer: plain data about captured graphs (no drawing, no printing)."""

@@ -1,0 +1,137 @@
+"""Compare the traced graphs' parameter gradients with eager autograd on the same inputs.
+
+Both sides run on clones of the parameters and buffers, from the same RNG state, so the user's
+model, ``.grad`` fields and RNG are untouched and dropout draws the same masks on both sides.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pandas as pd
+import torch
+import torch.fx as fx
+from torch import nn
+
+from .. import _torch
+from .._state import preserved, restore_rng, rng_state
+from ..capture import Capture, JointGraph
+from ..errors import FxvizError
+
+__all__ = ["check_gradients", "run_joint", "gradient_outputs"]
+
+COLUMNS = ["parameter", "requires_grad", "has_gradient", "eager_has_gradient", "max_abs_diff", "ok"]
+
+
+def _clones(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    params = {n: p.detach().clone().requires_grad_(p.requires_grad) for n, p in model.named_parameters()}
+    buffers = {n: b.detach().clone() for n, b in model.named_buffers()}
+    return params, buffers
+
+
+def eager_gradients(cap: Capture, rng: dict[str, object]) -> dict[str, torch.Tensor | None]:
+    """Gradients of the loss w.r.t. every parameter, by plain eager autograd on clones."""
+    assert cap.model is not None
+    params, buffers = _clones(cap.model)
+    restore_rng(rng)
+    loss = cap.reduce(torch.func.functional_call(cap.model, {**params, **buffers}, cap.example_inputs))
+    wanted = [n for n, p in params.items() if p.requires_grad]
+    if not wanted or not loss.requires_grad:
+        return {n: None for n in params}
+    grads = torch.autograd.grad(loss, [params[n] for n in wanted], allow_unused=True)
+    out: dict[str, torch.Tensor | None] = {n: None for n in params}
+    out.update(dict(zip(wanted, grads)))
+    return out
+
+
+def gradient_outputs(graph: JointGraph) -> list[tuple[int, str | None, str]]:
+    """(flat output position, real name, role of the input) for every gradient output."""
+    gm = graph.gm
+    placeholders = {repr(_torch.node_desc(n)): n.name for n in gm.graph.nodes if n.op == "placeholder"}
+    output = list(gm.graph.nodes)[-1]
+    res = []
+    for j, desc in enumerate(_torch.output_descs(output)):
+        if j < graph.num_fwd_outputs:
+            continue
+        kind = _torch.describe_output(desc)
+        if kind.kind != "grad":
+            continue
+        ph = placeholders.get(repr(desc.grad_of))
+        info = graph.info.get(ph) if ph else None
+        res.append((j, info.qualname if info else None, info.role if info else "primal"))
+    return res
+
+
+def run_joint(graph: JointGraph, values: dict[str, Any] | None = None) -> list[Any]:
+    """Execute the joint graph on real tensors: primals from the capture, each tangent = 1 for
+    the loss (the only differentiable output fxviz's wrapper returns), zeros otherwise."""
+    values = dict(graph.placeholder_values if values is None else values)
+    args = []
+    for n in graph.gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        if graph.info[n.name].role == "tangent":
+            fake = _torch.meta_val(n)
+            args.append(torch.ones(fake.shape, dtype=fake.dtype, device=fake.device))
+        elif n.name in values:
+            v = values[n.name]
+            args.append(v.detach() if isinstance(v, torch.Tensor) else v)
+        else:
+            raise FxvizError(f"no value for graph input {n.name}", "re-trace the model")
+    with torch.no_grad():
+        out = fx.Interpreter(graph.gm).run(*args, enable_io_processing=False)
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def traced_gradients(cap: Capture, rng: dict[str, object]) -> tuple[dict[str, torch.Tensor | None], str]:
+    """Parameter gradients from the traced graphs.  One graph: run its joint graph directly.
+    Several (graph breaks): dynamo's glue is needed between them, so run the same capture through
+    torch.compile + AOTAutograd on parameter clones."""
+    assert cap.model is not None
+    names = [n for n, _ in cap.model.named_parameters()]
+    result: dict[str, torch.Tensor | None] = {n: None for n in names}
+    if len(cap.graphs) == 1:
+        graph = cap.graphs[0]
+        if not graph.has_backward:
+            return result, "joint graph (no backward: nothing required grad)"
+        values = {k: (v.detach().clone() if graph.info[k].role == "buffer" else v)
+                  for k, v in graph.placeholder_values.items()}
+        restore_rng(rng)
+        outs = run_joint(graph, values)
+        for j, qual, role in gradient_outputs(graph):
+            if role == "parameter" and qual in result:
+                result[qual] = outs[j]
+        return result, "the captured joint graph, executed with torch.fx.Interpreter"
+    params, buffers = _clones(cap.model)
+
+    def step(*args: Any) -> torch.Tensor:
+        return cap.reduce(torch.func.functional_call(cap.model, {**params, **buffers}, args))
+
+    restore_rng(rng)
+    _torch.run_compiled_backward(step, cap.example_inputs)
+    return {n: params[n].grad for n in names}, "torch.compile + AOTAutograd runtime (graph breaks)"
+
+
+def check_gradients(cap: Capture, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
+    """One row per parameter: does the traced backward produce its gradient, and does it match?"""
+    if cap.model is None:
+        raise FxvizError("check_gradients compares parameter gradients, and a plain function has no "
+                         "parameters", "trace an nn.Module")
+    with preserved(cap.model), _torch.quiet_torch():
+        rng = rng_state()
+        eager = eager_gradients(cap, rng)
+        traced, how = traced_gradients(cap, rng)
+    rows = []
+    for name, p in cap.model.named_parameters():
+        ge, gt = eager.get(name), traced.get(name)
+        diff = float((ge - gt).abs().max()) if ge is not None and gt is not None and ge.numel() else (
+            0.0 if ge is not None and gt is not None else float("nan"))
+        if ge is None or gt is None:
+            ok = ge is None and gt is None
+        else:
+            ok = bool(torch.allclose(gt, ge, rtol=rtol, atol=atol * max(1.0, float(ge.abs().max()))))
+        rows.append({"parameter": name, "requires_grad": p.requires_grad, "has_gradient": gt is not None,
+                     "eager_has_gradient": ge is not None, "max_abs_diff": diff, "ok": ok})
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    df.attrs["method"] = how
+    return df

@@ -1,0 +1,408 @@
+"""Model or function + example inputs -> joint forward+backward graph(s) with every node named.
+
+Three routes, all ending in the graph AOTAutograd hands its partitioner:
+
+* ``dynamo`` (default for ``params="lifted"``): ``torch.compile`` with an AOTAutograd backend, as
+  ``torch.compile`` users run it.  Parameters are graph inputs; module paths and source lines are
+  recorded; data-dependent Python (``.item()``, ``if x.sum() > 0``) becomes graph breaks and
+  several joint graphs instead of an error.
+* ``aot``: ``aot_function`` over ``torch.func.functional_call`` with fake tensors: no weights are
+  touched or computed, so meta-device and billion-parameter models trace in little memory; no
+  module paths, no graph breaks (data-dependent Python is an error).
+* ``params="closure"``: ``aot_function`` on a function that closes over the model, the situation
+  of fxviz's founding story: parameters become ``_param_constant`` ``get_attr`` nodes and get no
+  gradient.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx as fx
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from . import _torch
+from ._state import preserved
+from .errors import InputError, NoFloatingOutputError, TraceError
+from .roles import InputName, NodeInfo, classify_nodes
+
+__all__ = ["JointGraph", "Capture", "capture", "PARAM_MODES", "CAPTURE_ROUTES"]
+
+PARAM_MODES = ("lifted", "closure")
+CAPTURE_ROUTES = ("auto", "dynamo", "aot")
+
+
+@dataclass
+class JointGraph:
+    """One joint graph and everything fxviz knows about its nodes.  Treat as read-only."""
+
+    gm: fx.GraphModule
+    has_backward: bool
+    num_fwd_outputs: int
+    static_lifetime_input_indices: list[int]
+    joint_inputs: Any
+    info: dict[str, NodeInfo]
+    placeholder_values: dict[str, Any]  # placeholder name -> real (or meta) tensor; tangents absent
+    constant_values: dict[str, torch.Tensor]  # get_attr target -> the real tensor it stands for
+    index: int = 0
+    partitioner_caller: str = "torch.compile"  # whose partitioner arguments were recorded
+
+
+@dataclass
+class Capture:
+    """The result of capturing: the graphs in execution order and how they were made."""
+
+    graphs: list[JointGraph]
+    route: str
+    params: str
+    loss: str
+    graph_breaks: list[str]
+    model: nn.Module | None
+    fn: Callable
+    example_inputs: tuple[Any, ...]
+    loss_fn: Callable | None
+    reduce: Callable[[Any], torch.Tensor]
+    input_names: list[str] = field(default_factory=list)
+
+
+# --- the loss ------------------------------------------------------------------------------------
+def _leaves(out: Any) -> list[tuple[str, Any]]:
+    """(path, leaf) of an output structure; dataclasses are walked field by field."""
+    if dataclasses.is_dataclass(out) and not isinstance(out, type):
+        res = []
+        for f in dataclasses.fields(out):
+            res += [(f".{f.name}{p}", v) for p, v in _leaves(getattr(out, f.name))]
+        return res
+    leaves, _ = pytree.tree_flatten_with_path(out)
+    return [(pytree.keystr(path), leaf) for path, leaf in leaves]
+
+
+def _differentiable(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+
+
+def _as_loss_part(t: torch.Tensor) -> torch.Tensor:
+    return torch.view_as_real(t).sum() if t.is_complex() else t.sum()
+
+
+def _make_reducer(out: Any, loss_fn: Callable | None) -> tuple[Callable[[Any], torch.Tensor], str]:
+    if loss_fn is not None:
+        loss = loss_fn(out)
+        if not (isinstance(loss, torch.Tensor) and loss.numel() == 1 and _differentiable(loss)):
+            raise InputError(f"loss_fn returned {_describe(loss)}, not a floating scalar tensor",
+                             "make loss_fn return one floating-point number, e.g. out.sum()")
+        return (lambda o: loss_fn(o).reshape(())), "loss = loss_fn(outputs)"
+    if isinstance(out, torch.Tensor) and out.numel() == 1 and out.is_floating_point():
+        return (lambda o: o.reshape(())), "loss = the model's output (a scalar)"
+    paths = [p or "output" for p, v in _leaves(out) if _differentiable(v)]
+    if not paths:
+        raise NoFloatingOutputError(f"the model returned {_describe(out)}: no floating tensor to "
+                                    "differentiate")
+
+    def reduce(o: Any) -> torch.Tensor:
+        total = None
+        for _, v in _leaves(o):
+            if _differentiable(v):
+                part = _as_loss_part(v)
+                total = part if total is None else total + part
+        return total
+
+    shown = ", ".join(paths[:4]) + (" ..." if len(paths) > 4 else "")
+    return reduce, f"loss = sum of every floating output ({len(paths)}: {shown})"
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a {x.dtype} tensor of shape {tuple(x.shape)}"
+    return f"a {type(x).__name__}"
+
+
+# --- names ---------------------------------------------------------------------------------------
+def _input_names(fn: Callable, n: int) -> list[str]:
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(n):
+        if i < len(params) and params[i].kind != params[i].VAR_POSITIONAL:
+            names.append(params[i].name)
+        else:
+            names.append(f"input{i}")
+    return names
+
+
+def _named_state(model: nn.Module | None) -> tuple[dict[int, InputName], list[tuple[str, torch.Tensor]],
+                                                   list[tuple[str, torch.Tensor]]]:
+    by_id: dict[int, InputName] = {}
+    params: list[tuple[str, torch.Tensor]] = []
+    buffers: list[tuple[str, torch.Tensor]] = []
+    if model is None:
+        return by_id, params, buffers
+    for name, p in model.named_parameters():
+        by_id.setdefault(id(p), InputName("parameter", name))
+        params.append((name, p))
+    for name, b in model.named_buffers():
+        by_id.setdefault(id(b), InputName("buffer", name))
+        buffers.append((name, b))
+    return by_id, params, buffers
+
+
+def _module_paths(model: nn.Module | None) -> dict[str, str]:
+    if model is None:
+        return {}
+    return {str(id(m)): name for name, m in model.named_modules() if name}
+
+
+# --- validation ----------------------------------------------------------------------------------
+def _check_call(model_or_fn: Any, params: str, route: str) -> None:
+    if not callable(model_or_fn):
+        raise InputError(f"fxviz.trace needs an nn.Module or a function, got {_describe(model_or_fn)}",
+                         "call fxviz.trace(model, *example_inputs)")
+    if params not in PARAM_MODES:
+        raise InputError(f"params={params!r} is not one of {PARAM_MODES}",
+                         "use params='lifted' (parameters as graph inputs) or params='closure'")
+    if route not in CAPTURE_ROUTES:
+        raise InputError(f"capture={route!r} is not one of {CAPTURE_ROUTES}",
+                         "use capture='dynamo' (default), 'aot' (fake tensors, no graph breaks)")
+    if params == "closure" and not isinstance(model_or_fn, nn.Module):
+        pass  # a function closing over tensors is exactly the closure case
+
+
+def _eager_output(fn: Callable, inputs: tuple[Any, ...]) -> Any:
+    """Run once eagerly (no grad) so a model that rejects its inputs fails here, clearly."""
+    try:
+        with torch.no_grad():
+            return fn(*inputs)
+    except Exception as exc:  # the user's code, not ours
+        raise InputError(
+            f"the model raised {type(exc).__name__} on the example inputs: {_one_line(exc)}",
+            "check the example inputs' number, shapes and dtypes against what the model expects",
+        ) from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def _on_meta(model: nn.Module | None, inputs: Sequence[Any]) -> bool:
+    tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    if model is not None:
+        tensors += list(model.parameters()) + list(model.buffers())
+    return any(t.device.type == "meta" for t in tensors)
+
+
+# --- the routes ----------------------------------------------------------------------------------
+def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: Callable | None = None,
+            params: str = "lifted", route: str = "auto") -> Capture:
+    """Capture the joint graph(s) of ``loss(model_or_fn(*example_inputs))`` without changing the
+    model or the RNG.  See the module docstring for the routes."""
+    _check_call(model_or_fn, params, route)
+    model = model_or_fn if isinstance(model_or_fn, nn.Module) else None
+    fn = model_or_fn
+    inputs = tuple(example_inputs)
+    target_fn = model.forward if model is not None else fn
+    names = _input_names(target_fn, len(inputs))
+    on_meta = _on_meta(model, inputs)
+    if route == "auto":
+        route = "aot" if on_meta or params == "closure" else "dynamo"
+    if params == "closure":
+        route = "closure"
+    elif route == "dynamo" and on_meta:
+        raise InputError("capture='dynamo' runs the model, and this model or input is on the meta device",
+                         "use capture='aot' (the default for meta models), which traces with fake tensors")
+
+    with preserved(model), _torch.quiet_torch():
+        if on_meta:
+            out = _fake_output(fn, inputs)
+        else:
+            out = _eager_output(fn, inputs)
+        reduce, loss_desc = _make_reducer(out, loss_fn)
+
+        def step(*args: Any) -> torch.Tensor:
+            return reduce(fn(*args))
+
+        if route == "dynamo":
+            graphs, breaks = _via_dynamo(step, inputs, model, names)
+        elif route == "aot":
+            graphs, breaks = _via_aot(step, fn, inputs, model, names, reduce)
+        else:
+            graphs, breaks = _via_closure(step, inputs, model, names, reduce)
+    return Capture(graphs=graphs, route=route, params=params, loss=loss_desc, graph_breaks=breaks,
+                   model=model, fn=fn, example_inputs=inputs, loss_fn=loss_fn, reduce=reduce,
+                   input_names=names)
+
+
+def _fake_output(fn: Callable, inputs: tuple[Any, ...]) -> Any:
+    mode = _torch.FakeTensorMode(allow_non_fake_inputs=True)
+    try:
+        with mode, torch.no_grad():
+            return fn(*[mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs])
+    except Exception as exc:
+        raise InputError(f"the model raised {type(exc).__name__} on the example inputs: {_one_line(exc)}",
+                         "check the example inputs' number, shapes and dtypes") from exc
+
+
+def _trace_failed(exc: Exception, route: str) -> TraceError:
+    hint = {
+        "dynamo": "check model(*inputs) runs eagerly; torch.compile could not capture it — "
+                  "set TORCH_LOGS=graph_breaks for detail",
+        "aot": "capture='aot' cannot follow data-dependent Python (.item(), if on tensor values); "
+               "use capture='dynamo'",
+        "closure": "closure capture uses plain aot_function, which cannot follow data-dependent Python",
+    }[route]
+    return TraceError(f"torch could not trace the model ({route}): {type(exc).__name__}: {_one_line(exc)}", hint)
+
+
+def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None,
+                names: list[str]) -> tuple[list[JointGraph], list[str]]:
+    by_id, _, _ = _named_state(model)
+    for i, t in enumerate(inputs):
+        if isinstance(t, torch.Tensor):
+            by_id.setdefault(id(t), InputName("primal", names[i]))
+    try:
+        raws, breaks, _ = _torch.capture_with_dynamo(step, inputs, lambda t: None)
+    except Exception as exc:
+        raise _trace_failed(exc, "dynamo") from exc
+    if not raws:
+        raise TraceError("torch.compile captured no graph: the whole model ran as plain Python",
+                         "make sure the model calls torch operations on its inputs")
+    graphs = []
+    last = len(raws) - 1
+    for k, raw in enumerate(raws):
+        input_names: dict[int, InputName] = {}
+        for i, (t, src) in enumerate(zip(raw.example_inputs, raw.input_sources + [None] * len(raw.example_inputs))):
+            known = by_id.get(id(t))
+            input_names[i] = known or InputName("primal", _source_label(src, i, k))
+        user_names = {0: "loss"} if k == last else {}
+        graphs.append(_joint_graph(raw, input_names, {}, {}, model, k, "torch.compile", user_names))
+    return graphs, breaks
+
+
+def _source_label(source: str | None, i: int, k: int) -> str:
+    if source is None:
+        return f"graph {k} input {i}"
+    label = _torch.module_path_from_stack_entry(source) or source
+    return label if k == 0 else f"{label} (from graph {k - 1})"
+
+
+def _joint_graph(raw: _torch.RawJoint, input_names: dict[int, InputName], constant_names: dict[str, str],
+                 constant_values: dict[str, torch.Tensor], model: nn.Module | None, index: int,
+                 caller: str, user_names: dict[int, str],
+                 values: Sequence[Any] | None = None) -> JointGraph:
+    gm = raw.joint if raw.joint is not None else raw.forward_only
+    assert gm is not None
+    has_backward = raw.joint is not None
+    num_fwd = raw.num_fwd_outputs if has_backward else len(_outputs(gm))
+    info = classify_nodes(gm, num_fwd, input_names, constant_names, _module_paths(model),
+                          user_output_names=user_names)
+    values = list(values if values is not None else raw.example_inputs)
+    placeholder_values: dict[str, Any] = {}
+    plain_i = 0
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        desc = _torch.node_desc(n)
+        kind = _torch.describe_input(desc) if desc is not None else None
+        if kind is not None and kind.kind == "plain" and kind.index is not None and kind.index < len(values):
+            placeholder_values[n.name] = values[kind.index]
+        elif kind is None and info[n.name].role != "tangent" and plain_i < len(values):
+            placeholder_values[n.name] = values[plain_i]
+        plain_i += 1
+    return JointGraph(gm=gm, has_backward=has_backward, num_fwd_outputs=num_fwd,
+                      static_lifetime_input_indices=list(raw.static_lifetime_input_indices or []),
+                      joint_inputs=raw.joint_inputs, info=info, placeholder_values=placeholder_values,
+                      constant_values=constant_values, index=index, partitioner_caller=caller)
+
+
+def _outputs(gm: fx.GraphModule) -> list[Any]:
+    out = list(gm.graph.nodes)[-1]
+    args = out.args[0]
+    return list(args) if isinstance(args, (tuple, list)) else [args]
+
+
+def _fakeify(mode: _torch.FakeTensorMode, t: Any, requires_grad: bool | None = None) -> Any:
+    if not isinstance(t, torch.Tensor):
+        return t
+    if requires_grad is not None and t.requires_grad != requires_grad:
+        t = t.detach().requires_grad_(requires_grad)
+    return mode.from_tensor(t)
+
+
+def _via_aot(step: Callable, fn: Callable, inputs: tuple[Any, ...], model: nn.Module | None,
+             names: list[str], reduce: Callable) -> tuple[list[JointGraph], list[str]]:
+    _, params, buffers = _named_state(model)
+    # dedupe tied weights: functional_call ties them back (named_parameters already dedupes)
+    p_names = [n for n, _ in params]
+    b_names = [n for n, _ in buffers]
+    flat_real = [p for _, p in params] + [b for _, b in buffers] + list(inputs)
+
+    def functional_step(*flat: Any) -> torch.Tensor:
+        np_, nb = len(p_names), len(b_names)
+        state = dict(zip(p_names, flat[:np_]))
+        state.update(zip(b_names, flat[np_:np_ + nb]))
+        assert model is not None
+        return reduce(torch.func.functional_call(model, state, tuple(flat[np_ + nb:])))
+
+    mode = _torch.FakeTensorMode(allow_non_fake_inputs=True)  # meta tensors made inside forward
+    fakes = [_fakeify(mode, t) for t in flat_real]
+    input_names = {i: InputName("parameter", n) for i, n in enumerate(p_names)}
+    input_names.update({len(p_names) + i: InputName("buffer", n) for i, n in enumerate(b_names)})
+    input_names.update({len(p_names) + len(b_names) + i: InputName("primal", n) for i, n in enumerate(names)})
+    try:
+        raw = _torch.capture_with_aot_function(functional_step if model is not None else step, fakes)
+    except Exception as exc:
+        raise _trace_failed(exc, "aot") from exc
+    return [_joint_graph(raw, input_names, {}, {}, model, 0, "aot_function", {0: "loss"}, values=flat_real)], []
+
+
+def _via_closure(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None,
+                 names: list[str], reduce: Callable) -> tuple[list[JointGraph], list[str]]:
+    """``aot_function`` on a function that closes over the model's parameters.
+
+    Parameters stay real tensors inside the traced function, so torch bakes them in as
+    ``_param_constant`` ``get_attr`` nodes.  Buffers are passed as inputs (BatchNorm's in-place
+    running-stat updates cannot be traced on a captured constant).  Floating user inputs are marked
+    as requiring grad: with nothing requiring grad, ``aot_function`` builds no backward at all.
+    """
+    _, params, buffers = _named_state(model)
+    b_names = [n for n, _ in buffers]
+    if model is not None:
+        def closure_step(*flat: Any) -> torch.Tensor:
+            state = dict(zip(b_names, flat[:len(b_names)]))
+            return reduce(torch.func.functional_call(model, state, tuple(flat[len(b_names):])))
+        values = [b for _, b in buffers] + list(inputs)
+        input_names = {i: InputName("buffer", n) for i, n in enumerate(b_names)}
+        input_names.update({len(b_names) + i: InputName("primal", n) for i, n in enumerate(names)})
+    else:
+        closure_step, values = step, list(inputs)
+        input_names = {i: InputName("primal", n) for i, n in enumerate(names)}
+    mode = _torch.FakeTensorMode(allow_non_fake_inputs=True)
+    fakes = [_fakeify(mode, t) for t in values[:len(values) - len(inputs)]]
+    fakes += [_fakeify(mode, t, True if _differentiable(t) else None) for t in inputs]
+    try:
+        raw = _torch.capture_with_aot_function(closure_step, fakes)
+    except Exception as exc:
+        raise _trace_failed(exc, "closure") from exc
+    by_id = {id(t): name for name, t in params + buffers}
+    gm = raw.joint if raw.joint is not None else raw.forward_only
+    assert gm is not None
+    constant_names: dict[str, str] = {}
+    constant_values: dict[str, torch.Tensor] = {}
+    for n in gm.graph.nodes:
+        if n.op == "get_attr":
+            value = getattr(gm, str(n.target), None)
+            if isinstance(value, torch.Tensor):
+                constant_values[str(n.target)] = value
+                if id(value) in by_id:
+                    constant_names[str(n.target)] = by_id[id(value)]
+    graph = _joint_graph(raw, input_names, constant_names, constant_values, model, 0, "aot_function",
+                         {0: "loss"}, values=values)
+    return [graph], []

@@ -1,0 +1,157 @@
+"""The ``fxviz`` command: the same facts as the notebook, in a terminal.
+
+Every error is one line on stderr and a non-zero exit; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from typing import Any, Callable, Sequence
+
+from .errors import FxvizError, ModelSpecError
+
+__all__ = ["main", "load_model_spec"]
+
+
+def load_model_spec(spec: str) -> tuple[Any, tuple[Any, ...]]:
+    """``alexnet`` (built-in), ``package.module:factory`` or ``path/to/file.py:factory``.
+
+    The factory is called with no arguments and returns ``(model, example_inputs)``.
+    """
+    from .examples import EXAMPLES, get_example
+
+    if ":" not in spec:
+        if spec in EXAMPLES:
+            return get_example(spec)
+        raise ModelSpecError(f"unknown model {spec!r}: not a built-in example ({', '.join(EXAMPLES)}) "
+                             "and not of the form package.module:factory")
+    where, _, attr = spec.rpartition(":")
+    try:
+        if where.endswith(".py"):
+            if not os.path.exists(where):
+                raise ModelSpecError(f"model file {where!r} does not exist")
+            mod_spec = importlib.util.spec_from_file_location("fxviz_user_model", where)
+            assert mod_spec is not None and mod_spec.loader is not None
+            module = importlib.util.module_from_spec(mod_spec)
+            mod_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+    except ModelSpecError:
+        raise
+    except Exception as exc:
+        raise ModelSpecError(f"cannot import {where!r} for model spec {spec!r}: {type(exc).__name__}: {exc}") from exc
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ModelSpecError(f"{where!r} has no callable {attr!r}")
+    try:
+        result = factory()
+    except Exception as exc:
+        raise ModelSpecError(f"{spec} raised {type(exc).__name__}: {exc}",
+                             "the factory must run with no arguments") from exc
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise ModelSpecError(f"{spec} returned {type(result).__name__}, not (model, example_inputs)",
+                             "make the factory return (model, example_inputs)")
+    model, inputs = result
+    return model, tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+
+
+def _trace(args: argparse.Namespace) -> Any:
+    from .trace import trace
+
+    model, inputs = load_model_spec(args.model)
+    return trace(model, *inputs, params=args.params)
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    """Role counts and the parameter table of a model's joint graph."""
+    import pandas as pd
+
+    tr = _trace(args)
+    print(tr.summary())
+    print()
+    params = tr.parameters()
+    if len(params):
+        with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 60):
+            print(params.to_string(index=False))
+    for piece in tr.pieces[1:]:
+        print()
+        print(piece.summary())
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The founding story on the built-in AlexNet: parameters lifted vs captured as constants."""
+    from .examples import alexnet
+    from .trace import trace
+
+    model, inputs = alexnet()
+    print("== AlexNet, parameters lifted to graph inputs (what torch.compile does)")
+    good = trace(model, *inputs)
+    print(good.summary())
+    checked = good.check_gradients()
+    print(f"  check_gradients: {int(checked['ok'].sum())}/{len(checked)} parameters match eager autograd "
+          f"(max |diff| {checked['max_abs_diff'].max():.3g})")
+    print()
+    print("== AlexNet, parameters captured as constants (aot_function on a closure: the original story)")
+    bad = trace(model, *inputs, params="closure")
+    print(bad.summary())
+    checked = bad.check_gradients()
+    print(f"  check_gradients: {int(checked['has_gradient'].sum())}/{len(checked)} parameters get a gradient")
+    return 0
+
+
+COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
+    "nodes": (cmd_nodes, "role counts and the parameter table of the joint graph"),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fxviz", description="See what AOTAutograd does to your model.")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help=cmd_demo.__doc__, description=cmd_demo.__doc__)
+    demo.add_argument("--debug", action="store_true", help="show full tracebacks")
+    demo.set_defaults(func=cmd_demo)
+    for name, (func, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("model", help="built-in example (alexnet, mlp, resnet_block, mini_gpt, "
+                                     "pointwise_chain) or package.module:factory or file.py:factory")
+        p.add_argument("--params", choices=["lifted", "closure"], default="lifted",
+                       help="parameters as graph inputs (lifted) or captured as constants (closure)")
+        p.add_argument("--debug", action="store_true", help="show full tracebacks")
+        _EXTRA_ARGS.get(name, lambda _p: None)(p)
+        p.set_defaults(func=func)
+    return parser
+
+
+_EXTRA_ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except FxvizError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"fxviz: error: {exc.message} (hint: {exc.hint})", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fxviz: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug in fxviz or torch: still one line unless --debug
+        if args.debug:
+            traceback.print_exc()
+        print(f"fxviz: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:400]} "
+              "(rerun with --debug for the traceback)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

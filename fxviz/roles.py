@@ -1,0 +1,263 @@
+"""Give every joint-graph node its role, phase, real name, module path and source line.
+
+Pure bookkeeping over torch's node metadata (read through ``fxviz._torch``): no tracing here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import torch
+import torch.fx as fx
+
+from . import _torch
+
+__all__ = ["ROLES", "PHASES", "NodeInfo", "InputName", "classify_nodes", "short_op", "tensor_facts"]
+
+ROLES: tuple[str, ...] = (
+    "primal", "parameter", "buffer", "constant", "tangent", "forward", "backward", "output", "gradient",
+)
+PHASES: tuple[str, ...] = ("forward", "backward")
+
+
+@dataclass(frozen=True)
+class InputName:
+    """What fxviz knows about one flat example input: its role and its real name."""
+
+    role: str  # primal | parameter | buffer
+    qualname: str
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One row of ``Trace.nodes``."""
+
+    name: str
+    op: str
+    target: str
+    short_op: str
+    role: str
+    phase: str
+    qualname: str | None
+    module: str | None
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    bytes: int | None
+    source: str | None
+    source_code: str | None
+    seq_nr: int | None
+
+
+def short_op(node: fx.Node) -> str:
+    """``aten.convolution_backward.default`` -> ``convolution_backward``."""
+    if node.op in ("placeholder", "output", "get_attr"):
+        return node.op
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return target.overloadpacket.__name__
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return target.__name__
+    return getattr(target, "__name__", str(target))
+
+
+def _concrete(v: Any) -> int:
+    """A shape entry as an int, evaluating symbolic sizes at their example value."""
+    if isinstance(v, torch.SymInt):
+        hint = v.node.hint if hasattr(v.node, "hint") else None
+        return int(hint) if hint is not None else int(str(v)) if str(v).isdigit() else -1
+    return int(v)
+
+
+def tensor_facts(value: Any) -> tuple[tuple[int, ...] | None, str | None, int | None]:
+    """(shape, dtype, numel*itemsize) of a node's value; tuples sum their tensors' bytes."""
+    if isinstance(value, torch.Tensor):
+        shape = tuple(_concrete(s) for s in value.shape)
+        numel = 1
+        for s in shape:
+            numel *= max(s, 0)
+        return shape, str(value.dtype).replace("torch.", ""), numel * value.element_size()
+    if isinstance(value, (tuple, list)):
+        total = 0
+        tensors = [v for v in value if isinstance(v, torch.Tensor)]
+        for t in tensors:
+            total += tensor_facts(t)[2] or 0
+        return None, None, total if tensors else None
+    return None, None, None
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _source(trace: str | None) -> tuple[str | None, str | None]:
+    """Innermost user frame of a recorded stack trace: ('file.py:12', 'code on that line')."""
+    if not trace:
+        return None, None
+    lines = trace.splitlines()
+    last = None
+    for i, line in enumerate(lines):
+        m = _FRAME.search(line)
+        if m:
+            last = (m, i)
+    if last is None:
+        return None, None
+    m, i = last
+    code = lines[i + 1].strip() if i + 1 < len(lines) else None
+    return f"{os.path.basename(m.group(1))}:{m.group(2)}", code
+
+
+def _module_of(stack: list[tuple[str, str, Any]], module_paths: Mapping[str, str]) -> str | None:
+    if not stack:
+        return None
+    key, path, _ = stack[-1]
+    if key in module_paths:
+        return module_paths[key]
+    return _torch.module_path_from_stack_entry(path) or None
+
+
+def _reachable_from(starts: Iterable[fx.Node]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(starts)
+    while todo:
+        n = todo.pop()
+        for u in n.users:
+            if u.name not in seen:
+                seen.add(u.name)
+                todo.append(u)
+    return seen
+
+
+def classify_nodes(
+    gm: fx.GraphModule,
+    num_fwd_outputs: int,
+    input_names: Mapping[int, InputName],
+    constant_names: Mapping[str, str],
+    module_paths: Mapping[str, str],
+    primal_param_targets: Mapping[str, InputName] | None = None,
+    user_output_names: Mapping[int, str] | None = None,
+) -> dict[str, NodeInfo]:
+    """Role, phase and names of every node of a joint (or forward-only) graph.
+
+    ``input_names`` maps a ``PlainAOTInput`` index to its role and real name; ``constant_names``
+    maps a ``get_attr`` target to the parameter/buffer it holds; ``module_paths`` maps dynamo's
+    module key (``id(module)``) to the module's qualified name.
+    """
+    nodes = list(gm.graph.nodes)
+    output = nodes[-1]
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    tangents = []
+    placeholder_role: dict[str, tuple[str, str | None]] = {}
+    described: dict[Any, tuple[str, str | None]] = {}
+    for i, ph in enumerate(placeholders):
+        desc = _torch.node_desc(ph)
+        kind = _torch.describe_input(desc) if desc is not None else None
+        role, qual = _input_role(kind, input_names, primal_param_targets, i)
+        if role == "tangent":
+            tangents.append(ph)
+        placeholder_role[ph.name] = (role, qual)
+        if desc is not None:
+            described[repr(desc)] = (role, qual)
+
+    out_args = list(output.args[0]) if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
+    out_descs = _torch.output_descs(output)
+    output_role: dict[str, tuple[str, str | None]] = {}
+    for j, arg in enumerate(out_args):
+        if not isinstance(arg, fx.Node) or arg.op != "call_function":
+            continue
+        okind = _torch.describe_output(out_descs[j]) if j < len(out_descs) else None
+        if j < num_fwd_outputs:
+            qual = _output_name(okind, input_names, primal_param_targets, j, user_output_names or {})
+            output_role.setdefault(arg.name, ("output", qual))
+        else:
+            qual = None
+            if okind is not None and okind.of is not None:
+                qual = _input_role(okind.of, input_names, primal_param_targets, None)[1]
+            output_role[arg.name] = ("gradient", qual)
+
+    after_tangent = _reachable_from(tangents)
+    seq_module: dict[int, str | None] = {}
+    infos: dict[str, NodeInfo] = {}
+    for n in nodes:
+        if n.op == "call_function" and _torch.partitioner_tag(n) in (None, "is_forward", "must_be_in_forward"):
+            s = _torch.seq_nr(n)
+            if s is not None and s not in seq_module:
+                seq_module[s] = _module_of(_torch.module_stack(n), module_paths)
+
+    for n in nodes:
+        shape, dtype, nbytes = tensor_facts(_torch.meta_val(n))
+        qual: str | None = None
+        module: str | None = None
+        if n.op == "placeholder":
+            role, qual = placeholder_role[n.name]
+            phase = "backward" if role == "tangent" else "forward"
+        elif n.op == "get_attr":
+            role, phase = "constant", "forward"
+            qual = constant_names.get(str(n.target))
+        elif n.op == "output":
+            role, phase = "output", "backward" if tangents else "forward"
+        else:
+            tag = _torch.partitioner_tag(n)
+            if tag in ("is_backward", "must_be_in_backward"):
+                phase = "backward"
+            elif tag in ("is_forward", "must_be_in_forward"):
+                phase = "forward"
+            else:
+                phase = "backward" if n.name in after_tangent else "forward"
+            role = phase
+            if n.name in output_role:
+                role, qual = output_role[n.name]
+            if phase == "forward":
+                module = _module_of(_torch.module_stack(n), module_paths)
+            else:
+                module = _module_of(_torch.fwd_module_stack(n), module_paths)
+                if module is None:
+                    module = seq_module.get(_torch.seq_nr(n) or -1)
+        source, code = _source(_torch.stack_trace(n))
+        infos[n.name] = NodeInfo(
+            name=n.name, op=n.op, target=_target_str(n), short_op=short_op(n), role=role, phase=phase,
+            qualname=qual, module=module, shape=shape, dtype=dtype, bytes=nbytes, source=source,
+            source_code=code, seq_nr=_torch.seq_nr(n),
+        )
+    return infos
+
+
+def _target_str(n: fx.Node) -> str:
+    t = n.target
+    if isinstance(t, torch._ops.OpOverload):
+        return str(t)
+    return getattr(t, "__name__", str(t)) if callable(t) else str(t)
+
+
+def _input_role(kind: Any, input_names: Mapping[int, InputName],
+                param_targets: Mapping[str, InputName] | None, position: int | None
+                ) -> tuple[str, str | None]:
+    if kind is None:
+        name = input_names.get(position) if position is not None else None
+        return (name.role, name.qualname) if name else ("primal", None)
+    if kind.kind == "tangent":
+        return "tangent", None
+    if kind.kind in ("param", "buffer"):
+        target = kind.target or ""
+        if param_targets and target in param_targets:
+            return param_targets[target].role, param_targets[target].qualname
+        return ("parameter" if kind.kind == "param" else "buffer"), target
+    if kind.kind == "plain" and kind.index is not None:
+        name = input_names.get(kind.index)
+        if name is not None:
+            return name.role, name.qualname
+        return "primal", f"input {kind.index}"
+    return "primal", kind.kind
+
+
+def _output_name(kind: Any, input_names: Mapping[int, InputName],
+                 param_targets: Mapping[str, InputName] | None, j: int,
+                 user_output_names: Mapping[int, str]) -> str:
+    if kind is None:
+        return f"output {j}"
+    if kind.kind == "mutation" and kind.of is not None:
+        return f"{_input_role(kind.of, input_names, param_targets, None)[1]} (updated in place)"
+    if kind.kind == "user":
+        return user_output_names.get(kind.index, f"output {kind.index}")
+    return f"output {j}"

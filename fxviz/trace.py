@@ -1,0 +1,188 @@
+"""``Trace``: the object users hold.  A thin facade over the captured data and the analysis and
+presentation layers; every fact it shows is computed once and cached here, keyed by its inputs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import cached_property
+from typing import Any, Callable
+
+import pandas as pd
+import torch.fx as fx
+
+from .capture import Capture, JointGraph, capture
+from .roles import ROLES
+
+__all__ = ["Trace", "trace"]
+
+NODE_COLUMNS = ["op", "target", "short_op", "role", "phase", "qualname", "module", "shape", "dtype",
+                "bytes", "source", "source_code", "seq_nr"]
+
+
+def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None = None,
+          params: str = "lifted", capture_route: str = "auto") -> "Trace":
+    """Trace ``model_or_fn(*example_inputs)`` into its joint forward+backward graph.
+
+    Args:
+        model_or_fn: an ``nn.Module`` or a function of tensors.
+        *example_inputs: the inputs to call it with (tensors; token ids are fine).
+        loss_fn: maps the outputs to a scalar; default: the output itself if it is a scalar, else
+            the sum of every floating output.
+        params: ``"lifted"`` (parameters and buffers become graph inputs, as torch.compile does)
+            or ``"closure"`` (parameters are captured as constants, as ``aot_function`` on a
+            closure does: the backward then computes no parameter gradient).
+        capture_route: ``"auto"`` (dynamo, or aot for meta-device models and closure mode),
+            ``"dynamo"`` (torch.compile's capture: module paths, source lines, graph breaks) or
+            ``"aot"`` (aot_function over fake tensors: no weights touched, no graph breaks).
+
+    Returns:
+        A :class:`Trace`.  With graph breaks, it is the first graph; ``tr.pieces`` has them all.
+
+    The model, its ``.grad`` fields, buffers, ``training`` flags and the RNG are left untouched.
+    """
+    return Trace(capture(model_or_fn, tuple(example_inputs), loss_fn=loss_fn, params=params,
+                         route=capture_route))
+
+
+class Trace:
+    """One captured joint graph, with its nodes named and classified, and every view of it."""
+
+    def __init__(self, captured: Capture, index: int = 0, pieces: list["Trace"] | None = None) -> None:
+        self.capture = captured
+        self.graph: JointGraph = captured.graphs[index]
+        self.index = index
+        self._pieces = pieces
+        self._cache: dict[Any, Any] = {}
+
+    # --- the captured data -----------------------------------------------------------------------
+    @property
+    def joint(self) -> fx.GraphModule:
+        """The joint forward+backward ``GraphModule`` exactly as torch's partitioner receives it
+        (forward-only when nothing requires grad).  Never mutated by fxviz."""
+        return self.graph.gm
+
+    @property
+    def pieces(self) -> list["Trace"]:
+        """One Trace per captured graph, in execution order (several after graph breaks)."""
+        if self._pieces is None:
+            self._pieces = [self] + [Trace(self.capture, i) for i in range(1, len(self.capture.graphs))]
+            for p in self._pieces[1:]:
+                p._pieces = self._pieces
+        return self._pieces
+
+    @property
+    def graph_breaks(self) -> list[str]:
+        """Why dynamo split the model into several graphs (empty when it is one graph)."""
+        return list(self.capture.graph_breaks)
+
+    @property
+    def model(self) -> Any:
+        return self.capture.model
+
+    @property
+    def params(self) -> str:
+        return self.capture.params
+
+    @property
+    def loss(self) -> str:
+        return self.capture.loss
+
+    @property
+    def has_backward(self) -> bool:
+        return self.graph.has_backward
+
+    @cached_property
+    def nodes(self) -> pd.DataFrame:
+        """One row per joint-graph node, indexed by node name."""
+        rows = [{k: getattr(info, k) for k in NODE_COLUMNS} for info in self.graph.info.values()]
+        df = pd.DataFrame(rows, columns=NODE_COLUMNS, index=pd.Index(list(self.graph.info), name="name"))
+        df["role"] = pd.Categorical(df["role"], categories=list(ROLES))
+        df["bytes"] = df["bytes"].astype("Int64")
+        df["seq_nr"] = df["seq_nr"].astype("Int64")
+        return df
+
+    def role_counts(self) -> dict[str, int]:
+        counts = Counter(i.role for i in self.graph.info.values())
+        return {r: counts.get(r, 0) for r in ROLES}
+
+    def parameters(self) -> pd.DataFrame:
+        """Per model parameter: how it appears in the graph and which node is its gradient."""
+        model = self.capture.model
+        rows = []
+        if model is None:
+            return pd.DataFrame(columns=["parameter", "shape", "dtype", "requires_grad", "graph_role",
+                                         "graph_nodes", "gradient_node"])
+        by_name: dict[str, list[str]] = {}
+        grads: dict[str, str] = {}
+        for info in self.graph.info.values():
+            if info.qualname is None:
+                continue
+            if info.role in ("parameter", "constant", "buffer"):
+                by_name.setdefault(info.qualname, []).append(info.name)
+            elif info.role == "gradient":
+                grads.setdefault(info.qualname, info.name)
+        for t in self.pieces[1:]:
+            for info in t.graph.info.values():
+                if info.qualname and info.role in ("parameter", "constant"):
+                    by_name.setdefault(info.qualname, []).append(f"{info.name} (graph {t.index})")
+                elif info.qualname and info.role == "gradient":
+                    grads.setdefault(info.qualname, f"{info.name} (graph {t.index})")
+        for name, p in model.named_parameters():
+            nodes = by_name.get(name, [])
+            role = "—"
+            for info in (self.graph.info.get(n) for n in nodes):
+                if info is not None:
+                    role = info.role
+                    break
+            else:
+                if nodes:
+                    role = "parameter"
+            rows.append({"parameter": name, "shape": tuple(p.shape), "dtype": str(p.dtype).replace("torch.", ""),
+                         "requires_grad": p.requires_grad, "graph_role": role,
+                         "graph_nodes": ", ".join(nodes) or "—", "gradient_node": grads.get(name, "none")})
+        return pd.DataFrame(rows)
+
+    def summary(self) -> str:
+        """A few readable lines: what was captured, how, and what the backward returns."""
+        info = self.graph.info.values()
+        counts = self.role_counts()
+        ops_f = sum(1 for i in info if i.op == "call_function" and i.phase == "forward")
+        ops_b = sum(1 for i in info if i.op == "call_function" and i.phase == "backward")
+        model = self.capture.model
+        title = type(model).__name__ if model is not None else getattr(self.capture.fn, "__name__", "function")
+        route = {"dynamo": "torch.compile (dynamo) + AOTAutograd", "aot": "aot_function over fake tensors",
+                 "closure": "aot_function on a closure (parameters captured as constants)"}[self.capture.route]
+        lines = [
+            f"{title}: joint graph of {len(self.graph.info)} nodes "
+            f"({ops_f} forward ops, {ops_b} backward ops), parameters {self.params}, captured with {route}",
+            "  " + ", ".join(f"{counts[r]} {r}" for r in ROLES if counts[r]),
+            f"  {self.loss}",
+        ]
+        if not self.has_backward:
+            lines.append("  no backward graph: nothing the loss depends on requires grad")
+        if model is not None:
+            params = self.parameters()
+            n_grad = int((params["gradient_node"] != "none").sum()) if len(params) else 0
+            n_req = int(params["requires_grad"].sum()) if len(params) else 0
+            lines.append(f"  parameters: {len(params)} ({n_req} require grad); "
+                         f"{n_grad} get a gradient from the backward graph")
+        if len(self.capture.graphs) > 1:
+            lines.append(f"  graph {self.index + 1} of {len(self.capture.graphs)}; "
+                         f"{len(self.graph_breaks)} graph break(s): " + "; ".join(self.graph_breaks[:3]))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return "<fxviz.Trace " + self.summary() + ">"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.summary()) + "</pre>"
+
+    # --- analysis ---------------------------------------------------------------------------------
+    def check_gradients(self, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
+        """Per parameter: ``parameter, has_gradient, max_abs_diff, ok`` against eager autograd."""
+        from .analysis.gradients import check_gradients
+
+        return check_gradients(self.capture, rtol=rtol, atol=atol)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One entry point for people and CI: `bash scripts/run.sh demo` or `bash scripts/run.sh test [pytest args]`.
+# Both create ./.venv and install what they need (system: graphviz, chromium; Python: torch CPU build + fxviz).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TORCH_SPEC="${FXVIZ_TORCH:-torch==2.13.0}"
+VENV="${FXVIZ_VENV:-.venv}"
+
+need_apt=()
+command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
+if [ "${1:-}" = "test" ] && ! command -v chromium >/dev/null 2>&1; then need_apt+=(chromium); fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing ${need_apt[*]} with apt-get"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" fonts-dejavu-core >/dev/null
+  else
+    echo "!! please install: ${need_apt[*]} (Debian/Ubuntu: apt-get install ${need_apt[*]}; conda: environment.yml)" >&2
+  fi
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "== creating $VENV"
+  python3 -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+"$PY" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+"$PY" -c "import torch" 2>/dev/null || { echo "== installing $TORCH_SPEC"; "$PY" -m pip install -q "$TORCH_SPEC"; }
+"$PY" -m pip install -q -e ".[notebook,dev]"
+
+case "${1:-demo}" in
+  demo)
+    shift || true
+    "$VENV/bin/fxviz" demo "$@"
+    ;;
+  test)
+    shift
+    set +e
+    "$PY" -m pytest "$@"
+    rc=$?
+    if [ $rc -eq 5 ]; then echo "!! pytest collected no tests: failing" >&2; exit 1; fi
+    exit $rc
+    ;;
+  *)
+    echo "usage: bash scripts/run.sh demo|test [args]" >&2; exit 2;;
+esac
