@@ -24,6 +24,7 @@ from torch._functorch._aot_autograd import descriptors as _desc
 from torch._functorch.aot_autograd import aot_function as _aot_function
 from torch._functorch.aot_autograd import make_boxed_func as _make_boxed_func
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
 
 __all__ = [
     "SUPPORTED_TORCH",
@@ -35,6 +36,7 @@ __all__ = [
     "copy_graph_module",
     "default_partition",
     "min_cut_partition",
+    "recompute_all_partition",
     "functorch_config",
     "budget_config",
     "torch_size_of",
@@ -51,15 +53,19 @@ __all__ = [
     "is_fake",
     "FakeTensorMode",
     "REQUIRED_INTERNALS",
+    "storage_key",
+    "OpRecorder",
 ]
 
 SUPPORTED_TORCH = ">=2.9,<2.15"
 
 # Names checked by tests/test_torch_internals.py so a torch upgrade fails loudly, naming the API.
 REQUIRED_INTERNALS: tuple[str, ...] = (
+    "torch.utils._python_dispatch.TorchDispatchMode",
     "torch._functorch.partitioners.default_partition",
     "torch._functorch.partitioners.min_cut_rematerialization_partition",
     "torch._functorch.partitioners._size_of",
+    "torch._functorch.partitioners._extract_fwd_bwd_modules",
     "torch._functorch.config.activation_memory_budget",
     "torch._functorch.config.activation_memory_budget_solver",
     "torch._functorch._aot_autograd.descriptors.PlainAOTInput",
@@ -192,6 +198,67 @@ def describe_output(desc: Any) -> OutputKind:
 # --- partitioners ---------------------------------------------------------------------------------
 default_partition = _partitioners.default_partition
 min_cut_partition = _partitioners.min_cut_rematerialization_partition
+
+
+def recompute_all_partition(joint: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int,
+                            static_lifetime_input_indices: list[int] | None = None) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """A partitioner that saves only graph inputs (and random ops' outputs, which must not be
+    redrawn) and recomputes every other forward op the backward needs: the floor of activation
+    memory.  Built from torch's own extraction helper, so the graphs are as torch would build them.
+    """
+    nodes = list(joint.graph.nodes)
+    output = nodes[-1]
+    outs = list(output.args[0])
+    bwd_outputs = [o for o in outs[num_fwd_outputs:] if isinstance(o, fx.Node)]
+    tangents = {n for n in nodes if n.op == "placeholder" and "tangents" in n.name}
+    for n in nodes:
+        desc = node_desc(n)
+        if n.op == "placeholder" and desc is not None and describe_input(desc).kind == "tangent":
+            tangents.add(n)
+    # forward-only values: not downstream of a tangent
+    downstream: set[fx.Node] = set()
+    for n in nodes:
+        if n in tangents or any(a in downstream for a in n.all_input_nodes):
+            downstream.add(n)
+    needed: set[fx.Node] = set()
+    todo = list(bwd_outputs)
+    while todo:
+        n = todo.pop()
+        if n in needed:
+            continue
+        needed.add(n)
+        todo.extend(n.all_input_nodes)
+    saved: list[fx.Node] = []
+    sym: list[fx.Node] = []
+    for n in nodes:
+        if n not in needed or n in downstream:
+            continue
+        val = meta_val(n)
+        if n.op == "placeholder":
+            (saved if isinstance(val, torch.Tensor) else sym).append(n)
+        elif n.op == "call_function" and _is_random(n):
+            if isinstance(val, (tuple, list)):
+                saved.extend(u for u in n.users if u in needed)
+            else:
+                saved.append(n)
+    fwd, bwd = _partitioners._extract_fwd_bwd_modules(joint, saved, sym, num_fwd_outputs=num_fwd_outputs)
+    # torch's extraction keeps dead random ops (they are impure); in the backward they would only
+    # burn RNG, so drop the ones nothing reads
+    for n in reversed(list(bwd.graph.nodes)):
+        if n.op == "call_function" and _is_random(n) and not n.users:
+            bwd.graph.erase_node(n)
+    bwd.recompile()
+    return fwd, bwd
+
+
+def is_random(node: fx.Node) -> bool:
+    """A seeded random op (dropout, rand, bernoulli...): recomputing it redraws its values."""
+    return _is_random(node)
+
+
+def _is_random(node: fx.Node) -> bool:
+    tags = getattr(node.target, "tags", ())
+    return torch.Tag.nondeterministic_seeded in tags
 
 
 def torch_size_of(node: fx.Node) -> int:
@@ -420,3 +487,24 @@ def module_path_from_stack_entry(path: str) -> str:
     path = re.sub(r"\._modules\[['\"]([^'\"]+)['\"]\]", r".\1", "." + path)
     path = re.sub(r"\[['\"]?([^\]'\"]+)['\"]?\]", r".\1", path)
     return path.strip(".")
+
+
+# --- memory (issue 3): storage identity, the aten ops eager autograd runs ----------------------------
+def storage_key(t: torch.Tensor) -> int:
+    """Identity of the storage under ``t``, fake or real: views and aliases of one storage share
+    it (fake tensors keep the aliasing of the traced program, so this works on ``meta["val"]``)."""
+    return int(t.untyped_storage()._cdata)
+
+
+class OpRecorder(_TorchDispatchMode):
+    """Calls ``on_op(func, out)`` after every aten op that runs below autograd (what eager
+    autograd actually executes: in-place ops, CPU dropout's ``bernoulli_``...)."""
+
+    def __init__(self, on_op: Callable[[Any, Any], None]) -> None:
+        super().__init__()
+        self.on_op = on_op
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        self.on_op(func, out)
+        return out

@@ -181,6 +181,17 @@ class Trace:
         return "<pre>" + html.escape(self.summary()) + "</pre>"
 
     # --- analysis ---------------------------------------------------------------------------------
+    def partition(self, strategy: Any = "default") -> Any:
+        """Partition the joint graph with ``strategy`` (cached): ``"default"``, ``"min_cut"``,
+        ``"budget:0.3"`` / ``"budget:0.3:greedy"``, ``"eager"``, ``"recompute_all"`` or a callable
+        with a torch partitioner's signature.  Returns a :class:`fxviz.analysis.partition.Partition`."""
+        from .analysis.partition import partition, strategy_key
+
+        key = ("partition", strategy_key(strategy), strategy if callable(strategy) else None)
+        if key not in self._cache:
+            self._cache[key] = partition(self.graph, strategy, self.capture)
+        return self._cache[key]
+
     def check_gradients(self, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
         """Per parameter: ``parameter, has_gradient, max_abs_diff, ok`` against eager autograd."""
         from .analysis.gradients import check_gradients

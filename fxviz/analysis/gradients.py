@@ -18,7 +18,7 @@ from .._state import preserved, restore_rng, rng_state
 from ..capture import Capture, JointGraph
 from ..errors import FxvizError
 
-__all__ = ["check_gradients", "run_joint", "gradient_outputs"]
+__all__ = ["check_gradients", "run_joint", "run_partition", "gradient_outputs"]
 
 COLUMNS = ["parameter", "requires_grad", "has_gradient", "eager_has_gradient", "max_abs_diff", "ok"]
 
@@ -81,6 +81,42 @@ def run_joint(graph: JointGraph, values: dict[str, Any] | None = None) -> list[A
     with torch.no_grad():
         out = fx.Interpreter(graph.gm).run(*args, enable_io_processing=False)
     return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Execute a partition's forward then backward graph on real tensors, the way AOTAutograd's
+    runtime does (saved values handed over by name), and return every backward output by the
+    joint name of the input it is the gradient of (``qualname`` of that input)."""
+    values = dict(graph.placeholder_values if values is None else values)
+    fwd, bwd = part.forward, part.backward
+    fw_args = []
+    for n in fwd.graph.nodes:
+        if n.op == "placeholder":
+            v = values[part.fw_to_joint.get(n.name, n.name)]
+            fw_args.append(v.detach() if isinstance(v, torch.Tensor) else v)
+    with torch.no_grad():
+        fw_out = fx.Interpreter(fwd).run(*fw_args, enable_io_processing=False)
+    fw_out = list(fw_out) if isinstance(fw_out, (tuple, list)) else [fw_out]
+    handed = dict(zip(part.saved, fw_out[graph.num_fwd_outputs:]))
+    bw_args = []
+    for n in bwd.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        joint = part.bw_to_joint.get(n.name, n.name)
+        if graph.info.get(joint) is not None and graph.info[joint].role == "tangent":
+            fake = _torch.meta_val(n)
+            bw_args.append(torch.ones(fake.shape, dtype=fake.dtype, device=fake.device))
+        else:
+            bw_args.append(handed[joint])
+    with torch.no_grad():
+        bw_out = fx.Interpreter(bwd).run(*bw_args, enable_io_processing=False)
+    bw_out = list(bw_out) if isinstance(bw_out, (tuple, list)) else [bw_out]
+    result: dict[str, Any] = {}
+    for j, qual, _role in gradient_outputs(graph):
+        k = j - graph.num_fwd_outputs
+        if qual is not None and 0 <= k < len(bw_out):
+            result[qual] = bw_out[k]
+    return result
 
 
 def traced_gradients(cap: Capture, rng: dict[str, object]) -> tuple[dict[str, torch.Tensor | None], str]:
