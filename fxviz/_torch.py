@@ -497,14 +497,60 @@ def storage_key(t: torch.Tensor) -> int:
 
 
 class OpRecorder(_TorchDispatchMode):
-    """Calls ``on_op(func, out)`` after every aten op that runs below autograd (what eager
+    """Calls ``on_op(func, args, out)`` after every aten op that runs below autograd (what eager
     autograd actually executes: in-place ops, CPU dropout's ``bernoulli_``...)."""
 
-    def __init__(self, on_op: Callable[[Any, Any], None]) -> None:
+    def __init__(self, on_op: Callable[[Any, Any, Any], None]) -> None:
         super().__init__()
         self.on_op = on_op
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        self.on_op(func, out)
+        self.on_op(func, args, out)
         return out
+
+
+# --- module paths for the aot and closure routes ------------------------------------------------
+@contextlib.contextmanager
+def record_module_stack(model: torch.nn.Module | None) -> Iterator[None]:
+    """While AOTAutograd traces ``model`` without dynamo, tell it which module is running.
+
+    ``aot_function`` copies ``torch.fx.traceback.current_meta`` into every node it creates (it
+    traces under ``preserve_node_meta``); dynamo normally fills in ``nn_module_stack``.  Global
+    forward hooks, installed only for the duration of the trace, fill it in the same format
+    (``{id(module): (qualified name, type)}``) so ``roles`` finds module paths on every route.
+    """
+    import torch.fx.traceback as fx_traceback
+    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+    if model is None:
+        yield
+        return
+    names = {id(m): name for name, m in model.named_modules() if name}
+    stacks: list[Any] = []
+
+    def pre(module: torch.nn.Module, args: Any) -> None:
+        if id(module) not in names or not fx_traceback.has_preserved_node_meta():
+            return
+        meta = fx_traceback.current_meta
+        stacks.append(meta.get(_STACK))
+        stack = dict(meta.get(_STACK) or {})
+        stack[str(id(module))] = (names[id(module)], type(module))
+        meta[_STACK] = stack
+
+    def post(module: torch.nn.Module, args: Any, output: Any) -> None:
+        if id(module) not in names or not fx_traceback.has_preserved_node_meta() or not stacks:
+            return
+        previous = stacks.pop()
+        meta = fx_traceback.current_meta
+        if previous is None:
+            meta.pop(_STACK, None)
+        else:
+            meta[_STACK] = previous
+
+    handles = [register_module_forward_pre_hook(pre), register_module_forward_hook(post)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()

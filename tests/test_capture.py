@@ -192,3 +192,12 @@ def test_cli_nodes(capsys):
     assert main(["nodes", "does_not_exist"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "does_not_exist" in err
+
+
+def test_module_paths_on_every_route(traces):
+    for key in [("alexnet", "closure"), ("alexnet", "lifted")]:
+        df = traces[key].nodes
+        convs = df[df.short_op == "convolution"]
+        assert list(convs.module) == ["features.0", "features.3", "features.6", "features.8", "features.10"], key
+        back = df[df.short_op == "convolution_backward"]
+        assert set(back.module) == set(convs.module), key
