@@ -1,19 +1,26 @@
 """Leave the user's model and session exactly as we found them.
 
 Tracing runs the model (dynamo executes the forward), which moves BatchNorm running statistics and
-the global RNG.  ``preserved(model)`` snapshots everything fxviz could disturb and puts it back,
-bitwise, even when the traced code raises.
+the global RNG; a forward may also rebind a buffer (``self.steps = self.steps + 1``), bump a Python
+counter on a module, or write into its own inputs (``x.mul_(2)``).  ``preserved(model, inputs)``
+snapshots everything fxviz could disturb and puts it back, bitwise, even when the traced code raises.
+Tensors are written back only when their bits differ: an unconditional ``copy_`` would bump their
+version counters and break an autograd graph the user still holds.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 
-__all__ = ["preserved", "rng_state", "restore_rng"]
+__all__ = ["preserved", "rng_state", "restore_rng", "private_copy", "same_bits"]
+
+# Python values on a module that a forward may bump (step counters, flags, cached names).
+_PLAIN = (int, float, bool, str, bytes, type(None))
 
 
 def rng_state() -> dict[str, object]:
@@ -29,39 +36,108 @@ def restore_rng(state: dict[str, object]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])  # type: ignore[arg-type]
 
 
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (``torch.equal`` calls NaN != NaN and -0.0 == 0.0; bits do not)."""
+    if a.dtype != b.dtype or a.shape != b.shape or a.device != b.device:
+        return False
+    if a.device.type == "meta" or a.numel() == 0:
+        return True
+    if a.is_sparse or b.is_sparse or a.is_quantized or b.is_quantized:
+        return bool(torch.equal(a.to_dense() if a.is_sparse else a, b.to_dense() if b.is_sparse else b))
+    if a.is_complex():
+        a, b = torch.view_as_real(a), torch.view_as_real(b)
+    if a.dtype == torch.bool:
+        return bool(torch.equal(a, b))
+    a, b = a.detach().contiguous().reshape(-1), b.detach().contiguous().reshape(-1)
+    return bool(torch.equal(a.view(torch.uint8), b.view(torch.uint8)))
+
+
+def _clone(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().clone()
+
+
+def private_copy(inputs: Any) -> Any:
+    """fxviz's own copy of the example inputs (same structure, aliasing and ``requires_grad``).
+
+    fxviz runs the model on these, never on the user's tensors, so a forward that writes into its
+    inputs cannot reach the caller.  Two arguments that are one tensor stay one tensor.
+    """
+    memo: dict[int, torch.Tensor] = {}
+
+    def copy(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        if id(t) not in memo:
+            c = _clone(t)
+            if isinstance(t, nn.Parameter):
+                c = nn.Parameter(c, requires_grad=t.requires_grad)
+            elif t.requires_grad:
+                c.requires_grad_(True)
+            memo[id(t)] = c
+        return memo[id(t)]
+
+    return pytree.tree_map(copy, inputs)
+
+
+def _same_entries(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return list(a) == list(b) and all(a[k] is b[k] for k in a)
+
+
 @contextlib.contextmanager
-def preserved(model: nn.Module | None) -> Iterator[None]:
-    """Snapshot parameters, buffers, ``.grad``, ``training`` flags, ``requires_grad`` and RNG."""
+def preserved(model: nn.Module | None, inputs: Any = ()) -> Iterator[None]:
+    """Snapshot and afterwards restore: parameter/buffer values and bindings, ``.grad`` (object and
+    values), ``training`` flags, ``requires_grad``, plain Python attributes of every submodule, the
+    tensors in ``inputs``, and the global RNG."""
     rng = rng_state()
     tensors: list[tuple[torch.Tensor, torch.Tensor]] = []
-    grads: list[tuple[torch.Tensor, torch.Tensor | None]] = []
-    flags: list[tuple[nn.Module, bool]] = []
+    grads: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]] = []
     requires: list[tuple[torch.Tensor, bool]] = []
+    modules: list[tuple[nn.Module, bool, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]] = []
+    seen: set[int] = set()
+
+    def remember(t: torch.Tensor) -> None:
+        if id(t) in seen:
+            return
+        seen.add(id(t))
+        if t.device.type != "meta":
+            tensors.append((t, _clone(t)))
+        requires.append((t, t.requires_grad))
+
     if model is not None:
-        seen: set[int] = set()
         for t in list(model.parameters()) + list(model.buffers()):
-            if id(t) in seen:
-                continue
-            seen.add(id(t))
-            if t.device.type != "meta":
-                tensors.append((t, t.detach().clone()))
-            requires.append((t, t.requires_grad))
+            remember(t)
         for p in model.parameters():
-            grads.append((p, p.grad))
-        flags = [(m, m.training) for m in model.modules()]
+            g = p.grad
+            grads.append((p, g, None if g is None or g.device.type == "meta" else _clone(g)))
+        for m in model.modules():
+            plain = {k: v for k, v in vars(m).items() if isinstance(v, _PLAIN)}
+            modules.append((m, m.training, dict(m._parameters), dict(m._buffers), dict(m._modules), plain))
+    for t in pytree.tree_leaves(inputs):
+        if isinstance(t, torch.Tensor):
+            remember(t)
     try:
         yield
     finally:
+        for m, flag, params, buffers, children, plain in modules:
+            for store, before in ((m._parameters, params), (m._buffers, buffers), (m._modules, children)):
+                if not _same_entries(store, before):
+                    store.clear()
+                    store.update(before)
+            for k, v in plain.items():
+                if k not in vars(m) or vars(m)[k] is not v:
+                    setattr(m, k, v)
+            m.training = flag
         with torch.no_grad():
             for t, saved in tensors:
-                if not torch.equal(t, saved) or t.dtype != saved.dtype:
+                if not same_bits(t, saved):
                     t.copy_(saved)
         for t, flag in requires:
             if t.is_leaf and t.requires_grad != flag:
                 t.requires_grad_(flag)
-        for p, g in grads:
+        for p, g, values in grads:
             if p.grad is not g:
                 p.grad = g
-        for m, flag in flags:
-            m.training = flag
+            if g is not None and values is not None and not same_bits(g, values):
+                with torch.no_grad():
+                    g.copy_(values)
         restore_rng(rng)

@@ -14,6 +14,7 @@ __all__ = [
     "StrategyError",
     "RenderError",
     "ModelSpecError",
+    "FxvizWarning",
 ]
 
 
@@ -42,7 +43,7 @@ class InputError(FxvizError):
 class TraceError(FxvizError):
     """torch could not trace the model into a joint forward+backward graph."""
 
-    hint = "check that model(*inputs) runs eagerly; try capture='dynamo' for data-dependent Python"
+    hint = "check that model(*inputs) runs eagerly; try capture_route='dynamo' for data-dependent Python"
 
 
 class NoFloatingOutputError(FxvizError):
@@ -69,4 +70,9 @@ class RenderError(FxvizError):
 class ModelSpecError(FxvizError):
     """A CLI model spec that names no model."""
 
-    hint = "use a built-in example name (fxviz examples) or 'package.module:factory'"
+    hint = ("use a built-in example (alexnet, mlp, resnet_block, mini_gpt, pointwise_chain), "
+            "'package.module:factory' or 'path/to/file.py:factory', where factory() returns (model, inputs)")
+
+
+class FxvizWarning(UserWarning):
+    """Something the user must know to read a result correctly (e.g. an empty backward)."""

@@ -170,6 +170,7 @@ class Trace:
         if len(self.capture.graphs) > 1:
             lines.append(f"  graph {self.index + 1} of {len(self.capture.graphs)}; "
                          f"{len(self.graph_breaks)} graph break(s): " + "; ".join(self.graph_breaks[:3]))
+        lines += [f"  warning: {w}" for w in getattr(self.capture, "warnings", [])]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
