@@ -12,12 +12,21 @@ Three routes, all ending in the graph AOTAutograd hands its partitioner:
 * ``params="closure"``: ``aot_function`` on a function that closes over the model, the situation
   of fxviz's founding story: parameters become ``_param_constant`` ``get_attr`` nodes and get no
   gradient.
+
+Whatever the route, fxviz runs the model on its own copy of the example inputs (a forward that
+writes into its inputs never reaches the caller's tensors) inside ``preserved`` (parameters,
+buffers, ``.grad``, flags and RNG are put back bitwise).  Meta-device tensors are traced as fake
+CPU tensors: on the meta device some ops (``nll_loss``, so ``cross_entropy``) have no autograd
+kernel and would silently drop the whole backward.  When the loss still ends up independent of
+every parameter that requires grad, ``Capture.warnings`` says so instead of showing an empty
+backward without comment.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -27,8 +36,8 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from . import _torch
-from ._state import preserved
-from .errors import InputError, NoFloatingOutputError, TraceError
+from ._state import preserved, private_copy
+from .errors import FxvizWarning, InputError, NoFloatingOutputError, TraceError
 from .roles import InputName, NodeInfo, classify_nodes
 
 __all__ = ["JointGraph", "Capture", "capture", "PARAM_MODES", "CAPTURE_ROUTES"]
@@ -68,6 +77,7 @@ class Capture:
     loss_fn: Callable | None
     reduce: Callable[[Any], torch.Tensor]
     input_names: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # things a user must know to read the graph
 
 
 # --- the loss ------------------------------------------------------------------------------------
@@ -92,7 +102,12 @@ def _as_loss_part(t: torch.Tensor) -> torch.Tensor:
 
 def _make_reducer(out: Any, loss_fn: Callable | None) -> tuple[Callable[[Any], torch.Tensor], str]:
     if loss_fn is not None:
-        loss = loss_fn(out)
+        try:
+            loss = loss_fn(out)
+        except Exception as exc:  # the user's code, not ours
+            raise InputError(f"loss_fn raised {type(exc).__name__} on the model's outputs: {_one_line(exc)}",
+                             f"loss_fn receives what the model returns ({_describe(out)}); make it map "
+                             "that to a scalar") from exc
         if not (isinstance(loss, torch.Tensor) and loss.numel() == 1 and _differentiable(loss)):
             raise InputError(f"loss_fn returned {_describe(loss)}, not a floating scalar tensor",
                              "make loss_fn return one floating-point number, e.g. out.sum()")
@@ -119,7 +134,8 @@ def _make_reducer(out: Any, loss_fn: Callable | None) -> tuple[Callable[[Any], t
 def _describe(x: Any) -> str:
     if isinstance(x, torch.Tensor):
         return f"a {x.dtype} tensor of shape {tuple(x.shape)}"
-    return f"a {type(x).__name__}"
+    name = type(x).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 # --- names ---------------------------------------------------------------------------------------
@@ -154,6 +170,16 @@ def _named_state(model: nn.Module | None) -> tuple[dict[int, InputName], list[tu
     return by_id, params, buffers
 
 
+def _named_leaves(inputs: tuple[Any, ...], names: list[str]) -> list[tuple[str, Any]]:
+    """(real name, leaf) of every example input leaf: ``x``, or ``xs[0]`` inside a list argument."""
+    out = []
+    for i, arg in enumerate(inputs):
+        leaves, _ = pytree.tree_flatten_with_path(arg)
+        for path, leaf in leaves:
+            out.append((names[i] + pytree.keystr(path), leaf))
+    return out
+
+
 def _module_paths(model: nn.Module | None) -> dict[str, str]:
     if model is None:
         return {}
@@ -169,10 +195,27 @@ def _check_call(model_or_fn: Any, params: str, route: str) -> None:
         raise InputError(f"params={params!r} is not one of {PARAM_MODES}",
                          "use params='lifted' (parameters as graph inputs) or params='closure'")
     if route not in CAPTURE_ROUTES:
-        raise InputError(f"capture={route!r} is not one of {CAPTURE_ROUTES}",
-                         "use capture='dynamo' (default), 'aot' (fake tensors, no graph breaks)")
-    if params == "closure" and not isinstance(model_or_fn, nn.Module):
-        pass  # a function closing over tensors is exactly the closure case
+        raise InputError(f"capture_route={route!r} is not one of {CAPTURE_ROUTES}",
+                         "use capture_route='auto' (default), 'dynamo' (torch.compile's capture) or "
+                         "'aot' (fake tensors, no graph breaks)")
+
+
+def _model_raised(exc: Exception, inputs: tuple[Any, ...]) -> InputError:
+    """The user's forward rejected the example inputs: say why, and what usually fixes it."""
+    text = _one_line(exc)
+    if isinstance(exc, TypeError) and "keyword" in text:
+        hint = ("fxviz.trace passes example inputs positionally; bind keyword arguments with a wrapper: "
+                "fxviz.trace(lambda x: model(x, key=value), x)")
+    elif isinstance(exc, TypeError) and "positional argument" in text:
+        hint = f"pass exactly the inputs model.forward takes (got {len(inputs)}): fxviz.trace(model, *inputs)"
+    elif "device" in text and ("meta" in text or "same device" in text):
+        hint = "put the example inputs on the model's device (torch.device('meta') for a meta model)"
+    elif "dtype" in text or "scalar type" in text.lower() or "Long" in text:
+        hint = ("give the example inputs the dtypes the model expects "
+                "(float for activations, torch.long for token ids)")
+    else:
+        hint = "check that model(*example_inputs) runs, and the inputs' number, shapes and dtypes"
+    return InputError(f"the model raised {type(exc).__name__} on the example inputs: {text}", hint)
 
 
 def _eager_output(fn: Callable, inputs: tuple[Any, ...]) -> Any:
@@ -181,10 +224,7 @@ def _eager_output(fn: Callable, inputs: tuple[Any, ...]) -> Any:
         with torch.no_grad():
             return fn(*inputs)
     except Exception as exc:  # the user's code, not ours
-        raise InputError(
-            f"the model raised {type(exc).__name__} on the example inputs: {_one_line(exc)}",
-            "check the example inputs' number, shapes and dtypes against what the model expects",
-        ) from exc
+        raise _model_raised(exc, inputs) from exc
 
 
 def _one_line(exc: BaseException) -> str:
@@ -207,7 +247,7 @@ def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: 
     _check_call(model_or_fn, params, route)
     model = model_or_fn if isinstance(model_or_fn, nn.Module) else None
     fn = model_or_fn
-    inputs = tuple(example_inputs)
+    inputs = private_copy(tuple(example_inputs))  # fxviz's own: the caller's tensors are never run
     target_fn = model.forward if model is not None else fn
     names = _input_names(target_fn, len(inputs))
     on_meta = _on_meta(model, inputs)
@@ -216,14 +256,15 @@ def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: 
     if params == "closure":
         route = "closure"
     elif route == "dynamo" and on_meta:
-        raise InputError("capture='dynamo' runs the model, and this model or input is on the meta device",
-                         "use capture='aot' (the default for meta models), which traces with fake tensors")
+        raise InputError("capture_route='dynamo' runs the model, and this model or input is on the meta device",
+                         "use capture_route='aot' (the default for meta models), which traces with fake tensors")
 
-    with preserved(model), _torch.quiet_torch():
-        if on_meta:
-            out = _fake_output(fn, inputs)
-        else:
-            out = _eager_output(fn, inputs)
+    with preserved(model, inputs), _torch.quiet_torch():
+        with preserved(model):  # the traced run starts from the state the user handed us
+            if on_meta:
+                out = _fake_output(fn, inputs)
+            else:
+                out = _eager_output(fn, private_copy(inputs))
         reduce, loss_desc = _make_reducer(out, loss_fn)
 
         def step(*args: Any) -> torch.Tensor:
@@ -235,38 +276,94 @@ def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: 
             graphs, breaks = _via_aot(step, fn, inputs, model, names, reduce)
         else:
             graphs, breaks = _via_closure(step, inputs, model, names, reduce)
+    notes = _gradient_warnings(graphs, model, params, on_meta)
+    for note in notes:
+        warnings.warn(note, FxvizWarning, stacklevel=3)
     return Capture(graphs=graphs, route=route, params=params, loss=loss_desc, graph_breaks=breaks,
                    model=model, fn=fn, example_inputs=inputs, loss_fn=loss_fn, reduce=reduce,
-                   input_names=names)
+                   input_names=names, warnings=notes)
+
+
+def _gradient_inputs(g: JointGraph) -> list[str]:
+    """Real names of the graph inputs the backward returns a gradient for.
+
+    The joint graph returns the forward's ``num_fwd_outputs`` outputs, then one gradient (or
+    ``None``) per non-tangent input, in placeholder order; a gradient may be a tangent passed
+    straight through, so gradient roles alone would miss it.
+    """
+    if not g.has_backward:
+        return []
+    grads = _outputs(g.gm)[g.num_fwd_outputs:]
+    primals = [n for n in g.gm.graph.nodes if n.op == "placeholder" and g.info[n.name].role != "tangent"]
+    return [g.info[p.name].qualname or p.name for p, out in zip(primals, grads) if out is not None]
+
+
+def _gradient_warnings(graphs: list[JointGraph], model: nn.Module | None, params: str,
+                       on_meta: bool) -> list[str]:
+    """Say so when the backward is empty although something requires grad, instead of showing an
+    empty backward without comment (the meta-device ``cross_entropy`` quirk, ``no_grad``, ``detach``)."""
+    if on_meta:
+        why = ("on the meta device some torch ops (nll_loss, hence cross_entropy) have no autograd kernel "
+               "and drop the grad_fn" + ("; params='lifted' traces meta tensors as fake CPU tensors, "
+                                         "which keeps it" if params == "closure" else
+                                         "; trace a small real-device copy of the model"))
+    else:
+        why = "a torch.no_grad block, .detach() or an op without a derivative cuts them off the loss"
+    got = {name for g in graphs for name in _gradient_inputs(g)}
+    if params == "lifted" and model is not None:
+        wanted = [n for n, p in model.named_parameters() if p.requires_grad]
+        if wanted and not got.intersection(wanted):
+            return [f"the loss does not require grad although {len(wanted)} parameter(s) do, so the "
+                    f"backward computes no parameter gradient: {why}"]
+    for g in graphs:
+        if g.has_backward and not _gradient_inputs(g):
+            where = f"graph {g.index}'s" if len(graphs) > 1 else "the"
+            return [f"{where} backward is empty: the loss does not depend differentiably on any input "
+                    f"that requires grad ({why})"]
+    return []
 
 
 def _fake_output(fn: Callable, inputs: tuple[Any, ...]) -> Any:
     mode = _torch.FakeTensorMode(allow_non_fake_inputs=True)
     try:
         with mode, torch.no_grad():
-            return fn(*[mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs])
+            return fn(*pytree.tree_map(lambda t: mode.from_tensor(t) if isinstance(t, torch.Tensor) else t, inputs))
     except Exception as exc:
-        raise InputError(f"the model raised {type(exc).__name__} on the example inputs: {_one_line(exc)}",
-                         "check the example inputs' number, shapes and dtypes") from exc
+        raise _model_raised(exc, inputs) from exc
+
+
+def _data_dependent(exc: BaseException) -> bool:
+    """Did tracing stop at Python that depends on tensor values (``.item()``, ``if x.sum() > 0``)?"""
+    seen = 0
+    while exc is not None and seen < 8:
+        name, text = type(exc).__name__, str(exc)
+        if "DataDependent" in name or "data-dependent" in text.lower() or "_local_scalar_dense" in text:
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen += 1
+    return False
 
 
 def _trace_failed(exc: Exception, route: str) -> TraceError:
-    hint = {
-        "dynamo": "check model(*inputs) runs eagerly; torch.compile could not capture it — "
-                  "set TORCH_LOGS=graph_breaks for detail",
-        "aot": "capture='aot' cannot follow data-dependent Python (.item(), if on tensor values); "
-               "use capture='dynamo'",
-        "closure": "closure capture uses plain aot_function, which cannot follow data-dependent Python",
-    }[route]
+    if _data_dependent(exc) and route != "dynamo":
+        who = "closure capture (plain aot_function)" if route == "closure" else "capture_route='aot'"
+        hint = (f"{who} cannot follow Python that depends on tensor values (.item(), if on a tensor); "
+                "use params='lifted' with capture_route='dynamo', which splits the graph there")
+    elif route == "dynamo":
+        hint = ("check that model(*inputs) runs eagerly; torch.compile could not capture it "
+                "(TORCH_LOGS=graph_breaks shows detail); capture_route='aot' is another route")
+    else:
+        hint = ("check that model(*inputs) runs eagerly; params='lifted' with capture_route='dynamo' "
+                "(torch.compile's capture) copes with more Python")
     return TraceError(f"torch could not trace the model ({route}): {type(exc).__name__}: {_one_line(exc)}", hint)
 
 
 def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None,
                 names: list[str]) -> tuple[list[JointGraph], list[str]]:
     by_id, _, _ = _named_state(model)
-    for i, t in enumerate(inputs):
+    for name, t in _named_leaves(inputs, names):
         if isinstance(t, torch.Tensor):
-            by_id.setdefault(id(t), InputName("primal", names[i]))
+            by_id.setdefault(id(t), InputName("primal", name))
     try:
         raws, breaks, _ = _torch.capture_with_dynamo(step, inputs, lambda t: None)
     except Exception as exc:
@@ -328,12 +425,51 @@ def _outputs(gm: fx.GraphModule) -> list[Any]:
     return list(args) if isinstance(args, (tuple, list)) else [args]
 
 
-def _fakeify(mode: _torch.FakeTensorMode, t: Any, requires_grad: bool | None = None) -> Any:
-    if not isinstance(t, torch.Tensor):
-        return t
-    if requires_grad is not None and t.requires_grad != requires_grad:
-        t = t.detach().requires_grad_(requires_grad)
-    return mode.from_tensor(t)
+class _Fakes:
+    """Real tensors -> fake ones for ``aot_function``, one fake per real tensor (aliasing kept).
+
+    With ``meta_as_cpu``, a meta tensor becomes a fake *CPU* tensor: nothing is allocated either
+    way, but CPU kernels have the autograd formulas some meta kernels lack (``nll_loss``).
+    """
+
+    def __init__(self, meta_as_cpu: bool = False) -> None:
+        self.mode = _torch.FakeTensorMode(allow_non_fake_inputs=True)  # meta tensors made inside forward
+        self.meta_as_cpu = meta_as_cpu
+        self.memo: dict[tuple[int, bool | None], Any] = {}
+
+    def __call__(self, t: Any, requires_grad: bool | None = None) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        key = (id(t), requires_grad)
+        if key not in self.memo:
+            grad = t.requires_grad if requires_grad is None else requires_grad
+            if self.meta_as_cpu and t.device.type == "meta":
+                with self.mode:
+                    fake = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu")
+                self.memo[key] = fake.requires_grad_(True) if grad else fake
+            else:
+                if t.requires_grad != grad:
+                    t = t.detach().requires_grad_(grad)
+                self.memo[key] = self.mode.from_tensor(t)
+        return self.memo[key]
+
+
+def _tensor_leaves(inputs: tuple[Any, ...], names: list[str]
+                   ) -> tuple[list[tuple[str, torch.Tensor]], Callable[[Sequence[Any]], tuple[Any, ...]]]:
+    """The tensors among the example inputs' leaves (named), and a function that puts new tensors
+    back in their places: ``aot_function`` gets flat tensors, the model its own structure, and
+    non-tensor leaves (ints, strings) are closed over as constants."""
+    named = _named_leaves(inputs, names)
+    leaves, spec = pytree.tree_flatten(inputs)
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+
+    def rebuild(tensors: Sequence[Any]) -> tuple[Any, ...]:
+        filled = list(leaves)
+        for i, t in zip(positions, tensors):
+            filled[i] = t
+        return tuple(pytree.tree_unflatten(filled, spec))
+
+    return [named[i] for i in positions], rebuild
 
 
 def _via_aot(step: Callable, fn: Callable, inputs: tuple[Any, ...], model: nn.Module | None,
@@ -342,24 +478,34 @@ def _via_aot(step: Callable, fn: Callable, inputs: tuple[Any, ...], model: nn.Mo
     # dedupe tied weights: functional_call ties them back (named_parameters already dedupes)
     p_names = [n for n, _ in params]
     b_names = [n for n, _ in buffers]
-    flat_real = [p for _, p in params] + [b for _, b in buffers] + list(inputs)
+    tensors, rebuild = _tensor_leaves(inputs, names)
+    flat_real = [p for _, p in params] + [b for _, b in buffers] + [t for _, t in tensors]
 
     def functional_step(*flat: Any) -> torch.Tensor:
         np_, nb = len(p_names), len(b_names)
+        args = rebuild(flat[np_ + nb:])
+        if model is None:
+            return step(*args)
         state = dict(zip(p_names, flat[:np_]))
         state.update(zip(b_names, flat[np_:np_ + nb]))
-        assert model is not None
-        return reduce(torch.func.functional_call(model, state, tuple(flat[np_ + nb:])))
+        return reduce(torch.func.functional_call(model, state, args))
 
-    mode = _torch.FakeTensorMode(allow_non_fake_inputs=True)  # meta tensors made inside forward
-    fakes = [_fakeify(mode, t) for t in flat_real]
     input_names = {i: InputName("parameter", n) for i, n in enumerate(p_names)}
     input_names.update({len(p_names) + i: InputName("buffer", n) for i, n in enumerate(b_names)})
-    input_names.update({len(p_names) + len(b_names) + i: InputName("primal", n) for i, n in enumerate(names)})
-    try:
-        raw = _torch.capture_with_aot_function(functional_step if model is not None else step, fakes)
-    except Exception as exc:
-        raise _trace_failed(exc, "aot") from exc
+    input_names.update({len(p_names) + len(b_names) + i: InputName("primal", n)
+                        for i, (n, _) in enumerate(tensors)})
+    # meta tensors: first as fake CPU tensors (full autograd), then as they are if the model
+    # insists on the meta device somewhere inside its forward
+    attempts = (True, False) if any(t.device.type == "meta" for t in flat_real) else (False,)
+    for k, meta_as_cpu in enumerate(attempts):
+        fakes = _Fakes(meta_as_cpu)
+        try:
+            with _torch.record_module_stack(model):
+                raw = _torch.capture_with_aot_function(functional_step, [fakes(t) for t in flat_real])
+            break
+        except Exception as exc:
+            if k == len(attempts) - 1:
+                raise _trace_failed(exc, "aot") from exc
     return [_joint_graph(raw, input_names, {}, {}, model, 0, "aot_function", {0: "loss"}, values=flat_real)], []
 
 
@@ -374,21 +520,24 @@ def _via_closure(step: Callable, inputs: tuple[Any, ...], model: nn.Module | Non
     """
     _, params, buffers = _named_state(model)
     b_names = [n for n, _ in buffers]
-    if model is not None:
-        def closure_step(*flat: Any) -> torch.Tensor:
-            state = dict(zip(b_names, flat[:len(b_names)]))
-            return reduce(torch.func.functional_call(model, state, tuple(flat[len(b_names):])))
-        values = [b for _, b in buffers] + list(inputs)
-        input_names = {i: InputName("buffer", n) for i, n in enumerate(b_names)}
-        input_names.update({len(b_names) + i: InputName("primal", n) for i, n in enumerate(names)})
-    else:
-        closure_step, values = step, list(inputs)
-        input_names = {i: InputName("primal", n) for i, n in enumerate(names)}
-    mode = _torch.FakeTensorMode(allow_non_fake_inputs=True)
-    fakes = [_fakeify(mode, t) for t in values[:len(values) - len(inputs)]]
-    fakes += [_fakeify(mode, t, True if _differentiable(t) else None) for t in inputs]
+    tensors, rebuild = _tensor_leaves(inputs, names)
+
+    def closure_step(*flat: Any) -> torch.Tensor:
+        args = rebuild(flat[len(b_names):])
+        if model is None:
+            return step(*args)
+        state = dict(zip(b_names, flat[:len(b_names)]))
+        return reduce(torch.func.functional_call(model, state, args))
+
+    values = [b for _, b in buffers] + [t for _, t in tensors]
+    input_names = {i: InputName("buffer", n) for i, n in enumerate(b_names)}
+    input_names.update({len(b_names) + i: InputName("primal", n) for i, (n, _) in enumerate(tensors)})
+    fakes = _Fakes()  # parameters are real constants here, so meta stays meta
+    flat_fakes = [fakes(b) for _, b in buffers]
+    flat_fakes += [fakes(t, True if _differentiable(t) else None) for _, t in tensors]
     try:
-        raw = _torch.capture_with_aot_function(closure_step, fakes)
+        with _torch.record_module_stack(model):
+            raw = _torch.capture_with_aot_function(closure_step, flat_fakes)
     except Exception as exc:
         raise _trace_failed(exc, "closure") from exc
     by_id = {id(t): name for name, t in params + buffers}
