@@ -1,0 +1,668 @@
+// fxviz explorer front-end: the graph pane (zoom, pan, click for details, search) and its side
+// panel (details, memory table, doctor findings, legend).
+//
+// One ES module, two uses:
+//   * the notebook widget: anywidget loads this file from inside the fxviz package
+//     (`export default { render }`);
+//   * the HTML report: fxviz inlines this file, followed by report.js, into one
+//     <script type="module">, and report.js calls createPane() directly.
+// Nothing is fetched from the network.  Strings from the model reach the page only through
+// textContent, or inside SVG that fxviz produced with graphviz; that SVG is sanitized again here
+// (an allowlist of graphviz's elements, no event-handler attributes, no links).
+
+const ALLOWED_ELEMENTS = new Set([
+  "svg", "g", "title", "polygon", "polyline", "path", "ellipse", "circle", "rect", "line",
+  "text", "tspan", "a", "defs", "lineargradient", "radialgradient", "stop",
+]);
+const RECOMPUTED_SUFFIX = "~recomputed";
+
+/** Remove every element and attribute graphviz does not produce for fxviz drawings. */
+function sanitize(root) {
+  const walker = [root];
+  while (walker.length) {
+    const el = walker.pop();
+    for (const child of Array.from(el.children)) {
+      if (!ALLOWED_ELEMENTS.has(child.localName.toLowerCase())) {
+        child.remove();
+        continue;
+      }
+      walker.push(child);
+    }
+    for (const attr of Array.from(el.attributes)) {
+      const name = attr.name.toLowerCase();
+      const value = attr.value.trim().toLowerCase();
+      const badUrl = value.includes("url(") && !/^url\(#[\w.-]+\)$/.test(value);
+      if (name.startsWith("on") || name === "href" || name.endsWith(":href") || name === "style" ||
+          value.startsWith("javascript:") || badUrl) {
+        el.removeAttributeNode(attr);
+      }
+    }
+  }
+  return root;
+}
+
+/** Parse SVG text (graphviz output, without its XML prolog) into a sanitized, adopted element. */
+export function parseSvg(text) {
+  if (!text) return null;
+  // An inert HTML document: nothing in it runs, loads or renders.
+  const doc = new DOMParser().parseFromString(`<!DOCTYPE html><body>${text}`, "text/html");
+  const svg = doc.body.querySelector("svg");
+  if (!svg) return null;
+  if (!ALLOWED_ELEMENTS.has("svg")) return null;
+  sanitize(svg);
+  return document.importNode(svg, true);
+}
+
+/** Small DOM builder: strings become text nodes, never HTML. */
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k === "text") el.textContent = v;
+    else if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function baseName(id) {
+  const i = id.indexOf("~");
+  return i < 0 ? id : id.slice(0, i);
+}
+
+function quoteModule(path) {
+  // the same quoting as fxviz.render.dot.group_scene: urllib.parse.quote(path, safe="._-")
+  return encodeURIComponent(path).replace(/[!'()*~]/g, (c) => "%" + c.charCodeAt(0).toString(16).toUpperCase());
+}
+
+/** Zoom and pan by rewriting the SVG's viewBox; the SVG fills its viewport. */
+class ZoomPan {
+  constructor(viewport) {
+    this.viewport = viewport;
+    this.svg = null;
+    this.base = null;
+    this.vb = null;
+  }
+
+  attach(svg, keep) {
+    const old = this.svg && this.base && this.vb ? { base: this.base, vb: this.vb } : null;
+    this.svg = svg;
+    const vb = (svg.getAttribute("viewBox") || "").split(/[\s,]+/).map(Number);
+    if (vb.length === 4 && vb.every(Number.isFinite)) {
+      this.base = { x: vb[0], y: vb[1], w: vb[2], h: vb[3] };
+    } else {
+      const w = parseFloat(svg.getAttribute("width")) || 800;
+      const hh = parseFloat(svg.getAttribute("height")) || 600;
+      this.base = { x: 0, y: 0, w, h: hh };
+    }
+    svg.removeAttribute("width");
+    svg.removeAttribute("height");
+    svg.setAttribute("preserveAspectRatio", "xMidYMin meet");
+    if (keep && old) {
+      // same kind of view: keep the same relative window onto the new layout
+      const fx = this.base.w / old.base.w;
+      const fy = this.base.h / old.base.h;
+      this.vb = {
+        x: this.base.x + (old.vb.x - old.base.x) * fx, y: this.base.y + (old.vb.y - old.base.y) * fy,
+        w: old.vb.w * fx, h: old.vb.h * fy,
+      };
+      this.apply();
+    } else {
+      this.initial();
+    }
+  }
+
+  /** the whole drawing when its labels stay readable, else its full width from the top;
+   *  never magnified beyond 1:1 */
+  initial() {
+    const r = this.viewport.getBoundingClientRect();
+    if (!r.width || !r.height) return this.fit();
+    const pxPerUnit = Math.min(r.width / this.base.w, r.height / this.base.h);
+    if (pxPerUnit >= 0.6) return this.oneToOne(Math.min(pxPerUnit, 96 / 72));
+    this.fitWidth();
+    if (this.unitsPerPixel() < 72 / 96) this.oneToOne(96 / 72);
+  }
+
+  /** `px` screen pixels per SVG unit, anchored at the top center */
+  oneToOne(px) {
+    const r = this.viewport.getBoundingClientRect();
+    const w = r.width / px;
+    const hh = r.height / px;
+    this.vb = { x: this.base.x + (this.base.w - w) / 2, y: this.base.y, w, h: hh };
+    this.apply();
+  }
+
+  apply() {
+    if (!this.svg || !this.vb) return;
+    const { x, y, w, h: hh } = this.vb;
+    this.svg.setAttribute("viewBox", `${x} ${y} ${w} ${hh}`);
+  }
+
+  /** user units per screen pixel */
+  unitsPerPixel() {
+    const r = this.viewport.getBoundingClientRect();
+    if (!r.width || !r.height) return 1;
+    return Math.max(this.vb.w / r.width, this.vb.h / r.height);
+  }
+
+  fit() {
+    if (!this.base) return;
+    this.vb = { ...this.base };
+    this.apply();
+  }
+
+  /** fit the width of the drawing, top aligned (for tall graphs: readable labels at once) */
+  fitWidth() {
+    if (!this.base) return;
+    const r = this.viewport.getBoundingClientRect();
+    if (!r.width || !r.height) return this.fit();
+    const w = this.base.w;
+    const hh = Math.min(this.base.h, (w * r.height) / r.width);
+    this.vb = { x: this.base.x, y: this.base.y, w, h: hh };
+    this.apply();
+  }
+
+  zoom(factor, clientX, clientY) {
+    if (!this.vb) return;
+    const r = this.viewport.getBoundingClientRect();
+    const px = clientX === undefined ? r.left + r.width / 2 : clientX;
+    const py = clientY === undefined ? r.top + r.height / 2 : clientY;
+    const p = this.toSvg(px, py);
+    const w = Math.min(Math.max(this.vb.w / factor, this.base.w / 200), this.base.w * 20);
+    const k = w / this.vb.w;
+    this.vb = { x: p.x - (p.x - this.vb.x) * k, y: p.y - (p.y - this.vb.y) * k, w, h: this.vb.h * k };
+    this.apply();
+  }
+
+  panBy(dx, dy) {
+    if (!this.vb) return;
+    const u = this.unitsPerPixel();
+    this.vb = { ...this.vb, x: this.vb.x - dx * u, y: this.vb.y - dy * u };
+    this.apply();
+  }
+
+  toSvg(clientX, clientY) {
+    const ctm = this.svg && this.svg.getScreenCTM();
+    if (!ctm) return { x: this.vb.x + this.vb.w / 2, y: this.vb.y + this.vb.h / 2 };
+    const p = new DOMPoint(clientX, clientY).matrixTransform(ctm.inverse());
+    return { x: p.x, y: p.y };
+  }
+
+  /** bring an element into view (centered), zooming in only when it is unreadably small */
+  reveal(el) {
+    if (!this.vb || !el || typeof el.getBBox !== "function") return;
+    let box;
+    try { box = el.getBBox(); } catch (e) { return; }
+    const ctm = el.getCTM && el.getCTM();
+    const rootCtm = this.svg.getCTM && this.svg.getCTM();
+    let cx = box.x + box.width / 2;
+    let cy = box.y + box.height / 2;
+    if (ctm && rootCtm) {
+      // getBBox is in the element's own coordinates; graphviz's root <g> translates them
+      const m = rootCtm.inverse().multiply(ctm);
+      const p = new DOMPoint(cx, cy).matrixTransform(m);
+      cx = p.x; cy = p.y;
+    }
+    const u = this.unitsPerPixel();
+    if (box.height / u < 12) {
+      const w = Math.max(this.vb.w * ((box.height / u) / 24), this.base.w / 200);
+      const k = w / this.vb.w;
+      this.vb = { ...this.vb, w, h: this.vb.h * k };
+    }
+    this.vb = { ...this.vb, x: cx - this.vb.w / 2, y: cy - this.vb.h / 2 };
+    this.apply();
+  }
+}
+
+const TABLE_HINT = "click a row to switch to that strategy";
+
+/**
+ * The explorer pane.  `opts.onSelect(id)` is called when the user selects a node,
+ * `opts.onRowClick(strategyKey)` when a memory-table row is clicked, `opts.onSearch(result)`
+ * after every search.
+ */
+export function createPane(root, opts = {}) {
+  const state = {
+    nodes: {}, status: null, compare: null, view: "joint", selected: "", query: "",
+    units: new Map(), table: null, highlight: "", compareHighlight: "", legend: null, doctor: null,
+    lastSearch: { nodes: 0, drawn: 0 },
+  };
+
+  const status = h("div", { class: "fxviz-statusline", "aria-live": "polite" });
+  const caption = h("div", { class: "fxviz-caption" });
+  const zoomIn = h("button", { type: "button", class: "fxviz-zoom-in", title: "zoom in (+)", text: "+" });
+  const zoomOut = h("button", { type: "button", class: "fxviz-zoom-out", title: "zoom out (-)", text: "\u2212" });
+  const zoomFit = h("button", { type: "button", class: "fxviz-zoom-fit", title: "whole graph (0)", text: "fit" });
+  const zoomWidth = h("button", { type: "button", class: "fxviz-zoom-width", title: "fit width (w)", text: "width" });
+  const hint = h("span", { class: "fxviz-hint", text: "scroll: zoom \u00b7 drag: pan \u00b7 click a node: details" });
+  const toolbar = h("div", { class: "fxviz-toolbar" }, zoomIn, zoomOut, zoomFit, zoomWidth, hint);
+  const viewport = h("div", { class: "fxviz-viewport", tabindex: "0", role: "application",
+                              "aria-label": "graph: scroll to zoom, drag to pan, click a node for details" });
+  const busy = h("div", { class: "fxviz-busy", hidden: true }, h("span", { class: "fxviz-spinner" }), h("span", { class: "fxviz-busy-text" }));
+  const errorBox = h("div", { class: "fxviz-error", hidden: true });
+  const graph = h("div", { class: "fxviz-graph" }, toolbar, h("div", { class: "fxviz-stage" }, viewport, busy), errorBox, caption);
+
+  const details = h("div", { class: "fxviz-details-body" }, h("p", { class: "fxviz-muted", text: "Click a node in the graph." }));
+  const tableBox = h("div", { class: "fxviz-table-body" }, h("p", { class: "fxviz-muted", text: "computing\u2026" }));
+  const doctorBox = h("div", { class: "fxviz-doctor-body" }, h("p", { class: "fxviz-muted", text: "\u2014" }));
+  const legendBox = h("div", { class: "fxviz-legend-body" });
+  const section = (cls, title, body) => h("section", { class: `fxviz-section ${cls}` }, h("h4", { text: title }), body);
+  const side = h("div", { class: "fxviz-side" },
+    section("fxviz-details", "Details", details),
+    section("fxviz-memory", "Memory", tableBox),
+    section("fxviz-doctor", "Doctor", doctorBox),
+    section("fxviz-legend", "Legend", legendBox));
+  const main = h("div", { class: "fxviz-main" }, graph, side);
+  const el = h("div", { class: "fxviz-explorer" }, status, main);
+  root.append(el);
+
+  const zp = new ZoomPan(viewport);
+
+  // --- zoom and pan ------------------------------------------------------------------------------
+  zoomIn.addEventListener("click", () => zp.zoom(1.4));
+  zoomOut.addEventListener("click", () => zp.zoom(1 / 1.4));
+  zoomFit.addEventListener("click", () => zp.fit());
+  zoomWidth.addEventListener("click", () => zp.fitWidth());
+  const onWheel = (e) => {
+    if (!zp.vb) return;
+    e.preventDefault();
+    const delta = e.deltaMode === 1 ? e.deltaY * 16 : e.deltaY;
+    zp.zoom(Math.exp(-delta * 0.0015), e.clientX, e.clientY);
+  };
+  viewport.addEventListener("wheel", onWheel, { passive: false });
+  let drag = null;
+  let dragged = false;
+  viewport.addEventListener("pointerdown", (e) => {
+    if (e.button !== 0) return;
+    drag = { x: e.clientX, y: e.clientY, id: e.pointerId, active: false };
+    dragged = false;
+  });
+  viewport.addEventListener("pointermove", (e) => {
+    if (!drag || e.pointerId !== drag.id) return;
+    const dx = e.clientX - drag.x;
+    const dy = e.clientY - drag.y;
+    if (!drag.active && Math.hypot(dx, dy) > 4) {
+      drag.active = true;
+      dragged = true;
+      viewport.setPointerCapture(e.pointerId);
+      viewport.classList.add("fxviz-dragging");
+    }
+    if (drag.active) {
+      zp.panBy(dx, dy);
+      drag.x = e.clientX;
+      drag.y = e.clientY;
+    }
+  });
+  const endDrag = (e) => {
+    if (drag && drag.active && viewport.hasPointerCapture(e.pointerId)) viewport.releasePointerCapture(e.pointerId);
+    viewport.classList.remove("fxviz-dragging");
+    drag = null;
+  };
+  viewport.addEventListener("pointerup", endDrag);
+  viewport.addEventListener("pointercancel", endDrag);
+  viewport.addEventListener("click", (e) => {
+    if (dragged) { dragged = false; return; }
+    const unit = e.target.closest && e.target.closest("g.node");
+    if (unit && viewport.contains(unit)) {
+      const title = unit.querySelector(":scope > title");
+      if (title) select(title.textContent, { reveal: false, notify: true });
+    }
+  });
+  viewport.addEventListener("keydown", (e) => {
+    const step = 60;
+    const keys = {
+      "+": () => zp.zoom(1.4), "=": () => zp.zoom(1.4), "-": () => zp.zoom(1 / 1.4), "0": () => zp.fit(),
+      "w": () => zp.fitWidth(), "ArrowLeft": () => zp.panBy(step, 0), "ArrowRight": () => zp.panBy(-step, 0),
+      "ArrowUp": () => zp.panBy(0, step), "ArrowDown": () => zp.panBy(0, -step),
+    };
+    if (keys[e.key]) { e.preventDefault(); keys[e.key](); }
+  });
+
+  // --- the graph ---------------------------------------------------------------------------------
+  function setSvg(text, { keepZoom = false, key = "" } = {}) {
+    const svg = parseSvg(text);
+    viewport.replaceChildren();
+    state.units = new Map();
+    if (!svg) {
+      zp.svg = null;
+      el.dataset.viewKey = key;
+      return;
+    }
+    svg.classList.add("fxviz-svg");
+    viewport.append(svg);
+    for (const g of svg.querySelectorAll("g.node")) {
+      const title = g.querySelector(":scope > title");
+      if (title) state.units.set(title.textContent, g);
+    }
+    zp.attach(svg, keepZoom);
+    el.dataset.viewKey = key;
+    el.dataset.units = String(state.units.size);
+    applySearch();
+    markSelected(false);
+  }
+
+  /** the drawn unit (node or module box) that shows joint node `name` in this view */
+  function unitFor(id) {
+    if (state.units.has(id)) return state.units.get(id);
+    const name = baseName(id);
+    if (state.units.has(name)) return state.units.get(name);
+    if (state.units.has(name + RECOMPUTED_SUFFIX)) return state.units.get(name + RECOMPUTED_SUFFIX);
+    const node = state.nodes[name];
+    if (node && node.module) {
+      const parts = node.module.split(".");
+      const sides = id.endsWith(RECOMPUTED_SUFFIX) ? ["backward", node.phase] : [node.phase, "forward", "backward"];
+      for (let d = parts.length; d >= 1; d--) {
+        for (const s of sides) {
+          const gid = `${s}/${quoteModule(parts.slice(0, d).join("."))}`;
+          if (state.units.has(gid)) return state.units.get(gid);
+        }
+      }
+    }
+    return null;
+  }
+
+  function markSelected(reveal) {
+    for (const g of viewport.querySelectorAll(".fxviz-selected")) g.classList.remove("fxviz-selected");
+    for (const g of viewport.querySelectorAll(".fxviz-neighbor")) g.classList.remove("fxviz-neighbor");
+    if (!state.selected) return null;
+    const unit = unitFor(state.selected);
+    if (unit) {
+      unit.classList.add("fxviz-selected");
+      const node = state.nodes[baseName(state.selected)];
+      if (node) {
+        for (const n of [...node.inputs, ...node.users]) {
+          const u = state.units.get(n);
+          if (u && u !== unit) u.classList.add("fxviz-neighbor");
+        }
+      }
+      if (reveal) zp.reveal(unit);
+    }
+    renderDetails(unit);
+    return unit;
+  }
+
+  function select(id, { reveal = true, notify = true } = {}) {
+    state.selected = id || "";
+    markSelected(reveal);
+    if (notify && opts.onSelect) opts.onSelect(state.selected);
+  }
+
+  // --- details -----------------------------------------------------------------------------------
+  function link(name) {
+    const known = Object.prototype.hasOwnProperty.call(state.nodes, name);
+    return h("a", { href: "#", class: "fxviz-link", "data-node": name, title: known ? `select ${name}` : name,
+                    onclick: (e) => { e.preventDefault(); select(name, { reveal: true, notify: true }); } }, name);
+  }
+
+  function linkList(names) {
+    if (!names || !names.length) return h("span", { class: "fxviz-muted", text: "none" });
+    const out = h("span", { class: "fxviz-links" });
+    names.forEach((n, i) => { if (i) out.append(", "); out.append(link(n)); });
+    return out;
+  }
+
+  function statusText(s, name) {
+    if (!s) return null;
+    if (s.error) return `${s.label}: failed (${s.error})`;
+    const bits = [];
+    if (s.saved.includes(name)) bits.push("saved for the backward");
+    if (s.recomputed.includes(name)) bits.push("recomputed in the backward");
+    if (s.removed.includes(name)) bits.push("removed (dead code)");
+    if (s.random && s.random.includes(name)) bits.push("a random op the backward redraws");
+    return bits.length ? bits.join("; ") : "neither saved nor recomputed";
+  }
+
+  function renderDetails(unit) {
+    details.replaceChildren();
+    const id = state.selected;
+    if (!id) {
+      details.append(h("p", { class: "fxviz-muted", text: "Click a node in the graph." }));
+      return;
+    }
+    const name = baseName(id);
+    const node = state.nodes[name];
+    if (!node) {
+      if (unit && unit.classList.contains("fx-group")) return renderGroup(id);
+      details.append(h("p", { text: `${id}: not a node of this graph` }));
+      return;
+    }
+    const rows = [];
+    const row = (k, ...v) => rows.push(h("tr", {}, h("th", { text: k }), h("td", {}, ...v)));
+    const swatch = h("span", { class: `fxviz-swatch fxviz-role-${node.role}` });
+    row("role", swatch, node.role_label, h("span", { class: "fxviz-muted", text: ` (${node.phase} phase)` }));
+    row("op", h("code", { text: node.op }), node.target && node.target !== node.op ? h("span", { class: "fxviz-muted", text: `  ${node.target}` }) : null);
+    if (node.shape) row("shape", h("code", { class: "fxviz-shape", text: `[${node.shape.join(", ")}]` }));
+    if (node.dtype) row("dtype", h("code", { text: node.dtype }));
+    if (node.bytes !== null && node.bytes !== undefined) row("bytes", `${node.bytes_text} (${node.bytes.toLocaleString("en-US")} B)`);
+    if (node.qualname) row("real name", h("code", { text: node.qualname }));
+    row("module", node.module ? h("code", { text: node.module }) : h("span", { class: "fxviz-muted", text: "none recorded" }));
+    if (node.source) row("source", h("code", { text: node.source }), node.code ? h("div", { class: "fxviz-code", text: node.code }) : null);
+    if (state.view === "compare" && state.compare) {
+      row("A", h("span", { class: "fxviz-status-text", text: statusText(state.status, name) }),
+          h("span", { class: "fxviz-muted", text: ` (${state.status ? state.status.label : ""})` }));
+      row("B", h("span", { class: "fxviz-status-text", text: statusText(state.compare, name) }),
+          h("span", { class: "fxviz-muted", text: ` (${state.compare.label})` }));
+    } else if (state.status) {
+      row("status", h("span", { class: "fxviz-status-text", text: statusText(state.status, name) }),
+          h("span", { class: "fxviz-muted", text: ` (${state.status.label})` }));
+    }
+    row("producers", linkList(node.inputs));
+    row("users", linkList(node.users), node.returned ? h("span", { class: "fxviz-muted", text: " (returned by the graph)" }) : null);
+    const head = h("div", { class: "fxviz-details-head" }, h("code", { class: "fxviz-node-name", text: name }));
+    if (id.endsWith(RECOMPUTED_SUFFIX)) head.append(h("span", { class: "fxviz-badge", text: "the backward's recomputed copy" }));
+    details.append(head);
+    if (!unit) {
+      details.append(h("p", { class: "fxviz-note", text: "not drawn in this view" }));
+    } else if (unit.classList.contains("fx-group")) {
+      const t = unit.querySelector(":scope > title");
+      details.append(h("p", { class: "fxviz-note", text: `drawn inside the module box ${t ? t.textContent : ""}` }));
+    }
+    details.append(h("table", { class: "fxviz-kv" }, h("tbody", {}, rows)));
+  }
+
+  function groupMembers(gid) {
+    const slash = gid.indexOf("/");
+    const side = gid.slice(0, slash);
+    const path = decodeURIComponent(gid.slice(slash + 1));
+    const members = Object.values(state.nodes).filter((n) => n.phase === side && n.module &&
+      (n.module === path || n.module.startsWith(path + ".")));
+    return { side, path, members };
+  }
+
+  function renderGroup(gid) {
+    const { side, path, members } = groupMembers(gid);
+    details.append(h("div", { class: "fxviz-details-head" }, h("code", { class: "fxviz-node-name", text: path }),
+      h("span", { class: "fxviz-badge", text: `module box, ${side}` })));
+    details.append(h("p", { text: `${members.length} nodes collapsed into this box:` }));
+    details.append(h("p", {}, linkList(members.map((m) => m.name))));
+  }
+
+  // --- search ------------------------------------------------------------------------------------
+  function matches(node, q) {
+    return [node.name, node.op, node.target, node.module, node.qualname]
+      .some((f) => f && f.toLowerCase().includes(q));
+  }
+
+  function applySearch() {
+    const q = state.query.trim().toLowerCase();
+    for (const g of viewport.querySelectorAll(".fxviz-match")) g.classList.remove("fxviz-match");
+    const svg = viewport.querySelector("svg");
+    if (!q) {
+      if (svg) svg.classList.remove("fxviz-searching");
+      state.lastSearch = { query: "", nodes: 0, drawn: 0 };
+      status.textContent = "";
+      return state.lastSearch;
+    }
+    const hit = new Set(Object.values(state.nodes).filter((n) => matches(n, q)).map((n) => n.name));
+    let drawn = 0;
+    for (const [id, g] of state.units) {
+      let ok;
+      if (g.classList.contains("fx-group")) {
+        const { path, members } = groupMembers(id);
+        ok = path.toLowerCase().includes(q) || members.some((m) => hit.has(m.name));
+      } else {
+        ok = hit.has(baseName(id));
+      }
+      if (ok) { g.classList.add("fxviz-match"); drawn += 1; }
+    }
+    if (svg) svg.classList.add("fxviz-searching");
+    state.lastSearch = { query: state.query, nodes: hit.size, drawn };
+    status.textContent = hit.size
+      ? `search \u201c${state.query}\u201d: ${hit.size} matching node${hit.size === 1 ? "" : "s"}, ${drawn} highlighted in this view`
+      : `search \u201c${state.query}\u201d: no node matches (names, ops, modules)`;
+    status.classList.toggle("fxviz-nomatch", hit.size === 0);
+    return state.lastSearch;
+  }
+
+  function setSearch(q) {
+    state.query = q || "";
+    const r = applySearch();
+    if (opts.onSearch) opts.onSearch(r);
+    return r;
+  }
+
+  // --- memory table ------------------------------------------------------------------------------
+  function renderTable() {
+    tableBox.replaceChildren();
+    const t = state.table;
+    if (!t || !t.rows) {
+      tableBox.append(h("p", { class: "fxviz-muted", text: t && t.message ? t.message : "computing\u2026" }));
+      return;
+    }
+    const head = h("tr", {}, t.columns.map((c, i) => h("th", { text: c, title: (t.tips || [])[i] || null })));
+    const body = t.rows.map((r) => {
+      const tr = h("tr", { "data-strategy": r.key, class: "fxviz-row", title: r.error ? r.error : TABLE_HINT });
+      if (r.key === state.highlight) { tr.classList.add("fxviz-row-selected"); tr.setAttribute("aria-selected", "true"); }
+      if (state.view === "compare" && r.key === state.compareHighlight) tr.classList.add("fxviz-row-compare");
+      if (r.error) tr.classList.add("fxviz-row-error");
+      r.cells.forEach((c, i) => tr.append(h(i === 0 ? "th" : "td", { text: c, class: r.best && r.best[i] ? "fxviz-best" : null })));
+      tr.addEventListener("click", () => { if (opts.onRowClick) opts.onRowClick(r.key); });
+      return tr;
+    });
+    tableBox.append(h("table", { class: "fxviz-table" }, h("thead", {}, head), h("tbody", {}, body)));
+    if (t.caption) tableBox.append(h("details", { class: "fxviz-table-caption" }, h("summary", { text: "how these are counted" }), h("p", { text: t.caption })));
+  }
+
+  // --- doctor ------------------------------------------------------------------------------------
+  function renderDoctor() {
+    doctorBox.replaceChildren();
+    const d = state.doctor;
+    if (!d) { doctorBox.append(h("p", { class: "fxviz-muted", text: "\u2014" })); return; }
+    if (d.message) {
+      const cls = d.healthy === true ? "fxviz-doctor-ok" : d.healthy === false ? "fxviz-doctor-bad" : "fxviz-muted";
+      doctorBox.append(h("p", { class: `fxviz-doctor-headline ${cls}`, text: d.message }));
+    }
+    for (const f of d.findings || []) {
+      const item = h("div", { class: `fxviz-finding fxviz-severity-${f.severity || "info"}` },
+        h("div", { class: "fxviz-finding-title" }, h("span", { class: "fxviz-severity", text: f.severity || "info" }), " ", f.title || ""));
+      if (f.items && f.items.length) item.append(h("ul", {}, f.items.map((t) => h("li", { text: t }))));
+      if (f.hint) item.append(h("p", { class: "fxviz-hint-text", text: `fix: ${f.hint}` }));
+      if (f.nodes && f.nodes.length) item.append(h("p", {}, "nodes: ", linkList(f.nodes)));
+      doctorBox.append(item);
+    }
+  }
+
+  // --- legend ------------------------------------------------------------------------------------
+  function renderLegend() {
+    legendBox.replaceChildren();
+    const l = state.legend;
+    if (!l) return;
+    const roles = h("ul", { class: "fxviz-legend-list" });
+    for (const [role, r] of Object.entries(l.roles)) {
+      roles.append(h("li", { title: r.description }, h("span", { class: `fxviz-swatch fxviz-role-${role}` }), r.label));
+    }
+    const marks = h("ul", { class: "fxviz-legend-list" });
+    for (const [k, m] of Object.entries(l.status)) {
+      marks.append(h("li", { title: m.description },
+        h("span", { class: `fxviz-mark fxviz-mark-${k}` }), h("b", { text: k }), h("span", { class: "fxviz-muted", text: ` \u2014 ${m.cue}` })));
+    }
+    legendBox.append(roles, marks);
+    if (state.view === "compare") {
+      const cmp = h("ul", { class: "fxviz-legend-list" });
+      for (const [k, m] of Object.entries(l.compare)) {
+        cmp.append(h("li", { title: m.description }, h("span", { class: `fxviz-mark fxviz-mark-${k}` }), h("b", { text: k }),
+          h("span", { class: "fxviz-muted", text: ` \u2014 ${m.description}` })));
+      }
+      legendBox.append(cmp);
+    }
+  }
+
+  // --- public ------------------------------------------------------------------------------------
+  const pane = {
+    el,
+    setSvg,
+    select: (id) => select(id, { reveal: true, notify: false }),
+    setSearch,
+    setNodes(nodes) { state.nodes = nodes || {}; markSelected(false); applySearch(); },
+    setStatus(s, cmp) { state.status = s || null; state.compare = cmp || null; markSelected(false); },
+    setView(view) { state.view = view || "joint"; el.dataset.view = state.view; renderTable(); renderLegend(); markSelected(false); },
+    setTable(t) { state.table = t; renderTable(); },
+    setHighlight(key, compareKey) { state.highlight = key || ""; state.compareHighlight = compareKey || ""; renderTable(); },
+    setDoctor(d) { state.doctor = d; renderDoctor(); },
+    setLegend(l) { state.legend = l; renderLegend(); },
+    setCaption(text) { caption.textContent = text || ""; },
+    setBusy(msg) {
+      busy.hidden = !msg;
+      busy.querySelector(".fxviz-busy-text").textContent = msg || "";
+      el.classList.toggle("fxviz-is-busy", !!msg);
+    },
+    setError(msg) { errorBox.hidden = !msg; errorBox.textContent = msg || ""; el.classList.toggle("fxviz-has-error", !!msg); },
+    get lastSearch() { return state.lastSearch; },
+    zoom: zp,
+    destroy() { viewport.removeEventListener("wheel", onWheel); el.remove(); },
+  };
+  return pane;
+}
+
+// --- the anywidget view ----------------------------------------------------------------------------
+function render({ model, el }) {
+  const pane = createPane(el, {
+    onSelect: (id) => { model.set("selected", id); model.save_changes(); },
+    onRowClick: (key) => { model.send({ event: "row", strategy: key }); },
+    onSearch: (r) => { model.set("matches", r.nodes); model.set("drawn_matches", r.drawn); model.save_changes(); },
+  });
+  const status = () => pane.setStatus(model.get("status"), model.get("compare_status"));
+  const handlers = {
+    "change:nodes": () => pane.setNodes(model.get("nodes")),
+    "change:status change:compare_status": status,
+    "change:view": () => pane.setView(model.get("view")),
+    "change:svg": () => {
+      pane.setSvg(model.get("svg"), { keepZoom: model.get("keep_zoom"), key: model.get("view_key") });
+      pane.setSearch(model.get("search"));
+    },
+    "change:search": () => pane.setSearch(model.get("search")),
+    "change:selected": () => pane.select(model.get("selected")),
+    "change:table": () => pane.setTable(model.get("table")),
+    "change:highlight change:compare_highlight": () => pane.setHighlight(model.get("highlight"), model.get("compare_highlight")),
+    "change:doctor": () => pane.setDoctor(model.get("doctor")),
+    "change:legend": () => pane.setLegend(model.get("legend")),
+    "change:caption": () => pane.setCaption(model.get("caption")),
+    "change:busy": () => pane.setBusy(model.get("busy")),
+    "change:error": () => pane.setError(model.get("error")),
+  };
+  pane.setNodes(model.get("nodes"));
+  status();
+  pane.setView(model.get("view"));
+  pane.setLegend(model.get("legend"));
+  pane.setTable(model.get("table"));
+  pane.setHighlight(model.get("highlight"), model.get("compare_highlight"));
+  pane.setDoctor(model.get("doctor"));
+  pane.setCaption(model.get("caption"));
+  pane.setError(model.get("error"));
+  pane.setSvg(model.get("svg"), { keepZoom: false, key: model.get("view_key") });
+  pane.setSearch(model.get("search"));
+  pane.select(model.get("selected"));
+  pane.setBusy(model.get("busy"));
+  for (const [events, fn] of Object.entries(handlers)) model.on(events, fn);
+  return () => {
+    for (const [events, fn] of Object.entries(handlers)) model.off(events, fn);
+    pane.destroy();
+  };
+}
+
+export default { render };

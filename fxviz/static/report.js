@@ -1,0 +1,108 @@
+// fxviz HTML report: the controls around the explorer pane.  Appended to explorer.js inside one
+// <script type="module">, so createPane and h-free DOM calls below share its scope.  All data
+// comes from the inert <script type="application/json" id="fxviz-data"> element.
+
+(function startReport() {
+  const data = JSON.parse(document.getElementById("fxviz-data").textContent);
+  const root = document.getElementById("fxviz-root");
+  const nav = document.getElementById("fxviz-controls");
+  const index = data.index || [];
+  const VIEW_LABELS = { joint: "joint", forward: "forward", backward: "backward", compare: "compare" };
+  const state = {
+    view: data.initial ? data.initial.view : "joint",
+    strategy: data.initial ? data.initial.strategy : (data.strategies[0] || {}).key,
+    compare: data.initial ? data.initial.compare : null,
+  };
+
+  const el = (tag, attrs = {}, text = null) => {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== null) e.textContent = text;
+    return e;
+  };
+
+  // --- controls ----------------------------------------------------------------------------------
+  const viewButtons = el("span", { class: "fxviz-viewbuttons", role: "group", "aria-label": "view" });
+  for (const v of data.views) {
+    const b = el("button", { type: "button", "data-view": v, "aria-pressed": "false" }, VIEW_LABELS[v] || v);
+    b.addEventListener("click", () => { state.view = v; update(); });
+    viewButtons.append(b);
+  }
+  const strategySel = el("select", { id: "fxviz-strategy", "aria-label": "strategy" });
+  for (const s of data.strategies) {
+    const o = el("option", { value: s.key }, s.label + (s.error ? " (failed)" : ""));
+    if (s.error) o.disabled = true;
+    strategySel.append(o);
+  }
+  strategySel.addEventListener("change", () => { state.strategy = strategySel.value; update(); });
+  const compareSel = el("select", { id: "fxviz-compare", "aria-label": "compare with" });
+  compareSel.addEventListener("change", () => { state.compare = compareSel.value; update(); });
+  const compareLabel = el("label", {}, "compare with ");
+  compareLabel.append(compareSel);
+  const search = el("input", { type: "search", id: "fxviz-search", placeholder: "search name, op, module",
+                               "aria-label": "search nodes" });
+  search.addEventListener("input", () => pane.setSearch(search.value));
+  search.addEventListener("keydown", (e) => { if (e.key === "Escape") { search.value = ""; pane.setSearch(""); } });
+  const strategyLabel = el("label", {}, "strategy ");
+  strategyLabel.append(strategySel);
+  const viewLabel = el("label", {}, "view ");
+  viewLabel.append(viewButtons);
+  const searchLabel = el("label", {}, "search ");
+  searchLabel.append(search);
+  nav.append(viewLabel, strategyLabel, compareLabel, searchLabel);
+  nav.hidden = false;
+
+  // --- the pane ----------------------------------------------------------------------------------
+  const fallback = document.getElementById("fxviz-fallback");
+  if (fallback) fallback.remove();
+  const pane = createPane(root, {
+    onRowClick: (key) => {
+      const s = data.strategies.find((x) => x.key === key);
+      if (s && !s.error) { state.strategy = key; update(); }
+    },
+  });
+  pane.setNodes(data.nodes);
+  pane.setLegend(data.legend);
+  pane.setTable(data.table);
+  pane.setDoctor(data.doctor);
+
+  let lastKind = null;
+  function update() {
+    if (state.view === "compare") {
+      let partners = data.pairs.filter((p) => p[0] === state.strategy).map((p) => p[1]);
+      if (!partners.length && data.pairs.length) {
+        state.strategy = data.pairs[0][0];
+        partners = data.pairs.filter((p) => p[0] === state.strategy).map((p) => p[1]);
+      }
+      if (!partners.includes(state.compare)) state.compare = partners[0] || null;
+      compareSel.replaceChildren(...partners.map((k) => {
+        const s = data.strategies.find((x) => x.key === k);
+        return el("option", { value: k }, s ? s.label : k);
+      }));
+      compareSel.value = state.compare || "";
+    }
+    compareLabel.hidden = state.view !== "compare";
+    strategySel.value = state.strategy;
+    for (const b of viewButtons.children) b.setAttribute("aria-pressed", String(b.dataset.view === state.view));
+
+    const entry = index.find((e) => e.view === state.view && e.strategy === state.strategy &&
+      (state.view !== "compare" || e.compare === state.compare));
+    const key = entry ? entry.key : null;
+    const kind = state.view;
+    pane.setView(state.view);
+    pane.setStatus(data.status[state.strategy], state.view === "compare" ? data.status[state.compare] : null);
+    pane.setHighlight(state.strategy, state.view === "compare" ? state.compare : "");
+    if (key && data.svgs[key]) {
+      pane.setError("");
+      pane.setSvg(data.svgs[key], { keepZoom: lastKind === kind, key });
+      pane.setCaption(data.captions[key] || "");
+    } else {
+      pane.setSvg("", { key: key || "" });
+      pane.setCaption("");
+      pane.setError((key && data.errors[key]) || "this view is not in the report");
+    }
+    lastKind = kind;
+    pane.setSearch(search.value);
+  }
+  update();
+})();
