@@ -105,7 +105,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_table(args: argparse.Namespace) -> int:
+    """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at."""
+    import pandas as pd
+
+    from .render.table import memory_table_text
+
+    tr = _trace(args)
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+    for piece in tr.pieces:
+        if len(tr.pieces) > 1:
+            print(f"== graph {piece.index + 1} of {len(tr.pieces)}")
+        df = piece.memory_table(strategies)
+        if args.exact:
+            with pd.option_context("display.width", 250, "display.max_columns", None):
+                print(pd.DataFrame(df).drop(columns=["error"]).to_string(index=False))
+        else:
+            print(memory_table_text(df))
+    return 0
+
+
+def _table_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strategies", help="comma-separated strategies (default: default,min_cut,budget:0.5,"
+                                        "recompute_all,eager); budget:B[:dp|greedy|ilp], eager, ...")
+    p.add_argument("--exact", action="store_true", help="exact integers instead of KiB/MiB/GiB")
+
+
 COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
+    "table": (cmd_table, "the memory table: saved bytes, recompute cost and peaks per strategy"),
     "nodes": (cmd_nodes, "role counts and the parameter table of the joint graph"),
 }
 
@@ -130,6 +157,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _EXTRA_ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+_EXTRA_ARGS["table"] = _table_args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

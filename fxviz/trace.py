@@ -193,6 +193,51 @@ class Trace:
             self._cache[key] = partition(self.graph, strategy, self.capture)
         return self._cache[key]
 
+    def memory_table(self, strategies: Any = None) -> pd.DataFrame:
+        """One row per strategy: saved activation / parameter / input bytes (storage-aware),
+        recompute FLOPs and bytes, op counts, forward and backward peaks, torch's own estimate.
+
+        ``strategies``: a list (or comma-separated string) of strategies as for :meth:`partition`;
+        default ``default, min_cut, budget:0.5, recompute_all, eager``.  A strategy that fails on
+        this graph gives a row with ``error`` set.  The frame keeps exact integers and displays
+        styled (MiB/GiB, best value per column marked) in a notebook; ``df.attrs["caption"]`` says
+        which partitioner arguments were passed and how bytes are counted."""
+        from .analysis.memory import memory_table
+        from .render.table import MemoryTable
+
+        if isinstance(strategies, str):
+            strategies = [s.strip() for s in strategies.split(",") if s.strip()]
+        chosen = None if strategies is None else list(strategies)
+        key = ("memory_table", None if chosen is None else tuple(
+            s if isinstance(s, str) else id(s) for s in chosen))
+        if key not in self._cache:
+            self._cache[key] = memory_table(self.graph, self.partition, chosen)
+        df = self._cache[key]
+        table = MemoryTable(df.copy())
+        table.attrs = dict(df.attrs)
+        return table
+
+    def memory_sweep(self, budgets: Any = None, solver: str = "dp", progress: bool | None = None) -> pd.DataFrame:
+        """The memory / recompute trade-off: min-cut under ``activation_memory_budget`` for each
+        of ``budgets`` (default 0, 0.1, ..., 1) with ``solver`` (``dp``, ``greedy``, ``ilp``).
+        Budgets giving identical partitions share one row.  ``progress``: a tqdm bar (default: on
+        for more than five budgets).  ``.pareto_plot()`` on the result draws the trade-off."""
+        from .analysis.sweep import DEFAULT_BUDGETS, memory_sweep
+        from .render.plots import MemorySweep
+
+        chosen = sorted({float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)})
+        wrap = None
+        if progress or (progress is None and len(chosen) > 5):
+            from tqdm.auto import tqdm
+
+            def wrap(items: Any) -> Any:
+                return tqdm(items, desc=f"budget sweep ({solver})", unit="budget", leave=False)
+
+        df = memory_sweep(self.graph, self.partition, chosen, solver=solver, progress=wrap)
+        sweep = MemorySweep(df)
+        sweep.attrs = dict(df.attrs)
+        return sweep
+
     def check_gradients(self, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
         """Per parameter: ``parameter, has_gradient, max_abs_diff, ok`` against eager autograd."""
         from .analysis.gradients import check_gradients

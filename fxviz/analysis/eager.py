@@ -1,0 +1,288 @@
+"""The ``eager`` strategy: what plain eager autograd saves for the same model and inputs.
+
+The reference row users compare compilers against.  Measured, not modelled: the model runs once
+on clones of its parameters and buffers (``torch.func.functional_call``), from the RNG state of
+the capture, with ``torch.autograd.graph.saved_tensors_hooks`` collecting every tensor autograd
+packs for the backward.  Bytes count unique storages; storages owned by parameters, buffers or
+the inputs are reported apart from activations.
+
+Each saved tensor is traced back to the aten op that produced it (a dispatch-mode recorder sees
+the ops eager runs below autograd) and that op is matched, in order, to a forward op of the
+joint graph with the same op, output index, shape and dtype (``difflib`` alignment of the two op
+sequences, so ops that exist on only one side do not shift the rest).  What cannot be matched is
+listed as unmapped.  Eager and compiled graphs legitimately differ: on CPU, eager dropout draws a
+float mask (``bernoulli_``, ``div_``, ``mul``) where the traced graph's ``native_dropout`` keeps a
+bool mask; in-place ops (``relu_``) are matched to their functional twin (``relu``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from .. import _torch
+from .._state import preserved
+from ..capture import Capture, JointGraph
+from .partition import Partition
+
+__all__ = ["SavedTensor", "EagerMeasurement", "EagerPartition", "measure_eager", "eager_partition"]
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    """One tensor eager autograd saved (unique by storage, offset, shape, stride and dtype)."""
+
+    op: str  # the aten op that produced it in eager ("input"/"parameter" for leaves)
+    shape: tuple[int, ...]
+    dtype: str
+    owner: str  # activation | parameter | input
+    storage_bytes: int
+    numel_bytes: int
+    joint: str | None  # the joint-graph node it corresponds to, when matched
+
+
+@dataclass
+class EagerMeasurement:
+    saved: list[SavedTensor] = field(default_factory=list)
+    saves: int = 0  # pack-hook calls (one tensor may be saved by several ops)
+    storages: int = 0
+    activation_bytes: int = 0
+    param_bytes: int = 0
+    input_bytes: int = 0
+    estimate_bytes: int = 0  # numel*itemsize over the saved tensors, blind to aliasing (torch's way)
+    forward_ops: int = 0  # aten ops eager ran in the forward (and the loss)
+    float_mask_bytes: int = 0  # CPU dropout's float masks among the saved activations
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def saved_tensors(self) -> int:
+        return len(self.saved)
+
+
+@dataclass
+class EagerPartition(Partition):
+    """A ``Partition`` for the eager reference: no graphs, the measurement instead."""
+
+    measurement: EagerMeasurement | None = None
+
+
+# the traced graph's functional form of an op -> the op eager runs
+_SAME_OP = {
+    "_native_batch_norm_legit_functional": "native_batch_norm",
+    "_native_batch_norm_legit": "native_batch_norm",
+    "_native_batch_norm_legit_no_training": "native_batch_norm",
+}
+
+
+def _op_name(func: Any) -> str:
+    """``aten.relu_.default`` -> ``relu`` (in-place ops match their functional twin)."""
+    packet = getattr(func, "overloadpacket", None)
+    name = getattr(packet, "__name__", None) or getattr(func, "__name__", str(func))
+    name = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+    return _SAME_OP.get(name, name)
+
+
+def _dtype(t: torch.Tensor | Any) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def _sig(t: torch.Tensor) -> tuple[Any, ...]:
+    """A tensor's identity as a view: same storage, offset, shape, stride and dtype."""
+    return (_torch.storage_key(t), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def _joint_sequence(graph: JointGraph) -> list[tuple[tuple[Any, ...], str | None]]:
+    """The joint forward ops' outputs in graph order: ((op, output index, shape, dtype), node name)."""
+    seq: list[tuple[tuple[Any, ...], str | None]] = []
+    for n in graph.gm.graph.nodes:
+        info = graph.info.get(n.name)
+        if n.op != "call_function" or info is None or info.phase != "forward":
+            continue
+        if getattr(n.target, "__name__", "") == "getitem":
+            continue
+        val = _torch.meta_val(n)
+        name = _op_name(n.target)
+        if isinstance(val, torch.Tensor):
+            seq.append(((name, 0, tuple(int(s) for s in val.shape), _dtype(val)), n.name))
+        elif isinstance(val, (tuple, list)):
+            items = {u.args[1]: u.name for u in n.users if getattr(u.target, "__name__", "") == "getitem"}
+            for i, v in enumerate(val):
+                if isinstance(v, torch.Tensor):
+                    seq.append(((name, i, tuple(int(s) for s in v.shape), _dtype(v)), items.get(i)))
+    return seq
+
+
+def _clone(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    c = t.detach().clone()
+    return c.requires_grad_(requires_grad) if c.is_floating_point() or c.is_complex() else c
+
+
+def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasurement:
+    """Run the captured model once eagerly and record every tensor autograd saves.
+
+    In ``params="closure"`` mode the parameters are constants of the traced graph and the floating
+    inputs require grad (as the capture marks them); the eager run mirrors that.
+    """
+    closure = cap.params == "closure"
+    model = cap.model
+    events: list[tuple[Any, ...]] = []  # (op, output index, shape, dtype) per op output, in order
+    producer: dict[tuple[Any, ...], int] = {}  # view signature -> index of the latest event producing it
+    owners: dict[int, str] = {}  # storage key -> parameter | input
+    leaf_names: dict[int, str] = {}  # storage key -> joint placeholder name
+    packed: dict[tuple[Any, ...], torch.Tensor] = {}  # unique saved tensors, in save order
+    saves = 0
+
+    masks: set[int] = set()  # storages of CPU dropout's float masks
+
+    def on_op(func: Any, args: Any, out: Any) -> None:
+        name = _op_name(func)
+        if name == "bernoulli" and isinstance(out, torch.Tensor):
+            masks.add(_torch.storage_key(out))  # eager CPU dropout: empty_like().bernoulli_(1-p)
+            return
+        if isinstance(out, torch.Tensor) and _torch.storage_key(out) in masks:
+            return  # mask.div_(1-p): still the mask
+        mask = next((a for a in pytree.tree_leaves(args)
+                     if isinstance(a, torch.Tensor) and _torch.storage_key(a) in masks), None)
+        if name == "mul" and mask is not None and isinstance(out, torch.Tensor):
+            # input * mask: record it as the graph's native_dropout (output, bool mask)
+            producer[_sig(out)] = len(events)
+            events.append(("native_dropout", 0, tuple(out.shape), _dtype(out)))
+            producer[_sig(mask)] = len(events)
+            events.append(("native_dropout", 1, tuple(mask.shape), "bool"))
+            return
+        for i, t in enumerate(pytree.tree_leaves(out)):
+            if isinstance(t, torch.Tensor):
+                producer[_sig(t)] = len(events)
+                events.append((name, i, tuple(t.shape), _dtype(t)))
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        nonlocal saves
+        saves += 1
+        sig = _sig(t)
+        packed.setdefault(sig, t)
+        return t
+
+    def unpack(t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    placeholder_of = {}
+    if graph is not None:
+        for name, value in graph.placeholder_values.items():
+            if isinstance(value, torch.Tensor):
+                placeholder_of[id(value)] = name
+        for target, value in graph.constant_values.items():
+            for n in graph.gm.graph.nodes:
+                if n.op == "get_attr" and n.target == target:
+                    placeholder_of.setdefault(id(value), n.name)
+
+    with preserved(model), _torch.quiet_torch():
+        state: dict[str, torch.Tensor] = {}
+        if model is not None:
+            for qual, p in model.named_parameters():
+                state[qual] = _clone(p, p.requires_grad and not closure)
+                owners[_torch.storage_key(state[qual])] = "parameter"
+                if id(p) in placeholder_of:
+                    leaf_names[_torch.storage_key(state[qual])] = placeholder_of[id(p)]
+            for qual, b in model.named_buffers():
+                state[qual] = _clone(b, False)
+                owners[_torch.storage_key(state[qual])] = "parameter"
+                if id(b) in placeholder_of:
+                    leaf_names[_torch.storage_key(state[qual])] = placeholder_of[id(b)]
+        inputs = []
+        for x in cap.example_inputs:
+            if isinstance(x, torch.Tensor):
+                c = _clone(x, x.requires_grad or (closure and (x.is_floating_point() or x.is_complex())))
+                owners[_torch.storage_key(c)] = "input"
+                if id(x) in placeholder_of:
+                    leaf_names[_torch.storage_key(c)] = placeholder_of[id(x)]
+                inputs.append(c)
+            else:
+                inputs.append(x)
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack), _torch.OpRecorder(on_op):
+            if model is not None:
+                out = torch.func.functional_call(model, state, tuple(inputs))
+            else:
+                out = cap.fn(*inputs)
+            loss = cap.reduce(out)
+        del loss, out
+
+    mapping: dict[int, str | None] = {}
+    if graph is not None:
+        joint = _joint_sequence(graph)
+        matcher = difflib.SequenceMatcher(None, events, [k for k, _ in joint], autojunk=False)
+        for block in matcher.get_matching_blocks():
+            for k in range(block.size):
+                mapping[block.a + k] = joint[block.b + k][1]
+
+    m = EagerMeasurement(saves=saves, forward_ops=_count_ops(events))
+    seen_storage: set[int] = set()
+    for sig, t in packed.items():
+        # resolved now, not at pack time: a saved tensor stays alive, so every record made for
+        # its view signature after it was packed is about this same storage (an op may save
+        # its inputs before CPU dropout's mask is known to be one)
+        event = producer.get(sig)
+        key = sig[0]
+        owner = owners.get(key, "activation")
+        nbytes = int(t.untyped_storage().nbytes())
+        numel_bytes = t.numel() * t.element_size()
+        if event is not None:
+            op = events[event][0]
+            joint_name = mapping.get(event)
+        else:
+            op = owner if owner != "activation" else "?"
+            joint_name = None
+        if joint_name is None and owner != "activation":
+            joint_name = leaf_names.get(key)
+        m.saved.append(SavedTensor(op=op, shape=tuple(t.shape), dtype=_dtype(t), owner=owner,
+                                   storage_bytes=nbytes, numel_bytes=numel_bytes, joint=joint_name))
+        m.estimate_bytes += numel_bytes
+        if key in seen_storage:
+            continue
+        seen_storage.add(key)
+        if key in masks:
+            m.float_mask_bytes += nbytes
+        m.storages += 1
+        if owner == "parameter":
+            m.param_bytes += nbytes
+        elif owner == "input":
+            m.input_bytes += nbytes
+        else:
+            m.activation_bytes += nbytes
+    packed.clear()
+    m.notes = _notes(m, graph, closure)
+    return m
+
+
+def _count_ops(events: list[tuple[Any, ...]]) -> int:
+    """Ops, not outputs: an op with several outputs recorded one event per output index."""
+    return sum(1 for e in events if e[1] == 0)
+
+
+def _notes(m: EagerMeasurement, graph: JointGraph | None, closure: bool) -> list[str]:
+    notes = ["eager: measured on real tensors with saved_tensors_hooks (no graphs, so no peaks or recompute)."]
+    if m.float_mask_bytes:
+        notes.append(f"eager CPU dropout saves float masks ({m.float_mask_bytes} bytes) where the graph's "
+                     "native_dropout saves bool masks (a quarter of that): the eager and graph rows "
+                     "legitimately differ there.")
+    if closure:
+        notes.append("eager (closure mode): parameters held constant and floating inputs requiring grad, "
+                     "as in the capture.")
+    return notes
+
+
+def eager_partition(cap: Capture, graph: JointGraph) -> EagerPartition:
+    """The ``eager`` strategy as a ``Partition``: ``saved`` are the joint nodes eager's saved tensors
+    correspond to (in save order), ``unmapped`` describes those with no joint node."""
+    start = time.perf_counter()
+    m = measure_eager(cap, graph)
+    saved = list(dict.fromkeys(s.joint for s in m.saved if s.joint is not None))
+    unmapped = [f"{s.op} {list(s.shape)} {s.dtype} ({s.owner})" for s in m.saved if s.joint is None]
+    return EagerPartition(strategy="eager", label="eager autograd (measured with saved_tensors_hooks)",
+                          forward=None, backward=None, saved=saved, unmapped=unmapped,
+                          caller="eager autograd", seconds=time.perf_counter() - start, measurement=m)

@@ -1,0 +1,412 @@
+"""Exact memory facts of a ``Partition``: saved bytes by storage, peaks, the cost of recomputing.
+
+torch's own estimate (``_size_of``: ``numel * itemsize`` per node) is blind to aliasing: a saved
+``detach`` of a saved ``sigmoid`` counts twice, a transposed weight counts as a new activation.
+Here every byte is attributed to a *storage*, identified through the fake tensors torch recorded
+on each node (they keep the traced program's aliasing), so views and aliases count once and a
+saved view of a parameter or input is reported as such, not as an activation.  Symbolic sizes are
+evaluated at the example inputs' sizes (the caption says so when it happened).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import pandas as pd
+import torch
+import torch.fx as fx
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
+
+from .. import _torch
+from ..capture import JointGraph
+from ..errors import StrategyError
+from .partition import Partition
+
+__all__ = [
+    "COLUMNS",
+    "DEFAULT_STRATEGIES",
+    "StorageUse",
+    "SavedMemory",
+    "MemoryRow",
+    "concrete",
+    "has_symbolic_sizes",
+    "storage_owners",
+    "saved_memory",
+    "peak_bytes",
+    "recompute_cost",
+    "graph_flops",
+    "memory_row",
+    "memory_table",
+    "caption",
+]
+
+DEFAULT_STRATEGIES: tuple[str, ...] = ("default", "min_cut", "budget:0.5", "recompute_all", "eager")
+
+COLUMNS: list[str] = [
+    "strategy", "saved_tensors", "saved_storages", "saved_activation_bytes", "saved_param_bytes",
+    "saved_input_bytes", "recomputed_ops", "recomputed_random_ops", "recompute_flops", "recompute_bytes",
+    "forward_ops", "backward_ops", "forward_flops", "forward_peak_bytes", "backward_peak_bytes",
+    "resident_bytes", "torch_estimate_bytes", "seconds", "error",
+]
+_INT_COLUMNS = [c for c in COLUMNS if c not in ("strategy", "seconds", "error")]
+
+# joint-graph roles whose storages the model or the caller own (never activations)
+_PARAM_ROLES = ("parameter", "buffer", "constant")
+_INPUT_ROLES = ("primal",)
+
+
+# --- sizes ---------------------------------------------------------------------------------------
+def concrete(v: Any) -> int:
+    """An int, evaluating a SymInt at the example size it was traced with."""
+    if isinstance(v, torch.SymInt):
+        hint = getattr(v.node, "hint", None)
+        if hint is None:
+            raise ValueError(f"symbolic size {v} has no example value")
+        return int(hint)
+    return int(v)
+
+
+def has_symbolic_sizes(gm: fx.GraphModule) -> bool:
+    """Whether any value's size is symbolic (then every figure is at the example sizes)."""
+    for n in gm.graph.nodes:
+        val = _torch.meta_val(n)
+        if isinstance(val, torch.SymInt):
+            return True
+        for t in _tensors(val):
+            if any(isinstance(s, torch.SymInt) for s in t.shape):
+                return True
+    return False
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _storage(t: torch.Tensor) -> tuple[int, int]:
+    """(storage identity, storage bytes) of a fake or real tensor."""
+    return _torch.storage_key(t), concrete(t.untyped_storage().nbytes())
+
+
+def _numel_bytes(t: torch.Tensor) -> int:
+    n = 1
+    for s in t.shape:
+        n *= concrete(s)
+    return n * t.element_size()
+
+
+def _is_view_op(target: Any) -> bool:
+    """An aten op whose output aliases an input (``t``, ``view``, ``detach``, ``expand``...)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return False
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
+# --- who owns a storage --------------------------------------------------------------------------
+def storage_owners(graph: JointGraph) -> dict[int, tuple[str, int]]:
+    """storage identity -> ("parameter" | "input", bytes) for every parameter, buffer, constant and
+    user input of the joint graph.  These storages exist whatever the partitioner does."""
+    owners: dict[int, tuple[str, int]] = {}
+    for n in graph.gm.graph.nodes:
+        if n.op not in ("placeholder", "get_attr"):
+            continue
+        info = graph.info.get(n.name)
+        role = info.role if info is not None else ("constant" if n.op == "get_attr" else None)
+        if role in _PARAM_ROLES:
+            owner = "parameter"
+        elif role in _INPUT_ROLES:
+            owner = "input"
+        else:
+            continue
+        for t in _tensors(_torch.meta_val(n)):
+            key, nbytes = _storage(t)
+            owners.setdefault(key, (owner, nbytes))
+    return owners
+
+
+# --- what is saved -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StorageUse:
+    """One storage the backward keeps alive, and the saved values (joint names) that view it."""
+
+    key: int
+    nbytes: int
+    owner: str  # activation | parameter | input
+    names: tuple[str, ...]
+
+
+@dataclass
+class SavedMemory:
+    """Saved values of a partition, counted by storage."""
+
+    tensors: int = 0
+    symints: int = 0
+    storages: list[StorageUse] = field(default_factory=list)
+    torch_estimate_bytes: int = 0
+
+    def bytes_of(self, owner: str) -> int:
+        return sum(s.nbytes for s in self.storages if s.owner == owner)
+
+    @property
+    def activation_bytes(self) -> int:
+        return self.bytes_of("activation")
+
+    @property
+    def param_bytes(self) -> int:
+        return self.bytes_of("parameter")
+
+    @property
+    def input_bytes(self) -> int:
+        return self.bytes_of("input")
+
+
+def _outputs(gm: fx.GraphModule) -> list[Any]:
+    out = list(gm.graph.nodes)[-1]
+    args = out.args[0]
+    return list(args) if isinstance(args, (tuple, list)) else [args]
+
+
+def saved_nodes(p: Partition, graph: JointGraph) -> list[fx.Node]:
+    """The forward graph's outputs after the first ``num_fwd_outputs``: what the backward reads."""
+    assert p.forward is not None
+    return [o for o in _outputs(p.forward)[graph.num_fwd_outputs:] if isinstance(o, fx.Node)]
+
+
+def saved_memory(p: Partition, graph: JointGraph,
+                 owners: dict[int, tuple[str, int]] | None = None) -> SavedMemory:
+    """Storage-aware bytes of everything ``p`` saves for the backward."""
+    owners = storage_owners(graph) if owners is None else owners
+    result = SavedMemory()
+    groups: dict[int, tuple[int, str, list[str]]] = {}
+    for node in saved_nodes(p, graph):
+        val = _torch.meta_val(node)
+        if not isinstance(val, torch.Tensor):
+            result.symints += 1
+            continue
+        result.tensors += 1
+        result.torch_estimate_bytes += _torch.torch_size_of(node)
+        key, nbytes = _storage(val)
+        owner = owners[key][0] if key in owners else "activation"
+        groups.setdefault(key, (nbytes, owner, []))[2].append(p.fw_to_joint.get(node.name, node.name))
+    result.storages = [StorageUse(k, nb, ow, tuple(names)) for k, (nb, ow, names) in groups.items()]
+    return result
+
+
+# --- liveness ------------------------------------------------------------------------------------
+def peak_bytes(gm: fx.GraphModule, resident: dict[int, int], *, inputs_live_throughout: bool) -> int:
+    """Peak bytes while ``gm`` runs: resident storages (parameters, user inputs) all the time,
+    plus every other storage from the node that creates it to the last user of any value that
+    views it.  Graph outputs live to the end.  Other graph inputs live throughout in a forward
+    (the caller holds them) and until their last use in a backward (AOTAutograd hands the saved
+    values over and lets each go once read)."""
+    nodes = list(gm.graph.nodes)
+    end = len(nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    size: dict[int, int] = {}
+    for i, n in enumerate(nodes):
+        if n.op == "output":
+            for a in n.all_input_nodes:
+                for t in _tensors(_torch.meta_val(a)):
+                    last[_torch.storage_key(t)] = end
+            continue
+        use = max((index[u] for u in n.users), default=i)
+        if n.op == "placeholder" and inputs_live_throughout:
+            use = end
+        for t in _tensors(_torch.meta_val(n)):
+            key, nbytes = _storage(t)
+            if key in resident:
+                continue
+            first.setdefault(key, i)
+            size.setdefault(key, nbytes)
+            last[key] = max(last.get(key, i), use)
+    delta = [0] * (end + 2)
+    for key, start in first.items():
+        delta[start] += size[key]
+        delta[last[key] + 1] -= size[key]
+    live = peak = 0
+    for d in delta:
+        live += d
+        peak = max(peak, live)
+    return peak + sum(resident.values())
+
+
+# --- FLOPs and the cost of recomputing -----------------------------------------------------------
+def _meta(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided([concrete(s) for s in value.shape], [concrete(s) for s in value.stride()],
+                                   dtype=value.dtype, device="meta")
+    if isinstance(value, torch.SymInt):
+        return concrete(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_meta(v) for v in value)
+    return value
+
+
+def node_flops(node: fx.Node) -> int:
+    """FLOPs of one node as ``torch.utils.flop_counter`` counts them (pointwise ops count 0), run
+    on meta tensors of the recorded shapes: nothing is computed."""
+    packet = getattr(node.target, "overloadpacket", None)
+    if node.op != "call_function" or packet not in flop_registry:
+        return 0
+    args = fx.node.map_arg(node.args, lambda a: _meta(_torch.meta_val(a)))
+    kwargs = fx.node.map_arg(node.kwargs, lambda a: _meta(_torch.meta_val(a)))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        node.target(*args, **kwargs)
+    return int(counter.get_total_flops())
+
+
+def node_traffic(node: fx.Node) -> int:
+    """Bytes an op reads and writes (``numel * itemsize`` of its tensor inputs and outputs);
+    0 for views, which move nothing."""
+    if node.op != "call_function" or _is_view_op(node.target) or not hasattr(node.target, "_schema"):
+        return 0
+    read = sum(_numel_bytes(t) for a in node.all_input_nodes for t in _tensors(_torch.meta_val(a)))
+    write = sum(_numel_bytes(t) for t in _tensors(_torch.meta_val(node)))
+    return read + write
+
+
+def graph_flops(gm: fx.GraphModule) -> int:
+    return sum(node_flops(n) for n in gm.graph.nodes)
+
+
+def recompute_cost(p: Partition) -> tuple[int, int]:
+    """(FLOPs, bytes read+written) of the forward ops the backward runs again."""
+    if p.backward is None:
+        return 0, 0
+    flops = traffic = 0
+    for n in p.backward.graph.nodes:
+        if n.op == "call_function" and p.bw_to_joint.get(n.name) in p.recomputed:
+            flops += node_flops(n)
+            traffic += node_traffic(n)
+    return flops, traffic
+
+
+def _op_count(gm: fx.GraphModule | None) -> int:
+    """call_function nodes, not counting ``getitem`` (which only unpacks a tuple)."""
+    if gm is None:
+        return 0
+    return sum(1 for n in gm.graph.nodes if n.op == "call_function" and getattr(n.target, "__name__", "") != "getitem")
+
+
+# --- one row, the table --------------------------------------------------------------------------
+@dataclass
+class MemoryRow:
+    values: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+def _error_row(strategy: str, reason: str) -> MemoryRow:
+    values: dict[str, Any] = {c: None for c in COLUMNS}
+    values.update(strategy=strategy, error=reason)
+    return MemoryRow(values)
+
+
+def memory_row(graph: JointGraph, p: Partition, owners: dict[int, tuple[str, int]] | None = None) -> MemoryRow:
+    """Every column of the memory table for one partition (an error row if ``p`` failed)."""
+    if p.error is not None:
+        return _error_row(p.strategy, p.error)
+    owners = storage_owners(graph) if owners is None else owners
+    resident = {k: nbytes for k, (_, nbytes) in owners.items()}
+    measurement = getattr(p, "measurement", None)
+    if measurement is not None:  # the eager row: measured on real tensors, no graphs to walk
+        values = {c: None for c in COLUMNS}
+        values.update(
+            strategy=p.strategy, saved_tensors=measurement.saved_tensors, saved_storages=measurement.storages,
+            saved_activation_bytes=measurement.activation_bytes, saved_param_bytes=measurement.param_bytes,
+            saved_input_bytes=measurement.input_bytes, recomputed_ops=0, recomputed_random_ops=0,
+            recompute_flops=0, recompute_bytes=0,
+            forward_ops=measurement.forward_ops, resident_bytes=sum(resident.values()),
+            torch_estimate_bytes=measurement.estimate_bytes, seconds=p.seconds)
+        return MemoryRow(values, list(measurement.notes))
+    if p.forward is None or p.backward is None:
+        return _error_row(p.strategy, "the partition has no forward/backward graphs to measure")
+    saved = saved_memory(p, graph, owners)
+    flops, traffic = recompute_cost(p)
+    random = sorted(getattr(p, "recomputed_random", ()) or ())
+    notes = []
+    if random:
+        notes.append(f"{p.strategy}: the backward runs {len(random)} random op(s) again ({', '.join(random[:4])}"
+                     f"{' ...' if len(random) > 4 else ''}), a fresh draw unless torch functionalizes the RNG.")
+    values = {
+        "strategy": p.strategy,
+        "saved_tensors": saved.tensors,
+        "saved_storages": len(saved.storages),
+        "saved_activation_bytes": saved.activation_bytes,
+        "saved_param_bytes": saved.param_bytes,
+        "saved_input_bytes": saved.input_bytes,
+        "recomputed_ops": len(p.recomputed),
+        "recomputed_random_ops": len(random),
+        "recompute_flops": flops,
+        "recompute_bytes": traffic,
+        "forward_ops": _op_count(p.forward),
+        "backward_ops": _op_count(p.backward),
+        "forward_flops": graph_flops(p.forward),
+        "forward_peak_bytes": peak_bytes(p.forward, resident, inputs_live_throughout=True),
+        "backward_peak_bytes": peak_bytes(p.backward, resident, inputs_live_throughout=False),
+        "resident_bytes": sum(resident.values()),
+        "torch_estimate_bytes": saved.torch_estimate_bytes,
+        "seconds": p.seconds,
+        "error": None,
+    }
+    return MemoryRow(values, notes)
+
+
+def caption(graph: JointGraph, symbolic: bool = False, notes: Sequence[str] = ()) -> str:
+    """What the partitioners were given and how the bytes were counted."""
+    static = list(graph.static_lifetime_input_indices)
+    why = ("the parameter inputs: torch.compile treats them as free to save" if static
+           else "none: aot_function / aot_module pass []")
+    parts = [
+        f"Partitioners called as {graph.partitioner_caller} calls them: num_fwd_outputs={graph.num_fwd_outputs}, "
+        f"static_lifetime_input_indices={static} ({why}).",
+        "Bytes count unique storages: views and aliases count once; saves that view a parameter/buffer "
+        "(saved_param_bytes) or a user input (saved_input_bytes) are not activations.",
+        "Peaks: a liveness walk over each graph, parameters and inputs resident throughout (resident_bytes).",
+        "FLOPs from torch.utils.flop_counter (pointwise ops count 0; recompute_bytes shows their cost).",
+        "torch_estimate_bytes: torch's own per-value numel*itemsize sum over the saved values, blind to aliasing.",
+    ]
+    if symbolic:
+        parts.append("Symbolic sizes were evaluated at the example inputs' sizes.")
+    parts += list(dict.fromkeys(notes))
+    return " ".join(parts)
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    for c in _INT_COLUMNS:
+        df[c] = df[c].astype("Int64")
+    df["seconds"] = df["seconds"].astype("float64")
+    df["error"] = pd.Series([r.get("error") for r in rows], index=df.index, dtype="object")  # None when fine
+    return df
+
+
+def memory_table(graph: JointGraph, get_partition: Callable[[Any], Partition],
+                 strategies: Iterable[Any] | None = None) -> pd.DataFrame:
+    """One row per strategy.  ``get_partition(strategy)`` is ``Trace.partition`` (cached there).
+    A strategy that fails on this graph gives a row with ``error`` set; a malformed strategy
+    raises ``StrategyError``.  ``df.attrs["caption"]`` says how the partitioners were called."""
+    strategies = list(DEFAULT_STRATEGIES if strategies is None else strategies)
+    owners = storage_owners(graph)
+    rows, notes = [], []
+    for s in strategies:
+        name = s if isinstance(s, str) else f"callable:{getattr(s, '__qualname__', repr(s))}"
+        try:
+            p = get_partition(s)
+            row = memory_row(graph, p, owners)
+        except StrategyError:
+            raise
+        except Exception as exc:  # one strategy's failure must not sink the table
+            row = _error_row(name, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+        rows.append(row.values)
+        notes += row.notes
+    df = _frame(rows)
+    df.attrs["caption"] = caption(graph, has_symbolic_sizes(graph.gm), notes)
+    return df

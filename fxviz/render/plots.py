@@ -1,0 +1,71 @@
+"""Plots of analysis frames: the memory / recompute Pareto plot of a budget sweep.
+
+Matplotlib ``Figure`` objects are built without ``pyplot`` (no global state, no double display in
+notebooks); colors come from ``theme``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .table import format_bytes, format_flops
+from .theme import EDGE_COLOR, ROLE_COLORS, STATUS
+
+__all__ = ["MemorySweep", "pareto_plot"]
+
+_MIB = float(1 << 20)
+
+
+def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
+                title: str | None = None) -> Any:
+    """Saved activation memory (x, MiB) against the recompute cost (y): one point per distinct
+    partition, labelled with its budget(s); the Pareto front drawn as a line.  Returns the
+    ``Figure``."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+    if cost not in ("recompute_flops", "recompute_bytes"):
+        raise ValueError(f"cost must be 'recompute_flops' or 'recompute_bytes', not {cost!r}")
+    ok = df[df["error"].isna()] if "error" in df else df
+    if ax is None:
+        fig = Figure(figsize=(6.4, 4.2), dpi=110, layout="constrained")
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
+    x = ok["saved_activation_bytes"].astype(float) / _MIB
+    y = ok[cost].astype(float)
+    on_front = ok["pareto"].fillna(False).astype(bool) if "pareto" in ok else pd.Series(True, index=ok.index)
+    ax.scatter(x[~on_front], y[~on_front], s=36, color=EDGE_COLOR, alpha=0.6, label="dominated", zorder=2)
+    ax.scatter(x[on_front], y[on_front], s=48, color=ROLE_COLORS["forward"], edgecolor="#000000",
+               linewidth=0.8, label="Pareto-optimal", zorder=3)
+    front = ok[on_front].sort_values("saved_activation_bytes")
+    ax.plot(front["saved_activation_bytes"].astype(float) / _MIB, front[cost].astype(float),
+            color=STATUS["saved"].color, linewidth=1.5, drawstyle="steps-post", zorder=1, label="front")
+    for _, r in ok.iterrows():
+        budgets = r["budgets"] if isinstance(r["budgets"], list) else [r["budget"]]
+        text = f"{budgets[0]:g}" if len(budgets) == 1 else f"{min(budgets):g}–{max(budgets):g}"
+        ax.annotate(text, (float(r["saved_activation_bytes"]) / _MIB, float(r[cost])), fontsize=8,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("saved activation memory (MiB, storage-aware)")
+    ax.set_ylabel("recompute FLOPs" if cost == "recompute_flops" else "recompute bytes (read + written)")
+    fmt = format_flops if cost == "recompute_flops" else format_bytes
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: fmt(v) if v else "0"))
+    solver = df.attrs.get("solver", "")
+    ax.set_title(title or f"memory budget sweep ({solver} solver): labels are budgets", fontsize=10)
+    ax.grid(True, color="#DDDDDD", linewidth=0.6)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+class MemorySweep(pd.DataFrame):
+    """The budget sweep's frame, with its Pareto plot one call away."""
+
+    @property
+    def _constructor(self) -> type:
+        return MemorySweep
+
+    def pareto_plot(self, cost: str = "recompute_flops", ax: Any = None, title: str | None = None) -> Any:
+        """Saved activation memory against ``cost`` (``recompute_flops`` or ``recompute_bytes``)."""
+        return pareto_plot(self, cost=cost, ax=ax, title=title)

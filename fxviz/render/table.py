@@ -1,0 +1,146 @@
+"""The memory table for people: MiB/GiB, best value per column marked, the caption under it.
+
+The analysis layer's frame keeps exact integers; this module only formats it.  In a notebook a
+``MemoryTable`` (a ``DataFrame``) displays as the styled table; ``memory_table_text`` is the
+terminal version the CLI prints.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import pandas as pd
+
+from .theme import ROLE_COLORS, STATUS, faded
+
+__all__ = ["MemoryTable", "format_bytes", "format_flops", "best_rows", "style_memory_table",
+           "memory_table_text", "LOWER_IS_BETTER"]
+
+# columns where a smaller number is plainly better (the ones whose best value is marked)
+LOWER_IS_BETTER: tuple[str, ...] = (
+    "saved_activation_bytes", "recomputed_ops", "recompute_flops", "recompute_bytes",
+    "forward_peak_bytes", "backward_peak_bytes",
+)
+BEST_FILL = faded(ROLE_COLORS["gradient"])  # mint, at 25%: the same palette as every view
+ERROR_COLOR = STATUS["removed"].color
+
+
+def _missing(v: Any) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
+
+
+def format_bytes(n: Any) -> str:
+    """``1536`` -> ``1.50 KiB`` (binary units, three significant digits); blank when missing."""
+    if _missing(n):
+        return ""
+    n = int(n)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            value = n / size
+            return f"{value:.3g} {unit}" if value < 1000 else f"{value:.0f} {unit}"
+    return f"{n} B"
+
+
+def format_flops(n: Any) -> str:
+    """``1428376960`` -> ``1.43 GFLOP``; blank when missing."""
+    if _missing(n):
+        return ""
+    n = int(n)
+    for unit, size in (("TFLOP", 10**12), ("GFLOP", 10**9), ("MFLOP", 10**6), ("kFLOP", 10**3)):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} FLOP"
+
+
+def _formatter(column: str) -> Any:
+    if column.endswith("_bytes"):
+        return format_bytes
+    if column.endswith("_flops"):
+        return format_flops
+    if column == "seconds":
+        return lambda v: "" if _missing(v) else f"{v:.2f}"
+    return lambda v: "" if _missing(v) else str(v)
+
+
+def best_rows(df: pd.DataFrame) -> dict[str, set[Any]]:
+    """Per lower-is-better column present: the index labels of the rows holding its minimum
+    (error rows and missing values excluded).  A column where every row ties marks nothing."""
+    ok = df["error"].isna() if "error" in df else pd.Series(True, index=df.index)
+    out: dict[str, set[Any]] = {}
+    for c in LOWER_IS_BETTER:
+        if c not in df:
+            continue
+        values = df.loc[ok, c].dropna()
+        if values.nunique() < 2:
+            continue
+        out[c] = set(values.index[values == values.min()])
+    return out
+
+
+def style_memory_table(df: pd.DataFrame) -> Any:
+    """A pandas ``Styler``: human units, best value per column on a mint fill and bold, error
+    rows grey and italic, the caption underneath."""
+    best = best_rows(df)
+    errors = set(df.index[df["error"].notna()]) if "error" in df else set()
+
+    def cell_styles(frame: pd.DataFrame) -> pd.DataFrame:
+        styles = pd.DataFrame("", index=frame.index, columns=frame.columns)
+        for c, rows in best.items():
+            for r in rows:
+                styles.loc[r, c] = f"background-color: {BEST_FILL}; font-weight: bold"
+        for r in errors:
+            styles.loc[r, :] = f"color: {ERROR_COLOR}; font-style: italic"
+        return styles
+
+    columns = [c for c in df.columns if not (c == "error" and not errors)]
+    styler = pd.DataFrame(df[columns]).style.format({c: _formatter(c) for c in columns})
+    styler = styler.apply(cell_styles, axis=None).hide(axis="index")
+    caption = df.attrs.get("caption")
+    if caption:
+        styler = styler.set_caption(caption + " Marked: the best value of each column.")
+        styler = styler.set_table_styles([{"selector": "caption",
+                                           "props": "caption-side: bottom; text-align: left; "
+                                                    "font-size: 0.85em; max-width: 70em"}])
+    return styler
+
+
+def memory_table_text(df: pd.DataFrame, width: int = 100) -> str:
+    """The table for a terminal, one column per strategy (so it fits): human units, ``*`` after
+    each row's best value, failures listed, then the caption wrapped to ``width``."""
+    best = best_rows(df)
+    errors = df["error"].notna() if "error" in df else pd.Series(False, index=df.index)
+    metrics = [c for c in df.columns if c not in ("strategy", "error", "seconds")]
+    shown = pd.DataFrame(index=pd.Index(metrics))
+    for r in df.index:
+        label = str(df.loc[r, "strategy"]) if "strategy" in df else str(r)
+        if errors[r]:
+            shown[label] = ["failed"] + [""] * (len(metrics) - 1)
+            continue
+        shown[label] = [_formatter(c)(df.loc[r, c]) + ("*" if r in best.get(c, ()) else "") for c in metrics]
+    lines = [shown.to_string()]
+    for r in df.index[errors]:
+        lines.append(f"{df.loc[r, 'strategy']} failed: {df.loc[r, 'error']}")
+    caption = df.attrs.get("caption")
+    if caption:
+        lines.append("")
+        lines += textwrap.wrap(caption + " *: the best value of each row.", width)
+    return "\n".join(lines)
+
+
+class MemoryTable(pd.DataFrame):
+    """The raw memory table (exact integers) that displays itself styled in a notebook."""
+
+    @property
+    def _constructor(self) -> type:
+        return MemoryTable
+
+    def styled(self) -> Any:
+        """The pandas ``Styler`` the notebook shows."""
+        return style_memory_table(self)
+
+    def _repr_html_(self) -> str:  # type: ignore[override]
+        return style_memory_table(self).to_html()
+
+    def to_text(self, width: int = 100) -> str:
+        return memory_table_text(self, width)
