@@ -51,6 +51,7 @@ __all__ = [
     "describe_input",
     "describe_output",
     "is_fake",
+    "op_argument",
     "FakeTensorMode",
     "REQUIRED_INTERNALS",
     "storage_key",
@@ -554,3 +555,18 @@ def record_module_stack(model: torch.nn.Module | None) -> Iterator[None]:
     finally:
         for h in handles:
             h.remove()
+
+
+# --- doctor (issue 5): named arguments of an aten op -----------------------------------------------
+def op_argument(node: fx.Node, name: str) -> Any:
+    """The value of ``node``'s argument called ``name`` in its op's schema (e.g. the
+    ``output_mask`` of ``convolution_backward``: which gradients the op computes), or None."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return None
+    for i, arg in enumerate(schema.arguments):
+        if arg.name == name:
+            if name in node.kwargs:
+                return node.kwargs[name]
+            return node.args[i] if i < len(node.args) else None
+    return None

@@ -102,6 +102,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(bad.summary())
     checked = bad.check_gradients()
     print(f"  check_gradients: {int(checked['has_gradient'].sum())}/{len(checked)} parameters get a gradient")
+    print()
+    print("== the doctor on the closure trace")
+    print(bad.doctor())
     return 0
 
 
@@ -131,7 +134,40 @@ def _table_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exact", action="store_true", help="exact integers instead of KiB/MiB/GiB")
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Why parameters get no gradient: exit status 0 when healthy, 1 when a parameter that
+    requires grad gets none."""
+    tr = _trace(args)
+    report = tr.doctor(strategy=args.strategy)
+    print(report)
+    return 0 if report.healthy else 1
+
+
+def _doctor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strategy", default="default",
+                   help="the partition whose backward graph is checked for dropped gradients (default)")
+
+
+def cmd_code(args: argparse.Namespace) -> int:
+    """Print a partition's forward or backward graph (or the joint graph) as runnable Python."""
+    tr = _trace(args)
+    for piece in tr.pieces:
+        if len(tr.pieces) > 1:
+            print(f"# ===== graph {piece.index + 1} of {len(tr.pieces)}")
+        print(piece.code(args.part, strategy=args.strategy))
+    return 0
+
+
+def _code_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--part", choices=["forward", "backward", "joint"], default="backward",
+                   help="which graph to print (default: backward)")
+    p.add_argument("--strategy", default="default",
+                   help="partition strategy: default, min_cut, budget:B[:solver], recompute_all")
+
+
 COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
+    "code": (cmd_code, "a partition's forward or backward graph as Python with real names"),
+    "doctor": (cmd_doctor, "why parameters get no gradient (exit 1 when one that requires grad gets none)"),
     "table": (cmd_table, "the memory table: saved bytes, recompute cost and peaks per strategy"),
     "nodes": (cmd_nodes, "role counts and the parameter table of the joint graph"),
 }
@@ -157,6 +193,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _EXTRA_ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+_EXTRA_ARGS["code"] = _code_args
+_EXTRA_ARGS["doctor"] = _doctor_args
 _EXTRA_ARGS["table"] = _table_args
 
 

@@ -243,3 +243,39 @@ class Trace:
         from .analysis.gradients import check_gradients
 
         return check_gradients(self.capture, rtol=rtol, atol=atol)
+
+    def doctor(self, strategy: Any = "default") -> Any:
+        """Why parameters get no gradient, across every graph of the trace (all ``pieces``): each
+        finding names the parameter, the joint-graph node where the path is cut, why, and the fix.
+        ``strategy``: the partition whose backward graphs are checked for dropped gradients.
+        Returns a report with ``.findings``, ``.table`` (one row per parameter) and ``.healthy``;
+        it prints as text and displays as a card in Jupyter (cached)."""
+        from .analysis.doctor import diagnose
+        from .analysis.partition import strategy_key
+        from .render.doctor_view import DoctorReport
+
+        root = self.pieces[0]
+        key = ("doctor", strategy_key(strategy), strategy if callable(strategy) else None)
+        if key not in root._cache:
+            parts = [p.partition(strategy) if p.has_backward else None for p in root.pieces]
+            root._cache[key] = DoctorReport(diagnose(self.capture, parts))
+        return root._cache[key]
+
+    def code(self, part: str = "backward", strategy: Any = "default") -> Any:
+        """The ``forward`` or ``backward`` graph of a partition (or the ``joint`` graph) as Python
+        whose inputs and outputs carry real names (``features_0_weight``,
+        ``grad_features_0_weight``, ``tangent_loss``); saved values keep their joint-graph names.
+        ``str()`` of the result is the code; ``.compile()`` makes it callable (it runs)."""
+        from .analysis.code import graph_code
+
+        key = ("code", part, None if part == "joint" else (strategy if callable(strategy) else str(strategy)))
+        if key not in self._cache:
+            p = None if part == "joint" else self.partition(strategy)
+            self._cache[key] = graph_code(self.graph, part, p, title=self._code_title())
+        return self._cache[key]
+
+    def _code_title(self) -> str:
+        model = self.capture.model
+        name = type(model).__name__ if model is not None else getattr(self.capture.fn, "__name__", "function")
+        where = f", graph {self.index + 1} of {len(self.capture.graphs)}" if len(self.capture.graphs) > 1 else ""
+        return f"{name}, parameters {self.params}{where}"
