@@ -1,0 +1,535 @@
+"""fxviz on a ladder of models, measured against torch alone doing the same work.
+
+    python benchmarks/bench.py                 # the full ladder (tens of minutes on 2 cores)
+    python benchmarks/bench.py --quick         # a small subset, under a minute on an idle machine
+    python benchmarks/bench.py --models mlp,gpt2 --markdown --json out.json
+
+Every model runs in two fresh subprocesses, so peak RSS is per model and neither side warms the
+other's caches:
+
+* ``fxviz``: ``fxviz.trace`` (torch.compile + AOTAutograd, or aot_function over fake tensors for a
+  meta-device model), ``Trace.partition("default")`` and ``("min_cut")``, the memory table of those
+  two partitions, the collapsed and the full drawing, the explorer (first render, cached switch)
+  and the full HTML report.
+* ``torch``: the same capture route with torch alone (torch.compile with an aot_autograd backend
+  whose ``partition_fn`` copies the joint graph and calls ``default_partition``, exactly what
+  fxviz's capture does), then ``default_partition`` and ``min_cut_rematerialization_partition`` on
+  fresh copies of that joint graph.  fxviz is never imported there.
+
+Both sides first run their own path once on a tiny model (warm-up: torch's lazy imports and
+dynamo's first-compile costs are paid once per session by any user, and would otherwise land on
+whichever side ran first).  The ratio column is (trace + default + min_cut + memory table) of
+fxviz over (trace + default + min_cut) of torch alone.  Wall seconds are the headline; CPU seconds
+(user + system of the process) are in the JSON and tell whether a slow wall time was the machine
+being busy.
+
+A column shows ``n/a (not built)`` when that fxviz feature is not in this checkout yet,
+``refused`` when fxviz itself declines (the full drawing above its node limit), ``skipped`` when
+this benchmark leaves it out for that row, and ``error``/``timeout`` otherwise (details follow the
+table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import importlib.util
+import json
+import os
+import pathlib
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any, Callable
+
+__all__ = ["LADDER", "QUICK", "Spec", "main"]
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RESULT_TAG = "BENCH-RESULT "
+GPT2_SMALL = dict(n_embd=768, n_head=12, vocab=50257, block_size=1024, batch=1, seq=128)
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One rung of the ladder: an ``fxviz.examples`` factory and its arguments."""
+
+    name: str
+    factory: str
+    kwargs: dict[str, Any]
+    meta: bool = False  # built on the meta device, traced with the token ids only (no targets)
+    views: bool = True  # drawings, explorer and report (not for the billion-parameter meta row)
+    note: str = ""
+
+
+LADDER: dict[str, Spec] = {s.name: s for s in [
+    Spec("mlp", "mlp", {}, note="examples.mlp() defaults: 32-64-64-10, batch 8"),
+    Spec("alexnet", "alexnet", {}, note="torchvision layout, 1x3x224x224, dropout active"),
+    Spec("resnet8", "resnet_block", dict(blocks=8, channels=64, size=32, batch=2),
+         note="8 BasicBlocks, 64 channels, 2x64x32x32, BatchNorm training"),
+    Spec("gpt-tiny", "mini_gpt", dict(n_layer=2, n_embd=32, n_head=4, vocab=64, block_size=32, seq=16),
+         note="the test suite's mini_gpt"),
+    Spec("gpt2", "mini_gpt", dict(n_layer=2, **GPT2_SMALL), note="2 layers, width 768, 1x128 tokens"),
+    Spec("gpt6", "mini_gpt", dict(n_layer=6, **GPT2_SMALL), note="6 layers, width 768, 1x128 tokens"),
+    Spec("gpt12", "mini_gpt", dict(n_layer=12, **GPT2_SMALL), note="GPT-2 small: 12 layers, width 768"),
+    Spec("gpt-1b-meta", "mini_gpt", dict(n_layer=20, n_embd=2048, n_head=16, vocab=50257, block_size=1024,
+                                         batch=1, seq=128, device="meta"),
+         meta=True, views=False, note="1.1e9 parameters on the meta device, token ids only"),
+]}
+DEFAULT_MODELS = ["mlp", "alexnet", "resnet8", "gpt2", "gpt6", "gpt12", "gpt-1b-meta"]
+QUICK = ["mlp", "gpt-tiny"]
+WARMUP = "mlp"
+VIEW_STAGES = ("draw_collapsed", "draw_full", "explore_first", "explore_new_view", "explore_switch", "report")
+STRATEGIES = ("default", "min_cut")
+
+
+# --- shared by both workers ---------------------------------------------------------------------
+def _load_examples() -> Any:
+    """``fxviz/examples.py`` loaded by path: the torch-alone worker must not import the fxviz
+    package (its import cost and its imports of pandas, graphviz... belong to fxviz's side)."""
+    path = ROOT / "fxviz" / "examples.py"
+    spec = importlib.util.spec_from_file_location("_bench_examples", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["_bench_examples"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _build(spec: Spec) -> tuple[Any, tuple[Any, ...]]:
+    model, inputs = getattr(_load_examples(), spec.factory)(**spec.kwargs)
+    if spec.meta:
+        inputs = inputs[:1]  # cross_entropy on meta drops the grad_fn: trace the logits instead
+    return model, tuple(inputs)
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)  # dot runs as a child process
+    return r.ru_utime + r.ru_stime + c.ru_utime + c.ru_stime
+
+
+class Recorder:
+    """Times named stages; a stage that raises is recorded as an error, not fatal."""
+
+    def __init__(self) -> None:
+        self.out: dict[str, Any] = {"stages": {}, "errors": {}, "notes": []}
+
+    def stage(self, name: str, fn: Callable[[], Any]) -> Any:
+        w0, c0 = time.perf_counter(), _cpu()
+        try:
+            value = fn()
+        except Exception as exc:  # a broken feature must not hide the other columns
+            self.out["stages"][name] = "error"
+            self.out["errors"][name] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            self.out["errors"][name + " traceback"] = traceback.format_exc(limit=6)[-1500:]
+            return None
+        self.out["stages"][name] = {"wall": time.perf_counter() - w0, "cpu": _cpu() - c0}
+        return value
+
+    def mark(self, name: str, status: str) -> None:
+        self.out["stages"][name] = status
+
+
+# --- torch alone ----------------------------------------------------------------------------------
+def _torch_reduce(out: Any) -> Any:
+    """The loss fxviz builds by default: the output if it is a scalar, else the sum of it."""
+    return out.reshape(()) if out.numel() == 1 else out.sum()
+
+
+def torch_worker(spec: Spec) -> dict[str, Any]:
+    """One AOT trace and the same partitioner calls as fxviz, with torch alone."""
+    import copy
+
+    import torch
+    import torch.fx as fx
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch import partitioners
+    from torch._functorch.aot_autograd import aot_function, make_boxed_func
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    rec = Recorder()
+
+    def nop(gm: fx.GraphModule, _inputs: Any) -> Any:
+        return make_boxed_func(gm.forward)
+
+    def copy_gm(gm: fx.GraphModule) -> fx.GraphModule:  # partitioners mutate their input
+        return fx.GraphModule(gm, copy.deepcopy(gm.graph))
+
+    def run(model: Any, inputs: tuple[Any, ...], meta: bool) -> dict[str, Any]:
+        record: dict[str, Any] = {}
+
+        def partition_fn(joint: fx.GraphModule, joint_inputs: Any, **kw: Any) -> Any:
+            record.update(joint=copy_gm(joint), joint_inputs=joint_inputs, kw=kw)
+            return partitioners.default_partition(joint, joint_inputs, **kw)
+
+        if meta:  # fxviz's aot route: aot_function over functional_call, fake tensors
+            names = [n for n, _ in model.named_parameters()]
+            mode = FakeTensorMode(allow_non_fake_inputs=True)
+            fakes = [mode.from_tensor(p) for _, p in model.named_parameters()]
+            fakes += [mode.from_tensor(t) for t in inputs]
+
+            def step(*flat: Any) -> Any:
+                state = dict(zip(names, flat[:len(names)]))
+                return _torch_reduce(torch.func.functional_call(model, state, tuple(flat[len(names):])))
+
+            aot_function(step, fw_compiler=nop, bw_compiler=nop, partition_fn=partition_fn)(*fakes)
+        else:  # fxviz's dynamo route: torch.compile with an AOTAutograd backend
+            backend = aot_autograd(fw_compiler=nop, bw_compiler=nop, partition_fn=partition_fn)
+            compiled = torch.compile(lambda *a: _torch_reduce(model(*a)), backend=backend, dynamic=False)
+            with torch._dynamo.config.patch(automatic_dynamic_shapes=False, assume_static_by_default=True):
+                compiled(*inputs)
+        return record
+
+    def partition(record: dict[str, Any], which: str) -> Any:
+        fn = {"default": partitioners.default_partition,
+              "min_cut": partitioners.min_cut_rematerialization_partition}[which]
+        return fn(copy_gm(record["joint"]), record["joint_inputs"], **record["kw"])
+
+    tiny, tiny_in = _build(LADDER[WARMUP])
+    rec.stage("warmup", lambda: [partition(run(tiny, tiny_in, False), s) for s in STRATEGIES])
+    torch._dynamo.reset()
+    rec.out["rss_before_mib"] = _peak_rss_mib()
+    model, inputs = _build(spec)
+    record = rec.stage("trace", lambda: run(model, inputs, spec.meta))
+    rec.out["rss_after_trace_mib"] = _peak_rss_mib()
+    if record and "joint" in record:
+        rec.out["joint_nodes"] = len(record["joint"].graph.nodes)
+        for s in STRATEGIES:
+            rec.stage(s, lambda s=s: partition(record, s))
+    rec.out["peak_rss_mib"] = _peak_rss_mib()
+    return rec.out
+
+
+# --- fxviz ----------------------------------------------------------------------------------------
+def _memory_table(tr: Any) -> Any:
+    if hasattr(tr, "memory_table"):
+        return tr.memory_table(strategies=list(STRATEGIES))
+    from fxviz.analysis.memory import memory_table  # landed as a module, not yet on Trace
+
+    return memory_table(tr.graph, tr.partition, list(STRATEGIES))
+
+
+def fxviz_worker(spec: Spec, out_dir: pathlib.Path) -> dict[str, Any]:
+    import fxviz
+
+    rec = Recorder()
+    built = {name: hasattr(fxviz.Trace, name) for name in ("partition", "memory_table", "draw")}
+    built["report"] = hasattr(fxviz, "report")  # the public entry point, once exported
+    built["explore"] = hasattr(fxviz, "explore")
+    try:
+        import fxviz.analysis.memory  # noqa: F401
+        built["memory module"] = True
+    except ImportError:
+        built["memory module"] = False
+    rec.out["built"] = built
+
+    def analysis(rec: Recorder, model: Any, inputs: tuple[Any, ...]) -> Any:
+        tr = rec.stage("trace", lambda: fxviz.trace(model, *inputs))
+        if tr is None:
+            return None
+        rec.out["joint_nodes"] = len(tr.joint.graph.nodes)
+        rec.out["rss_after_trace_mib"] = _peak_rss_mib()
+        for s in STRATEGIES:
+            if not built["partition"]:
+                rec.mark(s, "n/a (not built)")
+                continue
+            p = rec.stage(s, lambda s=s: tr.partition(s))
+            if p is not None and p.error:
+                rec.out["stages"][s] = "error"
+                rec.out["errors"][s] = p.error
+        if built["memory_table"] or (built["memory module"] and built["partition"]):
+            df = rec.stage("memory", lambda: _memory_table(tr))
+            if not built["memory_table"]:
+                rec.out["notes"].append("memory table via fxviz.analysis.memory (not yet on Trace)")
+            if df is not None:
+                rec.out["memory_errors"] = [e for e in df["error"].tolist() if e]
+        else:
+            rec.mark("memory", "n/a (not built)")
+        return tr
+
+    # warm-up on the tiny model, through the same calls (lazy imports, dynamo's first compile)
+    warm = Recorder()
+    tiny, tiny_in = _build(LADDER[WARMUP])
+    tiny_tr = analysis(warm, tiny, tiny_in)
+    if tiny_tr is not None:
+        _views(tiny_tr, LADDER[WARMUP], warm, built, out_dir / "warmup")
+    rec.out["warmup_errors"] = {k: v for k, v in warm.out["errors"].items() if not k.endswith("traceback")}
+    import torch._dynamo
+
+    torch._dynamo.reset()  # as the torch-alone worker does between warm-up and measurement
+    rec.out["rss_before_mib"] = _peak_rss_mib()
+
+    model, inputs = _build(spec)
+    tr = analysis(rec, model, inputs)
+    rec.out["rss_after_analysis_mib"] = _peak_rss_mib()
+    if tr is None or not spec.views:
+        for s in VIEW_STAGES:
+            rec.mark(s, "skipped")
+    else:
+        _views(tr, spec, rec, built, out_dir)
+    rec.out["peak_rss_mib"] = _peak_rss_mib()
+    return rec.out
+
+
+def _views(tr: Any, spec: Spec, rec: Recorder, built: dict[str, bool], out_dir: pathlib.Path) -> None:
+    """Drawings, explorer and report, each through its public entry point."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if built["draw"]:
+        from fxviz.render.views import NODE_LIMIT
+
+        def collapsed() -> Any:
+            d = tr.draw(group="module", depth=_collapse_depth(tr))
+            d.svg()
+            return d
+
+        d = rec.stage("draw_collapsed", collapsed)
+        if d is not None:
+            rec.out["collapsed_units"] = d.nodes
+            (out_dir / f"{spec.name}-collapsed.svg").write_text(d.svg())
+        n = len(tr.graph.info)
+        if n > NODE_LIMIT:
+            rec.mark("draw_full", f"refused ({n} > {NODE_LIMIT})")
+        else:
+            rec.stage("draw_full", lambda: tr.draw(group="none").svg())
+    else:
+        rec.mark("draw_collapsed", "n/a (not built)")
+        rec.mark("draw_full", "n/a (not built)")
+
+    if built["explore"]:
+        import fxviz
+
+        ex = rec.stage("explore_first", lambda: _explore_first(fxviz, tr))
+        if ex is not None:
+            rec.stage("explore_new_view", lambda: _explore_new(ex))
+            worst = rec.stage("explore_switch", lambda: _explore_switch(ex))
+            if worst is not None:  # the slowest of six cached switches, not the loop's total
+                rec.out["stages"]["explore_switch"] = {"wall": worst, "cpu": None,
+                                                       "loop": rec.out["stages"]["explore_switch"]}
+    else:
+        for s in ("explore_first", "explore_new_view", "explore_switch"):
+            rec.mark(s, "n/a (not built)")
+
+    if built["report"]:
+        import fxviz
+
+        path = out_dir / f"{spec.name}-report.html"
+        rec.stage("report", lambda: fxviz.report(tr, path))
+        if path.exists():
+            rec.out["report_bytes"] = path.stat().st_size
+    else:
+        rec.mark("report", "n/a (not built)")
+
+
+def _collapse_depth(tr: Any) -> int:
+    """The depth fxviz's own default drawing collapses to above its node limit (at least 1)."""
+    from fxviz.render import dot
+    from fxviz.render.views import NODE_LIMIT
+
+    return dot.auto_depth(dot.joint_scene(tr.graph), NODE_LIMIT)
+
+
+def _explore_first(fxviz: Any, tr: Any) -> Any:
+    """``fxviz.explore(tr)``: builds the widget and renders its first view (joint graph, memory
+    table of every strategy the explorer offers, doctor)."""
+    return fxviz.explore(tr)
+
+
+def _explore_new(ex: Any) -> None:
+    """Switch to a view not seen yet (the forward graph): partition already cached, layout not."""
+    ex.view_control.value = "forward"
+
+
+def _explore_switch(ex: Any, rounds: int = 3) -> float:
+    """Switch back and forth between two views already seen; the slowest switch, in seconds,
+    as the explorer itself timed it (its ``timings`` say whether it came from the cache)."""
+    worst = 0.0
+    for _ in range(rounds):
+        for view in ("joint", "forward"):
+            ex.view_control.value = view
+            t = ex.timings[-1]
+            if not t.cached:
+                raise RuntimeError(f"the switch to {t.key} was not served from the cache")
+            worst = max(worst, t.seconds)
+    return worst
+
+
+# --- the parent: subprocesses, the table ----------------------------------------------------------
+def _run_worker(kind: str, name: str, timeout: float, out_dir: pathlib.Path) -> dict[str, Any]:
+    cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--worker", kind, "--models", name,
+           "--out-dir", str(out_dir)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
+    except subprocess.TimeoutExpired:
+        return {"failed": f"timeout after {timeout:g} s"}
+    wall = time.perf_counter() - t0
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_TAG):
+            res = json.loads(line[len(RESULT_TAG):])
+            res["process_wall"] = wall
+            return res
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    return {"failed": f"exit {proc.returncode}: {' | '.join(tail)[:300]}"}
+
+
+def _secs(stage: Any, key: str = "wall") -> float | None:
+    return stage.get(key) if isinstance(stage, dict) else None
+
+
+def _cell(stage: Any, digits: int = 2) -> str:
+    if stage is None:
+        return "-"
+    if isinstance(stage, dict):
+        return f"{stage['wall']:.{digits}f}"
+    return str(stage)
+
+
+def _sum(res: dict[str, Any], names: tuple[str, ...], key: str = "wall") -> float | None:
+    vals = [_secs(res.get("stages", {}).get(n), key) for n in names]
+    return None if any(v is None for v in vals) else sum(vals)  # type: ignore[arg-type]
+
+
+ANALYSIS = ("trace", *STRATEGIES, "memory")
+COLUMNS = ["model", "joint nodes", "trace s", "default s", "min_cut s", "memory s", "fxviz total s",
+           "torch trace s", "torch default s", "torch min_cut s", "torch total s", "ratio", "ratio (CPU s)",
+           "draw collapsed s", "draw full s", "explorer first s", "explorer new view s",
+           "explorer cached switch s", "report s", "peak RSS fxviz MiB", "peak RSS torch MiB"]
+
+
+def ratios(fx_res: dict[str, Any], th_res: dict[str, Any]) -> dict[str, float | None]:
+    """fxviz (trace + default + min_cut + memory table) over torch (trace + default + min_cut)."""
+    out: dict[str, float | None] = {}
+    for key in ("wall", "cpu"):
+        a, b = _sum(fx_res, ANALYSIS, key), _sum(th_res, ("trace", *STRATEGIES), key)
+        out[key] = a / b if a and b else None
+    return out
+
+
+def row_of(name: str, fx_res: dict[str, Any], th_res: dict[str, Any]) -> list[str]:
+    fs, ts = fx_res.get("stages", {}), th_res.get("stages", {})
+    fx_total, th_total = _sum(fx_res, ANALYSIS), _sum(th_res, ("trace", *STRATEGIES))
+    r = ratios(fx_res, th_res)
+    fx_fail, th_fail = fx_res.get("failed"), th_res.get("failed")
+    row = [name, str(fx_res.get("joint_nodes", th_res.get("joint_nodes", "-")))]
+    row += ["failed" if fx_fail else _cell(fs.get(k)) for k in ANALYSIS]
+    row += [f"{fx_total:.2f}" if fx_total else "-"]
+    row += ["failed" if th_fail else _cell(ts.get(k)) for k in ("trace", *STRATEGIES)]
+    row += [f"{th_total:.2f}" if th_total else "-"]
+    row += [f"{r[k]:.2f}x" if r[k] else "-" for k in ("wall", "cpu")]
+    row += ["failed" if fx_fail else _cell(fs.get(k), 3 if k == "explore_switch" else 2) for k in VIEW_STAGES]
+    row += [f"{fx_res['peak_rss_mib']:.0f}" if "peak_rss_mib" in fx_res else "-",
+            f"{th_res['peak_rss_mib']:.0f}" if "peak_rss_mib" in th_res else "-"]
+    return row
+
+
+def format_table(rows: list[list[str]], markdown: bool) -> str:
+    if markdown:
+        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(lines)
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(COLUMNS)]
+    fmt = "  ".join("{:<%d}" % w if i == 0 else "{:>%d}" % w for i, w in enumerate(widths))
+    return "\n".join([fmt.format(*COLUMNS)] + [fmt.format(*r) for r in rows])
+
+
+def machine() -> dict[str, Any]:
+    import torch
+
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            mem = f"{int(f.readline().split()[1]) / 2**20:.1f} GiB"
+    except OSError:
+        pass
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "nproc": os.cpu_count(), "ram": mem, "cpu": cpu, "torch": torch.__version__,
+            "python": platform.python_version(), "load_before": list(os.getloadavg())}
+
+
+def notes(results: dict[str, dict[str, Any]]) -> list[str]:
+    out = []
+    for name, pair in results.items():
+        for side in ("fxviz", "torch"):
+            res = pair[side]
+            if res.get("failed"):
+                out.append(f"{name} [{side}]: {res['failed']}")
+            for stage, err in res.get("errors", {}).items():
+                if not stage.endswith("traceback"):
+                    out.append(f"{name} [{side}] {stage}: {err}")
+            for n in res.get("notes", []):
+                out.append(f"{name} [{side}]: {n}")
+            if res.get("memory_errors"):
+                out.append(f"{name} [{side}] memory table rows failed: {res['memory_errors']}")
+    return list(dict.fromkeys(out))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    ap.add_argument("--models", help=f"comma-separated, from: {', '.join(LADDER)}")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per worker process")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--json", help="write every measurement (wall and CPU per stage) here")
+    ap.add_argument("--out-dir", help="where drawings and reports go (default: a temporary folder)")
+    ap.add_argument("--worker", choices=("fxviz", "torch"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    names = args.models.split(",") if args.models else QUICK if args.quick else DEFAULT_MODELS
+    unknown = [n for n in names if n not in LADDER]
+    if unknown:
+        ap.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(LADDER)}")
+    out_dir = pathlib.Path(args.out_dir or tempfile.mkdtemp(prefix="fxviz-bench-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    if args.worker:
+        spec = LADDER[names[0]]
+        res = torch_worker(spec) if args.worker == "torch" else fxviz_worker(spec, out_dir)
+        print(RESULT_TAG + json.dumps(res), flush=True)
+        return 0
+
+    info = machine()
+    print(f"# {info['date']}  nproc={info['nproc']}  RAM={info['ram']}  torch {info['torch']}  "
+          f"python {info['python']}  load(1/5/15 min)={', '.join(f'{x:.2f}' for x in info['load_before'])}",
+          file=sys.stderr, flush=True)
+    results: dict[str, dict[str, Any]] = {}
+    rows = []
+    for name in names:
+        pair = {}
+        for kind in ("torch", "fxviz"):
+            print(f"  {name}: {kind} ...", file=sys.stderr, flush=True)
+            pair[kind] = _run_worker(kind, name, args.timeout, out_dir)
+        results[name] = pair
+        rows.append(row_of(name, pair["fxviz"], pair["torch"]))
+    info["load_after"] = list(os.getloadavg())
+    print(format_table(rows, args.markdown))
+    extra = notes(results)
+    if extra:
+        print("\nnotes:")
+        for line in extra:
+            print(f"- {line}")
+    print(f"\nmachine: {json.dumps(info)}\nartifacts: {out_dir}")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({"machine": info, "results": results,
+                                                       "specs": {n: dataclasses.asdict(LADDER[n]) for n in names}},
+                                                      indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
