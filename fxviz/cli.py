@@ -173,12 +173,20 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
 }
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage plus the error; fxviz's promise is one line on stderr."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        print(f"{self.prog}: error: {' '.join(message.split())} (hint: run '{self.prog} --help')", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fxviz", description="See what AOTAutograd does to your model.")
+    parser = _OneLineParser(prog="fxviz", description="See what AOTAutograd does to your model.")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help=cmd_demo.__doc__, description=cmd_demo.__doc__)
-    demo.add_argument("--debug", action="store_true", help="show full tracebacks")
+    demo.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
     demo.set_defaults(func=cmd_demo)
     for name, (func, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -186,7 +194,7 @@ def _parser() -> argparse.ArgumentParser:
                                      "pointwise_chain) or package.module:factory or file.py:factory")
         p.add_argument("--params", choices=["lifted", "closure"], default="lifted",
                        help="parameters as graph inputs (lifted) or captured as constants (closure)")
-        p.add_argument("--debug", action="store_true", help="show full tracebacks")
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
         _EXTRA_ARGS.get(name, lambda _p: None)(p)
         p.set_defaults(func=func)
     return parser
