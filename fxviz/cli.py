@@ -165,7 +165,34 @@ def _code_args(p: argparse.ArgumentParser) -> None:
                    help="partition strategy: default, min_cut, budget:B[:solver], recompute_all")
 
 
+def cmd_draw(args: argparse.Namespace) -> int:
+    """Draw the joint graph (or one side of a partition) to an SVG, PNG or DOT file."""
+    tr = _trace(args)
+    drawing = tr.draw(args.view, strategy=args.strategy, compare=args.compare, group=args.group,
+                      depth=args.depth, highlight=args.highlight or None, timeout=args.timeout)
+    out = args.output or f"{args.model.rpartition(':')[2].replace('.py', '')}_{args.view}.svg"
+    path = drawing.save(out)
+    print(f"{path}: {drawing!r}"[:300])
+    return 0
+
+
+def _draw_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", help="file to write: .svg, .png, .dot or .pdf (default MODEL_VIEW.svg)")
+    p.add_argument("--view", choices=["joint", "forward", "backward"], default="joint",
+                   help="the joint graph, or the forward/backward graph of --strategy")
+    p.add_argument("--strategy", help="mark what this strategy saves/recomputes (default, min_cut, "
+                                      "budget:B[:solver], recompute_all, eager)")
+    p.add_argument("--compare", help="a second strategy: mark what each saves that the other does not")
+    p.add_argument("--group", choices=["module", "none"], help="cluster by module path (module) or never "
+                                                              "collapse (none); default: collapse big graphs")
+    p.add_argument("--depth", type=int, help="with module grouping: modules at this depth become one box")
+    p.add_argument("--highlight", action="append", help="emphasise nodes matching a name, op or module "
+                                                        "(repeatable)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds graphviz may take (default 120)")
+
+
 COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
+    "draw": (cmd_draw, "draw the joint graph or a partition to SVG/PNG/DOT (needs graphviz's dot)"),
     "code": (cmd_code, "a partition's forward or backward graph as Python with real names"),
     "doctor": (cmd_doctor, "why parameters get no gradient (exit 1 when one that requires grad gets none)"),
     "table": (cmd_table, "the memory table: saved bytes, recompute cost and peaks per strategy"),
@@ -201,6 +228,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _EXTRA_ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+_EXTRA_ARGS["draw"] = _draw_args
 _EXTRA_ARGS["code"] = _code_args
 _EXTRA_ARGS["doctor"] = _doctor_args
 _EXTRA_ARGS["table"] = _table_args

@@ -238,6 +238,49 @@ class Trace:
         sweep.attrs = dict(df.attrs)
         return sweep
 
+    # --- drawing ---------------------------------------------------------------------------------
+    def draw(self, view: str = "joint", strategy: Any = None, compare: Any = None, group: str | None = None,
+             depth: int | None = None, highlight: Any = None, *, node_limit: int | None = None,
+             timeout: float | None = None) -> Any:
+        """Draw the graph: nodes colored by role, with a legend; returns a ``Drawing`` that shows
+        itself in Jupyter and has ``.save('g.svg' | 'g.png' | 'g.dot')`` and ``.source``.
+
+        Args:
+            view: ``"joint"`` (forward and backward side by side), ``"forward"`` or ``"backward"``
+                (one side of ``strategy``'s partition, default strategy ``"default"``).
+            strategy: mark what this strategy saves, recomputes and removes.
+            compare: a second strategy: mark what each saves/recomputes that the other does not.
+            group: ``"module"`` clusters nodes by module path; ``"none"`` never collapses;
+                default: every node up to ``node_limit`` nodes, module boxes above.
+            depth: with module grouping, modules at this depth become one box each.
+            highlight: a node name, op, parameter or module (or a list): emphasise matches.
+        """
+        from .render.drawing import DEFAULT_TIMEOUT
+        from .render.views import NODE_LIMIT, draw
+
+        if strategy is None and (compare is not None or view in ("forward", "backward")):
+            strategy = "default"
+        marks = tuple([highlight] if isinstance(highlight, str) else highlight or ())
+        key = ("draw", view, strategy, compare, group, depth, marks, node_limit, timeout)
+        try:
+            cached = self._cache.get(key)
+        except TypeError:  # an unhashable strategy: draw afresh
+            cached, key = None, None
+        if cached is not None:
+            return cached
+        model = self.capture.model
+        name = type(model).__name__ if model is not None else getattr(self.capture.fn, "__name__", "function")
+        if len(self.capture.graphs) > 1:
+            name += f" (graph {self.index + 1} of {len(self.capture.graphs)})"
+        drawing = draw(self.graph, view=view, partition=self.partition(strategy) if strategy is not None else None,
+                       compare=self.partition(compare) if compare is not None else None, group=group, depth=depth,
+                       highlight=list(marks), name=name,
+                       node_limit=NODE_LIMIT if node_limit is None else node_limit,
+                       timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
+        if key is not None:
+            self._cache[key] = drawing
+        return drawing
+
     def check_gradients(self, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
         """Per parameter: ``parameter, has_gradient, max_abs_diff, ok`` against eager autograd."""
         from .analysis.gradients import check_gradients

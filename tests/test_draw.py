@@ -1,0 +1,470 @@
+"""The draw layer, rendered with the real ``dot`` and read back from the SVG it writes.
+
+Expected node sets come from the graphs and the ``Partition`` themselves (never from fxviz's
+drawing code); what is checked is what a reader sees: fill colors, border widths, double borders,
+dashes, edge titles.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from collections import Counter
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.errors import InputError, RenderError
+from fxviz.render import NODE_LIMIT, theme
+from fxviz.render.dot import RECOMPUTED_SUFFIX
+from fxviz.render.drawing import Drawing
+from fxviz.roles import ROLES
+
+pytestmark = pytest.mark.skipif(shutil.which("dot") is None, reason="needs graphviz's dot")
+
+SVG = "{http://www.w3.org/2000/svg}"
+XLINK = "{http://www.w3.org/1999/xlink}"
+EXAMPLES = ["mlp", "alexnet", "resnet_block", "mini_gpt", "pointwise_chain"]
+STRATEGIES = ["default", "min_cut"]
+SAVED = theme.STATUS["saved"].color.lower()
+RECOMPUTED = theme.STATUS["recomputed"].color.lower()
+
+
+# --- reading the SVG back --------------------------------------------------------------------------
+def parse(svg: str) -> ET.Element:
+    return ET.fromstring(svg)
+
+
+def _classes(g: ET.Element) -> list[str]:
+    return g.get("class", "").split()
+
+
+def _shapes(g: ET.Element) -> list[ET.Element]:
+    """The node's own outline(s), in drawing order (before any label-cell backgrounds)."""
+    out = []
+    for el in g.iter():
+        if el.tag in (SVG + "path", SVG + "polygon", SVG + "ellipse"):
+            out.append(el)
+        elif el.tag == SVG + "text":
+            break
+    return out
+
+
+def svg_nodes(root: ET.Element, kind: str = "fx-node") -> dict[str, ET.Element]:
+    nodes = {}
+    for g in root.iter(SVG + "g"):
+        if "node" in _classes(g) and kind in _classes(g):
+            title = g.find(SVG + "title")
+            assert title is not None and title.text
+            assert title.text not in nodes, f"duplicate node title {title.text}"
+            nodes[title.text] = g
+    return nodes
+
+
+def svg_edges(root: ET.Element) -> list[tuple[str, str, ET.Element]]:
+    edges = []
+    for g in root.iter(SVG + "g"):
+        if "edge" in _classes(g):
+            a, sep, b = g.find(SVG + "title").text.partition("->")
+            assert sep, "every edge title names its endpoints"
+            edges.append((a, b, g))
+    return edges
+
+
+def fill(g: ET.Element) -> str:
+    return _shapes(g)[0].get("fill").lower()
+
+
+def stroke(g: ET.Element) -> tuple[str, float]:
+    s = _shapes(g)[0]
+    return s.get("stroke").lower(), float(s.get("stroke-width", "1"))
+
+
+def double_border(g: ET.Element) -> bool:
+    return len(_shapes(g)) >= 2
+
+
+def dashed(g: ET.Element) -> bool:
+    return _shapes(g)[0].get("stroke-dasharray") is not None
+
+
+def edge_stroke(g: ET.Element) -> tuple[str, float]:
+    p = next(g.iter(SVG + "path"))
+    return p.get("stroke").lower(), float(p.get("stroke-width", "1"))
+
+
+def role_color(role: str) -> str:
+    return theme.ROLE_COLORS[role].lower()
+
+
+# --- fixtures --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def drawn(traces):
+    """svg roots of (example, view, strategy) drawn with every node, computed once."""
+    cache: dict = {}
+
+    def get(name: str, view: str = "joint", strategy: str | None = None, compare: str | None = None,
+            **kw):
+        key = (name, view, strategy, compare, tuple(sorted(kw.items())))
+        if key not in cache:
+            tr = traces[(name, "lifted")]
+            cache[key] = parse(tr.draw(view, strategy=strategy, compare=compare, group="none", **kw).svg())
+        return cache[key]
+
+    return get
+
+
+def graph_edges(gm) -> set[tuple[str, str]]:
+    return {(a.name, n.name) for n in gm.graph.nodes if n.op != "output" for a in n.all_input_nodes}
+
+
+# --- palette ---------------------------------------------------------------------------------------
+def test_palette_is_one_color_per_role_and_exports():
+    colors = [theme.ROLE_COLORS[r] for r in ROLES]
+    assert len(set(colors)) == len(ROLES)
+    marks = [m.color for m in list(theme.STATUS.values()) + list(theme.COMPARE.values())]
+    assert len(set(marks)) == len(marks) and not set(marks) & set(colors)
+    data = theme.as_dict()
+    assert {r: v["color"] for r, v in data["roles"].items()} == theme.ROLE_COLORS
+    assert set(data["status"]) == {"saved", "recomputed", "removed"}
+    assert set(data["compare"]) == {"A-only", "B-only", "both"}
+    css = theme.css_variables()
+    for r in ROLES:
+        assert f"--fxviz-role-{r}: {theme.ROLE_COLORS[r]};" in css
+    legend = theme.legend_html(["forward", "backward"])
+    assert theme.ROLE_COLORS["forward"] in legend and "backward op" in legend
+
+
+# --- every example, every view ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_joint_view_nodes_colors_and_edges(name, traces, drawn):
+    tr = traces[(name, "lifted")]
+    root = drawn(name)
+    nodes = svg_nodes(root)
+    expected = {n.name for n in tr.joint.graph.nodes if n.op != "output"}
+    assert set(nodes) == expected
+    for node, g in nodes.items():
+        assert fill(g) == role_color(tr.graph.info[node].role), node
+    # every data-flow edge is drawn once, titled producer->consumer (backward edges included,
+    # although they are laid out bottom-up)
+    titles = Counter((a, b) for a, b, _ in svg_edges(root))
+    assert set(titles) == graph_edges(tr.joint) and max(titles.values()) == 1
+    # forward and backward are two clusters, and every backward-phase node sits in the backward one
+    clusters = {g.find(SVG + "title").text: g for g in root.iter(SVG + "g") if "cluster" in _classes(g)}
+    assert {"cluster_forward", "cluster_backward"} <= set(clusters)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_joint_view_marks_exactly_the_partition(name, strategy, traces, drawn):
+    tr = traces[(name, "lifted")]
+    p = tr.partition(strategy)
+    root = drawn(name, strategy=strategy)
+    nodes = svg_nodes(root)
+    for node, g in nodes.items():
+        role = role_color(tr.graph.info[node].role)
+        assert fill(g) == role, node  # marks never hide the role color (removed: same hue, faded)
+        color, width = stroke(g)
+        assert ((color, width) == (SAVED, 3.0)) == (node in p.saved), node
+        assert double_border(g) == (node in p.recomputed), node
+        assert dashed(g) == (node in p.removed), node
+        if node in p.removed:
+            assert float(_shapes(g)[0].get("fill-opacity")) < 0.5
+    # saved edges: thick, in the saved color, exactly from saved values to backward ops
+    phase = {k: v.phase for k, v in tr.graph.info.items()}
+    thick = {(a, b) for a, b, g in svg_edges(root) if edge_stroke(g)[0] == SAVED}
+    assert thick == {(a, b) for a, b in graph_edges(tr.joint)
+                     if a in p.saved and phase[b] == "backward" and b not in p.removed}
+    assert thick  # every example saves something
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_forward_view(name, strategy, traces, drawn):
+    tr = traces[(name, "lifted")]
+    p = tr.partition(strategy)
+    nodes = svg_nodes(drawn(name, "forward", strategy))
+    expected = {p.fw_to_joint.get(n.name, n.name) for n in p.forward.graph.nodes if n.op != "output"}
+    assert set(nodes) == expected
+    for node, g in nodes.items():
+        assert fill(g) == role_color(tr.graph.info[node].role), node
+        assert (stroke(g) == (SAVED, 3.0)) == (node in p.saved), node
+        assert not double_border(g)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_backward_view(name, strategy, traces, drawn):
+    tr = traces[(name, "lifted")]
+    p = tr.partition(strategy)
+    root = drawn(name, "backward", strategy)
+    nodes = svg_nodes(root)
+    in_forward = set(p.fw_to_joint.values())
+    expected, saved_inputs, recomputed = set(), set(), set()
+    for n in p.backward.graph.nodes:
+        if n.op == "output":
+            continue
+        joint = p.bw_to_joint.get(n.name, n.name)
+        if n.op == "call_function" and joint in p.recomputed:
+            ident = joint + RECOMPUTED_SUFFIX if joint in in_forward else joint
+            recomputed.add(ident)
+        else:
+            ident = joint
+        if n.op == "placeholder" and joint in p.saved:
+            saved_inputs.add(ident)
+        expected.add(ident)
+    assert set(nodes) == expected
+    assert {j for j in p.recomputed} == {i.removesuffix(RECOMPUTED_SUFFIX) for i in recomputed}
+    for node, g in nodes.items():
+        joint = node.removesuffix(RECOMPUTED_SUFFIX)
+        assert fill(g) == role_color(tr.graph.info[joint].role), node
+        assert double_border(g) == (node in recomputed), node
+        assert (stroke(g) == (SAVED, 3.0)) == (node in saved_inputs), node
+    assert saved_inputs == set(p.saved) & expected
+    # edges out of saved inputs are thick
+    for a, b, g in svg_edges(root):
+        assert (edge_stroke(g)[0] == SAVED) == (a in saved_inputs), (a, b)
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_compare_view(name, traces, drawn):
+    tr = traces[(name, "lifted")]
+    a, b = tr.partition("default"), tr.partition("min_cut")
+    root = drawn(name, strategy="default", compare="min_cut")
+    nodes = svg_nodes(root)
+    sa, sb = set(a.saved), set(b.saved)
+    colors = {k: m.color.lower() for k, m in theme.COMPARE.items()}
+
+    def which(x: bool, y: bool) -> str | None:
+        return "both" if x and y else "A-only" if x else "B-only" if y else None
+
+    for node, g in nodes.items():
+        assert fill(g) == role_color(tr.graph.info[node].role), node
+        saved = which(node in sa, node in sb)
+        recomputed = which(node in a.recomputed, node in b.recomputed)
+        mark = saved or recomputed
+        color, width = stroke(g)
+        assert (color if width == 3.0 else None) == (colors[mark] if mark else None), node
+        assert double_border(g) == (recomputed is not None), node
+    text = "".join(root.itertext())
+    for p in (a, b):
+        assert f"saves {len(p.saved)} values" in text
+    assert f"saved by A only: {len(sa - sb)}, by B only: {len(sb - sa)}, by both: {len(sa & sb)}" in text
+
+
+# --- labels, tooltips, ids -------------------------------------------------------------------------
+def test_labels_and_tooltips_name_things(traces, drawn):
+    tr = traces[("alexnet", "lifted")]
+    root = drawn("alexnet", strategy="min_cut")
+    nodes = svg_nodes(root)
+    info = tr.graph.info
+    grad = next(n for n, i in info.items() if i.role == "gradient" and i.qualname == "features.0.weight")
+    assert "grad features.0.weight" in "".join(nodes[grad].itertext())
+    param = next(n for n, i in info.items() if i.role == "parameter" and i.qualname == "features.0.weight")
+    assert "features.0.weight" in "".join(nodes[param].itertext())
+    conv = nodes["convolution"]
+    text = " ".join(conv.itertext())
+    assert "convolution" in text and "f32[1, 64, 55, 55]" in text
+    tip = next(a.get(XLINK + "title") for a in conv.iter(SVG + "a"))
+    assert "aten.convolution.default" in tip and "module: features.0" in tip and "users: relu" in tip
+    assert info["convolution"].source in tip
+    p = tr.partition("min_cut")
+    saved = next(s for s in p.saved if info[s].role == "forward" and info[s].bytes)
+    assert "saved" in "".join(nodes[saved].itertext())
+
+
+# --- module grouping -------------------------------------------------------------------------------
+def _module_of(i) -> str:
+    if i.module:
+        return i.module
+    if i.role in ("parameter", "buffer", "constant") and i.qualname and "." in i.qualname:
+        return i.qualname.rsplit(".", 1)[0]
+    return ""
+
+
+def test_group_depth_one_boxes_counts_and_edges(traces):
+    tr = traces[("alexnet", "lifted")]
+    p = tr.partition("min_cut")
+    root = parse(tr.draw(group="module", depth=1, strategy="min_cut").svg())
+    boxes = svg_nodes(root, "fx-group")
+    info = tr.graph.info
+    unit = {}
+    for name, i in info.items():
+        if name == "output":
+            continue
+        top = _module_of(i).split(".")[0]
+        unit[name] = f"{i.phase}/{top}" if top else name
+    members = Counter(u for u in unit.values() if "/" in u)
+    assert set(boxes) == set(members)
+    for box, g in boxes.items():
+        text = " ".join(g.itertext())
+        assert re.search(rf"\b{members[box]} nodes?:", text), box
+        n_saved = sum(1 for n, u in unit.items() if u == box and n in p.saved)
+        assert (f"saved {n_saved}:" in text) == (n_saved > 0), box
+    # edges between boxes are deduplicated and counted
+    pairs = Counter((unit[a], unit[b]) for a, b in graph_edges(tr.joint) if unit[a] != unit[b])
+    drawn_edges = svg_edges(root)
+    assert Counter((a, b) for a, b, _ in drawn_edges) == Counter(set(pairs))
+    for a, b, g in drawn_edges:
+        label = "".join(t.text or "" for t in g.iter(SVG + "text"))
+        assert label == (f"×{pairs[(a, b)]}" if pairs[(a, b)] > 1 else ""), (a, b)
+
+
+def test_group_nested_clusters_and_repeated_blocks(traces):
+    tr = traces[("mini_gpt", "lifted")]
+    root = parse(tr.draw(group="module").svg())  # full nesting: every node, in module clusters
+    nodes = svg_nodes(root)
+    assert set(nodes) == {n for n in tr.graph.info if n != "output"}
+    labels = {t.text for g in root.iter(SVG + "g") if "cluster" in _classes(g) for t in g.iter(SVG + "text")}
+    assert {"h", "h.0", "h.0.attn", "h.1.mlp.c_fc", "forward", "backward (drawn bottom-up)"} <= labels
+    root = parse(tr.draw(group="module", depth=2).svg())
+    boxes = svg_nodes(root, "fx-group")
+    for side in ("forward", "backward"):
+        found = [re.search(r"pattern (\w) ×2", " ".join(boxes[f"{side}/{b}"].itertext())) for b in ("h.0", "h.1")]
+        assert all(found) and found[0].group(1) == found[1].group(1), side
+    assert "pattern" not in " ".join(boxes["forward/wte"].itertext()) if "forward/wte" in boxes else True
+
+
+def test_big_graphs_collapse_by_default_with_a_caption(traces):
+    tr = traces[("mini_gpt", "lifted")]
+    n = len(tr.graph.info) - 1
+    d = tr.draw(node_limit=n - 1)
+    root = parse(d.svg())
+    assert svg_nodes(root, "fx-group") and len(svg_nodes(root)) < n
+    assert f"{n} nodes is more than {n - 1}" in "".join(root.itertext())
+    assert not svg_nodes(parse(tr.draw(node_limit=n).svg()), "fx-group")
+    assert NODE_LIMIT >= 100
+
+
+def test_highlight(traces):
+    tr = traces[("alexnet", "lifted")]
+    root = parse(tr.draw(highlight="features.3").svg())
+    nodes = svg_nodes(root)
+    info = tr.graph.info
+    hits = {n for n, i in info.items() if n != "output" and (
+        (i.module or "") == "features.3" or (i.qualname or "").startswith("features.3."))}
+    assert hits
+    for node, g in nodes.items():
+        shape = _shapes(g)[0]
+        if node in hits:
+            assert float(shape.get("stroke-width")) >= 3 and shape.get("fill-opacity") is None, node
+        else:
+            assert float(shape.get("fill-opacity")) < 0.5, node
+
+
+# --- escaping --------------------------------------------------------------------------------------
+NASTY = 'x<y>&"{a|b}"\\ ü→\nz'
+SCRIPT = '<script>alert(1)</script>'
+
+
+class Weird(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleDict({NASTY: nn.Linear(4, 4), SCRIPT: nn.Linear(4, 4),
+                                     "a,b->ab": nn.Linear(4, 4)})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.blocks[NASTY](x)
+        h = self.blocks["<script>alert(1)</script>"](h)  # <b>{x|y}</b> "q" \ ü → </svg>
+        h = self.blocks["a,b->ab"](h)
+        return torch.einsum("a,b->ab", h[0], h[1]).sum()
+
+
+@pytest.fixture(scope="module")
+def weird():
+    torch.manual_seed(0)
+    model = Weird()
+    return fxviz.trace(model, torch.randn(2, 4))
+
+
+@pytest.mark.parametrize("kw", [{}, {"strategy": "min_cut"}, {"group": "module"}, {"depth": 2},
+                                {"view": "backward", "strategy": "min_cut"}, {"compare": "min_cut"},
+                                {"highlight": "blocks"}])
+def test_escaping_corpus_renders_valid_svg_without_injection(weird, kw):
+    svg = weird.draw(**kw).svg()
+    root = parse(svg)  # well-formed XML
+    tags = {el.tag for el in root.iter()}
+    assert SVG + "script" not in tags and "script" not in tags
+    text = "".join(root.itertext()) + " ".join(a.get(XLINK + "title", "") for a in root.iter(SVG + "a"))
+    # model-provided strings come out as text, intact (label newlines shown as ⏎, tooltips keep them)
+    assert SCRIPT in text
+    assert 'x<y>&"{a|b}"\\ ü→' in text
+    assert "a,b->ab" in text
+
+
+def test_escaping_in_tooltips_keeps_backslashes_and_newlines(weird):
+    root = parse(weird.draw(group="none").svg())
+    tips = [a.get(XLINK + "title", "") for a in root.iter(SVG + "a")]
+    assert any(f"module: blocks.{NASTY}" in t for t in tips)
+    assert any('# <b>{x|y}</b> "q" \\ ü → </svg>' in t for t in tips)
+
+
+# --- the Drawing object ----------------------------------------------------------------------------
+def test_drawing_display_and_save(traces, tmp_path):
+    tr = traces[("mlp", "lifted")]
+    d = tr.draw(strategy="min_cut")
+    assert tr.draw(strategy="min_cut") is d  # cached per arguments
+    assert tr.draw(strategy="default") is not d
+    bundle = d._repr_mimebundle_()
+    assert bundle["text/html"].count("<svg") == 1 and "<?xml" not in bundle["text/html"]
+    assert "<title>addmm</title>" in bundle["text/html"]
+    parse(bundle["image/svg+xml"])
+    assert d.source.startswith("digraph")
+    for suffix, magic in ((".svg", b"<?xml"), (".png", b"\x89PNG"), (".dot", b"digraph"), (".pdf", b"%PDF")):
+        path = d.save(tmp_path / f"g{suffix}")
+        assert path.read_bytes().startswith(magic), suffix
+        assert oct(path.stat().st_mode & 0o777) != oct(0o600)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.dot", "g.pdf", "g.png", "g.svg"]  # no temp files
+    with pytest.raises(RenderError, match="image format"):
+        d.save(tmp_path / "g.bmpx")
+
+
+def test_layout_timeout_raises_with_advice_and_display_shows_source(traces):
+    tr = traces[("mini_gpt", "lifted")]
+    d = tr.draw(timeout=0.05)
+    with pytest.raises(RenderError) as err:
+        d.svg()
+    assert "longer than 0.05 s" in err.value.message and "group='module'" in err.value.hint
+    bundle = d._repr_mimebundle_()
+    assert "could not draw" in bundle["text/html"] and "digraph" in bundle["text/html"]
+
+
+def test_missing_dot_says_how_to_install_and_shows_source(traces, monkeypatch, tmp_path):
+    tr = traces[("mlp", "lifted")]
+    d = Drawing(tr.draw().digraph)  # a fresh, not yet laid out drawing
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty PATH: no dot anywhere
+    with pytest.raises(RenderError, match="not found"):
+        d.svg()
+    bundle = d._repr_mimebundle_()
+    assert "apt-get install graphviz" in bundle["text/html"] and "digraph" in bundle["text/plain"]
+    assert "<svg" not in bundle["text/html"]
+
+
+def test_bad_arguments(traces):
+    tr = traces[("mlp", "lifted")]
+    with pytest.raises(InputError):
+        tr.draw("sideways")
+    with pytest.raises(InputError):
+        tr.draw("forward", strategy="default", compare="min_cut")
+    with pytest.raises(InputError):
+        tr.draw(group="layers")
+    with pytest.raises(InputError):
+        tr.draw(depth=0)
+
+
+def test_cli_draw(tmp_path, capsys):
+    from fxviz.cli import main
+
+    out = tmp_path / "g.svg"
+    assert main(["draw", "mlp", "-o", str(out), "--strategy", "min_cut", "--view", "backward"]) == 0
+    root = parse(out.read_text())
+    assert svg_nodes(root)
+    assert str(out) in capsys.readouterr().out
+    png = tmp_path / "m.png"
+    assert main(["draw", "mlp", "-o", str(png), "--group", "module", "--depth", "1", "--compare", "min_cut"]) == 0
+    assert png.read_bytes().startswith(b"\x89PNG")
