@@ -287,8 +287,8 @@ def test_closure_small_model_every_parameter_captured():
     report = tr.doctor()
     consts = tr.nodes[tr.nodes.role == "constant"]
     for name, _ in model.named_parameters():
-        (f,) = report.diagnosis.for_parameter(name)
-        assert f.kind == "captured_as_constant" and f.severity == "error"
+        (f,) = [f for f in report.diagnosis.for_parameter(name) if f.severity == "error"]
+        assert f.kind == "captured_as_constant"
         assert set(f.nodes) == set(consts[consts.qualname == name].index)
         assert "params='lifted'" in f.fix and "functional_call" in f.fix
 
@@ -313,14 +313,23 @@ def test_alexnet_closure_all_parameters_flagged_and_what_torch_computes(traces):
         assert "output_mask=[True, False, False]" in weight.message and weight.parameter.endswith("weight")
     assert not report.diagnosis.of_kind("gradient_dropped")
     assert tr.partition("default").removed == set()  # torch's partitioner had nothing to remove
-    # a weight held by two get_attr nodes (forward and backward) is reported, with its bytes
+    # Where the story's "each weight held twice (once transposed)" comes from in torch 2.13: a conv
+    # weight is read by two get_attr nodes (forward and backward), and the default partition saves
+    # each Linear weight's transpose `t` for the backward: one storage, counted twice per node.
     dups = {f.parameter: f for f in report.diagnosis.of_kind("duplicate_data")}
-    assert sorted(dups) == [f"features.{i}.weight" for i in (0, 10, 3, 6, 8)]
+    assert sorted(dups) == sorted([f"features.{i}.weight" for i in (0, 3, 6, 8, 10)]
+                                  + [f"classifier.{i}.weight" for i in (1, 4, 6)])
     f = dups["features.0.weight"]
     assert set(f.nodes) == {"_param_constant0", "_param_constant0_1"}
     held = {getattr(tr.joint, str(nodes[n].target)) for n in f.nodes}
     assert len(held) == 1 and held.pop() is tr.model.features[0].weight
     assert f.bytes == tr.model.features[0].weight.numel() * 4
+    f = dups["classifier.1.weight"]
+    const, saved = f.nodes
+    assert getattr(tr.joint, str(nodes[const].target)) is tr.model.classifier[1].weight
+    assert saved in tr.partition("default").saved and tr.nodes.loc[saved, "short_op"] == "t"
+    assert nodes[saved].args[0] is nodes[const]  # the saved value is t(weight): a view, same storage
+    assert f.bytes == tr.model.classifier[1].weight.numel() * 4 and "transpose" in f.message
 
 
 def test_alexnet_lifted_is_healthy(traces):

@@ -454,7 +454,35 @@ def _same_data(a: torch.Tensor, b: torch.Tensor) -> str | None:
     return None
 
 
-def _duplicates(cap: Capture) -> list[Finding]:
+def _saved_views(cap: Capture, parts: Sequence[Partition | None]) -> list[tuple[int, str, str, int]]:
+    """(graph, saved node, constant node, bytes) for every value a partition saves for the
+    backward that is only a view (``t``, ``view``...) of a constant."""
+    res = []
+    for graph, part in zip(cap.graphs, parts):
+        if part is None or not part.ok:
+            continue
+        nodes = {n.name: n for n in graph.gm.graph.nodes}
+        for name in part.saved:
+            n = nodes.get(name)
+            if n is None or n.op != "call_function" or short_op(n) not in VIEW_OPS:
+                continue
+            state = resolve_state(graph, n)
+            if state is not None and graph.info[state].role == "constant":
+                res.append((graph.index, name, state, graph.info[name].bytes or 0))
+    return res
+
+
+_VIEW_WORDS = {"t": "its transpose", "transpose": "its transpose", "permute": "a permutation of it",
+               "view": "a reshape of it", "reshape": "a reshape of it", "_unsafe_view": "a reshape of it",
+               "expand": "an expansion of it"}
+
+
+def _view_words(graph: JointGraph, node: str) -> str:
+    op = graph.info[node].short_op
+    return _VIEW_WORDS.get(op, f"a {op} view of it") + ", same storage"
+
+
+def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding]:
     model = cap.model
     param_of = {}
     if model is not None:
@@ -466,6 +494,7 @@ def _duplicates(cap: Capture) -> list[Finding]:
     held: dict[int, list[tuple[int, str, torch.Tensor]]] = {}
     user_inputs = {id(t) for t in cap.example_inputs}
     labels: dict[str, str] = {}
+    storage_of: dict[tuple[int, str], int] = {}
     for g in cap.graphs:
         for n in g.gm.graph.nodes:
             t = None
@@ -476,25 +505,38 @@ def _duplicates(cap: Capture) -> list[Finding]:
                 if t is None or id(t) in user_inputs:
                     t = None
             if _real(t):
-                held.setdefault(t.untyped_storage().data_ptr(), []).append((g.index, n.name, t))
+                key = t.untyped_storage().data_ptr()
+                held.setdefault(key, []).append((g.index, n.name, t))
+                storage_of[(g.index, n.name)] = key
                 qual = g.info[n.name].qualname
                 labels[n.name] = f"{qual} ({n.name})" if qual and qual != n.name and n.op == "placeholder" else n.name
+    views: dict[int, list[tuple[int, str, int]]] = {}
+    for g, saved, const, nbytes in _saved_views(cap, parts):
+        if (g, const) in storage_of:
+            views.setdefault(storage_of[(g, const)], []).append((g, saved, nbytes))
     findings = []
     many = len(cap.graphs) > 1
     for key, items in held.items():
         owner = param_of.get(key)
         label = owner or items[0][1]
         names = [f"{n} (graph {g})" if many else n for g, n, _ in items]
-        if len(items) > 1:
-            nb = max(_nbytes(t) for _, _, t in items)
-            findings.append(Finding(
-                "duplicate_data", "info", owner, tuple(n for _, n, _ in items),
-                f"{label} is held by {len(items)} constant nodes ({', '.join(names)}) that read the same "
-                f"tensor: {_fmt_bytes(nb)} in memory once, but a per-node count (torch's _size_of) "
-                f"counts {_fmt_bytes(nb * len(items))}.",
-                "nothing to fix in memory; count unique storages when you add up bytes" +
-                ("" if owner is None else "; lifting the parameters removes the constants altogether"),
-                cause="same_tensor", graph=items[0][0], bytes=nb * (len(items) - 1)))
+        saved = views.get(key, [])
+        if len(items) + len(saved) < 2:
+            continue
+        nb = max(_nbytes(t) for _, _, t in items)
+        counted = nb * len(items) + sum(b for _, _, b in saved)
+        what = f"{len(items)} constant nodes ({', '.join(names)})" if len(items) > 1 else f"constant {names[0]}"
+        if saved:
+            shown = ", ".join((f"{n} (graph {g}, " if many else f"{n} (") + _view_words(cap.graphs[g], n) + ")"
+                              for g, n, _ in saved)
+            what += f" and saved for the backward as {shown}"
+        findings.append(Finding(
+            "duplicate_data", "info", owner, tuple(n for _, n, _ in items) + tuple(n for _, n, _ in saved),
+            f"{label} is held by {what}, all reading one storage: {_fmt_bytes(nb)} in memory once, but a "
+            f"per-node count (torch's _size_of) counts {_fmt_bytes(counted)}.",
+            "nothing to fix in memory; count unique storages when you add up bytes" +
+            ("" if owner is None else "; lifting the parameters removes the constants altogether"),
+            cause="same_tensor", graph=items[0][0], bytes=counted - nb))
     # separate storages with the same values: real duplicated bytes
     keys = list(held)
     params = [(n, p) for n, p in (model.named_parameters() if model is not None else []) if _real(p)]
@@ -557,7 +599,7 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
                      "gets_gradient": bool(p.grads), "gradient_node": grad_node,
                      "in_graph": _in_graph(p, cap), "reason": reason})
     findings += dropped
-    findings += _duplicates(cap)
+    findings += _duplicates(cap, parts)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     kinds = {k: i for i, k in enumerate(KINDS)}
     findings.sort(key=lambda f: (order[f.severity], kinds[f.kind]))
