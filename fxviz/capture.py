@@ -131,6 +131,19 @@ def _make_reducer(out: Any, loss_fn: Callable | None) -> tuple[Callable[[Any], t
     return reduce, f"loss = sum of every floating output ({len(paths)}: {shown})"
 
 
+class _LazyLoss:
+    """The default loss, built from the output of the first call (made by the tracer itself)."""
+
+    def __init__(self) -> None:
+        self.reduce: Callable[[Any], torch.Tensor] | None = None
+        self.desc = ""
+
+    def __call__(self, out: Any) -> torch.Tensor:
+        if self.reduce is None:
+            self.reduce, self.desc = _make_reducer(out, None)
+        return self.reduce(out)
+
+
 def _describe(x: Any) -> str:
     if isinstance(x, torch.Tensor):
         return f"a {x.dtype} tensor of shape {tuple(x.shape)}"
@@ -239,6 +252,14 @@ def _on_meta(model: nn.Module | None, inputs: Sequence[Any]) -> bool:
     return any(t.device.type == "meta" for t in tensors)
 
 
+def _all_meta(model: nn.Module | None, inputs: Sequence[Any]) -> bool:
+    """Every tensor on the meta device (a mix is an error the model's own forward reports)."""
+    tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    if model is not None:
+        tensors += list(model.parameters()) + list(model.buffers())
+    return all(t.device.type == "meta" for t in tensors)
+
+
 # --- the routes ----------------------------------------------------------------------------------
 def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: Callable | None = None,
             params: str = "lifted", route: str = "auto") -> Capture:
@@ -260,22 +281,43 @@ def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: 
                          "use capture_route='aot' (the default for meta models), which traces with fake tensors")
 
     with preserved(model, inputs), _torch.quiet_torch():
-        with preserved(model):  # the traced run starts from the state the user handed us
-            if on_meta:
-                out = _fake_output(fn, inputs)
-            else:
-                out = _eager_output(fn, private_copy(inputs))
-        reduce, loss_desc = _make_reducer(out, loss_fn)
+        # a meta model's default loss is chosen inside aot_function's own first (fake) pass: a
+        # separate fake forward first would cost as much again (15% of a 1e9-parameter trace)
+        lazy = _LazyLoss() if on_meta and loss_fn is None and _all_meta(model, inputs) else None
+        if lazy is not None:
+            reduce: Callable[[Any], torch.Tensor] = lazy
+            loss_desc = ""
+        else:
+            with preserved(model):  # the traced run starts from the state the user handed us
+                if on_meta:
+                    out = _fake_output(fn, inputs)
+                else:
+                    out = _eager_output(fn, private_copy(inputs))
+            reduce, loss_desc = _make_reducer(out, loss_fn)
 
         def step(*args: Any) -> torch.Tensor:
             return reduce(fn(*args))
 
-        if route == "dynamo":
-            graphs, breaks = _via_dynamo(step, inputs, model, names)
-        elif route == "aot":
-            graphs, breaks = _via_aot(step, fn, inputs, model, names, reduce)
-        else:
-            graphs, breaks = _via_closure(step, inputs, model, names, reduce)
+        failed: TraceError | None = None
+        try:
+            if route == "dynamo":
+                graphs, breaks = _via_dynamo(step, inputs, model, names)
+            elif route == "aot":
+                graphs, breaks = _via_aot(step, fn, inputs, model, names, reduce)
+            else:
+                graphs, breaks = _via_closure(step, inputs, model, names, reduce)
+        except TraceError as exc:
+            if lazy is None or lazy.reduce is not None:
+                raise
+            failed = exc
+        if failed is not None:
+            # it failed before the model produced an output: say what the model itself raised
+            # (InputError) or why its output has no loss (NoFloatingOutputError), as when probed first
+            _make_reducer(_fake_output(fn, inputs), None)
+            raise failed
+        if lazy is not None:
+            assert lazy.reduce is not None
+            reduce, loss_desc = lazy.reduce, lazy.desc
     notes = _gradient_warnings(graphs, model, params, on_meta)
     for note in notes:
         warnings.warn(note, FxvizWarning, stacklevel=3)
