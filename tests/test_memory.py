@@ -19,6 +19,7 @@ from fxviz.errors import StrategyError
 from .conftest import SMALL, assert_unchanged, snapshot
 
 GRAPH_STRATEGIES = ["default", "min_cut", "budget:0.5", "recompute_all"]
+SWEEP_BUDGETS = [0.0, 0.3, 0.5, 0.7, 1.0]
 
 
 # --- an independent runner ------------------------------------------------------------------------
@@ -31,13 +32,15 @@ def _tensors(value):
 
 
 def _resident(graph) -> dict[int, tuple[str, int]]:
-    """data_ptr -> (owner, bytes) of every parameter, buffer and user input (real tensors)."""
+    """data_ptr -> (owner, bytes) of every parameter, buffer, constant and user input (real tensors)."""
     out = {}
     for name, value in graph.placeholder_values.items():
         role = graph.info[name].role
         owner = "input" if role == "primal" else "parameter"
         for t in _tensors(value):
             out.setdefault(t.untyped_storage().data_ptr(), (owner, t.untyped_storage().nbytes()))
+    for t in graph.constant_values.values():
+        out.setdefault(t.untyped_storage().data_ptr(), ("parameter", t.untyped_storage().nbytes()))
     return out
 
 
@@ -59,6 +62,8 @@ def _run(gm: fx.GraphModule, args: list, resident: dict[int, tuple[str, int]],
             env[n] = next(it)
         elif n.op == "output":
             return list(fx.node.map_arg(n.args[0], env.__getitem__)), peak
+        elif n.op == "get_attr":  # a constant (closure mode: the model's real parameter)
+            env[n] = getattr(gm, n.target)
         else:
             assert n.op == "call_function", n.op
             env[n] = n.target(*fx.node.map_arg(n.args, env.__getitem__),
@@ -119,21 +124,22 @@ def _row(df, strategy):
 def tables(traces):
     cache = {}
 
-    def get(name):
-        if name not in cache:
-            tr = traces[(name, "lifted")]
-            cache[name] = tr.memory_table(GRAPH_STRATEGIES + ["eager"])
-        return cache[name]
+    def get(name, params="lifted"):
+        if (name, params) not in cache:
+            tr = traces[(name, params)]
+            cache[name, params] = tr.memory_table(GRAPH_STRATEGIES + ["eager"])
+        return cache[name, params]
 
     return get
 
 
 # --- exactness -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("name,params", [(n, "lifted") for n in sorted(SMALL)]
+                         + [("mlp", "closure"), ("resnet_block", "closure")])
 @pytest.mark.parametrize("strategy", GRAPH_STRATEGIES)
-def test_bytes_and_peaks_match_real_storages(traces, tables, name, strategy):
-    tr = traces[(name, "lifted")]
-    row = _row(tables(name), tr.partition(strategy).strategy)
+def test_bytes_and_peaks_match_real_storages(traces, tables, name, params, strategy):
+    tr = traces[(name, params)]
+    row = _row(tables(name, params), tr.partition(strategy).strategy)
     assert row["error"] is None or row["error"] != row["error"], row["error"]
     real = run_partition_real(tr.graph, tr.partition(strategy))
     assert row["saved_activation_bytes"] == real["activation"]
@@ -147,13 +153,15 @@ def test_bytes_and_peaks_match_real_storages(traces, tables, name, strategy):
     assert row["backward_peak_bytes"] == real["backward_peak"]
 
 
-def test_views_of_parameters_are_not_activations(traces, tables):
+@pytest.mark.parametrize("params", ["lifted", "closure"])
+def test_views_of_parameters_are_not_activations(traces, tables, params):
     """The MLP's default partition saves transposed weights (``t``): parameter bytes, not activations,
-    while torch's own estimate counts them as new tensors."""
-    tr = traces[("mlp", "lifted")]
+    while torch's own estimate counts them as new tensors.  In closure mode the weights are
+    ``get_attr`` constants whose fake tensors share nothing with their ``t``: the view edge counts."""
+    tr = traces[("mlp", params)]
     p = tr.partition("default")
     assert any(tr.graph.info[s].short_op == "t" for s in p.saved)
-    row = _row(tables("mlp"), "default")
+    row = _row(tables("mlp", params), "default")
     assert row["saved_param_bytes"] > 0
     assert row["torch_estimate_bytes"] > row["saved_activation_bytes"] + row["saved_input_bytes"]
 
@@ -281,7 +289,7 @@ def test_symbolic_sizes_are_evaluated_at_their_example_values():
 @pytest.mark.parametrize("name", ["pointwise_chain", "mini_gpt"])
 def test_sweep_collapses_identical_partitions_and_is_monotone(traces, name):
     tr = traces[(name, "lifted")]
-    budgets = [0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]
+    budgets = SWEEP_BUDGETS
     sweep = tr.memory_sweep(budgets, progress=False)
     seen = set()
     for _, r in sweep.iterrows():
@@ -302,7 +310,7 @@ def test_sweep_collapses_identical_partitions_and_is_monotone(traces, name):
 def test_sweep_flags_non_monotone_rows_it_finds(traces):
     """Whatever the solver does, the ``monotone`` column says where saved bytes drop as the budget grows."""
     tr = traces[("mini_gpt", "lifted")]
-    sweep = tr.memory_sweep([0.2, 0.4, 0.6, 0.8], solver="greedy", progress=False)
+    sweep = tr.memory_sweep([0.3, 0.5, 0.7], solver="greedy", progress=False)
     saved = sweep["saved_activation_bytes"].tolist()
     expected = [True] + [b >= a for a, b in zip(saved, saved[1:])]
     assert sweep["monotone"].tolist() == expected
@@ -315,7 +323,7 @@ def test_pareto_mask():
 
 def test_pareto_plot_renders(traces, artifacts):
     tr = traces[("mini_gpt", "lifted")]
-    sweep = tr.memory_sweep([0, 0.25, 0.5, 0.75, 1.0], progress=False)
+    sweep = tr.memory_sweep(SWEEP_BUDGETS, progress=False)  # partitions cached by the sweep test
     fig = sweep.pareto_plot()
     path = artifacts / "memory_sweep_mini_gpt.png"
     fig.savefig(path)

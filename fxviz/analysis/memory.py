@@ -26,6 +26,7 @@ from .partition import Partition
 __all__ = [
     "COLUMNS",
     "DEFAULT_STRATEGIES",
+    "Storages",
     "StorageUse",
     "SavedMemory",
     "MemoryRow",
@@ -87,9 +88,82 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _storage(t: torch.Tensor) -> tuple[int, int]:
-    """(storage identity, storage bytes) of a fake or real tensor."""
-    return _torch.storage_key(t), concrete(t.untyped_storage().nbytes())
+class Storages:
+    """Which storage every value of some graphs lives in, and how big it is.
+
+    Identity comes from the fake tensors torch recorded (``meta["val"]``), which keep the traced
+    program's aliasing, joined with the graphs' own view edges (an op whose schema says its
+    output aliases an input: ``t``, ``view``, ``expand``, in-place ops).  The edges matter where
+    the fakes cannot know: a ``get_attr`` constant (parameters captured in a closure) gets a
+    fresh fake of its own, so its transpose ``t`` would otherwise look like a new tensor; and
+    two ``get_attr`` reads of one attribute are one tensor.
+    """
+
+    def __init__(self, *gms: fx.GraphModule | None) -> None:
+        self._parent: dict[int, int] = {}
+        self._size: dict[int, int] = {}
+        self._attrs: dict[str, int] = {}
+        for gm in gms:
+            if gm is not None:
+                self.add(gm)
+
+    def _find(self, k: int) -> int:
+        root = k
+        while self._parent.get(root, root) != root:
+            root = self._parent[root]
+        while k != root:
+            self._parent[k], k = root, self._parent.get(k, k)
+        return root
+
+    def _raw(self, t: torch.Tensor) -> int:
+        k = _torch.storage_key(t)
+        if k not in self._parent:
+            self._parent[k] = k
+            self._size[k] = concrete(t.untyped_storage().nbytes())
+        return k
+
+    def _union(self, a: int, b: int) -> None:
+        ra, rb = self._find(a), self._find(b)
+        if ra != rb:
+            self._parent[rb] = ra
+            self._size[ra] = max(self._size[ra], self._size.pop(rb))
+
+    def add(self, gm: fx.GraphModule) -> None:
+        for n in gm.graph.nodes:
+            values = _tensors(_torch.meta_val(n))
+            keys = [self._raw(t) for t in values]
+            if n.op == "get_attr" and keys:  # every read of one attribute is one tensor
+                self._union(self._attrs.setdefault(str(n.target), keys[0]), keys[0])
+            base = _alias_base(n)
+            base_values = _tensors(_torch.meta_val(base)) if base is not None else []
+            if base_values:
+                base_key = self._raw(base_values[0])
+                for k in keys:
+                    self._union(base_key, k)
+
+    def key(self, t: torch.Tensor) -> int:
+        """The storage of ``t`` (views and aliases of one storage share the key)."""
+        return self._find(self._raw(t))
+
+    def nbytes(self, key: int) -> int:
+        return self._size[self._find(key)]
+
+
+def _alias_base(node: fx.Node) -> fx.Node | None:
+    """The input node whose storage ``node``'s output aliases, by the op's schema (or None)."""
+    schema = getattr(node.target, "_schema", None)
+    if node.op != "call_function" or schema is None or not schema.returns:
+        return None
+    ret = schema.returns[0].alias_info
+    if ret is None:
+        return None
+    wanted = set(ret.before_set)
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is None or (wanted and not wanted & set(arg.alias_info.before_set)):
+            continue
+        value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+        return value if isinstance(value, fx.Node) else None
+    return None
 
 
 def _numel_bytes(t: torch.Tensor) -> int:
@@ -108,10 +182,10 @@ def _is_view_op(target: Any) -> bool:
 
 
 # --- who owns a storage --------------------------------------------------------------------------
-def storage_owners(graph: JointGraph) -> dict[int, tuple[str, int]]:
-    """storage identity -> ("parameter" | "input", bytes) for every parameter, buffer, constant and
-    user input of the joint graph.  These storages exist whatever the partitioner does."""
-    owners: dict[int, tuple[str, int]] = {}
+def storage_owners(graph: JointGraph, storages: Storages) -> dict[int, str]:
+    """storage key -> "parameter" | "input" for every parameter, buffer, constant and user input
+    of the joint graph.  These storages exist whatever the partitioner does."""
+    owners: dict[int, str] = {}
     for n in graph.gm.graph.nodes:
         if n.op not in ("placeholder", "get_attr"):
             continue
@@ -124,8 +198,7 @@ def storage_owners(graph: JointGraph) -> dict[int, tuple[str, int]]:
         else:
             continue
         for t in _tensors(_torch.meta_val(n)):
-            key, nbytes = _storage(t)
-            owners.setdefault(key, (owner, nbytes))
+            owners.setdefault(storages.key(t), owner)
     return owners
 
 
@@ -177,12 +250,12 @@ def saved_nodes(p: Partition, graph: JointGraph) -> list[fx.Node]:
     return [o for o in _outputs(p.forward)[graph.num_fwd_outputs:] if isinstance(o, fx.Node)]
 
 
-def saved_memory(p: Partition, graph: JointGraph,
-                 owners: dict[int, tuple[str, int]] | None = None) -> SavedMemory:
+def saved_memory(p: Partition, graph: JointGraph, storages: Storages | None = None) -> SavedMemory:
     """Storage-aware bytes of everything ``p`` saves for the backward."""
-    owners = storage_owners(graph) if owners is None else owners
+    storages = Storages(graph.gm, p.forward, p.backward) if storages is None else storages
+    owners = storage_owners(graph, storages)
     result = SavedMemory()
-    groups: dict[int, tuple[int, str, list[str]]] = {}
+    groups: dict[int, tuple[str, list[str]]] = {}
     for node in saved_nodes(p, graph):
         val = _torch.meta_val(node)
         if not isinstance(val, torch.Tensor):
@@ -190,15 +263,15 @@ def saved_memory(p: Partition, graph: JointGraph,
             continue
         result.tensors += 1
         result.torch_estimate_bytes += _torch.torch_size_of(node)
-        key, nbytes = _storage(val)
-        owner = owners[key][0] if key in owners else "activation"
-        groups.setdefault(key, (nbytes, owner, []))[2].append(p.fw_to_joint.get(node.name, node.name))
-    result.storages = [StorageUse(k, nb, ow, tuple(names)) for k, (nb, ow, names) in groups.items()]
+        key = storages.key(val)
+        groups.setdefault(key, (owners.get(key, "activation"), []))[1].append(p.fw_to_joint.get(node.name, node.name))
+    result.storages = [StorageUse(k, storages.nbytes(k), ow, tuple(names)) for k, (ow, names) in groups.items()]
     return result
 
 
 # --- liveness ------------------------------------------------------------------------------------
-def peak_bytes(gm: fx.GraphModule, resident: dict[int, int], *, inputs_live_throughout: bool) -> int:
+def peak_bytes(gm: fx.GraphModule, storages: Storages, resident: dict[int, int], *,
+               inputs_live_throughout: bool) -> int:
     """Peak bytes while ``gm`` runs: resident storages (parameters, user inputs) all the time,
     plus every other storage from the node that creates it to the last user of any value that
     views it.  Graph outputs live to the end.  Other graph inputs live throughout in a forward
@@ -209,27 +282,25 @@ def peak_bytes(gm: fx.GraphModule, resident: dict[int, int], *, inputs_live_thro
     index = {n: i for i, n in enumerate(nodes)}
     first: dict[int, int] = {}
     last: dict[int, int] = {}
-    size: dict[int, int] = {}
     for i, n in enumerate(nodes):
         if n.op == "output":
             for a in n.all_input_nodes:
                 for t in _tensors(_torch.meta_val(a)):
-                    last[_torch.storage_key(t)] = end
+                    last[storages.key(t)] = end
             continue
         use = max((index[u] for u in n.users), default=i)
         if n.op == "placeholder" and inputs_live_throughout:
             use = end
         for t in _tensors(_torch.meta_val(n)):
-            key, nbytes = _storage(t)
+            key = storages.key(t)
             if key in resident:
                 continue
             first.setdefault(key, i)
-            size.setdefault(key, nbytes)
             last[key] = max(last.get(key, i), use)
     delta = [0] * (end + 2)
     for key, start in first.items():
-        delta[start] += size[key]
-        delta[last[key] + 1] -= size[key]
+        delta[start] += storages.nbytes(key)
+        delta[last[key] + 1] -= storages.nbytes(key)
     live = peak = 0
     for d in delta:
         live += d
@@ -309,12 +380,12 @@ def _error_row(strategy: str, reason: str) -> MemoryRow:
     return MemoryRow(values)
 
 
-def memory_row(graph: JointGraph, p: Partition, owners: dict[int, tuple[str, int]] | None = None) -> MemoryRow:
+def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
     """Every column of the memory table for one partition (an error row if ``p`` failed)."""
     if p.error is not None:
         return _error_row(p.strategy, p.error)
-    owners = storage_owners(graph) if owners is None else owners
-    resident = {k: nbytes for k, (_, nbytes) in owners.items()}
+    storages = Storages(graph.gm, p.forward, p.backward)
+    resident = {k: storages.nbytes(k) for k in storage_owners(graph, storages)}
     measurement = getattr(p, "measurement", None)
     if measurement is not None:  # the eager row: measured on real tensors, no graphs to walk
         values = {c: None for c in COLUMNS}
@@ -328,7 +399,7 @@ def memory_row(graph: JointGraph, p: Partition, owners: dict[int, tuple[str, int
         return MemoryRow(values, list(measurement.notes))
     if p.forward is None or p.backward is None:
         return _error_row(p.strategy, "the partition has no forward/backward graphs to measure")
-    saved = saved_memory(p, graph, owners)
+    saved = saved_memory(p, graph, storages)
     flops, traffic = recompute_cost(p)
     random = sorted(getattr(p, "recomputed_random", ()) or ())
     notes = []
@@ -349,8 +420,8 @@ def memory_row(graph: JointGraph, p: Partition, owners: dict[int, tuple[str, int
         "forward_ops": _op_count(p.forward),
         "backward_ops": _op_count(p.backward),
         "forward_flops": graph_flops(p.forward),
-        "forward_peak_bytes": peak_bytes(p.forward, resident, inputs_live_throughout=True),
-        "backward_peak_bytes": peak_bytes(p.backward, resident, inputs_live_throughout=False),
+        "forward_peak_bytes": peak_bytes(p.forward, storages, resident, inputs_live_throughout=True),
+        "backward_peak_bytes": peak_bytes(p.backward, storages, resident, inputs_live_throughout=False),
         "resident_bytes": sum(resident.values()),
         "torch_estimate_bytes": saved.torch_estimate_bytes,
         "seconds": p.seconds,
@@ -394,13 +465,12 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Any], Partition],
     A strategy that fails on this graph gives a row with ``error`` set; a malformed strategy
     raises ``StrategyError``.  ``df.attrs["caption"]`` says how the partitioners were called."""
     strategies = list(DEFAULT_STRATEGIES if strategies is None else strategies)
-    owners = storage_owners(graph)
     rows, notes = [], []
     for s in strategies:
         name = s if isinstance(s, str) else f"callable:{getattr(s, '__qualname__', repr(s))}"
         try:
             p = get_partition(s)
-            row = memory_row(graph, p, owners)
+            row = memory_row(graph, p)
         except StrategyError:
             raise
         except Exception as exc:  # one strategy's failure must not sink the table

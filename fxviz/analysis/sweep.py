@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Sequence
 import pandas as pd
 
 from ..capture import JointGraph
-from .memory import caption, has_symbolic_sizes, memory_row, storage_owners
+from .memory import caption, has_symbolic_sizes, memory_row
 from .partition import Partition
 
 __all__ = ["DEFAULT_BUDGETS", "SWEEP_COLUMNS", "memory_sweep", "pareto_mask"]
@@ -56,7 +56,6 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
     passes a tqdm bar for long sweeps: the analysis layer itself never prints).
     """
     budgets = sorted({float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)})
-    owners = storage_owners(graph)
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     for b in (progress(budgets) if progress is not None else budgets):
         p = get_partition(f"budget:{b:g}:{solver}")
@@ -64,7 +63,7 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
         if sig in groups:
             groups[sig]["budgets"].append(b)
             continue
-        row = memory_row(graph, p, owners).values
+        row = memory_row(graph, p).values
         groups[sig] = {**{c: row.get(c) for c in SWEEP_COLUMNS}, "budget": b, "budgets": [b], "solver": solver}
     rows = sorted(groups.values(), key=lambda r: r["budget"])
     previous = None

@@ -10,17 +10,14 @@ from typing import Any
 
 import pandas as pd
 
-from .table import format_bytes, format_flops
+from .table import format_flops
 from .theme import EDGE_COLOR, ROLE_COLORS, STATUS
 
 __all__ = ["MemorySweep", "pareto_plot"]
 
-_MIB = float(1 << 20)
-
-
 def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
                 title: str | None = None) -> Any:
-    """Saved activation memory (x, MiB) against the recompute cost (y): one point per distinct
+    """Saved activation memory (x, bytes) against the recompute cost (y): one point per distinct
     partition, labelled with its budget(s); the Pareto front drawn as a line.  Returns the
     ``Figure``."""
     from matplotlib.figure import Figure
@@ -34,29 +31,42 @@ def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
         ax = fig.add_subplot()
     else:
         fig = ax.figure
-    x = ok["saved_activation_bytes"].astype(float) / _MIB
-    y = ok[cost].astype(float)
+    x_unit, x_scale = _byte_unit(ok["saved_activation_bytes"].max())
+    y_unit, y_scale = _byte_unit(ok[cost].max()) if cost == "recompute_bytes" else ("", 1)
+    x = ok["saved_activation_bytes"].astype(float) / x_scale
+    y = ok[cost].astype(float) / y_scale
     on_front = ok["pareto"].fillna(False).astype(bool) if "pareto" in ok else pd.Series(True, index=ok.index)
-    ax.scatter(x[~on_front], y[~on_front], s=36, color=EDGE_COLOR, alpha=0.6, label="dominated", zorder=2)
+    if (~on_front).any():
+        ax.scatter(x[~on_front], y[~on_front], s=36, color=EDGE_COLOR, alpha=0.6, label="dominated", zorder=2)
     ax.scatter(x[on_front], y[on_front], s=48, color=ROLE_COLORS["forward"], edgecolor="#000000",
                linewidth=0.8, label="Pareto-optimal", zorder=3)
-    front = ok[on_front].sort_values("saved_activation_bytes")
-    ax.plot(front["saved_activation_bytes"].astype(float) / _MIB, front[cost].astype(float),
-            color=STATUS["saved"].color, linewidth=1.5, drawstyle="steps-post", zorder=1, label="front")
-    for _, r in ok.iterrows():
+    order = x[on_front].sort_values().index
+    ax.plot(x[order], y[order], color=STATUS["saved"].color, linewidth=1.5, drawstyle="steps-post", zorder=1,
+            label="front")
+    for i, r in ok.iterrows():
         budgets = r["budgets"] if isinstance(r["budgets"], list) else [r["budget"]]
         text = f"{budgets[0]:g}" if len(budgets) == 1 else f"{min(budgets):g}–{max(budgets):g}"
-        ax.annotate(text, (float(r["saved_activation_bytes"]) / _MIB, float(r[cost])), fontsize=8,
-                    xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel("saved activation memory (MiB, storage-aware)")
-    ax.set_ylabel("recompute FLOPs" if cost == "recompute_flops" else "recompute bytes (read + written)")
-    fmt = format_flops if cost == "recompute_flops" else format_bytes
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: fmt(v) if v else "0"))
+        ax.annotate(text, (x[i], y[i]), fontsize=8, xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel(f"saved activation memory ({x_unit}, storage-aware)")
+    if cost == "recompute_flops":
+        ax.set_ylabel("recompute FLOPs")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_flops(v) if v else "0"))
+    else:
+        ax.set_ylabel(f"recompute bytes read + written ({y_unit})")
     solver = df.attrs.get("solver", "")
     ax.set_title(title or f"memory budget sweep ({solver} solver): labels are budgets", fontsize=10)
     ax.grid(True, color="#DDDDDD", linewidth=0.6)
     ax.legend(fontsize=8, loc="upper right")
     return fig
+
+
+def _byte_unit(largest: Any) -> tuple[str, int]:
+    """The binary unit that keeps an axis's numbers readable (plain ticks, unit in the label)."""
+    largest = 0 if largest is None or largest != largest else int(largest)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if largest >= size:
+            return unit, size
+    return "bytes", 1
 
 
 class MemorySweep(pd.DataFrame):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from .theme import ROLE_COLORS, STATUS, faded
+from .theme import EDGE_COLOR, ROLE_COLORS, STATUS, faded
 
 __all__ = ["MemoryTable", "format_bytes", "format_flops", "best_rows", "style_memory_table",
            "memory_table_text", "LOWER_IS_BETTER"]
@@ -93,15 +93,30 @@ def style_memory_table(df: pd.DataFrame) -> Any:
             styles.loc[r, :] = f"color: {ERROR_COLOR}; font-style: italic"
         return styles
 
-    columns = [c for c in df.columns if not (c == "error" and not errors)]
-    styler = pd.DataFrame(df[columns]).style.format({c: _formatter(c) for c in columns})
+    columns = [c for c in df.columns if c != "error"]
+    if errors:  # the reason next to the strategy's name, not at the far right
+        columns.insert(columns.index("strategy") + 1 if "strategy" in columns else 0, "error")
+    styler = pd.DataFrame(df[columns]).style.format({c: _formatter(c) for c in columns}, escape="html")
     styler = styler.apply(cell_styles, axis=None).hide(axis="index")
+    styler = styler.format_index(lambda c: str(c).replace("_", " "), axis=1)
+    text_columns = [c for c in ("strategy", "error") if c in columns]
+    styles = [
+        {"selector": "", "props": "border-collapse: collapse; font-size: 0.9em; "
+                                  "font-variant-numeric: tabular-nums"},
+        {"selector": "th", "props": "white-space: normal; max-width: 7.5em; vertical-align: bottom; "
+                                    f"text-align: right; padding: 2px 8px; border-bottom: 2px solid {EDGE_COLOR}"},
+        {"selector": "td", "props": "padding: 2px 8px; border-bottom: 1px solid #DDDDDD; white-space: nowrap"},
+        {"selector": "caption", "props": "caption-side: bottom; text-align: left; font-size: 0.85em; "
+                                         "max-width: 70em; padding-top: 6px"},
+    ]
+    styler = styler.set_table_styles(styles)
+    numbers = [c for c in columns if c not in text_columns]
+    styler = styler.set_properties(subset=numbers, **{"text-align": "right"})
+    if text_columns:
+        styler = styler.set_properties(subset=text_columns, **{"text-align": "left"})
     caption = df.attrs.get("caption")
     if caption:
         styler = styler.set_caption(caption + " Marked: the best value of each column.")
-        styler = styler.set_table_styles([{"selector": "caption",
-                                           "props": "caption-side: bottom; text-align: left; "
-                                                    "font-size: 0.85em; max-width: 70em"}])
     return styler
 
 
