@@ -9,10 +9,14 @@ from __future__ import annotations
 from . import examples
 from .errors import FxvizError, InputError, NoFloatingOutputError, RenderError, StrategyError, TraceError
 from .trace import Trace, trace
+from .render.report import report
+from .widgets import explore
 
 __all__ = [
     "trace",
     "Trace",
+    "explore",
+    "report",
     "examples",
     "FxvizError",
     "InputError",

@@ -191,7 +191,31 @@ def _draw_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds graphviz may take (default 120)")
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the self-contained HTML report: graph views per strategy, details, search, memory
+    table, doctor's findings; one file that loads nothing from the network."""
+    from .render.report import REPORT_STRATEGIES, report
+
+    tr = _trace(args)
+    strategies = ([s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies
+                  else list(REPORT_STRATEGIES))
+    out = args.output or f"{args.model.rpartition(':')[2].replace('.py', '')}.html"
+    say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else None
+    path = report(tr, out, strategies=strategies, progress=say)
+    note = f" (graph 1 of {len(tr.pieces)}: graph breaks)" if len(tr.pieces) > 1 else ""
+    print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB{note}")
+    return 0
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", help="the HTML file to write (default MODEL.html)")
+    p.add_argument("--strategies", help="comma-separated strategies (default: default,min_cut,budget:0.5,"
+                                        "recompute_all,eager)")
+    p.add_argument("-v", "--verbose", action="store_true", help="say what is being computed")
+
+
 COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
+    "report": (cmd_report, "a self-contained HTML report: graph views, details, search, memory table, doctor"),
     "draw": (cmd_draw, "draw the joint graph or a partition to SVG/PNG/DOT (needs graphviz's dot)"),
     "code": (cmd_code, "a partition's forward or backward graph as Python with real names"),
     "doctor": (cmd_doctor, "why parameters get no gradient (exit 1 when one that requires grad gets none)"),
@@ -232,6 +256,7 @@ _EXTRA_ARGS["draw"] = _draw_args
 _EXTRA_ARGS["code"] = _code_args
 _EXTRA_ARGS["doctor"] = _doctor_args
 _EXTRA_ARGS["table"] = _table_args
+_EXTRA_ARGS["report"] = _report_args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

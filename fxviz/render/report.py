@@ -429,7 +429,7 @@ def build_report(tr: "Trace", strategies: Iterable[Any] = REPORT_STRATEGIES,
 
 def _asset(name: str) -> str:
     text = (STATIC / name).read_text(encoding="utf-8")
-    for closer in ("</script", "</style", "<!--"):
+    for closer in ("<script", "</script", "</style", "<!--"):
         if closer in text.lower():
             raise RenderError(f"fxviz/static/{name} contains {closer!r}; it cannot be inlined",
                               "this is a bug in fxviz")

@@ -5,7 +5,7 @@
 //   * the notebook widget: anywidget loads this file from inside the fxviz package
 //     (`export default { render }`);
 //   * the HTML report: fxviz inlines this file, followed by report.js, into one
-//     <script type="module">, and report.js calls createPane() directly.
+//     module script element, and report.js calls createPane() directly.
 // Nothing is fetched from the network.  Strings from the model reach the page only through
 // textContent, or inside SVG that fxviz produced with graphviz; that SVG is sanitized again here
 // (an allowlist of graphviz's elements, no event-handler attributes, no links).
@@ -87,6 +87,19 @@ class ZoomPan {
     this.svg = null;
     this.base = null;
     this.vb = null;
+    this.touched = false;  // has the user zoomed or panned this drawing?
+    this.size = "";
+    if (typeof ResizeObserver !== "undefined") {
+      // a widget is often rendered before it is in the page: size the view once it has a size
+      this.observer = new ResizeObserver(() => {
+        const r = viewport.getBoundingClientRect();
+        const size = `${Math.round(r.width)}x${Math.round(r.height)}`;
+        if (size === this.size || !r.width || !r.height) return;
+        this.size = size;
+        if (this.svg && !this.touched) this.initial();
+      });
+      this.observer.observe(viewport);
+    }
   }
 
   attach(svg, keep) {
@@ -103,6 +116,7 @@ class ZoomPan {
     svg.removeAttribute("width");
     svg.removeAttribute("height");
     svg.setAttribute("preserveAspectRatio", "xMidYMin meet");
+    if (!keep) this.touched = false;
     if (keep && old) {
       // same kind of view: keep the same relative window onto the new layout
       const fx = this.base.w / old.base.w;
@@ -121,10 +135,10 @@ class ZoomPan {
    *  never magnified beyond 1:1 */
   initial() {
     const r = this.viewport.getBoundingClientRect();
-    if (!r.width || !r.height) return this.fit();
+    if (!r.width || !r.height) return this.fit(false);
     const pxPerUnit = Math.min(r.width / this.base.w, r.height / this.base.h);
     if (pxPerUnit >= 0.6) return this.oneToOne(Math.min(pxPerUnit, 96 / 72));
-    this.fitWidth();
+    this.fitWidth(false);
     if (this.unitsPerPixel() < 72 / 96) this.oneToOne(96 / 72);
   }
 
@@ -150,17 +164,19 @@ class ZoomPan {
     return Math.max(this.vb.w / r.width, this.vb.h / r.height);
   }
 
-  fit() {
+  fit(user = true) {
     if (!this.base) return;
+    if (user) this.touched = true;
     this.vb = { ...this.base };
     this.apply();
   }
 
   /** fit the width of the drawing, top aligned (for tall graphs: readable labels at once) */
-  fitWidth() {
+  fitWidth(user = true) {
     if (!this.base) return;
+    if (user) this.touched = true;
     const r = this.viewport.getBoundingClientRect();
-    if (!r.width || !r.height) return this.fit();
+    if (!r.width || !r.height) return this.fit(user);
     const w = this.base.w;
     const hh = Math.min(this.base.h, (w * r.height) / r.width);
     this.vb = { x: this.base.x, y: this.base.y, w, h: hh };
@@ -169,6 +185,7 @@ class ZoomPan {
 
   zoom(factor, clientX, clientY) {
     if (!this.vb) return;
+    this.touched = true;
     const r = this.viewport.getBoundingClientRect();
     const px = clientX === undefined ? r.left + r.width / 2 : clientX;
     const py = clientY === undefined ? r.top + r.height / 2 : clientY;
@@ -181,6 +198,7 @@ class ZoomPan {
 
   panBy(dx, dy) {
     if (!this.vb) return;
+    this.touched = true;
     const u = this.unitsPerPixel();
     this.vb = { ...this.vb, x: this.vb.x - dx * u, y: this.vb.y - dy * u };
     this.apply();
@@ -196,6 +214,7 @@ class ZoomPan {
   /** bring an element into view (centered), zooming in only when it is unreadably small */
   reveal(el) {
     if (!this.vb || !el || typeof el.getBBox !== "function") return;
+    this.touched = true;
     let box;
     try { box = el.getBBox(); } catch (e) { return; }
     const ctm = el.getCTM && el.getCTM();
@@ -240,7 +259,7 @@ export function createPane(root, opts = {}) {
   const zoomFit = h("button", { type: "button", class: "fxviz-zoom-fit", title: "whole graph (0)", text: "fit" });
   const zoomWidth = h("button", { type: "button", class: "fxviz-zoom-width", title: "fit width (w)", text: "width" });
   const hint = h("span", { class: "fxviz-hint", text: "scroll: zoom \u00b7 drag: pan \u00b7 click a node: details" });
-  const toolbar = h("div", { class: "fxviz-toolbar" }, zoomIn, zoomOut, zoomFit, zoomWidth, hint);
+  const toolbar = h("div", { class: "fxviz-toolbar" }, zoomIn, zoomOut, zoomFit, zoomWidth, hint, status);
   const viewport = h("div", { class: "fxviz-viewport", tabindex: "0", role: "application",
                               "aria-label": "graph: scroll to zoom, drag to pan, click a node for details" });
   const busy = h("div", { class: "fxviz-busy", hidden: true }, h("span", { class: "fxviz-spinner" }), h("span", { class: "fxviz-busy-text" }));
@@ -258,7 +277,7 @@ export function createPane(root, opts = {}) {
     section("fxviz-doctor", "Doctor", doctorBox),
     section("fxviz-legend", "Legend", legendBox));
   const main = h("div", { class: "fxviz-main" }, graph, side);
-  const el = h("div", { class: "fxviz-explorer" }, status, main);
+  const el = h("div", { class: "fxviz-explorer" }, main);
   root.append(el);
 
   const zp = new ZoomPan(viewport);
@@ -266,8 +285,8 @@ export function createPane(root, opts = {}) {
   // --- zoom and pan ------------------------------------------------------------------------------
   zoomIn.addEventListener("click", () => zp.zoom(1.4));
   zoomOut.addEventListener("click", () => zp.zoom(1 / 1.4));
-  zoomFit.addEventListener("click", () => zp.fit());
-  zoomWidth.addEventListener("click", () => zp.fitWidth());
+  zoomFit.addEventListener("click", () => zp.fit(true));
+  zoomWidth.addEventListener("click", () => zp.fitWidth(true));
   const onWheel = (e) => {
     if (!zp.vb) return;
     e.preventDefault();
@@ -324,26 +343,52 @@ export function createPane(root, opts = {}) {
   });
 
   // --- the graph ---------------------------------------------------------------------------------
-  function setSvg(text, { keepZoom = false, key = "" } = {}) {
-    const svg = parseSvg(text);
-    viewport.replaceChildren();
-    state.units = new Map();
-    if (!svg) {
-      zp.svg = null;
-      el.dataset.viewKey = key;
-      return;
+  // parsed drawings by their SVG text: a view seen before is re-attached, not parsed again
+  const parsed = new Map();
+  const PARSED_MAX = 64;
+
+  function svgElement(text) {
+    if (parsed.has(text)) {
+      const hit = parsed.get(text);
+      parsed.delete(text);
+      parsed.set(text, hit);
+      return hit;
     }
+    const svg = parseSvg(text);
+    if (!svg) return null;
     svg.classList.add("fxviz-svg");
-    viewport.append(svg);
+    svg.dataset.baseViewBox = svg.getAttribute("viewBox") || "";
+    const units = new Map();
     for (const g of svg.querySelectorAll("g.node")) {
       const title = g.querySelector(":scope > title");
-      if (title) state.units.set(title.textContent, g);
+      if (title) units.set(title.textContent, g);
     }
-    zp.attach(svg, keepZoom);
-    el.dataset.viewKey = key;
-    el.dataset.units = String(state.units.size);
+    const entry = { svg, units };
+    parsed.set(text, entry);
+    if (parsed.size > PARSED_MAX) parsed.delete(parsed.keys().next().value);
+    return entry;
+  }
+
+  function setSvg(text, { keepZoom = false, key = "" } = {}) {
+    const t0 = performance.now();
+    const entry = text ? svgElement(text) : null;
+    viewport.replaceChildren();
+    state.units = new Map();
+    if (!entry) {
+      zp.svg = null;
+      el.dataset.viewKey = key;
+      el.dataset.units = "0";
+      return;
+    }
+    if (entry.svg.dataset.baseViewBox) entry.svg.setAttribute("viewBox", entry.svg.dataset.baseViewBox);
+    viewport.append(entry.svg);
+    state.units = entry.units;
+    zp.attach(entry.svg, keepZoom);
     applySearch();
     markSelected(false);
+    el.dataset.units = String(state.units.size);
+    el.dataset.renderMs = (performance.now() - t0).toFixed(1);
+    el.dataset.viewKey = key;
   }
 
   /** the drawn unit (node or module box) that shows joint node `name` in this view */
@@ -612,15 +657,26 @@ export function createPane(root, opts = {}) {
       el.classList.toggle("fxviz-is-busy", !!msg);
     },
     setError(msg) { errorBox.hidden = !msg; errorBox.textContent = msg || ""; el.classList.toggle("fxviz-has-error", !!msg); },
+    /** parse a drawing ahead of time (idle time), so its first showing is instant too */
+    preload(text) { if (text) svgElement(text); },
     get lastSearch() { return state.lastSearch; },
+    get selected() { return state.selected; },
     zoom: zp,
-    destroy() { viewport.removeEventListener("wheel", onWheel); el.remove(); },
+    destroy() {
+      viewport.removeEventListener("wheel", onWheel);
+      if (zp.observer) zp.observer.disconnect();
+      el.remove();
+    },
   };
   return pane;
 }
 
 // --- the anywidget view ----------------------------------------------------------------------------
 function render({ model, el }) {
+  // the palette (fxviz.render.theme), scoped to the explorer: role swatches and mark colors
+  const palette = document.createElement("style");
+  palette.textContent = model.get("palette_css");
+  el.append(palette);
   const pane = createPane(el, {
     onSelect: (id) => { model.set("selected", id); model.save_changes(); },
     onRowClick: (key) => { model.send({ event: "row", strategy: key }); },
@@ -636,7 +692,8 @@ function render({ model, el }) {
       pane.setSearch(model.get("search"));
     },
     "change:search": () => pane.setSearch(model.get("search")),
-    "change:selected": () => pane.select(model.get("selected")),
+    // a click already selected it here; only a selection made in Python moves the view
+    "change:selected": () => { if (model.get("selected") !== pane.selected) pane.select(model.get("selected")); },
     "change:table": () => pane.setTable(model.get("table")),
     "change:highlight change:compare_highlight": () => pane.setHighlight(model.get("highlight"), model.get("compare_highlight")),
     "change:doctor": () => pane.setDoctor(model.get("doctor")),

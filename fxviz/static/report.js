@@ -1,6 +1,6 @@
 // fxviz HTML report: the controls around the explorer pane.  Appended to explorer.js inside one
-// <script type="module">, so createPane and h-free DOM calls below share its scope.  All data
-// comes from the inert <script type="application/json" id="fxviz-data"> element.
+// module script element, so createPane is in scope.  All data comes from the inert JSON script
+// element #fxviz-data.
 
 (function startReport() {
   const data = JSON.parse(document.getElementById("fxviz-data").textContent);
@@ -105,4 +105,13 @@
     pane.setSearch(search.value);
   }
   update();
+
+  // parse the other drawings while the reader looks at the first one
+  const pending = Object.values(data.svgs);
+  const idle = window.requestIdleCallback || ((fn) => setTimeout(() => fn({ timeRemaining: () => 8 }), 50));
+  const preload = (deadline) => {
+    while (pending.length && deadline.timeRemaining() > 4) pane.preload(pending.shift());
+    if (pending.length) idle(preload);
+  };
+  idle(preload);
 })();

@@ -1,0 +1,405 @@
+"""The notebook explorer: ipywidgets controls around one anywidget graph pane.
+
+The controls (view, strategy, compare-with, budget and solver, grouping, search, parameter
+capture mode) are plain ipywidgets 8.  The pane is an anywidget whose front-end is
+``fxviz/static/explorer.js``, shipped inside the package and shared with the HTML report: SVG
+zoom and pan, click for details, search highlighting, the memory table, the doctor's findings
+and the legend.  Nothing is loaded from the network.
+
+Every partition and drawing is computed once (partitions and drawings are cached on the
+``Trace``; the cleaned SVG of each view is cached here), so switching back to a view already
+seen only sends its SVG to the browser.  A first computation shows a progress note in the pane.
+Without a kernel (a saved notebook on a static viewer) the explorer displays as plain HTML: the
+current graph, the memory table and the legend.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ..errors import FxvizError, InputError
+from ..render import theme
+from ..render.report import (
+    STATIC,
+    VIEWS,
+    RenderedView,
+    ViewKey,
+    doctor_data,
+    legend_data,
+    memory_frame,
+    node_data,
+    render_view,
+    static_html,
+    status_data,
+    table_data,
+)
+from ..trace import Trace, trace
+
+try:
+    import anywidget
+    import ipywidgets as widgets
+    import traitlets as t
+except ImportError as exc:  # pragma: no cover - exercised only without the notebook extra
+    raise InputError("the explorer needs ipywidgets and anywidget",
+                     "pip install 'fxviz[notebook]' (or: pip install ipywidgets anywidget)") from exc
+
+__all__ = ["Explorer", "GraphPane", "SwitchTiming", "explore", "STRATEGY_CHOICES"]
+
+STRATEGY_CHOICES: list[tuple[str, str]] = [
+    ("default", "default"),
+    ("min-cut", "min_cut"),
+    ("memory budget", "budget"),
+    ("recompute all", "recompute_all"),
+    ("eager autograd", "eager"),
+]
+GROUP_CHOICES: list[tuple[str, str]] = [("auto", "auto"), ("by module", "module"), ("every node", "none")]
+SOLVERS = ("dp", "greedy", "ilp")
+
+
+class GraphPane(anywidget.AnyWidget):
+    """The front-end half: one SVG with zoom/pan, details, search, table, doctor, legend."""
+
+    _esm = STATIC / "explorer.js"
+    _css = STATIC / "explorer.css"
+
+    palette_css = t.Unicode(theme.css_variables(".fxviz-explorer")).tag(sync=True)
+    svg = t.Unicode("").tag(sync=True)
+    view_key = t.Unicode("").tag(sync=True)
+    keep_zoom = t.Bool(False).tag(sync=True)
+    view = t.Unicode("joint").tag(sync=True)
+    caption = t.Unicode("").tag(sync=True)
+    nodes = t.Dict().tag(sync=True)
+    status = t.Dict().tag(sync=True)
+    compare_status = t.Dict().tag(sync=True)
+    selected = t.Unicode("").tag(sync=True)
+    search = t.Unicode("").tag(sync=True)
+    matches = t.Int(0).tag(sync=True)
+    drawn_matches = t.Int(0).tag(sync=True)
+    table = t.Dict().tag(sync=True)
+    highlight = t.Unicode("").tag(sync=True)
+    compare_highlight = t.Unicode("").tag(sync=True)
+    doctor = t.Dict().tag(sync=True)
+    legend = t.Dict().tag(sync=True)
+    busy = t.Unicode("").tag(sync=True)
+    error = t.Unicode("").tag(sync=True)
+
+
+@dataclass(frozen=True)
+class SwitchTiming:
+    """How long one view switch took in the kernel, and whether everything was cached."""
+
+    key: str
+    seconds: float
+    cached: bool
+
+
+def _max_depth(tr: Trace) -> int:
+    depths = [len(i.module.split(".")) for i in tr.graph.info.values() if i.module]
+    return max(depths, default=1)
+
+
+class Explorer(widgets.VBox):
+    """``fxviz.explore(...)``: the controls, the graph pane and what is beside it.
+
+    Attributes worth knowing: ``trace`` (the Trace shown), ``pane`` (the :class:`GraphPane`),
+    ``timings`` (one :class:`SwitchTiming` per view switch), and one ``*_control`` widget per
+    control.  ``select(name)`` selects a node as a click would.
+    """
+
+    def __init__(self, tr: Trace | None = None, *, model: Any = None, inputs: Sequence[Any] = (),
+                 params: str = "lifted", trace_kwargs: dict[str, Any] | None = None, view: str = "joint",
+                 strategy: str = "default", compare: str = "min_cut", budget: float = 0.5, solver: str = "dp",
+                 group: str | None = None, depth: int | None = None) -> None:
+        if tr is None and model is None:
+            raise InputError("explore needs a model (with example inputs) or a Trace",
+                             "call fxviz.explore(model, x) or fxviz.explore(fxviz.trace(model, x))")
+        if view not in VIEWS:
+            raise InputError(f"unknown view {view!r}", f"use one of {', '.join(VIEWS)}")
+        choices = dict((v, k) for k, v in STRATEGY_CHOICES)
+        strategy, budget, solver = _split_strategy(strategy, budget, solver)
+        compare, _, _ = _split_strategy(compare, budget, solver)
+        for s in (strategy, compare):
+            if s not in choices:
+                raise InputError(f"the explorer offers the strategies {', '.join(choices)}, not {s!r}",
+                                 "draw other strategies with tr.draw(strategy=...)")
+        self._model = model
+        self._inputs = tuple(inputs)
+        self._trace_kwargs = dict(trace_kwargs or {})
+        self._traces: dict[str, Trace] = {}
+        if tr is not None:
+            self._traces[tr.params] = tr
+            params = tr.params
+        else:
+            self._traces[params] = trace(model, *self._inputs, params=params, **self._trace_kwargs)
+        self._svgs: dict[tuple[Any, ...], RenderedView] = {}
+        self._tables: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._doctors: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._shown: tuple[Any, ...] | None = None
+        self._shown_trace: tuple[Any, ...] | None = None
+        self.timings: list[SwitchTiming] = []
+
+        def wide() -> widgets.Layout:  # one Layout per widget: visibility is set per widget
+            return widgets.Layout(width="auto")
+
+        style = {"description_width": "initial"}
+        self.params_control = widgets.ToggleButtons(
+            options=[("lifted", "lifted"), ("closure", "closure")], value=params,
+            tooltips=["parameters as graph inputs (what torch.compile does)",
+                      "parameters captured as constants (aot_function on a closure)"],
+            style={**style, "button_width": "76px"}, layout=wide())
+        self.piece_control = widgets.Dropdown(options=[("graph 1", 0)], value=0, description="graph",
+                                              style=style, layout=wide())
+        # ToggleButtons put their description above the buttons: a Label beside them instead
+        self.view_control = widgets.ToggleButtons(options=list(VIEWS), value=view,
+                                                  style={**style, "button_width": "92px"}, layout=wide())
+        self.strategy_control = widgets.Dropdown(options=STRATEGY_CHOICES, value=strategy, description="strategy",
+                                                 style=style, layout=wide())
+        self.compare_control = widgets.Dropdown(options=STRATEGY_CHOICES, value=compare, description="compare with",
+                                                style=style, layout=wide())
+        self.budget_control = widgets.FloatSlider(value=budget, min=0.0, max=1.0, step=0.05, description="budget",
+                                                  continuous_update=False, readout_format=".2f", style=style,
+                                                  layout=widgets.Layout(width="300px"))
+        self.solver_control = widgets.Dropdown(options=list(SOLVERS), value=solver, description="solver",
+                                               style=style, layout=wide())
+        self.group_control = widgets.Dropdown(options=GROUP_CHOICES, value=group or "auto", description="group",
+                                              style=style, layout=wide())
+        self.depth_control = widgets.IntSlider(value=depth or 1, min=1, max=2, description="depth",
+                                               continuous_update=False, style=style,
+                                               layout=widgets.Layout(width="260px"))
+        self.search_control = widgets.Text(value="", placeholder="name, op or module", description="search",
+                                           continuous_update=True, style=style,
+                                           layout=widgets.Layout(width="300px"))
+        self.pane = GraphPane(legend=legend_data())
+
+        row = widgets.Layout(flex_flow="row wrap", align_items="center", gap="4px 16px")
+        first = [widgets.Label("view"), self.view_control, self.strategy_control, self.budget_control, self.solver_control,
+                 self.compare_control]
+        second = [self.group_control, self.depth_control, self.search_control, self.piece_control]
+        if model is not None:
+            second[:0] = [widgets.Label("parameters"), self.params_control]
+        super().__init__([widgets.HBox(first, layout=row), widgets.HBox(second, layout=row), self.pane],
+                         layout=widgets.Layout(width="100%"))
+        self.add_class("fxviz-explorer-widget")
+
+        self._sync_trace_controls()
+        self._refresh()
+        for c in (self.view_control, self.strategy_control, self.compare_control, self.budget_control,
+                  self.solver_control, self.group_control, self.depth_control, self.piece_control):
+            c.observe(self._on_control, "value")
+        self.params_control.observe(self._on_params, "value")
+        self.search_control.observe(lambda ch: setattr(self.pane, "search", ch["new"]), "value")
+        self.pane.on_msg(self._on_pane_msg)
+
+    # --- what is shown ---------------------------------------------------------------------------
+    @property
+    def trace(self) -> Trace:
+        """The Trace (graph piece) currently shown."""
+        base = self._traces[self.params_control.value]
+        return base.pieces[min(self.piece_control.value, len(base.pieces) - 1)]
+
+    @property
+    def strategy(self) -> str:
+        """The canonical key of the selected strategy (``budget:0.5:dp`` for the budget)."""
+        return self._key(self.strategy_control.value)
+
+    @property
+    def view_key(self) -> ViewKey:
+        view = self.view_control.value
+        group = self.group_control.value
+        return ViewKey(
+            view=view, strategy=self.strategy,
+            compare=self._key(self.compare_control.value) if view == "compare" else None,
+            group=None if group == "auto" else group,
+            depth=self.depth_control.value if group == "module" else None)
+
+    def select(self, name: str) -> None:
+        """Select a node (its joint-graph name) as a click in the graph would."""
+        self.pane.selected = name
+
+    def _key(self, choice: str) -> str:
+        from ..analysis.partition import strategy_key
+
+        if choice == "budget":
+            return strategy_key(f"budget:{self.budget_control.value:g}:{self.solver_control.value}")
+        return strategy_key(choice)
+
+    def _table_strategies(self) -> list[str]:
+        return [self._key(c) for _, c in STRATEGY_CHOICES]
+
+    # --- reacting to the controls ----------------------------------------------------------------
+    def _on_control(self, _change: dict[str, Any]) -> None:
+        self._refresh()
+
+    def _on_params(self, change: dict[str, Any]) -> None:
+        mode = change["new"]
+        if mode not in self._traces:
+            self.pane.busy = f"tracing the model with parameters {mode} (first time only)…"
+            try:
+                self._traces[mode] = trace(self._model, *self._inputs, params=mode, **self._trace_kwargs)
+            except FxvizError as exc:
+                self.pane.busy = ""
+                self.pane.error = f"{exc.message}\nWhat to do: {exc.hint}"
+                return
+            finally:
+                self.pane.busy = ""
+        self._sync_trace_controls()
+        self._refresh()
+
+    def _on_pane_msg(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
+        if content.get("event") != "row":
+            return
+        key = str(content.get("strategy", ""))
+        if key.startswith("budget:"):
+            _, b, solver = key.split(":")
+            with self.hold_trait_notifications():
+                self.budget_control.value = float(b)
+                self.solver_control.value = solver
+            self.strategy_control.value = "budget"
+            self._refresh()
+        elif key in dict((v, k) for k, v in STRATEGY_CHOICES):
+            self.strategy_control.value = key
+
+    def _sync_trace_controls(self) -> None:
+        base = self._traces[self.params_control.value]
+        pieces = base.pieces
+        self.piece_control.options = [(f"graph {i + 1} of {len(pieces)}", i) for i in range(len(pieces))]
+        self.piece_control.layout.display = "" if len(pieces) > 1 else "none"
+        depth = _max_depth(self.trace)
+        self.depth_control.max = max(depth, 1)
+
+    def _visibility(self) -> None:
+        shown = {"": "", False: "none"}
+        budget = self.strategy_control.value == "budget" or (
+            self.view_control.value == "compare" and self.compare_control.value == "budget")
+        self.budget_control.layout.display = shown[""] if budget else shown[False]
+        self.solver_control.layout.display = shown[""] if budget else shown[False]
+        self.compare_control.layout.display = "" if self.view_control.value == "compare" else "none"
+        self.depth_control.layout.display = "" if self.group_control.value == "module" else "none"
+
+    def _refresh(self) -> None:
+        """Show the view the controls describe: from the caches when seen before."""
+        self._visibility()
+        tr = self.trace
+        vk = self.view_key
+        trace_id = (self.params_control.value, self.piece_control.value)
+        key = trace_id + (vk,)
+        if key == self._shown:
+            return
+        t0 = time.perf_counter()
+        cached = key in self._svgs
+        if trace_id != self._shown_trace:
+            self.pane.nodes = node_data(tr)
+            self.pane.doctor = self._doctor(tr, trace_id)
+            self._shown_trace = trace_id
+        if not cached:
+            label = vk.strategy if vk.view != "compare" else f"{vk.strategy} vs {vk.compare}"
+            self.pane.busy = f"computing the {vk.view} view of {label}: partition and layout (first time only)…"
+            try:
+                self._svgs[key] = render_view(tr, vk)
+            except FxvizError as exc:
+                self._show_error(f"{exc.message}\nWhat to do: {exc.hint}", vk)
+                return
+            except Exception as exc:  # a bug: say so in the pane rather than a traceback in the output
+                self._show_error(f"fxviz could not draw this view: {type(exc).__name__}: {exc}", vk)
+                return
+            finally:
+                self.pane.busy = ""
+        r = self._svgs[key]
+        table = self._table(tr, trace_id)
+        previous = self._shown
+        with self.pane.hold_sync():
+            self.pane.view = vk.view
+            self.pane.status = status_data(r.partition)
+            self.pane.compare_status = status_data(r.compare) if r.compare is not None else {}
+            self.pane.keep_zoom = bool(previous and previous[:2] == key[:2] and previous[2].view == vk.view
+                                       and previous[2].group == vk.group and previous[2].depth == vk.depth)
+            self.pane.error = ""
+            self.pane.svg = r.svg
+            self.pane.view_key = vk.text()
+            self.pane.caption = r.caption
+            self.pane.table = table
+            self.pane.highlight = r.partition.strategy
+            self.pane.compare_highlight = r.compare.strategy if r.compare is not None else ""
+        self._shown = key
+        self.timings.append(SwitchTiming(vk.text(), time.perf_counter() - t0, cached))
+
+    def _show_error(self, message: str, vk: ViewKey) -> None:
+        with self.pane.hold_sync():
+            self.pane.busy = ""
+            self.pane.error = message
+            self.pane.svg = ""
+            self.pane.view_key = vk.text()
+            self.pane.caption = ""
+        self._shown = None
+
+    def _table(self, tr: Trace, trace_id: tuple[Any, ...]) -> dict[str, Any]:
+        strategies = self._table_strategies()
+        key = trace_id + tuple(strategies)
+        if key not in self._tables:
+            self.pane.busy = "computing the memory table (first time only)…"
+            try:
+                self._tables[key] = table_data(memory_frame(tr, strategies))
+            except FxvizError as exc:
+                self._tables[key] = {"message": f"no memory table: {exc.message}"}
+            finally:
+                self.pane.busy = ""
+        return self._tables[key]
+
+    def _doctor(self, tr: Trace, trace_id: tuple[Any, ...]) -> dict[str, Any]:
+        if trace_id not in self._doctors:
+            self._doctors[trace_id] = doctor_data(tr)
+        return self._doctors[trace_id]
+
+    # --- without a kernel ------------------------------------------------------------------------
+    def static_html(self) -> str:
+        """The current graph, the memory table and the legend as script-free HTML."""
+        key = self._shown
+        r = self._svgs.get(key) if key is not None else None
+        if r is None:
+            return "<p>fxviz explorer: run the notebook to see the graph</p>"
+        table = self._tables.get(key[:2] + tuple(self._table_strategies()))
+        return static_html(r.svg, table, r.partition.strategy, r.caption,
+                           title=f"fxviz explorer: {self.view_key.view} view, {r.partition.label}")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if data is not None:
+            data["text/html"] = self.static_html()
+        return bundle
+
+
+def _split_strategy(strategy: str, budget: float, solver: str) -> tuple[str, float, str]:
+    """``"budget:0.3:greedy"`` -> ``("budget", 0.3, "greedy")``; others pass through."""
+    from ..analysis.partition import strategy_key
+
+    if not isinstance(strategy, str):
+        raise InputError("the explorer takes strategies by name", "use tr.draw(strategy=callable) for callables")
+    plain = strategy.strip().lower().replace("-", "_")
+    if plain == "budget":
+        return "budget", budget, solver
+    key = strategy_key(strategy)
+    if key.startswith("budget:"):
+        _, b, chosen = key.split(":")
+        return "budget", float(b), chosen if plain.count(":") > 1 else solver
+    return key, budget, solver
+
+
+def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: Callable | None = None,
+            capture_route: str = "auto", **options: Any) -> Explorer:
+    """The notebook explorer of a model (traced here, with ``inputs``) or of a ``Trace``.
+
+    ``options``: ``view`` (joint, forward, backward, compare), ``strategy`` and ``compare``
+    (default, min_cut, budget or ``budget:B[:solver]``, recompute_all, eager), ``budget``,
+    ``solver``, ``group`` (module, none) and ``depth``.  Given a model, the explorer can also
+    switch between parameters lifted and captured as constants.
+    """
+    if isinstance(model_or_trace, Trace):
+        if inputs:
+            raise InputError("fxviz.explore(trace) takes no example inputs: the trace has them",
+                             "call fxviz.explore(tr) or fxviz.explore(model, x)")
+        return Explorer(model_or_trace, **options)
+    return Explorer(model=model_or_trace, inputs=inputs, params=params,
+                    trace_kwargs={"loss_fn": loss_fn, "capture_route": capture_route}, **options)

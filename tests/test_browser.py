@@ -1,0 +1,289 @@
+"""The report and the notebook explorer in a real browser: Playwright driving Debian's Chromium
+(``/usr/bin/chromium``, no browser download), localhost only.  Every expected value comes from
+the Trace itself (its partitions, its node facts), never from an earlier run.  Screenshots go to
+``test-artifacts/``."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+import fxviz
+from fxviz.render import theme
+
+from .browser_util import browser, chromium_path, jupyter_server
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed (apt-get install chromium)"),
+]
+pytest.importorskip("playwright.sync_api")
+
+LONG = 120_000  # ms: first computations on a busy 2-core machine
+
+
+def _key(page) -> str:
+    return page.eval_on_selector(".fxviz-explorer", "e => e.dataset.viewKey || ''")
+
+
+def _wait_key(page, key: str, timeout: float = LONG) -> None:
+    page.wait_for_function("k => { const e = document.querySelector('.fxviz-explorer');"
+                           " return e && e.dataset.viewKey === k && e.querySelector('.fxviz-viewport svg'); }",
+                           arg=key, timeout=timeout)
+
+
+def _saved_titles(page) -> set[str]:
+    return set(page.eval_on_selector_all(".fxviz-viewport g.node.fx-saved > title", "ts => ts.map(t => t.textContent)"))
+
+
+def _selected_row(page) -> str | None:
+    rows = page.eval_on_selector_all(".fxviz-table tr.fxviz-row-selected", "rs => rs.map(r => r.dataset.strategy)")
+    assert len(rows) <= 1, rows
+    return rows[0] if rows else None
+
+
+def _node(page, name: str):
+    return page.locator(f".fxviz-viewport g.node:has(> title:text-is('{name}'))")
+
+
+def _role_fills(page) -> dict[str, set[str]]:
+    """role -> the fill colors of the drawn nodes of that role (first shape of each node)."""
+    return page.evaluate("""() => {
+        const out = {};
+        for (const g of document.querySelectorAll('.fxviz-viewport g.node.fx-node')) {
+            const role = [...g.classList].find(c => c.startsWith('fx-role-'));
+            const shape = g.querySelector('path, polygon');
+            if (!role || !shape) continue;
+            (out[role.slice(8)] = out[role.slice(8)] || []).push(shape.getAttribute('fill'));
+        }
+        for (const k in out) out[k] = [...new Set(out[k])];
+        return out;
+    }""")
+
+
+def _assert_role_colors(page, tr) -> None:
+    fills = _role_fills(page)
+    present = {i.role for i in tr.graph.info.values() if i.op != "output"}
+    assert set(fills) == present
+    for role, colors in fills.items():
+        assert colors == [theme.ROLE_COLORS[role].lower()], (role, colors)
+
+
+def _search_hits(tr, query: str) -> int:
+    q = query.lower()
+    return sum(1 for i in tr.graph.info.values() if i.op != "output" and any(
+        q in (f or "").lower() for f in (i.name, i.short_op, i.target, i.module, i.qualname)))
+
+
+def _timed_switch(page, do, key: str) -> float:
+    t0 = time.perf_counter()
+    do()
+    _wait_key(page, key, timeout=30_000)
+    return time.perf_counter() - t0
+
+
+# --- the HTML report -----------------------------------------------------------------------------
+def test_alexnet_report_in_chromium(traces, tmp_path, artifacts):
+    tr = traces[("alexnet", "lifted")]
+    path = fxviz.report(tr, tmp_path / "alexnet.html")
+    with browser() as b:
+        page = b.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".fxviz-viewport svg g.node", timeout=LONG)
+        assert _key(page) == "joint|default|-|-|-"
+        assert _selected_row(page) == "default"
+        assert _saved_titles(page) == set(tr.partition("default").saved)
+        _assert_role_colors(page, tr)
+        page.screenshot(path=str(artifacts / "report-alexnet-default.png"))
+
+        # switch strategy: the SVG and the highlighted table row change
+        before = page.inner_html(".fxviz-viewport")
+        page.select_option("#fxviz-strategy", "min_cut")
+        _wait_key(page, "joint|min_cut|-|-|-")
+        assert page.inner_html(".fxviz-viewport") != before
+        assert _saved_titles(page) == set(tr.partition("min_cut").saved)
+        assert _selected_row(page) == "min_cut"
+
+        # click a node: the details name its shape; a producer link selects the producer
+        _node(page, "convolution").click()
+        details = page.inner_text(".fxviz-details-body")
+        info = tr.graph.info["convolution"]
+        assert "convolution" in details and f"[{', '.join(map(str, info.shape))}]" in details
+        assert info.module in details and "neither saved nor recomputed" in details
+        producer = [a.name for a in next(n for n in tr.joint.graph.nodes if n.name == "convolution").all_input_nodes][0]
+        page.click(f".fxviz-details-body a[data-node='{producer}']")
+        assert page.inner_text(".fxviz-details-body .fxviz-node-name") == producer
+        assert "fxviz-selected" in (_node(page, producer).get_attribute("class") or "")
+        page.screenshot(path=str(artifacts / "report-alexnet-details.png"))
+
+        # search finds a module
+        page.fill("#fxviz-search", "features.3")
+        expected = _search_hits(tr, "features.3")
+        assert expected > 0
+        page.wait_for_selector(".fxviz-viewport g.node.fxviz-match", timeout=10_000)
+        status = page.inner_text(".fxviz-statusline")
+        assert f"{expected} matching node" in status, status
+        matched = set(page.eval_on_selector_all(".fxviz-viewport g.node.fxviz-match > title",
+                                                "ts => ts.map(t => t.textContent)"))
+        assert matched and all((tr.graph.info[m].module or "").startswith("features.3") or "features.3" in
+                               (tr.graph.info[m].qualname or "") for m in matched)
+        page.screenshot(path=str(artifacts / "report-alexnet-search.png"))
+        page.fill("#fxviz-search", "")
+
+        # views: backward, compare; a view that does not exist says why
+        page.click("button[data-view='backward']")
+        _wait_key(page, "backward|min_cut|-|-|-")
+        page.click("button[data-view='compare']")
+        _wait_key(page, "compare|min_cut|default|-|-")
+        assert "fxviz-row-compare" in page.get_attribute(".fxviz-table tr[data-strategy='default']", "class")
+        page.screenshot(path=str(artifacts / "report-alexnet-compare.png"))
+
+        # zoom and pan rewrite the viewBox
+        vb0 = page.get_attribute(".fxviz-viewport svg", "viewBox")
+        page.click(".fxviz-zoom-in")
+        vb1 = page.get_attribute(".fxviz-viewport svg", "viewBox")
+        assert float(vb1.split()[2]) < float(vb0.split()[2])
+        box = page.locator(".fxviz-viewport").bounding_box()
+        page.mouse.move(box["x"] + 200, box["y"] + 200)
+        page.mouse.down()
+        page.mouse.move(box["x"] + 320, box["y"] + 260, steps=5)
+        page.mouse.up()
+        vb2 = page.get_attribute(".fxviz-viewport svg", "viewBox")
+        assert vb2.split()[:2] != vb1.split()[:2] and vb2.split()[2:] == vb1.split()[2:]
+
+        # every view is in the file: a switch is a parse and a paint
+        page.click("button[data-view='joint']")
+        _wait_key(page, "joint|min_cut|-|-|-")
+        times = [_timed_switch(page, lambda s=s: page.select_option("#fxviz-strategy", s), f"joint|{s}|-|-|-")
+                 for s in ("default", "min_cut", "recompute_all", "default")]
+        print(f"report strategy switches (s): {[round(t, 3) for t in times]}")
+        assert max(times) < 1.0
+
+        assert b.console_errors == [] and b.page_errors == []
+        assert b.blocked == [], f"the report tried to load {b.blocked}"
+        assert b.dialogs == []
+
+
+def test_hostile_model_strings_stay_text_in_chromium(tmp_path, artifacts):
+    from .test_report import EVIL, Hostile
+
+    import torch
+
+    tr = fxviz.trace(Hostile(), torch.randn(2, 4))
+    path = fxviz.report(tr, tmp_path / "hostile.html", strategies=["default", "min_cut"])
+    with browser() as b:
+        page = b.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".fxviz-viewport svg g.node", timeout=LONG)
+        name = next(n for n, i in tr.graph.info.items() if i.module == EVIL and i.op == "call_function")
+        _node(page, name).click()
+        details = page.inner_text(".fxviz-details-body")
+        assert EVIL in details and '</script><script>alert("code")</script>' in details
+        page.fill("#fxviz-search", "onerror")
+        page.wait_for_selector(".fxviz-viewport g.node.fxviz-match", timeout=10_000)
+        assert page.eval_on_selector_all("img, iframe, object, embed", "els => els.length") == 0
+        assert page.eval_on_selector_all("script", "els => els.length") == 2
+        page.screenshot(path=str(artifacts / "report-hostile.png"))
+        assert b.dialogs == [] and b.page_errors == [] and b.blocked == []
+        assert b.console_errors == []
+
+
+# --- the explorer in JupyterLab -------------------------------------------------------------------
+_NOTEBOOK_CELLS = [
+    "import fxviz\nfrom fxviz import examples\nmodel, inputs = examples.alexnet()",
+    "explorer = fxviz.explore(model, *inputs)\nexplorer",
+]
+
+
+def _write_notebook(path) -> None:
+    nb = {
+        "cells": [{"cell_type": "code", "execution_count": None, "id": f"cell{i}", "metadata": {}, "outputs": [],
+                   "source": src} for i, src in enumerate(_NOTEBOOK_CELLS)],
+        "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+                     "language_info": {"name": "python"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+    path.write_text(json.dumps(nb))
+
+
+def _dropdown(page, label: str):
+    return page.locator(f".fxviz-explorer-widget .widget-dropdown:has(label:text-is('{label}')) select")
+
+
+def test_explorer_in_jupyterlab(traces, tmp_path, artifacts):
+    tr = traces[("alexnet", "lifted")]  # the reference: the same model traced in this process
+    root = tmp_path / "lab"
+    root.mkdir()
+    _write_notebook(root / "explore.ipynb")
+    with jupyter_server(root) as server, browser(viewport=(1600, 1000)) as b:
+        page = b.new_page()
+        page.goto(server.lab_url("explore.ipynb"))
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell .jp-InputArea", timeout=LONG)
+        page.wait_for_selector(".jp-StatusBar-TextItem:text-matches('Python 3.*Idle')", timeout=LONG)
+        # more room for the notebook: fold the file browser away
+        page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").click()
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+
+        # the widget's graph: role-colored nodes, the default strategy's saved values
+        page.wait_for_selector(".fxviz-explorer .fxviz-viewport svg g.node", timeout=300_000)
+        _wait_key(page, "joint|default|-|-|-")
+        _assert_role_colors(page, tr)
+        assert _saved_titles(page) == set(tr.partition("default").saved)
+        page.wait_for_selector(".fxviz-table tr.fxviz-row-selected", timeout=LONG)
+        assert _selected_row(page) == "default"
+        page.locator(".fxviz-explorer-widget").scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "explorer-jupyterlab-default.png"))
+
+        # change the strategy dropdown: the graph and the table change
+        before = page.inner_html(".fxviz-viewport")
+        _dropdown(page, "strategy").select_option(label="recompute all")
+        _wait_key(page, "joint|recompute_all|-|-|-")
+        assert page.inner_html(".fxviz-viewport") != before
+        assert _saved_titles(page) == set(tr.partition("recompute_all").saved)
+        page.wait_for_function("() => document.querySelector('.fxviz-table tr.fxviz-row-selected')"
+                               "?.dataset.strategy === 'recompute_all'", timeout=30_000)
+
+        # the budget controls appear only for the budget strategy
+        assert page.locator(".fxviz-explorer-widget .widget-slider:has(label:text-is('budget'))").is_hidden()
+        _dropdown(page, "strategy").select_option(label="memory budget")
+        _wait_key(page, "joint|budget:0.5:dp|-|-|-")
+        assert page.locator(".fxviz-explorer-widget .widget-slider:has(label:text-is('budget'))").is_visible()
+
+        # click a node: the details
+        _node(page, "convolution").click()
+        page.wait_for_selector(".fxviz-details-body .fxviz-node-name", timeout=10_000)
+        details = page.inner_text(".fxviz-details-body")
+        info = tr.graph.info["convolution"]
+        assert f"[{', '.join(map(str, info.shape))}]" in details and info.module in details
+        assert page.eval_on_selector(".fxviz-viewport g.node.fxviz-selected > title", "t => t.textContent") == \
+            "convolution"
+        page.screenshot(path=str(artifacts / "explorer-jupyterlab-details.png"))
+        page.locator(".fxviz-explorer-widget").screenshot(path=str(artifacts / "explorer-widget.png"))
+
+        # the search box highlights matches and says how many
+        page.locator(".fxviz-explorer-widget .widget-text:has(label:text-is('search')) input").fill("features.3")
+        expected = _search_hits(tr, "features.3")
+        page.wait_for_function(f"() => document.querySelector('.fxviz-statusline').textContent"
+                               f".includes('{expected} matching node')", timeout=30_000)
+        assert page.locator(".fxviz-viewport g.node.fxviz-match").count() > 0
+
+        # views seen before come back from the caches: well under a second, browser to browser
+        times = []
+        for label, key in (("default", "joint|default|-|-|-"), ("recompute all", "joint|recompute_all|-|-|-"),
+                           ("default", "joint|default|-|-|-"), ("memory budget", "joint|budget:0.5:dp|-|-|-")):
+            times.append(_timed_switch(page, lambda lb=label: _dropdown(page, "strategy").select_option(label=lb),
+                                       key))
+        render_ms = page.eval_on_selector(".fxviz-explorer", "e => e.dataset.renderMs")
+        print(f"explorer strategy switches to views seen before, JupyterLab, dropdown to new SVG (s): "
+              f"{[round(t, 3) for t in times]}; last SVG swap in the page: {render_ms} ms")
+        assert max(times) < 1.0
+
+        # no errors anywhere: cell outputs, browser console, page, network
+        assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
+        assert page.locator(".jp-OutputArea-output .jp-RenderedText[data-mime-type*='error']").count() == 0
+        assert b.page_errors == []
+        assert b.console_errors == [], b.console_errors
+        assert b.blocked == [], f"JupyterLab or the widget tried to reach {b.blocked}"

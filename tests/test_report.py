@@ -1,0 +1,223 @@
+"""The self-contained HTML report: its content is the analysis' content, it is one safe file, and
+it is written atomically.  (Its behaviour in a real browser is tested in test_browser.py.)"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html.parser
+import json
+import os
+import re
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.cli import main
+from fxviz.errors import InputError, RenderError
+from fxviz.render.report import REPORT_STRATEGIES, build_report, clean_svg, report, script_json
+
+from .conftest import assert_unchanged, snapshot
+
+EVIL = '</script><img src=x onerror=alert(1)><!--'
+
+
+class Hostile(nn.Module):
+    """A model whose module name and source line try to break out of the report."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_module(EVIL, nn.Linear(4, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return getattr(self, EVIL)(x).relu().sum()  # </script><script>alert("code")</script>
+
+
+class _Elements(html.parser.HTMLParser):
+    """Every start tag with its attributes, and the text of each <script>."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.scripts: list[tuple[dict[str, str | None], str]] = []
+        self._in_script: dict[str, str | None] | None = None
+        self._buf: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag == "script":
+            self._in_script, self._buf = dict(attrs), []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script" and self._in_script is not None:
+            self.scripts.append((self._in_script, "".join(self._buf)))
+            self._in_script = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script is not None:
+            self._buf.append(data)
+
+
+def _parse(text: str) -> _Elements:
+    p = _Elements()
+    p.feed(text)
+    p.close()
+    return p
+
+
+def _data(text: str) -> dict:
+    scripts = _parse(text).scripts
+    (data_text,) = [body for attrs, body in scripts if attrs.get("id") == "fxviz-data"]
+    return json.loads(data_text)
+
+
+@pytest.fixture(scope="module")
+def alexnet_report(traces, tmp_path_factory):
+    tr = traces[("alexnet", "lifted")]
+    path = report(tr, tmp_path_factory.mktemp("report") / "alexnet.html")
+    return tr, path, path.read_text(encoding="utf-8")
+
+
+def test_report_is_one_file_with_only_fxviz_scripts(alexnet_report):
+    _, path, text = alexnet_report
+    parsed = _parse(text)
+    # exactly two script elements: inert JSON data and fxviz's module; no src anywhere
+    kinds = [attrs.get("type") for attrs, _ in parsed.scripts]
+    assert kinds == ["application/json", "module"]
+    for tag, attrs in parsed.tags:
+        for name, value in attrs.items():
+            assert not name.startswith("on"), (tag, name)
+            if name in ("src", "href", "action", "srcset", "poster", "data"):
+                pytest.fail(f"<{tag} {name}={value!r}> in a report that must load nothing")
+    assert not re.search(r"https?://", text), "no URL at all, not even an SVG namespace"
+    assert "@import" not in text and "url(http" not in text
+    # the Content-Security-Policy pins the one script by its hash: nothing else can run
+    csp = next(a["content"] for t, a in parsed.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    module = next(body for attrs, body in parsed.scripts if attrs.get("type") == "module")
+    digest = base64.b64encode(hashlib.sha256(module.encode("utf-8")).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in csp
+    assert "default-src 'none'" in csp
+    assert not any(p.startswith(".") and p.endswith(".tmp") for p in os.listdir(path.parent))
+
+
+def test_report_data_is_the_analysis(alexnet_report):
+    tr, _, text = alexnet_report
+    data = _data(text)
+    keys = [s["key"] for s in data["strategies"]]
+    assert keys == ["default", "min_cut", "budget:0.5:dp", "recompute_all", "eager"]
+    for k in keys:
+        p = tr.partition(k)
+        assert data["status"][k]["saved"] == list(p.saved)
+        assert set(data["status"][k]["recomputed"]) == p.recomputed
+        assert set(data["status"][k]["removed"]) == p.removed
+    # every graph view of every partitioning strategy is drawn; eager (measured, no graphs) only joint
+    for k in keys:
+        assert f"joint|{k}|-|-|-" in data["svgs"]
+        for side in ("forward", "backward"):
+            key = f"{side}|{k}|-|-|-"
+            if k == "eager":
+                assert key in data["errors"] and key not in data["svgs"]
+            else:
+                assert key in data["svgs"], data["errors"].get(key)
+    assert [p[0] for p in data["pairs"]] == keys  # each strategy can be compared
+    # the drawing marks exactly what the partition saves
+    svg = data["svgs"]["joint|min_cut|-|-|-"]
+    saved_drawn = set(re.findall(r'<g id="node\d+" class="node[^"]*fx&#45;saved[^"]*">\s*<title>([^<]+)</title>', svg))
+    assert saved_drawn == set(tr.partition("min_cut").saved)
+    # node details come from the trace's NodeInfo and the joint graph's edges
+    for n in tr.joint.graph.nodes:
+        if n.op == "output":
+            assert n.name not in data["nodes"]
+            continue
+        info, d = tr.graph.info[n.name], data["nodes"][n.name]
+        assert d["role"] == info.role and d["module"] == info.module and d["op"] == info.short_op
+        assert d["shape"] == (list(info.shape) if info.shape is not None else None)
+        assert d["inputs"] == [a.name for a in n.all_input_nodes]
+        assert d["users"] == [u.name for u in n.users if u.op != "output"]
+    assert data["nodes"]["convolution"]["module"] == "features.0"
+    # the memory table rows are the table's strategies, in order
+    assert [r["key"] for r in data["table"]["rows"]] == keys
+    df = tr.memory_table(keys)
+    assert list(df["strategy"]) == keys
+    assert data["doctor"]["healthy"] is True and data["doctor"]["findings"] == []
+
+
+def test_model_strings_cannot_break_out(tmp_path):
+    model, x = Hostile(), torch.randn(2, 4)
+    before = snapshot(model)
+    tr = fxviz.trace(model, x)
+    path = report(tr, tmp_path / "hostile.html", strategies=["default", "min_cut"])
+    assert_unchanged(model, before)
+    text = path.read_text(encoding="utf-8")
+    assert EVIL in {i.module for i in tr.graph.info.values()}, "the hostile name reached the graph"
+    assert EVIL not in text and "</script><script>" not in text and "<img" not in text
+    assert len(_parse(text).scripts) == 2
+    data = _data(text)  # ... and reads back exactly through JSON.parse
+    modules = {d["module"] for d in data["nodes"].values()}
+    assert EVIL in modules
+    assert any('</script><script>alert("code")</script>' in (d["code"] or "") for d in data["nodes"].values())
+
+
+def test_script_json_round_trips_and_never_closes_a_script():
+    value = {"a": EVIL, "b": "<!-- \u2028 \u2029 & > <", "c": [1, 2.5, None, True]}
+    text = script_json(value)
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert "\u2028" not in text and "\u2029" not in text
+    assert json.loads(text) == value
+
+
+def test_clean_svg_refuses_what_graphviz_never_writes(traces):
+    svg = traces[("mlp", "lifted")].draw().svg()
+    cleaned = clean_svg(svg)
+    assert cleaned.startswith("<svg") and "<!--" not in cleaned and "http" not in cleaned
+    head = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10">'
+    with pytest.raises(RenderError):
+        clean_svg(head + "<script>alert(1)</script></svg>")
+    with pytest.raises(RenderError):
+        clean_svg(head.replace("viewBox", 'onload="alert(1)" viewBox') + "</svg>")
+    with pytest.raises(RenderError):
+        clean_svg(head + '<a xmlns:xlink="http://www.w3.org/1999/xlink" xlink:href="javascript:alert(1)"/></svg>')
+    with pytest.raises(RenderError):
+        clean_svg(head + "<foreignObject/></svg>")
+    # escaped text that merely looks like markup is fine
+    ok = clean_svg(head + '<g><title>&lt;img onerror=alert(1)&gt;</title></g></svg>')
+    assert "&lt;img onerror=alert(1)&gt;" in ok
+
+
+def test_report_is_written_atomically(traces, tmp_path):
+    tr = traces[("mlp", "lifted")]
+    path = tmp_path / "mlp.html"
+    path.write_text("previous report")
+    with pytest.raises(InputError):
+        report(tr, path, strategies=[])
+    assert path.read_text() == "previous report"
+    report(tr, path, strategies=["default"], views=["joint"])
+    assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert sorted(os.listdir(tmp_path)) == ["mlp.html"]
+
+
+def test_build_report_records_views_that_cannot_be_drawn(traces):
+    tr = traces[("mlp", "lifted")]
+    data = _data(build_report(tr, strategies=["eager"], views=["backward", "joint"]))
+    assert data["errors"]["backward|eager|-|-|-"].startswith("eager")
+    assert "joint|eager|-|-|-" in data["svgs"]
+    assert data["initial"] == {"view": "joint", "strategy": "eager", "compare": None}
+
+
+def test_cli_report(tmp_path, capsys):
+    out = tmp_path / "mlp.html"
+    assert main(["report", "mlp", "-o", str(out), "--strategies", "default,min_cut", "--params", "closure"]) == 0
+    assert out.exists() and str(out) in capsys.readouterr().out
+    data = _data(out.read_text(encoding="utf-8"))
+    assert [s["key"] for s in data["strategies"]] == ["default", "min_cut"]
+    assert "parameters closure" in data["summary"]
+    assert data["doctor"]["healthy"] is False  # closure capture: the parameters get no gradient
+    assert main(["report", "mlp", "-o", str(tmp_path / "x.html"), "--strategies", "nonsense"]) == 2
+
+
+def test_default_strategies_are_the_memory_tables():
+    from fxviz.analysis.memory import DEFAULT_STRATEGIES
+
+    assert tuple(REPORT_STRATEGIES) == tuple(DEFAULT_STRATEGIES)

@@ -1,0 +1,195 @@
+"""The explorer widget's kernel side: controls -> the pane's data, caching, the static fallback,
+and a real kernel executing a notebook that calls ``fxviz.explore`` (what a static viewer shows).
+The front-end itself is driven in a real browser in test_browser.py."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+pytest.importorskip("anywidget")
+pytest.importorskip("ipywidgets")
+
+import fxviz  # noqa: E402
+from fxviz.widgets.explorer import Explorer, GraphPane  # noqa: E402
+
+from .conftest import assert_unchanged, make_example, snapshot  # noqa: E402
+
+_TITLE = re.compile(r'<g id="node\d+" class="node([^"]*)">\s*<title>([^<]+)</title>')
+
+
+def drawn(svg: str) -> dict[str, str]:
+    """SVG node title -> its class list."""
+    return {title: cls for cls, title in _TITLE.findall(svg)}
+
+
+def saved_in(svg: str) -> set[str]:
+    return {t for t, cls in drawn(svg).items() if "fx&#45;saved" in cls}
+
+
+@pytest.fixture()
+def mlp_explorer(traces) -> Explorer:
+    return fxviz.explore(traces[("mlp", "lifted")])
+
+
+def test_first_view_is_the_joint_graph_with_default_marks(mlp_explorer, traces):
+    w, tr = mlp_explorer, traces[("mlp", "lifted")]
+    assert isinstance(w.pane, GraphPane)
+    nodes = drawn(w.pane.svg)
+    assert set(nodes) == {n for n in tr.graph.info if tr.graph.info[n].op != "output"}
+    for name, cls in nodes.items():
+        assert f"fx&#45;role&#45;{tr.graph.info[name].role}" in cls
+    assert saved_in(w.pane.svg) == set(tr.partition("default").saved)
+    assert w.pane.highlight == "default" and w.pane.view == "joint"
+    assert [r["key"] for r in w.pane.table["rows"]] == ["default", "min_cut", "budget:0.5:dp", "recompute_all",
+                                                        "eager"]
+    assert w.pane.status["saved"] == list(tr.partition("default").saved)
+    assert set(w.pane.nodes) == set(nodes)
+    assert w.pane.legend["roles"]["forward"]["color"] == fxviz.render.theme.ROLE_COLORS["forward"]
+    assert w.pane.error == "" and w.pane.busy == ""
+
+
+def test_strategy_switch_changes_graph_status_and_highlight_and_comes_back_cached(mlp_explorer, traces):
+    w, tr = mlp_explorer, traces[("mlp", "lifted")]
+    first = w.pane.svg
+    w.strategy_control.value = "recompute_all"
+    assert w.pane.highlight == "recompute_all"
+    assert saved_in(w.pane.svg) == set(tr.partition("recompute_all").saved)
+    assert w.pane.svg != first
+    assert set(w.pane.status["recomputed"]) == tr.partition("recompute_all").recomputed
+    t0 = time.perf_counter()
+    w.strategy_control.value = "default"
+    elapsed = time.perf_counter() - t0
+    assert w.pane.svg == first and w.pane.highlight == "default"
+    assert w.timings[-1].cached and w.timings[-1].key == "joint|default|-|-|-"
+    assert elapsed < 0.5, f"switching back to a seen view took {elapsed:.3f} s"
+    assert w.pane.keep_zoom  # same kind of view: the front-end keeps the zoom
+
+
+def test_budget_controls_show_only_for_the_budget(mlp_explorer, traces):
+    w, tr = mlp_explorer, traces[("mlp", "lifted")]
+    assert w.budget_control.layout.display == "none" and w.solver_control.layout.display == "none"
+    w.strategy_control.value = "budget"
+    assert w.budget_control.layout.display == "" and w.solver_control.layout.display == ""
+    assert w.pane.highlight == "budget:0.5:dp"
+    w.budget_control.value = 0.2
+    w.solver_control.value = "greedy"
+    assert w.pane.highlight == "budget:0.2:greedy"
+    assert saved_in(w.pane.svg) == set(tr.partition("budget:0.2:greedy").saved)
+    assert "budget:0.2:greedy" in [r["key"] for r in w.pane.table["rows"]]
+    w.strategy_control.value = "min_cut"
+    assert w.budget_control.layout.display == "none"
+
+
+def test_compare_view(mlp_explorer, traces):
+    w, tr = mlp_explorer, traces[("mlp", "lifted")]
+    assert w.compare_control.layout.display == "none"
+    w.strategy_control.value = "recompute_all"
+    w.view_control.value = "compare"
+    assert w.compare_control.layout.display == ""
+    assert w.pane.view == "compare" and w.pane.view_key == "compare|recompute_all|min_cut|-|-"
+    assert w.pane.compare_status["saved"] == list(tr.partition("min_cut").saved)
+    assert w.pane.compare_highlight == "min_cut"
+    w.compare_control.value = "default"
+    assert w.pane.compare_status["saved"] == list(tr.partition("default").saved)
+
+
+def test_forward_and_backward_views_and_an_undrawable_one(mlp_explorer, traces):
+    w, tr = mlp_explorer, traces[("mlp", "lifted")]
+    w.view_control.value = "backward"
+    p = tr.partition("default")
+    assert {t.split("~")[0] for t in drawn(w.pane.svg)} == set(p.bw_to_joint.values())
+    w.strategy_control.value = "eager"
+    assert "no backward graph" in w.pane.error and w.pane.svg == ""
+    w.view_control.value = "forward"
+    assert w.pane.error
+    w.strategy_control.value = "min_cut"
+    assert w.pane.error == "" and w.pane.view_key == "forward|min_cut|-|-|-"
+
+
+def test_group_by_module_with_depth(traces):
+    tr = traces[("resnet_block", "lifted")]
+    w = fxviz.explore(tr)
+    assert w.depth_control.layout.display == "none"
+    w.group_control.value = "module"
+    assert w.depth_control.layout.display == ""
+    assert w.depth_control.max >= 1
+    assert 'class="node fx&#45;group' in w.pane.svg
+    assert w.pane.view_key.startswith("joint|default|-|module|")
+
+
+def test_search_selection_and_table_row_clicks(mlp_explorer):
+    w = mlp_explorer
+    w.search_control.value = "relu"
+    assert w.pane.search == "relu"
+    w.select("relu")
+    assert w.pane.selected == "relu"
+    # a click on a memory-table row arrives as a custom message from the front-end
+    w.pane._handle_custom_msg({"event": "row", "strategy": "budget:0.3:ilp"}, [])
+    assert w.strategy_control.value == "budget" and w.budget_control.value == pytest.approx(0.3)
+    assert w.solver_control.value == "ilp" and w.pane.highlight == "budget:0.3:ilp"
+    w.pane._handle_custom_msg({"event": "row", "strategy": "min_cut"}, [])
+    assert w.strategy_control.value == "min_cut"
+
+
+def test_static_fallback_without_a_kernel(mlp_explorer):
+    bundle = mlp_explorer._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert "application/vnd.jupyter.widget-view+json" in data
+    page = data["text/html"]
+    assert "<svg" in page and "<script" not in page.lower() and "http" not in page
+    assert 'data-strategy="default" class="fxviz-row-selected"' in page
+    assert "saved activations" in page and "forward op" in page  # the table and the legend
+
+
+def test_explore_a_model_switches_parameter_capture_without_touching_it():
+    model, inputs = make_example("mlp")
+    before = snapshot(model)
+    w = fxviz.explore(model, *inputs)
+    assert w.params_control in w.children[1].children and w.params_control.layout.display != "none"
+    assert w.pane.doctor["healthy"] is True
+    w.params_control.value = "closure"
+    assert w.trace.params == "closure"
+    assert w.pane.doctor["healthy"] is False and w.pane.doctor["findings"]
+    assert any(n["role"] == "constant" for n in w.pane.nodes.values())
+    w.params_control.value = "lifted"
+    assert w.pane.doctor["healthy"] is True
+    assert_unchanged(model, before)
+    # given a trace, there is no model to re-trace: no capture-mode control
+    assert w.params_control not in fxviz.explore(w.trace).children[1].children
+
+
+def test_explore_rejects_bad_calls(traces):
+    tr = traces[("mlp", "lifted")]
+    with pytest.raises(fxviz.InputError):
+        fxviz.explore(tr, 1)
+    with pytest.raises(fxviz.InputError):
+        fxviz.explore(tr, view="sideways")
+    with pytest.raises(fxviz.StrategyError):
+        fxviz.explore(tr, strategy="nonsense")
+    w = fxviz.explore(tr, strategy="budget:0.25:greedy", view="compare", compare="default")
+    assert w.pane.view_key == "compare|budget:0.25:greedy|default|-|-"
+
+
+@pytest.mark.notebook
+def test_a_notebook_calling_explore_saves_a_static_view(tmp_path):
+    """Executed by a real kernel, the saved notebook carries the widget view *and* plain HTML,
+    which is what nbviewer/GitHub show without a kernel."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("import fxviz\nfrom fxviz import examples\nmodel, inputs = examples.mlp()"),
+        nbformat.v4.new_code_cell("fxviz.explore(model, *inputs, strategy='min_cut')"),
+    ]
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = nb.cells[1].outputs
+    assert [o["output_type"] for o in outputs] == ["execute_result"], outputs
+    data = outputs[0]["data"]
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert "<svg" in data["text/html"] and 'data-strategy="min_cut" class="fxviz-row-selected"' in data["text/html"]
+    for cell in nb.cells:
+        for o in cell.outputs:
+            assert o["output_type"] != "error" and o.get("name") != "stderr", o
