@@ -21,7 +21,7 @@ def hooked_saves(model, inputs, reduce, params_require_grad=None, inputs_require
     for x in inputs:
         c = x.detach().clone()
         if inputs_require_grad and c.is_floating_point():
-            c.requires_grad_(True)
+            c = c.requires_grad_(True).clone()  # not a leaf: the model may write into it
         xs.append(c)
     owner = {t.untyped_storage().data_ptr(): "parameter" for t in list(params.values()) + list(buffers.values())}
     owner.update({t.untyped_storage().data_ptr(): "input" for t in xs})
@@ -132,3 +132,49 @@ def test_measuring_eager_changes_nothing(example_models, traces):
     assert_unchanged(model, before)
     assert m.saves >= m.saved_tensors >= m.storages > 0
     assert all(p.grad is None for p in model.parameters())
+
+
+class _WritesIntoInput(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        x.mul_(2)
+        return self.lin(x).relu()
+
+
+class _ForbidsHooks(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.autograd.graph.disable_saved_tensors_hooks("this model forbids saved-tensor hooks"):
+            return self.lin(x).relu()
+
+
+@pytest.mark.parametrize("params", ["lifted", "closure"])
+def test_model_writing_into_its_input(params):
+    """Closure mode makes the input require grad; eager then hands the model a non-leaf copy
+    (a leaf requiring grad cannot be written in place), as AOTAutograd's functionalization allows."""
+    import fxviz
+
+    torch.manual_seed(0)
+    model, x = _WritesIntoInput(), torch.randn(2, 4)
+    tr = fxviz.trace(model, x, params=params)
+    expected = hooked_saves(model, (x,), tr.capture.reduce, params_require_grad=params == "lifted",
+                            inputs_require_grad=params == "closure")
+    row = _eager_row(tr)
+    assert (row["saved_activation_bytes"], row["saved_param_bytes"], row["saved_input_bytes"]) == (
+        expected["activation"], expected["parameter"], expected["input"])
+
+
+def test_eager_failure_is_an_error_row_not_a_crash():
+    import fxviz
+
+    tr = fxviz.trace(_ForbidsHooks(), torch.randn(2, 4))
+    df = tr.memory_table(["default", "eager"])
+    assert df["error"].iloc[0] is None and df["saved_activation_bytes"].iloc[0] > 0
+    assert "this model forbids saved-tensor hooks" in df["error"].iloc[1]
+    assert tr.partition("eager").error == df["error"].iloc[1]

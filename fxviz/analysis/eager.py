@@ -198,6 +198,8 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
         for x in cap.example_inputs:
             if isinstance(x, torch.Tensor):
                 c = _clone(x, x.requires_grad or (closure and (x.is_floating_point() or x.is_complex())))
+                if c.requires_grad:  # a non-leaf, so a model that writes into its input in place can
+                    c = c.clone()    # (as it can under AOTAutograd, which functionalizes the write)
                 owners[_torch.storage_key(c)] = "input"
                 if id(x) in placeholder_of:
                     leaf_names[_torch.storage_key(c)] = placeholder_of[id(x)]
@@ -280,9 +282,14 @@ def eager_partition(cap: Capture, graph: JointGraph) -> EagerPartition:
     """The ``eager`` strategy as a ``Partition``: ``saved`` are the joint nodes eager's saved tensors
     correspond to (in save order), ``unmapped`` describes those with no joint node."""
     start = time.perf_counter()
-    m = measure_eager(cap, graph)
+    label = "eager autograd (measured with saved_tensors_hooks)"
+    try:
+        m = measure_eager(cap, graph)
+    except Exception as exc:  # the user's model under eager autograd: a row with the reason
+        return EagerPartition(strategy="eager", label=label, forward=None, backward=None, caller="eager autograd",
+                              error=f"eager autograd raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+                              seconds=time.perf_counter() - start)
     saved = list(dict.fromkeys(s.joint for s in m.saved if s.joint is not None))
     unmapped = [f"{s.op} {list(s.shape)} {s.dtype} ({s.owner})" for s in m.saved if s.joint is None]
-    return EagerPartition(strategy="eager", label="eager autograd (measured with saved_tensors_hooks)",
-                          forward=None, backward=None, saved=saved, unmapped=unmapped,
+    return EagerPartition(strategy="eager", label=label, forward=None, backward=None, saved=saved, unmapped=unmapped,
                           caller="eager autograd", seconds=time.perf_counter() - start, measurement=m)
