@@ -72,7 +72,7 @@ class GraphCode:
 
 def python_name(text: str) -> str:
     """``features.0.weight`` -> ``features_0_weight``; never a keyword, builtin or code global."""
-    name = re.sub(r"\W+", "_", text).strip("_") or "value"
+    name = re.sub(r"[^0-9A-Za-z_]+", "_", text).strip("_") or "value"
     if name[0].isdigit():
         name = "_" + name
     if keyword.iskeyword(name) or name in _RESERVED or hasattr(builtins, name):

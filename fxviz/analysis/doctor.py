@@ -574,7 +574,10 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
     findings: list[Finding] = []
     rows = []
     missing = [p for p in params.values() if p.tensor.requires_grad and p.role != "constant" and not p.grads]
-    eager = eager_paths(cap, [p.name for p in missing if _needs_eager(p, cap)]) if missing else {}
+    try:
+        eager = eager_paths(cap, [p.name for p in missing if _needs_eager(p, cap)]) if missing else {}
+    except Exception:  # the probe is an aid: a model it cannot run is still diagnosed from its graphs
+        eager = {}
     dropped = _dropped(cap, parts, params)
     computed = {f.parameter for f in dropped}
     for p in params.values():
