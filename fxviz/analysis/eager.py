@@ -257,7 +257,7 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
         else:
             m.activation_bytes += nbytes
     packed.clear()
-    m.notes = _notes(m, graph, closure)
+    m.notes = _notes(m, closure, len(cap.graphs))
     return m
 
 
@@ -266,12 +266,15 @@ def _count_ops(events: list[tuple[Any, ...]]) -> int:
     return sum(1 for e in events if e[1] == 0)
 
 
-def _notes(m: EagerMeasurement, graph: JointGraph | None, closure: bool) -> list[str]:
+def _notes(m: EagerMeasurement, closure: bool, pieces: int) -> list[str]:
     notes = ["eager: measured on real tensors with saved_tensors_hooks (no graphs, so no peaks or recompute)."]
     if m.float_mask_bytes:
         notes.append(f"eager CPU dropout saves float masks ({m.float_mask_bytes} bytes) where the graph's "
                      "native_dropout saves bool masks (a quarter of that): the eager and graph rows "
                      "legitimately differ there.")
+    if pieces > 1:
+        notes.append("eager: measured over the whole model (every graph of the capture); the graph rows "
+                     "cover this graph only.")
     if closure:
         notes.append("eager (closure mode): parameters held constant and floating inputs requiring grad, "
                      "as in the capture.")
