@@ -21,7 +21,7 @@ from torch import nn
 import fxviz
 from fxviz.errors import InputError, RenderError
 from fxviz.render import NODE_LIMIT, theme
-from fxviz.render.dot import RECOMPUTED_SUFFIX
+from fxviz.render.scene import RECOMPUTED_SUFFIX
 from fxviz.render.drawing import Drawing
 from fxviz.roles import ROLES
 

@@ -57,7 +57,8 @@ def run_dot(source: str, fmt: str, timeout: float, nodes: int | None = None, ext
 
 
 # graphviz writes "-" in class names as "&#45;"
-_REVERSED_EDGE = re.compile(r'(<g id="fxe\d+" class="edge[^"]*\bfx(?:-|&#45;)reversed\b[^"]*">\s*<title>)(.*?)(</title>)')
+_REVERSED_EDGE = re.compile(
+    r'(<g id="fxe\d+" class="edge[^"]*\bfx(?:-|&#45;)reversed\b[^"]*">\s*<title>)(.*?)(</title>)')
 
 
 def fix_edge_titles(svg: str) -> str:

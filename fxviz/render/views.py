@@ -8,7 +8,7 @@ from typing import Iterable
 from ..analysis.partition import Partition
 from ..capture import JointGraph
 from ..errors import InputError
-from . import dot
+from . import dot, scene as sc
 from .drawing import DEFAULT_TIMEOUT, Drawing
 
 __all__ = ["draw", "NODE_LIMIT", "AUTO_UNITS", "GROUPS"]
@@ -36,8 +36,8 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     boxes at ``depth``), ``"none"`` (every node, however many), or ``None`` (every node up to
     ``node_limit``, module boxes above it).
     """
-    if view not in dot.VIEWS:
-        raise InputError(f"unknown view {view!r}", f"use one of {', '.join(dot.VIEWS)}")
+    if view not in sc.VIEWS:
+        raise InputError(f"unknown view {view!r}", f"use one of {', '.join(sc.VIEWS)}")
     if group not in GROUPS:
         raise InputError(f"unknown group {group!r}", "use group='module', group='none' or leave it out")
     if depth is not None and (not isinstance(depth, int) or depth < 1):
@@ -52,15 +52,15 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
                              "call draw('joint', strategy=A, compare=B)")
         if partition is None:
             raise InputError("compare=... needs a strategy to compare with", "pass strategy='default'")
-        scene = dot.compare_scene(graph, partition, compare)
+        scene = sc.compare_scene(graph, partition, compare)
         what = f"joint graph, strategy A = {partition.strategy} vs B = {compare.strategy}"
     elif view == "joint":
-        scene = dot.joint_scene(graph, partition)
+        scene = sc.joint_scene(graph, partition)
         what = f"joint graph, strategy {partition.strategy}" if partition else "joint graph"
     else:
         if partition is None:
             raise InputError(f"the {view!r} view needs a strategy", f"call draw({view!r}, strategy='default')")
-        scene = dot.partition_scene(graph, partition, view)
+        scene = sc.partition_scene(graph, partition, view)
         what = f"{view} graph of strategy {partition.strategy}"
     n_nodes = len(scene.items)
     scene.title = f"{name}: {what} ({n_nodes} nodes)"
@@ -68,16 +68,16 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     if isinstance(highlight, str):
         highlight = [highlight]
     if highlight:
-        hits = dot.apply_highlight(scene, highlight)
+        hits = sc.apply_highlight(scene, highlight)
         scene.caption.append(f"highlighted: {', '.join(highlight)} ({hits} nodes)")
 
     if depth is not None and group is None:
         group = "module"
     if group == "module":
-        dot.group_scene(scene, depth)
+        sc.group_scene(scene, depth)
     elif group is None and n_nodes > node_limit:
-        chosen = dot.auto_depth(scene, min(node_limit, AUTO_UNITS))
-        dot.group_scene(scene, chosen)
+        chosen = sc.auto_depth(scene, min(node_limit, AUTO_UNITS))
+        sc.group_scene(scene, chosen)
         scene.caption.append(
             f"{n_nodes} nodes is more than {node_limit}: modules are collapsed into boxes below depth "
             f"{chosen}. draw(depth=k) chooses the depth; draw(group='none') draws every node (slow).")
