@@ -149,4 +149,5 @@ def test_notebook_runs_top_to_bottom(name, kernel_dirs, artifacts):
                 problems.append(f"cell {i} wrote to stderr: {o.text[:500]}")
             elif _figure_without_image(o):
                 problems.append(f"cell {i} shows a matplotlib figure as text only: {o.data['text/plain']!r}")
-    assert not problems, f"{name} (executed copy: {out / name}):\n" + "\n".join(problems)
+    shown = problems[:5] + ([f"... and {len(problems) - 5} more (often follow-ups of the first)"] if len(problems) > 5 else [])
+    assert not problems, f"{name} (executed copy: {out / name}):\n" + "\n".join(shown)
