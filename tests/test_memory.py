@@ -11,7 +11,6 @@ import torch
 import torch.fx as fx
 import pytest
 
-import fxviz
 from fxviz.analysis.memory import COLUMNS, concrete, has_symbolic_sizes, memory_table
 from fxviz.analysis.sweep import pareto_mask
 from fxviz.errors import StrategyError
@@ -232,6 +231,9 @@ def test_table_columns_and_caption(traces, tables):
     assert f"static_lifetime_input_indices={tr.graph.static_lifetime_input_indices}" in cap
     assert "torch.compile" in cap
     assert "float mask" in cap  # mini_gpt has dropout: the eager row differs, and says why
+    assert (df["recomputed_random_ops"] > 0).any() == ("drawing afresh" in cap)
+    for _, r in df[df["strategy"] != "eager"].iterrows():
+        assert r["recomputed_random_ops"] == len(tr.partition(r["strategy"]).recomputed_random)
 
 
 def test_failing_strategy_gives_an_error_row(traces):

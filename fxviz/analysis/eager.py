@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch import nn
 from torch.utils import _pytree as pytree
 
 from .. import _torch

@@ -402,10 +402,6 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
     saved = saved_memory(p, graph, storages)
     flops, traffic = recompute_cost(p)
     random = sorted(getattr(p, "recomputed_random", ()) or ())
-    notes = []
-    if random:
-        notes.append(f"{p.strategy}: the backward runs {len(random)} random op(s) again ({', '.join(random[:4])}"
-                     f"{' ...' if len(random) > 4 else ''}), a fresh draw unless torch functionalizes the RNG.")
     values = {
         "strategy": p.strategy,
         "saved_tensors": saved.tensors,
@@ -427,7 +423,7 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
         "seconds": p.seconds,
         "error": None,
     }
-    return MemoryRow(values, notes)
+    return MemoryRow(values)
 
 
 def caption(graph: JointGraph, symbolic: bool = False, notes: Sequence[str] = ()) -> str:
@@ -477,6 +473,11 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Any], Partition],
             row = _error_row(name, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
         rows.append(row.values)
         notes += row.notes
+    redraws = [f"{r['strategy']} ({r['recomputed_random_ops']})" for r in rows if r.get("recomputed_random_ops")]
+    if redraws:
+        notes.insert(0, "recomputed_random_ops: random ops the backward runs again, drawing afresh unless torch "
+                        "functionalizes the RNG (so the backward's mask is not the forward's): "
+                        + ", ".join(redraws) + ".")
     df = _frame(rows)
     df.attrs["caption"] = caption(graph, has_symbolic_sizes(graph.gm), notes)
     return df
