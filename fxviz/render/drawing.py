@@ -164,5 +164,5 @@ class Drawing:
         return {"text/html": page, "text/plain": f"{msg}\nWhat to do: {exc.hint}\n\n{self.source}"}
 
     def __repr__(self) -> str:
-        n = f" ({self.nodes} boxes drawn)" if self.nodes is not None else ""
-        return f"<fxviz.Drawing{n}{': ' + self.caption if self.caption else ''}>"
+        n = f", {self.nodes} shapes drawn" if self.nodes is not None else ""
+        return f"<fxviz.Drawing{': ' + self.caption if self.caption else ''}{n}>"
