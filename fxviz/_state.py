@@ -92,7 +92,7 @@ def preserved(model: nn.Module | None, inputs: Any = ()) -> Iterator[None]:
     tensors: list[tuple[torch.Tensor, torch.Tensor]] = []
     grads: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]] = []
     requires: list[tuple[torch.Tensor, bool]] = []
-    modules: list[tuple[nn.Module, bool, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]] = []
+    modules: list[tuple[nn.Module, bool, list[tuple[dict[str, Any], dict[str, Any]]], dict[str, Any]]] = []
     seen: set[int] = set()
 
     def remember(t: torch.Tensor) -> None:
@@ -111,15 +111,18 @@ def preserved(model: nn.Module | None, inputs: Any = ()) -> Iterator[None]:
             grads.append((p, g, None if g is None or g.device.type == "meta" else _clone(g)))
         for m in model.modules():
             plain = {k: v for k, v in vars(m).items() if isinstance(v, _PLAIN)}
-            modules.append((m, m.training, dict(m._parameters), dict(m._buffers), dict(m._modules), plain))
+            # plain dicts only: a TorchScript module's stores are C++ wrappers it rebinds itself
+            stores = [(store, dict(store)) for store in (m._parameters, m._buffers, m._modules)
+                      if type(store) is dict]
+            modules.append((m, m.training, stores, plain))
     for t in pytree.tree_leaves(inputs):
         if isinstance(t, torch.Tensor):
             remember(t)
     try:
         yield
     finally:
-        for m, flag, params, buffers, children, plain in modules:
-            for store, before in ((m._parameters, params), (m._buffers, buffers), (m._modules, children)):
+        for m, flag, stores, plain in modules:
+            for store, before in stores:
                 if not _same_entries(store, before):
                     store.clear()
                     store.update(before)

@@ -211,6 +211,22 @@ def _check_call(model_or_fn: Any, params: str, route: str) -> None:
         raise InputError(f"capture_route={route!r} is not one of {CAPTURE_ROUTES}",
                          "use capture_route='auto' (default), 'dynamo' (torch.compile's capture) or "
                          "'aot' (fake tensors, no graph breaks)")
+    if isinstance(model_or_fn, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        raise InputError(f"{type(model_or_fn).__name__} is TorchScript, which torch.compile and AOTAutograd "
+                         "cannot see into (the joint graph would hold nothing of it)",
+                         "trace the Python nn.Module or function, before torch.jit.script / torch.jit.trace")
+
+
+def _uncompiled(model_or_fn: Any) -> Any:
+    """The model or function under a ``torch.compile`` wrapper (tracing the wrapper would nest
+    dynamo in dynamo, name every parameter ``_orig_mod.*``, and break closure capture)."""
+    for _ in range(4):  # compiled twice is possible
+        inner = getattr(model_or_fn, "_orig_mod", None) if isinstance(model_or_fn, nn.Module) else \
+            getattr(model_or_fn, "_torchdynamo_orig_callable", None)
+        if inner is None or not callable(inner):
+            return model_or_fn
+        model_or_fn = inner
+    return model_or_fn
 
 
 def _model_raised(exc: Exception, inputs: tuple[Any, ...]) -> InputError:
@@ -265,6 +281,14 @@ def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: 
             params: str = "lifted", route: str = "auto") -> Capture:
     """Capture the joint graph(s) of ``loss(model_or_fn(*example_inputs))`` without changing the
     model or the RNG.  See the module docstring for the routes."""
+    # the training graph whatever the caller's grad mode (a notebook cell under no_grad/inference_mode)
+    with torch.inference_mode(False), torch.enable_grad():
+        return _capture(model_or_fn, example_inputs, loss_fn, params, route)
+
+
+def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Callable | None, params: str,
+             route: str) -> Capture:
+    model_or_fn = _uncompiled(model_or_fn)
     _check_call(model_or_fn, params, route)
     model = model_or_fn if isinstance(model_or_fn, nn.Module) else None
     fn = model_or_fn

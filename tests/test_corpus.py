@@ -56,6 +56,7 @@ class Case:
     expect: dict[str, Ok | Err]  # by params mode
     kwargs: dict[str, Any] = field(default_factory=dict)
     xfail: dict[str, str] = field(default_factory=dict)  # mode -> known bug elsewhere (strict)
+    context: Callable[[], Any] = contextlib.nullcontext  # the caller's ambient mode around trace()
 
 
 def both(outcome: Ok | Err) -> dict[str, Ok | Err]:
@@ -495,6 +496,25 @@ def _check_empty_batch(tr: fxviz.Trace) -> None:
     assert tr.nodes.loc[tr.nodes.role == "primal", "shape"].tolist() == [(0, 4)]
 
 
+def _check_training_graph(tr: fxviz.Trace) -> None:
+    assert tr.has_backward and torch.is_grad_enabled()  # and the caller's mode came back (checked outside)
+
+
+def _check_uncompiled(tr: fxviz.Trace) -> None:
+    assert type(tr.model).__name__ == "Sequential"
+    assert not any("_orig_mod" in str(q) for q in tr.nodes.qualname.dropna())
+
+
+def _inference_inputs() -> tuple[Any, ...]:
+    with torch.inference_mode():
+        return (_x(2, 4) * 1,)
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+
+
 def _missing_spec() -> tuple[Any, tuple[Any, ...]]:
     from fxviz.cli import load_model_spec
 
@@ -600,6 +620,14 @@ CASES: list[Case] = [
          lifted_and_closure(Ok(_check_list_input))),
     Case("forward_rebinds_buffer_and_counts_calls", lambda: (Stateful(), (_x(2, 4),)),
          lifted_and_closure(Ok(_check_stateful))),
+    Case("traced_inside_no_grad", lambda: (_mlp(), (_x(2, 4),)),
+         lifted_and_closure(Ok(_check_training_graph)), context=torch.no_grad),
+    Case("traced_inside_inference_mode", lambda: (_mlp(), _inference_inputs()),
+         lifted_and_closure(Ok(_check_training_graph)), context=torch.inference_mode),
+    Case("torch_compiled_model", lambda: (torch.compile(_mlp()), (_x(2, 4),)),
+         lifted_and_closure(Ok(_check_uncompiled))),
+    Case("torchscript_model", lambda: (torch.jit.script(_mlp()), (_x(2, 4),)),
+         both(Err(fxviz.InputError, r"TorchScript", hint=r"before torch\.jit"))),
     Case("empty_batch", lambda: (_linear(), (_x(0, 4),)), lifted_and_closure(Ok(_check_empty_batch))),
 ]
 
@@ -662,7 +690,8 @@ def test_corpus_case(case: Case, mode: str):
     with deadline(DEADLINE_S), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FxvizWarning)
         try:
-            result = fxviz.trace(target, *inputs, params=mode, **case.kwargs)
+            with case.context():
+                result = fxviz.trace(target, *inputs, params=mode, **case.kwargs)
         except fxviz.FxvizError as exc:
             result = exc
     # whatever happened, the user's model and inputs are as they were
