@@ -288,6 +288,18 @@ class CrossEntropy(nn.Module):
         return F.cross_entropy(self.lin(x), y)
 
 
+class PinnedToMeta(CrossEntropy):
+    """Makes a tensor on the meta device by name, so fxviz must trace it on meta as it is."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.lin(x) + torch.zeros(5, device="meta"), y)
+
+
+def _meta_pinned() -> nn.Module:
+    with torch.device("meta"):
+        return PinnedToMeta()
+
+
 def _meta_mlp() -> nn.Module:
     with torch.device("meta"):
         return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
@@ -607,6 +619,11 @@ CASES: list[Case] = [
                                                (torch.empty(2, 4, device="meta"),
                                                 torch.empty(2, dtype=torch.long, device="meta"))),
          lifted_and_closure(Ok(_check_meta, gradients="skip"),
+                            Ok(None, gradients="skip", warning=r"backward is empty.*meta device"))),
+    Case("meta_device_cross_entropy_pinned_to_meta",
+         lambda: (_meta_pinned(), (torch.empty(2, 4, device="meta"), torch.empty(2, dtype=torch.long, device="meta"))),
+         lifted_and_closure(Ok(None, gradients="skip",
+                               warning=r"does not require grad although 2 parameter.*meta device.*cross_entropy"),
                             Ok(None, gradients="skip", warning=r"backward is empty.*meta device"))),
     Case("meta_model_cpu_inputs", lambda: (_meta_mlp(), (_x(2, 4),)),
          both(Err(fxviz.InputError, r"device", hint=r"model's device"))),
