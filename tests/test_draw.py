@@ -377,7 +377,6 @@ class Weird(nn.Module):
 
 @pytest.fixture(scope="module")
 def weird():
-    torch.manual_seed(0)
     model = Weird()
     return fxviz.trace(model, torch.randn(2, 4))
 
@@ -468,3 +467,39 @@ def test_cli_draw(tmp_path, capsys):
     png = tmp_path / "m.png"
     assert main(["draw", "mlp", "-o", str(png), "--group", "module", "--depth", "1", "--compare", "min_cut"]) == 0
     assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_eager_reference_has_no_graphs_but_marks_what_it_saves(traces):
+    tr = traces[("mlp", "lifted")]
+    p = tr.partition("eager")
+    root = parse(tr.draw(strategy="eager").svg())
+    saved = {n for n, g in svg_nodes(root).items() if stroke(g) == (SAVED, 3.0)}
+    assert saved == set(p.saved) and saved
+    assert "measured in eager" in "".join(root.itertext())
+    with pytest.raises(InputError, match="no forward graph"):
+        tr.draw("forward", strategy="eager")
+
+
+def test_forward_only_graph_and_graph_breaks_draw():
+    lin = nn.Linear(4, 4).requires_grad_(False)
+    tr = fxviz.trace(lin, torch.randn(2, 4))
+    root = parse(tr.draw().svg())
+    assert set(svg_nodes(root)) == {n.name for n in tr.joint.graph.nodes if n.op != "output"}
+    assert not any("cluster" in _classes(g) for g in root.iter(SVG + "g"))  # one side only
+
+    class Breaks(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.a(x)
+            if h.sum().item() > 0:  # data-dependent Python: a graph break
+                h = h * 2
+            return self.b(h)
+
+    tr = fxviz.trace(Breaks(), torch.randn(2, 4))
+    assert len(tr.pieces) > 1
+    for piece in tr.pieces:
+        text = "".join(parse(piece.draw(strategy="min_cut").svg()).itertext())
+        assert f"graph {piece.index + 1} of {len(tr.pieces)}" in text

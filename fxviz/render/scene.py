@@ -240,23 +240,33 @@ def partition_scene(graph: JointGraph, partition: Partition, side: str, title: s
     return scene
 
 
+def _bytes_text(activation: int, params: int, inputs: int, storages: int) -> str:
+    parts = [f"activations {format_bytes(activation)}"]
+    if params:
+        parts.append(f"parameters {format_bytes(params)}")
+    if inputs:
+        parts.append(f"inputs {format_bytes(inputs)}")
+    return ", ".join(parts) + f" in {storages} storages"
+
+
 def _saved_bytes_text(graph: JointGraph, partition: Partition) -> str:
     """The saved bytes as the memory analysis counts them (by storage: views and aliases once,
-    parameters and inputs apart from activations); if that layer is unavailable, the nominal sum
-    of the saved nodes' ``numel x itemsize``, labelled so."""
-    try:
-        from ..analysis.memory import saved_memory
+    parameters and inputs apart from activations) or, for eager, as measured; if neither is
+    available, the nominal sum of the saved nodes' ``numel x itemsize``, labelled so."""
+    measured = getattr(partition, "measurement", None)  # the eager reference has no graphs
+    if measured is not None:
+        return _bytes_text(measured.activation_bytes, measured.param_bytes, measured.input_bytes,
+                           measured.storages) + ", measured in eager"
+    if partition.forward is not None:
+        try:
+            from ..analysis.memory import saved_memory
 
-        mem = saved_memory(partition, graph)
-        parts = [f"activations {format_bytes(mem.activation_bytes)}"]
-        if mem.param_bytes:
-            parts.append(f"parameters {format_bytes(mem.param_bytes)}")
-        if mem.input_bytes:
-            parts.append(f"inputs {format_bytes(mem.input_bytes)}")
-        return ", ".join(parts) + f" in {len(mem.storages)} storages"
-    except (ImportError, AttributeError, TypeError):
-        total = sum(graph.info[s].bytes or 0 for s in partition.saved if s in graph.info)
-        return f"{format_bytes(total)} nominal (numel x itemsize per value; shared storage counted again)"
+            mem = saved_memory(partition, graph)
+            return _bytes_text(mem.activation_bytes, mem.param_bytes, mem.input_bytes, len(mem.storages))
+        except (ImportError, AttributeError, TypeError):
+            pass
+    total = sum(graph.info[s].bytes or 0 for s in partition.saved if s in graph.info)
+    return f"{format_bytes(total)} nominal (numel x itemsize per value; shared storage counted again)"
 
 
 def strategy_name(partition: Partition) -> str:
@@ -268,8 +278,12 @@ def _totals_line(graph: JointGraph, partition: Partition) -> str:
     label = partition.label or partition.strategy
     if partition.error:
         return f"{label}: failed: {partition.error}"
-    return (f"{label}: saves {len(partition.saved)} values ({_saved_bytes_text(graph, partition)}); "
+    line = (f"{label}: saves {len(partition.saved)} values ({_saved_bytes_text(graph, partition)}); "
             f"recomputes {len(partition.recomputed)} ops; removes {len(partition.removed)}")
+    unmapped = getattr(partition, "unmapped", None)
+    if unmapped:
+        line += f"; {len(unmapped)} saved values match no joint node (not marked)"
+    return line
 
 
 def apply_highlight(scene: Scene, patterns: Iterable[str]) -> int:

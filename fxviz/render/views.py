@@ -60,6 +60,9 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     else:
         if partition is None:
             raise InputError(f"the {view!r} view needs a strategy", f"call draw({view!r}, strategy='default')")
+        if (partition.forward if view == "forward" else partition.backward) is None:
+            raise InputError(f"strategy {partition.strategy!r} has no {view} graph to draw",
+                             f"draw('joint', strategy={partition.strategy!r}) marks what it saves")
         scene = sc.partition_scene(graph, partition, view)
         what = f"{view} graph of strategy {partition.strategy}"
     n_nodes = len(scene.items)
