@@ -1,5 +1,6 @@
 """The teaching notebooks: committed without outputs, and each runs top to bottom in a real Jupyter
-kernel (this venv's Python) without an error or anything written to stderr.
+kernel (this venv's Python) without an error, anything written to stderr, or a figure that shows
+only as ``<Figure size ...>`` text.
 
 The executed copies, their images and their run times land in ``test-artifacts/notebooks/`` so a
 person can look at what a reader would see.
