@@ -181,6 +181,11 @@ def test_joint_view_marks_exactly_the_partition(name, strategy, traces, drawn):
     assert thick == {(a, b) for a, b in graph_edges(tr.joint)
                      if a in p.saved and phase[b] == "backward" and b not in p.removed}
     assert thick  # every example saves something
+    # values that reach the backward by recomputation: green edges
+    green = {(a, b) for a, b, g in svg_edges(root) if edge_stroke(g)[0] == RECOMPUTED}
+    assert green == {(a, b) for a, b in graph_edges(tr.joint)
+                     if a in p.recomputed and a not in p.saved and phase[a] == "forward"
+                     and phase[b] == "backward" and b not in p.removed}
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -270,7 +275,9 @@ def test_labels_and_tooltips_name_things(traces, drawn):
     conv = nodes["convolution"]
     text = " ".join(conv.itertext())
     assert "convolution" in text and "f32[1, 64, 55, 55]" in text
-    tip = next(a.get(XLINK + "title") for a in conv.iter(SVG + "a"))
+    link = next(conv.iter(SVG + "a"))
+    tip = link.get(XLINK + "title")
+    assert link.find(SVG + "title").text == tip  # browsers show the innermost <title> on hover
     assert "aten.convolution.default" in tip and "module: features.0" in tip and "users: relu" in tip
     assert info["convolution"].source in tip
     p = tr.partition("min_cut")

@@ -318,6 +318,10 @@ def _emit_edges(g: graphviz.Digraph, scene: Scene, unit_of: dict[str, str], side
             status = "both" if "both" in cmp else cmp[0]
             attrs.update(color=theme.COMPARE[status].color, penwidth="2.6", arrowsize="0.8")
             classes.append(f"fx-saved-{status}")
+        elif any(p.recomputed and c.side == "backward" and p.side == "forward" for p, c in pairs):
+            # the joint view: this value reaches the backward by being computed again, not saved
+            attrs.update(color=theme.STATUS["recomputed"].color, penwidth="1.6")
+            classes.append("fx-recomputed")
         if all(p.removed or c.removed for p, c in pairs):  # a bundle is dead only if every edge is
             attrs.update(style="dashed", color=theme.STATUS["removed"].color)
         if len(pairs) > 1:

@@ -19,7 +19,8 @@ import graphviz
 
 from ..errors import RenderError
 
-__all__ = ["Drawing", "find_dot", "run_dot", "fix_edge_titles", "INSTALL_HINT", "DEFAULT_TIMEOUT"]
+__all__ = ["Drawing", "find_dot", "run_dot", "fix_edge_titles", "add_title_elements", "INSTALL_HINT",
+           "DEFAULT_TIMEOUT"]
 
 DEFAULT_TIMEOUT = 60.0
 INSTALL_HINT = ("install graphviz's 'dot' program: apt-get install graphviz (Debian/Ubuntu), "
@@ -71,6 +72,16 @@ def fix_edge_titles(svg: str) -> str:
     return _REVERSED_EDGE.sub(swap, svg)
 
 
+_LINK_TOOLTIP = re.compile(r'(<a\b[^>]*?\sxlink:title="([^"]*)"[^>]*>)')
+
+
+def add_title_elements(svg: str) -> str:
+    """Repeat each tooltip as an SVG ``<title>`` inside its ``<a>``: browsers show the innermost
+    ``<title>`` on hover (not all show ``xlink:title``), and graphviz's own ``<title>`` on the node
+    group holds only the node name.  The text is already XML-escaped by graphviz."""
+    return _LINK_TOOLTIP.sub(lambda m: f"{m.group(1)}<title>{m.group(2)}</title>", svg)
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
@@ -107,7 +118,7 @@ class Drawing:
             t0 = time.perf_counter()
             raw = run_dot(self.source, "svg", self.timeout, self.nodes).decode("utf-8")
             self.layout_seconds = time.perf_counter() - t0
-            self._svg = fix_edge_titles(raw)
+            self._svg = add_title_elements(fix_edge_titles(raw))
         return self._svg
 
     def pipe(self, fmt: str = "svg", dpi: float | None = None) -> bytes:

@@ -101,7 +101,7 @@ class Mark:
 STATUS: dict[str, Mark] = {
     "saved": Mark("saved", "#AA3377", "thick border, thick edges to the backward, badge 'saved'",
                   "the backward reads this forward value, so it stays in memory between the passes"),
-    "recomputed": Mark("recomputed", "#228833", "double border, badge 'recomputed'",
+    "recomputed": Mark("recomputed", "#228833", "double border, green edges to the backward, badge 'recomputed'",
                        "the backward runs this forward op again instead of saving its result"),
     "removed": Mark("removed", "#999999", "faded fill, dashed border, badge 'removed'",
                     "dead code: in neither the forward nor the backward graph", text="#666666"),
@@ -187,7 +187,8 @@ def legend_dot(roles: Iterable[str], statuses: Iterable[str] = (), compare: tupl
         rows.append(row("node colors", items))
     marks = []
     cue = {"saved": "saved for the backward: thick border and edges",
-           "recomputed": "recomputed in the backward: double border", "removed": "removed: faded, dashed"}
+           "recomputed": "recomputed in the backward: double border, green edges",
+           "removed": "removed: faded, dashed"}
     for s in statuses:
         marks.append(swatch(STATUS[s].color, cue[s], bold=True, ink=STATUS[s].ink))
     if compare is not None:
