@@ -3,14 +3,18 @@
     python benchmarks/bench.py                 # the full ladder (tens of minutes on 2 cores)
     python benchmarks/bench.py --quick         # a small subset, under a minute on an idle machine
     python benchmarks/bench.py --models mlp,gpt2 --markdown --json out.json
+    python benchmarks/bench.py --from-json out.json      # the table and verdicts again
 
 Every model runs in two fresh subprocesses, so peak RSS is per model and neither side warms the
 other's caches:
 
 * ``fxviz``: ``fxviz.trace`` (torch.compile + AOTAutograd, or aot_function over fake tensors for a
   meta-device model), ``Trace.partition("default")`` and ``("min_cut")``, the memory table of those
-  two partitions, the collapsed and the full drawing, the explorer (first render, cached switch)
-  and the full HTML report.
+  two partitions, the collapsed drawing (what ``Trace.draw`` shows above its node limit: modules
+  as boxes, repeated blocks marked) and the full one (or ``refused`` above the limit), the
+  explorer (first render, a view not seen yet, the slowest of six switches between views already
+  seen, as the explorer times them in the kernel), the full HTML report, and the report in
+  headless Chromium (the slowest switch between views already shown, until painted).
 * ``torch``: the same capture route with torch alone (torch.compile with an aot_autograd backend
   whose ``partition_fn`` copies the joint graph and calls ``default_partition``, exactly what
   fxviz's capture does), then ``default_partition`` and ``min_cut_rematerialization_partition`` on
@@ -23,7 +27,8 @@ fxviz over (trace + default + min_cut) of torch alone.  Wall seconds are the hea
 (user + system of the process) are in the JSON and tell whether a slow wall time was the machine
 being busy.
 
-A column shows ``n/a (not built)`` when that fxviz feature is not in this checkout yet,
+After the table come the issue's targets, each MET or MISSED with the measured value.  A column
+shows ``n/a (not built)`` when that fxviz feature is not in this checkout yet,
 ``refused`` when fxviz itself declines (the full drawing above its node limit), ``skipped`` when
 this benchmark leaves it out for that row, and ``error``/``timeout`` otherwise (details follow the
 table).
@@ -83,7 +88,8 @@ LADDER: dict[str, Spec] = {s.name: s for s in [
 DEFAULT_MODELS = ["mlp", "alexnet", "resnet8", "gpt2", "gpt6", "gpt12", "gpt-1b-meta"]
 QUICK = ["mlp", "gpt-tiny"]
 WARMUP = "mlp"
-VIEW_STAGES = ("draw_collapsed", "draw_full", "explore_first", "explore_new_view", "explore_switch", "report")
+VIEW_STAGES = ("draw_collapsed", "draw_full", "explore_first", "explore_new_view", "explore_switch", "report",
+               "report_browser")
 STRATEGIES = ("default", "min_cut")
 
 
@@ -286,20 +292,18 @@ def _views(tr: Any, spec: Spec, rec: Recorder, built: dict[str, bool], out_dir: 
     if built["draw"]:
         from fxviz.render.views import NODE_LIMIT
 
-        def collapsed() -> Any:
-            d = tr.draw(group="module", depth=_collapse_depth(tr))
-            d.svg()
-            return d
-
-        d = rec.stage("draw_collapsed", collapsed)
+        n = len(tr.graph.info)
+        # the view fxviz draws by default above its node limit (modules collapsed into boxes at
+        # the depth it picks), forced for every model through the public node_limit argument
+        d = rec.stage("draw_collapsed", lambda: _svg(tr.draw(node_limit=max(1, min(n - 1, NODE_LIMIT)))))
         if d is not None:
             rec.out["collapsed_units"] = d.nodes
+            rec.out["collapsed_caption"] = d.caption
             (out_dir / f"{spec.name}-collapsed.svg").write_text(d.svg())
-        n = len(tr.graph.info)
         if n > NODE_LIMIT:
             rec.mark("draw_full", f"refused ({n} > {NODE_LIMIT})")
         else:
-            rec.stage("draw_full", lambda: tr.draw(group="none").svg())
+            rec.stage("draw_full", lambda: _svg(tr.draw(group="none")))
     else:
         rec.mark("draw_collapsed", "n/a (not built)")
         rec.mark("draw_full", "n/a (not built)")
@@ -325,16 +329,63 @@ def _views(tr: Any, spec: Spec, rec: Recorder, built: dict[str, bool], out_dir: 
         rec.stage("report", lambda: fxviz.report(tr, path))
         if path.exists():
             rec.out["report_bytes"] = path.stat().st_size
+            timing = rec.stage("report_browser", lambda: _browser_switch(path)) if _have_browser() else None
+            if not _have_browser():
+                rec.mark("report_browser", "n/a (no Playwright/Chromium)")
+            elif timing is not None:  # the slowest switch, not the session's total
+                rec.out["report_page_load_s"] = timing["load"]
+                rec.out["stages"]["report_browser"] = {"wall": timing["switch"], "cpu": None,
+                                                      "views": timing["views"], "session": rec.out["stages"]["report_browser"]}
     else:
         rec.mark("report", "n/a (not built)")
+        rec.mark("report_browser", "n/a (not built)")
 
 
-def _collapse_depth(tr: Any) -> int:
-    """The depth fxviz's own default drawing collapses to above its node limit (at least 1)."""
-    from fxviz.render import dot
-    from fxviz.render.views import NODE_LIMIT
+_SWITCH_JS = """async (view) => {
+  const button = document.querySelector(`button[data-view="${view}"]`);
+  const t0 = performance.now();
+  button.click();
+  // two animation frames: the new drawing has been laid out and painted
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  return performance.now() - t0;
+}"""
 
-    return dot.auto_depth(dot.joint_scene(tr.graph), NODE_LIMIT)
+
+def _chromium() -> str:
+    return os.environ.get("FXVIZ_CHROMIUM", "/usr/bin/chromium")
+
+
+def _have_browser() -> bool:
+    return importlib.util.find_spec("playwright") is not None and os.access(_chromium(), os.X_OK)
+
+
+def _browser_switch(path: pathlib.Path) -> dict[str, Any]:
+    """The report in headless Chromium: seconds to the first drawing, and the slowest switch
+    between views already shown once (every view's SVG is inline in the report: all cached)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=_chromium(), args=["--headless", "--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 950})
+            t0 = time.perf_counter()
+            page.goto(path.as_uri())
+            page.wait_for_selector("#fxviz-root svg", timeout=120_000)
+            load = time.perf_counter() - t0
+            views = page.eval_on_selector_all("button[data-view]", "bs => bs.map((b) => b.dataset.view)")
+            views = [v for v in views if v != "compare"] or views
+            for v in views:  # each view shown once: parsed and laid out by the browser
+                page.evaluate(_SWITCH_JS, v)
+            times = [page.evaluate(_SWITCH_JS, v) / 1000.0 for _ in range(2) for v in views]
+        finally:
+            browser.close()
+    return {"load": load, "switch": max(times), "views": views}
+
+
+def _svg(drawing: Any) -> Any:
+    """Lay the drawing out (``dot``), as showing it does; returns the drawing."""
+    drawing.svg()
+    return drawing
 
 
 def _explore_first(fxviz: Any, tr: Any) -> Any:
@@ -402,7 +453,8 @@ ANALYSIS = ("trace", *STRATEGIES, "memory")
 COLUMNS = ["model", "joint nodes", "trace s", "default s", "min_cut s", "memory s", "fxviz total s",
            "torch trace s", "torch default s", "torch min_cut s", "torch total s", "ratio", "ratio (CPU s)",
            "draw collapsed s", "draw full s", "explorer first s", "explorer new view s",
-           "explorer cached switch s", "report s", "peak RSS fxviz MiB", "peak RSS torch MiB"]
+           "explorer cached switch s", "report s", "report switch (browser) s", "peak RSS fxviz MiB",
+           "peak RSS torch MiB"]
 
 
 def ratios(fx_res: dict[str, Any], th_res: dict[str, Any]) -> dict[str, float | None]:
@@ -425,7 +477,8 @@ def row_of(name: str, fx_res: dict[str, Any], th_res: dict[str, Any]) -> list[st
     row += ["failed" if th_fail else _cell(ts.get(k)) for k in ("trace", *STRATEGIES)]
     row += [f"{th_total:.2f}" if th_total else "-"]
     row += [f"{r[k]:.2f}x" if r[k] else "-" for k in ("wall", "cpu")]
-    row += ["failed" if fx_fail else _cell(fs.get(k), 3 if k == "explore_switch" else 2) for k in VIEW_STAGES]
+    row += ["failed" if fx_fail else _cell(fs.get(k), 3 if k in ("explore_switch", "report_browser") else 2)
+            for k in VIEW_STAGES]
     row += [f"{fx_res['peak_rss_mib']:.0f}" if "peak_rss_mib" in fx_res else "-",
             f"{th_res['peak_rss_mib']:.0f}" if "peak_rss_mib" in th_res else "-"]
     return row
@@ -478,6 +531,79 @@ def notes(results: dict[str, dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+# the issue's targets
+RATIO_TARGET = 1.3
+REPORT_TARGET_S, REPORT_MODEL = 60.0, "gpt12"
+COLLAPSED_TARGET_S = 5.0
+SWITCH_TARGET_S = 0.3
+META_RSS_TARGET_MIB, META_MODEL = 2048.0, "gpt-1b-meta"
+
+
+def _verdict(ok: bool | None) -> str:
+    return "not measured" if ok is None else "MET" if ok else "MISSED"
+
+
+def targets(results: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per target of the issue: the measured value, the limit, met or missed."""
+    lines = []
+    rs = {n: ratios(p["fxviz"], p["torch"]) for n, p in results.items()}
+    walls = {n: r["wall"] for n, r in rs.items() if r["wall"]}
+    cpus = {n: r["cpu"] for n, r in rs.items() if r["cpu"]}
+    if walls:
+        worst = max(walls, key=walls.get)  # type: ignore[arg-type]
+        worst_cpu = max(cpus, key=cpus.get) if cpus else None  # type: ignore[arg-type]
+        lines.append(f"analysis overhead <= {RATIO_TARGET}x torch alone: worst wall ratio {walls[worst]:.2f}x "
+                     f"({worst}), worst CPU ratio "
+                     + (f"{cpus[worst_cpu]:.2f}x ({worst_cpu})" if worst_cpu else "-")
+                     + f": wall {_verdict(walls[worst] <= RATIO_TARGET)}, CPU "
+                     + _verdict(cpus[worst_cpu] <= RATIO_TARGET if worst_cpu else None))
+    else:
+        lines.append(f"analysis overhead <= {RATIO_TARGET}x torch alone: not measured")
+    rep = _secs(results.get(REPORT_MODEL, {}).get("fxviz", {}).get("stages", {}).get("report"))
+    lines.append(f"{REPORT_MODEL} full HTML report <= {REPORT_TARGET_S:g} s: "
+                 + (f"{rep:.1f} s: {_verdict(rep <= REPORT_TARGET_S)}" if rep is not None else "not measured"))
+    col = {n: _secs(p["fxviz"].get("stages", {}).get("draw_collapsed")) for n, p in results.items()}
+    col = {n: v for n, v in col.items() if v is not None}
+    if col:
+        worst = max(col, key=col.get)  # type: ignore[arg-type]
+        lines.append(f"collapsed module view <= {COLLAPSED_TARGET_S:g} s: slowest {col[worst]:.2f} s ({worst}): "
+                     + _verdict(col[worst] <= COLLAPSED_TARGET_S))
+    else:
+        lines.append(f"collapsed module view <= {COLLAPSED_TARGET_S:g} s: not measured")
+    for stage, what in (("explore_switch", "in the explorer (kernel side)"),
+                        ("report_browser", "in the HTML report (Chromium, until painted)")):
+        sw = {n: _secs(p["fxviz"].get("stages", {}).get(stage)) for n, p in results.items()}
+        sw = {n: v for n, v in sw.items() if v is not None}
+        if sw:
+            worst = max(sw, key=sw.get)  # type: ignore[arg-type]
+            lines.append(f"cached view switch {what} <= {SWITCH_TARGET_S:g} s: slowest {sw[worst]:.3f} s "
+                         f"({worst}): " + _verdict(sw[worst] <= SWITCH_TARGET_S))
+        else:
+            lines.append(f"cached view switch {what} <= {SWITCH_TARGET_S:g} s: not measured")
+    meta = results.get(META_MODEL, {}).get("fxviz", {})
+    if "rss_after_trace_mib" in meta:
+        lines.append(f"peak RSS tracing a 1e9-parameter model <= {META_RSS_TARGET_MIB:g} MiB: "
+                     f"{meta['rss_after_trace_mib']:.0f} MiB after fxviz.trace, {meta['peak_rss_mib']:.0f} MiB "
+                     f"after trace + partitions + memory table: {_verdict(meta['peak_rss_mib'] <= META_RSS_TARGET_MIB)}")
+    else:
+        lines.append(f"peak RSS tracing a 1e9-parameter model <= {META_RSS_TARGET_MIB:g} MiB: not measured")
+    return lines
+
+
+def print_results(info: dict[str, Any], results: dict[str, dict[str, Any]], markdown: bool) -> None:
+    rows = [row_of(name, pair["fxviz"], pair["torch"]) for name, pair in results.items()]
+    print(format_table(rows, markdown))
+    print("\ntargets:")
+    for line in targets(results):
+        print(f"- {line}")
+    extra = notes(results)
+    if extra:
+        print("\nnotes:")
+        for line in extra:
+            print(f"- {line}")
+    print(f"\nmachine: {json.dumps(info)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -487,6 +613,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--json", help="write every measurement (wall and CPU per stage) here")
     ap.add_argument("--out-dir", help="where drawings and reports go (default: a temporary folder)")
+    ap.add_argument("--from-json", help="print the table and verdicts of a saved --json run, measure nothing")
     ap.add_argument("--worker", choices=("fxviz", "torch"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -503,31 +630,29 @@ def main(argv: list[str] | None = None) -> int:
         print(RESULT_TAG + json.dumps(res), flush=True)
         return 0
 
+    if args.from_json:
+        saved = json.loads(pathlib.Path(args.from_json).read_text())
+        print_results(saved["machine"], saved["results"], args.markdown)
+        return 0
+
     info = machine()
     print(f"# {info['date']}  nproc={info['nproc']}  RAM={info['ram']}  torch {info['torch']}  "
           f"python {info['python']}  load(1/5/15 min)={', '.join(f'{x:.2f}' for x in info['load_before'])}",
           file=sys.stderr, flush=True)
     results: dict[str, dict[str, Any]] = {}
-    rows = []
     for name in names:
         pair = {}
         for kind in ("torch", "fxviz"):
             print(f"  {name}: {kind} ...", file=sys.stderr, flush=True)
             pair[kind] = _run_worker(kind, name, args.timeout, out_dir)
         results[name] = pair
-        rows.append(row_of(name, pair["fxviz"], pair["torch"]))
     info["load_after"] = list(os.getloadavg())
-    print(format_table(rows, args.markdown))
-    extra = notes(results)
-    if extra:
-        print("\nnotes:")
-        for line in extra:
-            print(f"- {line}")
-    print(f"\nmachine: {json.dumps(info)}\nartifacts: {out_dir}")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"machine": info, "results": results,
                                                        "specs": {n: dataclasses.asdict(LADDER[n]) for n in names}},
                                                       indent=1, default=str))
+    print_results(info, results, args.markdown)
+    print(f"artifacts: {out_dir}")
     return 0
 
 

@@ -39,7 +39,7 @@ def test_bench_quick_on_mlp(tmp_path: pathlib.Path) -> None:
         assert fx["stages"][stage]["wall"] > 0 and th["stages"][stage]["wall"] > 0
     # every fxviz column is either measured or says why not
     for stage, value in fx["stages"].items():
-        assert isinstance(value, dict) or value.startswith(("n/a (not built)", "refused", "skipped")), (stage, value)
+        assert isinstance(value, dict) or value.startswith(("n/a (", "refused", "skipped")), (stage, value)
     assert fx["peak_rss_mib"] > 0 and th["peak_rss_mib"] > 0
     # what the benchmark drew and wrote exists and is what it claims to be
     if isinstance(fx["stages"].get("draw_collapsed"), dict):
