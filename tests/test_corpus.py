@@ -590,10 +590,7 @@ CASES: list[Case] = [
     Case("tied_weights", lambda: (Tied(), (_ids(2, 3),)), lifted_and_closure(Ok(_check_tied))),
     Case("batchnorm_training_mode", lambda: (_batchnorm(), (_x(2, 3, 6, 6),)),
          lifted_and_closure(Ok(_check_batchnorm))),
-    Case("in_place_on_input", lambda: (InPlaceOnInput(), (_x(2, 4),)), lifted_and_closure(Ok(_check_inplace)),
-         xfail={"lifted": "check_gradients runs eager autograd on cap.example_inputs, which the forward "
-                          "mutates, then the joint graph on the mutated values (fxviz/analysis/gradients.py "
-                          "needs preserved(cap.model, cap.example_inputs) around eager_gradients)"}),
+    Case("in_place_on_input", lambda: (InPlaceOnInput(), (_x(2, 4),)), lifted_and_closure(Ok(_check_inplace))),
     Case("checkpoint_inside_model", lambda: (Checkpointed(), (_x(2, 4),)),
          lifted_and_closure(Ok(_check_checkpoint), Ok(None, gradients="none"))),
     Case("dropout_and_random_ops", lambda: (Random(), (_x(2, 4),)), lifted_and_closure(Ok(_check_random))),
@@ -818,9 +815,6 @@ def test_meta_cross_entropy_matches_a_real_device_trace():
     assert sorted(meta.nodes.short_op) == sorted(cpu.nodes.short_op)
 
 
-@pytest.mark.xfail(strict=True, reason="check_gradients on a meta-device model raises torch's raw RuntimeError "
-                                       "(meta tensors hold no values to compare); fxviz/analysis/gradients.py "
-                                       "should raise an FxvizError that says so")
 def test_check_gradients_on_a_meta_model_is_a_clear_error():
     tr = fxviz.trace(_meta_mlp(), torch.empty(2, 4, device="meta"))
     with deadline(DEADLINE_S), pytest.raises(fxviz.FxvizError) as info:
@@ -828,9 +822,6 @@ def test_check_gradients_on_a_meta_model_is_a_clear_error():
     _check_error(info.value, Err(fxviz.FxvizError, r"meta"))
 
 
-@pytest.mark.xfail(strict=True, reason="check_gradients compares sparse gradients (nn.Embedding(sparse=True)) "
-                                       "with dense ops: raw NotImplementedError 'aten::max ... SparseCPU' in "
-                                       "fxviz/analysis/gradients.py")
 def test_sparse_embedding_gradients_match_eager():
     class SparseEmbedding(nn.Module):
         def __init__(self) -> None:

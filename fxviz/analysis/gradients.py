@@ -148,18 +148,35 @@ def traced_gradients(cap: Capture, rng: dict[str, object]) -> tuple[dict[str, to
     return {n: params[n].grad for n in names}, "torch.compile + AOTAutograd runtime (graph breaks)"
 
 
+def _tensors(x: Any) -> list[torch.Tensor]:
+    from torch.utils import _pytree as pytree
+
+    return [t for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
+
+
+def _dense(g: torch.Tensor | None) -> torch.Tensor | None:
+    """Sparse gradients (``nn.Embedding(sparse=True)``) compared as dense tensors."""
+    return g.to_dense() if g is not None and g.layout != torch.strided else g
+
+
 def check_gradients(cap: Capture, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
     """One row per parameter: does the traced backward produce its gradient, and does it match?"""
     if cap.model is None:
         raise FxvizError("check_gradients compares parameter gradients, and a plain function has no "
                          "parameters", "trace an nn.Module")
-    with preserved(cap.model), _torch.quiet_torch():
+    on_meta = [t for t in list(cap.model.parameters()) + _tensors(cap.example_inputs) if t.device.type == "meta"]
+    if on_meta:
+        raise FxvizError("check_gradients needs real values, and this model or its inputs live on the meta "
+                         "device (shapes only)", "build the model on a real device (cpu) to compare gradients")
+    # the forward may write into its inputs: each side gets the inputs exactly as captured
+    with preserved(cap.model, cap.example_inputs), _torch.quiet_torch():
         rng = rng_state()
-        eager = eager_gradients(cap, rng)
+        with preserved(None, cap.example_inputs):
+            eager = eager_gradients(cap, rng)
         traced, how = traced_gradients(cap, rng)
     rows = []
     for name, p in cap.model.named_parameters():
-        ge, gt = eager.get(name), traced.get(name)
+        ge, gt = _dense(eager.get(name)), _dense(traced.get(name))
         diff = float((ge - gt).abs().max()) if ge is not None and gt is not None and ge.numel() else (
             0.0 if ge is not None and gt is not None else float("nan"))
         if ge is None or gt is None:
