@@ -54,7 +54,7 @@ class BrowserSession:
         page = self.context.new_page()
         page.on("console", lambda m: self.console_errors.append(f"{m.text} @ {m.location}")
                 if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.page_errors.append(str(e)))
+        page.on("pageerror", lambda e: self.page_errors.append(f"{e}\n{getattr(e, 'stack', '')}"))
 
         def on_dialog(d: Any) -> None:  # an alert() would mean a model string ran as script
             self.dialogs.append(f"{d.type}: {d.message}")
@@ -118,6 +118,7 @@ class JupyterServer:
     root: pathlib.Path
     process: subprocess.Popen
     log: pathlib.Path
+    app: str = "jupyterlab"
 
     def api(self, path: str, method: str = "GET", body: Any = None) -> Any:
         req = urllib.request.Request(f"{self.url}{path}", method=method,
@@ -129,12 +130,15 @@ class JupyterServer:
         return json.loads(text) if text else None
 
     def lab_url(self, notebook: str) -> str:
-        return f"{self.url}/lab/tree/{urllib.parse.quote(notebook)}?token={self.token}"
+        """The notebook's page: JupyterLab's ``/lab/tree/...`` or Notebook 7's ``/notebooks/...``."""
+        where = "lab/tree" if self.app == "jupyterlab" else "notebooks"
+        return f"{self.url}/{where}/{urllib.parse.quote(notebook)}?token={self.token}"
 
 
 @contextlib.contextmanager
-def jupyter_server(root: pathlib.Path, timeout: float = 120.0) -> Iterator[JupyterServer]:
-    """JupyterLab on 127.0.0.1 with a token, on a free port, rooted at ``root``, with its config,
+def jupyter_server(root: pathlib.Path, timeout: float = 120.0, app: str = "jupyterlab") -> Iterator[JupyterServer]:
+    """JupyterLab (``app="jupyterlab"``) or Notebook 7 (``app="notebook"``) on 127.0.0.1 with a
+    token, on a free port, rooted at ``root``, with its config,
     data and runtime dirs in fresh temp dirs (the venv's kernel and lab extensions stay visible
     through ``sys.prefix``).  Always stopped: shut down through its API, then terminated, then
     killed, by the process id this function started."""
@@ -142,14 +146,16 @@ def jupyter_server(root: pathlib.Path, timeout: float = 120.0) -> Iterator[Jupyt
     config, data, runtime, ipython = (home / d for d in ("config", "data", "runtime", "ipython"))
     for d in (config, data, runtime, ipython):
         d.mkdir()
-    # no news, no update checks, no first-run toasts in the page under test
-    (config / "labconfig").mkdir()
-    (config / "labconfig" / "page_config.json").write_text(json.dumps(
-        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
-    settings = data / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps(
-        {"checkForUpdates": False, "fetchNews": "false", "doNotDisturbMode": True}))
+    # no news, no update checks, no first-run toasts in the page under test (Notebook 7 shows
+    # none; disabling a plugin there makes its settings loader throw)
+    if app == "jupyterlab":
+        (config / "labconfig").mkdir()
+        (config / "labconfig" / "page_config.json").write_text(json.dumps(
+            {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
+        settings = data / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+        settings.mkdir(parents=True)
+        (settings / "notification.jupyterlab-settings").write_text(json.dumps(
+            {"checkForUpdates": False, "fetchNews": "false", "doNotDisturbMode": True}))
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_DATA_DIR=str(data),
                JUPYTER_RUNTIME_DIR=str(runtime), IPYTHONDIR=str(ipython), JUPYTER_PLATFORM_DIRS="1",
                PYTHONUNBUFFERED="1")
@@ -159,17 +165,18 @@ def jupyter_server(root: pathlib.Path, timeout: float = 120.0) -> Iterator[Jupyt
     port = free_port()
     token = secrets.token_hex(16)
     log = home / "server.log"
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.open_browser=False",
+    cmd = [sys.executable, "-m", app, "--no-browser", "--ServerApp.open_browser=False",
            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           "--LabApp.extension_manager=readonly"]
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}"]
+    if app == "jupyterlab":
+        cmd += ["--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                "--LabApp.extension_manager=readonly"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI often run as root
         cmd.append("--allow-root")
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(root),
                                 start_new_session=True)
-    server = JupyterServer(url=f"http://127.0.0.1:{port}", token=token, root=root, process=proc, log=log)
+    server = JupyterServer(url=f"http://127.0.0.1:{port}", token=token, root=root, process=proc, log=log, app=app)
     try:
         deadline = time.monotonic() + timeout
         while True:

@@ -234,7 +234,15 @@ class ZoomPan {
       this.vb = { ...this.vb, w, h: this.vb.h * k };
     }
     this.vb = { ...this.vb, x: cx - this.vb.w / 2, y: cy - this.vb.h / 2 };
+    this.clamp();
     this.apply();
+  }
+
+  /** keep the window on the drawing (no empty margins) when it is smaller than the drawing */
+  clamp() {
+    const { base, vb } = this;
+    if (vb.w < base.w) vb.x = Math.min(Math.max(vb.x, base.x), base.x + base.w - vb.w);
+    if (vb.h < base.h) vb.y = Math.min(Math.max(vb.y, base.y), base.y + base.h - vb.h);
   }
 }
 
