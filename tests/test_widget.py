@@ -184,7 +184,9 @@ def test_a_notebook_calling_explore_saves_a_static_view(tmp_path):
         nbformat.v4.new_code_cell("import fxviz\nfrom fxviz import examples\nmodel, inputs = examples.mlp()"),
         nbformat.v4.new_code_cell("fxviz.explore(model, *inputs, strategy='min_cut')"),
     ]
-    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
     outputs = nb.cells[1].outputs
     assert [o["output_type"] for o in outputs] == ["execute_result"], outputs
     data = outputs[0]["data"]

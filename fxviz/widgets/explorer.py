@@ -174,8 +174,8 @@ class Explorer(widgets.VBox):
         self.pane = GraphPane(legend=legend_data())
 
         row = widgets.Layout(flex_flow="row wrap", align_items="center", gap="4px 16px")
-        first = [widgets.Label("view"), self.view_control, self.strategy_control, self.budget_control, self.solver_control,
-                 self.compare_control]
+        first = [widgets.Label("view"), self.view_control, self.strategy_control, self.budget_control,
+                 self.solver_control, self.compare_control]
         second = [self.group_control, self.depth_control, self.search_control, self.piece_control]
         if model is not None:
             second[:0] = [widgets.Label("parameters"), self.params_control]
