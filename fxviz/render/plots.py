@@ -15,6 +15,30 @@ from .theme import EDGE_COLOR, ROLE_COLORS, STATUS
 
 __all__ = ["MemorySweep", "pareto_plot"]
 
+def _display_figure_class() -> type:
+    from matplotlib.figure import Figure
+
+    class DisplayFigure(Figure):
+        """A pyplot-free Figure that still shows itself in Jupyter: without pyplot no display
+        formatter is registered for figures, so it renders its own PNG and SVG."""
+
+        def _render(self, fmt: str) -> bytes:
+            import io
+
+            buf = io.BytesIO()
+            self.savefig(buf, format=fmt)
+            return buf.getvalue()
+
+        def _repr_png_(self) -> bytes:
+            return self._render("png")
+
+    return DisplayFigure
+
+
+def _DisplayFigure(**kwargs: Any) -> Any:
+    return _display_figure_class()(**kwargs)
+
+
 def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
                 title: str | None = None) -> Any:
     """Saved activation memory (x, bytes) against the recompute cost (y): one point per distinct
@@ -27,7 +51,7 @@ def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
         raise ValueError(f"cost must be 'recompute_flops' or 'recompute_bytes', not {cost!r}")
     ok = df[df["error"].isna()] if "error" in df else df
     if ax is None:
-        fig = Figure(figsize=(6.4, 4.2), dpi=110, layout="constrained")
+        fig = _DisplayFigure(figsize=(6.4, 4.2), dpi=110, layout="constrained")
         ax = fig.add_subplot()
     else:
         fig = ax.figure
