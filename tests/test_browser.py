@@ -231,6 +231,22 @@ def _wait_kernel_idle(page, app: str) -> None:
         page.wait_for_selector(".jp-StatusBar-TextItem:text-matches('Python 3.*Idle')", timeout=LONG)
 
 
+def _run_all(page, attempts: int = 3) -> None:
+    """Run > Run All Cells, until the cells show they are queued or running ("[*]")."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(attempts):
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+        try:
+            page.wait_for_function("() => [...document.querySelectorAll('.jp-InputPrompt')]"
+                                   ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))", timeout=20_000)
+            return
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+    raise AssertionError(f"Run All Cells did not start the notebook in {attempts} tries")
+
+
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
 def test_explorer_in_jupyter(app, traces, tmp_path, artifacts):
     pytest.importorskip(app)
@@ -256,8 +272,7 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
     _wait_kernel_idle(page, app)
     if app == "jupyterlab":  # more room for the notebook: fold the file browser away
         page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").click()
-    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+    _run_all(page)
 
     # the widget's graph (or the error the cell printed): role-colored nodes, the default's saves
     page.wait_for_selector(".fxviz-explorer .fxviz-viewport svg g.node, "

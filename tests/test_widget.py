@@ -195,3 +195,14 @@ def test_a_notebook_calling_explore_saves_a_static_view(tmp_path):
     for cell in nb.cells:
         for o in cell.outputs:
             assert o["output_type"] != "error" and o.get("name") != "stderr", o
+
+
+def test_first_computations_show_progress_and_seen_views_do_not(mlp_explorer):
+    w = mlp_explorer
+    notes: list[str] = []
+    w.pane.observe(lambda change: notes.append(change["new"]), "busy")
+    w.view_control.value = "forward"  # never drawn: a progress note while it is computed, then none
+    assert notes and notes[0].startswith("computing the forward view of default") and notes[-1] == ""
+    notes.clear()
+    w.view_control.value = "joint"  # seen: straight from the cache
+    assert notes == [] and w.timings[-1].cached

@@ -238,11 +238,12 @@ class ZoomPan {
     this.apply();
   }
 
-  /** keep the window on the drawing (no empty margins) when it is smaller than the drawing */
+  /** keep the window on the drawing: no empty margins where the window is smaller than the
+   *  drawing, the drawing centered (horizontally) or on top (vertically) where it is larger */
   clamp() {
     const { base, vb } = this;
-    if (vb.w < base.w) vb.x = Math.min(Math.max(vb.x, base.x), base.x + base.w - vb.w);
-    if (vb.h < base.h) vb.y = Math.min(Math.max(vb.y, base.y), base.y + base.h - vb.h);
+    vb.x = vb.w < base.w ? Math.min(Math.max(vb.x, base.x), base.x + base.w - vb.w) : base.x + (base.w - vb.w) / 2;
+    vb.y = vb.h < base.h ? Math.min(Math.max(vb.y, base.y), base.y + base.h - vb.h) : base.y;
   }
 }
 
@@ -370,6 +371,11 @@ export function createPane(root, opts = {}) {
     for (const g of svg.querySelectorAll("g.node")) {
       const title = g.querySelector(":scope > title");
       if (title) units.set(title.textContent, g);
+      // the node's outline (two for a double border): every shape before its first text
+      for (const shape of g.querySelectorAll("path, polygon, ellipse, text")) {
+        if (shape.localName === "text") break;
+        shape.classList.add("fxviz-outline");
+      }
     }
     const entry = { svg, units };
     parsed.set(text, entry);
@@ -513,7 +519,9 @@ export function createPane(root, opts = {}) {
       details.append(h("p", { class: "fxviz-note", text: "not drawn in this view" }));
     } else if (unit.classList.contains("fx-group")) {
       const t = unit.querySelector(":scope > title");
-      details.append(h("p", { class: "fxviz-note", text: `drawn inside the module box ${t ? t.textContent : ""}` }));
+      const box = t ? groupMembers(t.textContent) : null;
+      details.append(h("p", { class: "fxviz-note",
+                              text: box ? `drawn inside the module box \u201c${box.path}\u201d (${box.side})` : "drawn inside a module box" }));
     }
     details.append(h("table", { class: "fxviz-kv" }, h("tbody", {}, rows)));
   }
