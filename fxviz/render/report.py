@@ -41,11 +41,13 @@ __all__ = [
     "REPORT_STRATEGIES",
     "STATIC",
     "ViewKey",
+    "RenderedView",
     "clean_svg",
     "script_json",
     "node_data",
     "status_data",
     "table_data",
+    "memory_frame",
     "doctor_data",
     "legend_data",
     "model_name",
@@ -267,6 +269,8 @@ class ViewKey:
 
 @dataclass
 class RenderedView:
+    """One laid-out view: its cleaned SVG and the partitions it shows (the widget caches these)."""
+
     svg: str
     caption: str
     seconds: float
