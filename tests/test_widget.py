@@ -184,7 +184,8 @@ def test_a_notebook_calling_explore_saves_a_static_view(tmp_path):
         nbformat.v4.new_code_cell("import fxviz\nfrom fxviz import examples\nmodel, inputs = examples.mlp()"),
         nbformat.v4.new_code_cell("fxviz.explore(model, *inputs, strategy='min_cut')"),
     ]
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+    # widget state is not stored, as JupyterLab saves notebooks by default ("saveState": false)
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", store_widget_state=False,
                                      resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
     outputs = nb.cells[1].outputs
@@ -195,6 +196,12 @@ def test_a_notebook_calling_explore_saves_a_static_view(tmp_path):
     for cell in nb.cells:
         for o in cell.outputs:
             assert o["output_type"] != "error" and o.get("name") != "stderr", o
+    # a static viewer (nbconvert, as nbviewer uses it; no widget state saved) shows the plain HTML
+    nbconvert = pytest.importorskip("nbconvert")
+    page, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    assert page.count('<div class="fxviz-static"') == 1 and "<svg" in page
+    selected = re.findall(r"<tr[^>]*fxviz-row-selected[^>]*>", page)  # (nbconvert reorders attributes)
+    assert len(selected) == 1 and 'data-strategy="min_cut"' in selected[0]
 
 
 def test_first_computations_show_progress_and_seen_views_do_not(mlp_explorer):
