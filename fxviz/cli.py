@@ -108,30 +108,30 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_table(args: argparse.Namespace) -> int:
-    """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at."""
-    import pandas as pd
-
-    from .render.table import memory_table_text
-
+def cmd_draw(args: argparse.Namespace) -> int:
+    """Draw the joint graph (or one side of a partition) to an SVG, PNG or DOT file."""
     tr = _trace(args)
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
-    for piece in tr.pieces:
-        if len(tr.pieces) > 1:
-            print(f"== graph {piece.index + 1} of {len(tr.pieces)}")
-        df = piece.memory_table(strategies)
-        if args.exact:
-            with pd.option_context("display.width", 250, "display.max_columns", None):
-                print(pd.DataFrame(df).drop(columns=["error"]).to_string(index=False))
-        else:
-            print(memory_table_text(df))
+    drawing = tr.draw(args.view, strategy=args.strategy, compare=args.compare, group=args.group,
+                      depth=args.depth, highlight=args.highlight or None, timeout=args.timeout)
+    out = args.output or f"{args.model.rpartition(':')[2].replace('.py', '')}_{args.view}.svg"
+    path = drawing.save(out)
+    print(f"{path}: {drawing!r}"[:300])
     return 0
 
 
-def _table_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--strategies", help="comma-separated strategies (default: default,min_cut,budget:0.5,"
-                                        "recompute_all,eager); budget:B[:dp|greedy|ilp], eager, ...")
-    p.add_argument("--exact", action="store_true", help="exact integers instead of KiB/MiB/GiB")
+def _draw_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", help="file to write: .svg, .png, .dot or .pdf (default MODEL_VIEW.svg)")
+    p.add_argument("--view", choices=["joint", "forward", "backward"], default="joint",
+                   help="the joint graph, or the forward/backward graph of --strategy")
+    p.add_argument("--strategy", help="mark what this strategy saves/recomputes (default, min_cut, "
+                                      "budget:B[:solver], recompute_all, eager)")
+    p.add_argument("--compare", help="a second strategy: mark what each saves that the other does not")
+    p.add_argument("--group", choices=["module", "none"], help="cluster by module path (module) or never "
+                                                              "collapse (none); default: collapse big graphs")
+    p.add_argument("--depth", type=int, help="with module grouping: modules at this depth become one box")
+    p.add_argument("--highlight", action="append", help="emphasise nodes matching a name, op or module "
+                                                        "(repeatable)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds graphviz may take (default 120)")
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -165,30 +165,30 @@ def _code_args(p: argparse.ArgumentParser) -> None:
                    help="partition strategy: default, min_cut, budget:B[:solver], recompute_all")
 
 
-def cmd_draw(args: argparse.Namespace) -> int:
-    """Draw the joint graph (or one side of a partition) to an SVG, PNG or DOT file."""
+def cmd_table(args: argparse.Namespace) -> int:
+    """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at."""
+    import pandas as pd
+
+    from .render.table import memory_table_text
+
     tr = _trace(args)
-    drawing = tr.draw(args.view, strategy=args.strategy, compare=args.compare, group=args.group,
-                      depth=args.depth, highlight=args.highlight or None, timeout=args.timeout)
-    out = args.output or f"{args.model.rpartition(':')[2].replace('.py', '')}_{args.view}.svg"
-    path = drawing.save(out)
-    print(f"{path}: {drawing!r}"[:300])
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+    for piece in tr.pieces:
+        if len(tr.pieces) > 1:
+            print(f"== graph {piece.index + 1} of {len(tr.pieces)}")
+        df = piece.memory_table(strategies)
+        if args.exact:
+            with pd.option_context("display.width", 250, "display.max_columns", None):
+                print(pd.DataFrame(df).drop(columns=["error"]).to_string(index=False))
+        else:
+            print(memory_table_text(df))
     return 0
 
 
-def _draw_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", help="file to write: .svg, .png, .dot or .pdf (default MODEL_VIEW.svg)")
-    p.add_argument("--view", choices=["joint", "forward", "backward"], default="joint",
-                   help="the joint graph, or the forward/backward graph of --strategy")
-    p.add_argument("--strategy", help="mark what this strategy saves/recomputes (default, min_cut, "
-                                      "budget:B[:solver], recompute_all, eager)")
-    p.add_argument("--compare", help="a second strategy: mark what each saves that the other does not")
-    p.add_argument("--group", choices=["module", "none"], help="cluster by module path (module) or never "
-                                                              "collapse (none); default: collapse big graphs")
-    p.add_argument("--depth", type=int, help="with module grouping: modules at this depth become one box")
-    p.add_argument("--highlight", action="append", help="emphasise nodes matching a name, op or module "
-                                                        "(repeatable)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds graphviz may take (default 120)")
+def _table_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strategies", help="comma-separated strategies (default: default,min_cut,budget:0.5,"
+                                        "recompute_all,eager); budget:B[:dp|greedy|ilp], eager, ...")
+    p.add_argument("--exact", action="store_true", help="exact integers instead of KiB/MiB/GiB")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -216,10 +216,10 @@ def _report_args(p: argparse.ArgumentParser) -> None:
 
 COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "report": (cmd_report, "a self-contained HTML report: graph views, details, search, memory table, doctor"),
-    "draw": (cmd_draw, "draw the joint graph or a partition to SVG/PNG/DOT (needs graphviz's dot)"),
-    "code": (cmd_code, "a partition's forward or backward graph as Python with real names"),
-    "doctor": (cmd_doctor, "why parameters get no gradient (exit 1 when one that requires grad gets none)"),
     "table": (cmd_table, "the memory table: saved bytes, recompute cost and peaks per strategy"),
+    "doctor": (cmd_doctor, "why parameters get no gradient (exit 1 when one that requires grad gets none)"),
+    "code": (cmd_code, "a partition's forward or backward graph as Python with real names"),
+    "draw": (cmd_draw, "draw the joint graph or a partition to SVG/PNG/DOT (needs graphviz's dot)"),
     "nodes": (cmd_nodes, "role counts and the parameter table of the joint graph"),
 }
 
@@ -252,9 +252,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _EXTRA_ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
-_EXTRA_ARGS["draw"] = _draw_args
-_EXTRA_ARGS["code"] = _code_args
 _EXTRA_ARGS["doctor"] = _doctor_args
+_EXTRA_ARGS["code"] = _code_args
+_EXTRA_ARGS["draw"] = _draw_args
 _EXTRA_ARGS["table"] = _table_args
 _EXTRA_ARGS["report"] = _report_args
 
