@@ -6,7 +6,7 @@ model, ``.grad`` fields and RNG are untouched and dropout draws the same masks o
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import torch

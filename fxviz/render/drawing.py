@@ -11,12 +11,12 @@ import pathlib
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from typing import Any
 
 import graphviz
 
+from .._io import write_atomic
 from ..errors import RenderError
 
 __all__ = ["Drawing", "find_dot", "run_dot", "fix_edge_titles", "add_title_elements", "INSTALL_HINT",
@@ -82,12 +82,6 @@ def add_title_elements(svg: str) -> str:
     return _LINK_TOOLTIP.sub(lambda m: f"{m.group(1)}<title>{m.group(2)}</title>", svg)
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _inline(svg: str) -> str:
     """The ``<svg>`` element alone (no XML prolog or DOCTYPE), ready to sit inside HTML."""
     start = svg.find("<svg")
@@ -140,19 +134,7 @@ class Drawing:
         if fmt is None:
             raise RenderError(f"cannot tell the image format of {str(path)!r}",
                               "end the file name in .svg, .png, .dot or .pdf, or pass format=...")
-        data = self.pipe(fmt, dpi=dpi)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return path
+        return write_atomic(path, self.pipe(fmt, dpi=dpi))
 
     # --- display ---------------------------------------------------------------------------------
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:

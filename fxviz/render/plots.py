@@ -44,7 +44,6 @@ def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
     """Saved activation memory (x, bytes) against the recompute cost (y): one point per distinct
     partition, labelled with its budget(s); the Pareto front drawn as a line.  Returns the
     ``Figure``."""
-    from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter
 
     if cost not in ("recompute_flops", "recompute_bytes"):

@@ -22,12 +22,12 @@ import json
 import os
 import pathlib
 import re
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from .._io import write_atomic
 from ..errors import FxvizError, InputError, RenderError
 from . import theme
 from .dot import format_bytes, format_tensor
@@ -472,16 +472,4 @@ def report(tr: "Trace", path: str | os.PathLike[str], **kwargs: Any) -> pathlib.
     Keyword arguments go to :func:`build_report` (``strategies``, ``views``, ``compare`` pairs,
     ``group``, ``depth``, ``title``).  Written to a temporary file, then renamed into place.
     """
-    path = pathlib.Path(path)
-    text = build_report(tr, **kwargs)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_atomic(path, build_report(tr, **kwargs))
