@@ -5,8 +5,9 @@
     python benchmarks/bench.py --models mlp,gpt2 --markdown --json out.json
     python benchmarks/bench.py --from-json out.json      # the table and verdicts again
 
-Every model runs in two fresh subprocesses, so peak RSS is per model and neither side warms the
-other's caches:
+Every model runs in three fresh subprocesses: one times fxviz's analysis against torch alone,
+interleaved (the ratio), and one per side measures what only that side does and its peak RSS
+(``--quick``: one process for all its models does both, without per-side RSS):
 
 * ``fxviz``: ``fxviz.trace`` (torch.compile + AOTAutograd, or aot_function over fake tensors for a
   meta-device model), ``Trace.partition("default")`` and ``("min_cut")``, the memory table of those
@@ -93,6 +94,7 @@ WARMUP = "mlp"
 VIEW_STAGES = ("draw_collapsed", "draw_full", "explore_first", "explore_new_view", "explore_switch", "report",
                "report_browser")
 STRATEGIES = ("default", "min_cut")
+ANALYSIS = ("trace", *STRATEGIES, "memory")
 
 
 # --- shared by both workers ---------------------------------------------------------------------
@@ -184,35 +186,41 @@ def _torch_reduce(out: Any) -> Any:
     return out.reshape(()) if out.numel() == 1 else out.sum()
 
 
-def torch_worker(spec: Spec, repeat: int = 1) -> dict[str, Any]:
-    """One AOT trace and the same partitioner calls as fxviz, with torch alone."""
-    import copy
+class TorchAlone:
+    """One AOT trace and the same partitioner calls as fxviz, with torch alone (no fxviz code)."""
 
-    import torch
-    import torch.fx as fx
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch import partitioners
-    from torch._functorch.aot_autograd import aot_function, make_boxed_func
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    stages = ("trace", *STRATEGIES)
 
-    rec = Recorder()
+    def __init__(self) -> None:
+        import copy
 
-    def nop(gm: fx.GraphModule, _inputs: Any) -> Any:
-        return make_boxed_func(gm.forward)
+        import torch
+        import torch.fx as fx
+        from torch._dynamo.backends.common import aot_autograd
+        from torch._functorch import partitioners
+        from torch._functorch.aot_autograd import aot_function, make_boxed_func
+        from torch._subclasses.fake_tensor import FakeTensorMode
 
-    def copy_gm(gm: fx.GraphModule) -> fx.GraphModule:  # partitioners mutate their input
-        return fx.GraphModule(gm, copy.deepcopy(gm.graph))
+        self.torch, self.fx, self.copy = torch, fx, copy
+        self.aot_autograd, self.aot_function, self.make_boxed_func = aot_autograd, aot_function, make_boxed_func
+        self.partitioners, self.FakeTensorMode = partitioners, FakeTensorMode
 
-    def run(model: Any, inputs: tuple[Any, ...], meta: bool) -> dict[str, Any]:
-        record: dict[str, Any] = {}
+    def _nop(self, gm: Any, _inputs: Any) -> Any:
+        return self.make_boxed_func(gm.forward)
 
-        def partition_fn(joint: fx.GraphModule, joint_inputs: Any, **kw: Any) -> Any:
-            record.update(joint=copy_gm(joint), joint_inputs=joint_inputs, kw=kw)
-            return partitioners.default_partition(joint, joint_inputs, **kw)
+    def _copy(self, gm: Any) -> Any:  # partitioners mutate their input
+        return self.fx.GraphModule(gm, self.copy.deepcopy(gm.graph))
+
+    def run(self, model: Any, inputs: tuple[Any, ...], meta: bool) -> dict[str, Any]:
+        torch, record = self.torch, {}
+
+        def partition_fn(joint: Any, joint_inputs: Any, **kw: Any) -> Any:
+            record.update(joint=self._copy(joint), joint_inputs=joint_inputs, kw=kw)
+            return self.partitioners.default_partition(joint, joint_inputs, **kw)
 
         if meta:  # fxviz's aot route: aot_function over functional_call, fake tensors
             names = [n for n, _ in model.named_parameters()]
-            mode = FakeTensorMode(allow_non_fake_inputs=True)
+            mode = self.FakeTensorMode(allow_non_fake_inputs=True)
             fakes = [mode.from_tensor(p) for _, p in model.named_parameters()]
             fakes += [mode.from_tensor(t) for t in inputs]
 
@@ -220,36 +228,31 @@ def torch_worker(spec: Spec, repeat: int = 1) -> dict[str, Any]:
                 state = dict(zip(names, flat[:len(names)]))
                 return _torch_reduce(torch.func.functional_call(model, state, tuple(flat[len(names):])))
 
-            aot_function(step, fw_compiler=nop, bw_compiler=nop, partition_fn=partition_fn)(*fakes)
+            self.aot_function(step, fw_compiler=self._nop, bw_compiler=self._nop, partition_fn=partition_fn)(*fakes)
         else:  # fxviz's dynamo route: torch.compile with an AOTAutograd backend
-            backend = aot_autograd(fw_compiler=nop, bw_compiler=nop, partition_fn=partition_fn)
+            backend = self.aot_autograd(fw_compiler=self._nop, bw_compiler=self._nop, partition_fn=partition_fn)
             compiled = torch.compile(lambda *a: _torch_reduce(model(*a)), backend=backend, dynamic=False)
             with torch._dynamo.config.patch(automatic_dynamic_shapes=False, assume_static_by_default=True):
                 compiled(*inputs)
         return record
 
-    def partition(record: dict[str, Any], which: str) -> Any:
-        fn = {"default": partitioners.default_partition,
-              "min_cut": partitioners.min_cut_rematerialization_partition}[which]
-        return fn(copy_gm(record["joint"]), record["joint_inputs"], **record["kw"])
+    def partition(self, record: dict[str, Any], which: str) -> Any:
+        fn = {"default": self.partitioners.default_partition,
+              "min_cut": self.partitioners.min_cut_rematerialization_partition}[which]
+        return fn(self._copy(record["joint"]), record["joint_inputs"], **record["kw"])
 
-    tiny, tiny_in = _build(LADDER[WARMUP])
-    rec.stage("warmup", lambda: [partition(run(tiny, tiny_in, False), s) for s in STRATEGIES])
-    torch._dynamo.reset()
-    rec.out["rss_before_mib"] = _peak_rss_mib()
-    model, inputs = _build(spec)
-
-    def once(r: Recorder) -> None:
-        record = r.stage("trace", lambda: run(model, inputs, spec.meta))
-        r.out["rss_after_trace_mib"] = _peak_rss_mib()
+    def analysis(self, rec: Recorder, spec: Spec, model: Any, inputs: tuple[Any, ...]) -> Any:
+        record = rec.stage("trace", lambda: self.run(model, inputs, spec.meta))
+        rec.out["rss_after_trace_mib"] = _peak_rss_mib()
         if record and "joint" in record:
-            r.out["joint_nodes"] = len(record["joint"].graph.nodes)
+            rec.out["joint_nodes"] = len(record["joint"].graph.nodes)
             for s in STRATEGIES:
-                r.stage(s, lambda s=s: partition(record, s))
+                rec.stage(s, lambda s=s: self.partition(record, s))
+        return record
 
-    best_of(repeat, rec, ("trace", *STRATEGIES), once)
-    rec.out["peak_rss_mib"] = _peak_rss_mib()
-    return rec.out
+    def warm_up(self, rec: Recorder) -> None:
+        tiny, tiny_in = _build(LADDER[WARMUP])
+        rec.stage("warmup", lambda: self.analysis(Recorder(), LADDER[WARMUP], tiny, tiny_in))
 
 
 # --- fxviz ----------------------------------------------------------------------------------------
@@ -261,22 +264,24 @@ def _memory_table(tr: Any) -> Any:
     return memory_table(tr.graph, tr.partition, list(STRATEGIES))
 
 
-def fxviz_worker(spec: Spec, out_dir: pathlib.Path, repeat: int = 1) -> dict[str, Any]:
-    import fxviz
+class FxvizSide:
+    """fxviz's analysis through its public API: trace, two partitions, the memory table."""
 
-    rec = Recorder()
-    built = {name: hasattr(fxviz.Trace, name) for name in ("partition", "memory_table", "draw")}
-    built["report"] = hasattr(fxviz, "report")  # the public entry point, once exported
-    built["explore"] = hasattr(fxviz, "explore")
-    try:
-        import fxviz.analysis.memory  # noqa: F401
-        built["memory module"] = True
-    except ImportError:
-        built["memory module"] = False
-    rec.out["built"] = built
+    stages = ANALYSIS
 
-    def analysis(rec: Recorder, model: Any, inputs: tuple[Any, ...]) -> Any:
-        tr = rec.stage("trace", lambda: fxviz.trace(model, *inputs))
+    def __init__(self) -> None:
+        import fxviz
+
+        self.fxviz = fxviz
+        built = {name: hasattr(fxviz.Trace, name) for name in ("partition", "memory_table", "draw")}
+        built["report"] = hasattr(fxviz, "report")  # the public entry point, once exported
+        built["explore"] = hasattr(fxviz, "explore")
+        built["memory module"] = importlib.util.find_spec("fxviz.analysis.memory") is not None
+        self.built = built
+
+    def analysis(self, rec: Recorder, spec: Spec, model: Any, inputs: tuple[Any, ...]) -> Any:
+        built = self.built
+        tr = rec.stage("trace", lambda: self.fxviz.trace(model, *inputs))
         if tr is None:
             return None
         rec.out["joint_nodes"] = len(tr.joint.graph.nodes)
@@ -299,28 +304,102 @@ def fxviz_worker(spec: Spec, out_dir: pathlib.Path, repeat: int = 1) -> dict[str
             rec.mark("memory", "n/a (not built)")
         return tr
 
-    # warm-up on the tiny model, through the same calls (lazy imports, dynamo's first compile)
-    warm = Recorder()
-    tiny, tiny_in = _build(LADDER[WARMUP])
-    tiny_tr = analysis(warm, tiny, tiny_in)
-    if tiny_tr is not None:
-        _views(tiny_tr, LADDER[WARMUP], warm, built, out_dir / "warmup")
-    rec.out["warmup_errors"] = {k: v for k, v in warm.out["errors"].items() if not k.endswith("traceback")}
+    def warm_up(self, rec: Recorder, out_dir: pathlib.Path | None) -> None:
+        """The same calls on the tiny model (and its views, when ``out_dir`` is given)."""
+        warm = Recorder()
+        tiny, tiny_in = _build(LADDER[WARMUP])
+        tiny_tr = self.analysis(warm, LADDER[WARMUP], tiny, tiny_in)
+        if tiny_tr is not None and out_dir is not None:
+            _views(tiny_tr, LADDER[WARMUP], warm, self.built, out_dir / "warmup")
+        rec.out["warmup_errors"] = {k: v for k, v in warm.out["errors"].items() if not k.endswith("traceback")}
+
+
+def _reset() -> None:
+    import gc
+
     import torch._dynamo
 
-    torch._dynamo.reset()  # as the torch-alone worker does between warm-up and measurement
-    rec.out["rss_before_mib"] = _peak_rss_mib()
+    torch._dynamo.reset()
+    gc.collect()
 
+
+def torch_worker(spec: Spec, repeat: int = 1) -> dict[str, Any]:
+    """torch alone in its own process: its timings and its peak RSS."""
+    rec, side = Recorder(), TorchAlone()
+    side.warm_up(rec)
+    _reset()
+    rec.out["rss_before_mib"] = _peak_rss_mib()
     model, inputs = _build(spec)
-    tr = best_of(repeat, rec, ANALYSIS, lambda r: analysis(r, model, inputs))
+    best_of(repeat, rec, side.stages, lambda r: side.analysis(r, spec, model, inputs))
+    rec.out["peak_rss_mib"] = _peak_rss_mib()
+    return rec.out
+
+
+def fxviz_worker(spec: Spec, out_dir: pathlib.Path, repeat: int = 1) -> dict[str, Any]:
+    """fxviz in its own process: the analysis, every view, and the peak RSS of it all."""
+    rec, side = Recorder(), FxvizSide()
+    rec.out["built"] = side.built
+    side.warm_up(rec, out_dir)
+    _reset()
+    rec.out["rss_before_mib"] = _peak_rss_mib()
+    model, inputs = _build(spec)
+    tr = best_of(repeat, rec, side.stages, lambda r: side.analysis(r, spec, model, inputs))
     rec.out["rss_after_analysis_mib"] = _peak_rss_mib()
     if tr is None or not spec.views:
         for s in VIEW_STAGES:
             rec.mark(s, "skipped")
     else:
-        _views(tr, spec, rec, built, out_dir)
+        _views(tr, spec, rec, side.built, out_dir)
     rec.out["peak_rss_mib"] = _peak_rss_mib()
     return rec.out
+
+
+def pair_worker(spec: Spec, repeat: int, views_dir: pathlib.Path | None = None,
+                sides: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """The ratio: torch alone and fxviz in one process, interleaved (torch, fxviz, fxviz, torch,
+    torch, fxviz...), each side's fastest repeat kept.  Run minutes apart, two processes see
+    different loads on a shared machine; interleaved, both sides see the same.  With
+    ``views_dir`` (``--quick``), the views of the last fxviz trace are measured here too."""
+    out: dict[str, Any] = {"torch": Recorder(), "fxviz": Recorder()}
+    if sides is None:
+        torch_side, fx_side = TorchAlone(), FxvizSide()
+        torch_side.warm_up(out["torch"])
+        fx_side.warm_up(out["fxviz"], views_dir)
+        _reset()
+    else:  # already warm (--quick: one process for every model)
+        torch_side, fx_side = sides
+    model, inputs = _build(spec)
+    runs: dict[str, list[Recorder]] = {"torch": [], "fxviz": []}
+    tr = None
+    for r in range(max(1, repeat)):
+        order = [("torch", torch_side), ("fxviz", fx_side)]
+        for name, side in order if r % 2 == 0 else reversed(order):
+            one = Recorder()
+            value = side.analysis(one, spec, model, inputs)
+            if name == "fxviz":
+                tr = value
+            value = None
+            runs[name].append(one)
+            _reset()
+    result: dict[str, Any] = {}
+    if views_dir is not None:
+        views = Recorder()
+        if tr is None or not spec.views:
+            for s in VIEW_STAGES:
+                views.mark(s, "skipped")
+        else:
+            _views(tr, spec, views, fx_side.built, views_dir)
+        result["views"] = views.out
+    for name, side in (("torch", torch_side), ("fxviz", fx_side)):
+        totals = [_sum(one.out, side.stages) for one in runs[name]]
+        if not runs[name]:
+            continue
+        best = min(range(len(totals)), key=lambda i: totals[i] if totals[i] is not None else float("inf"))
+        res = runs[name][best].out
+        res["repeat_totals"] = totals
+        res["warmup_errors"] = out[name].out.get("warmup_errors", {})
+        result[name] = res
+    return result
 
 
 def _views(tr: Any, spec: Spec, rec: Recorder, built: dict[str, bool], out_dir: pathlib.Path) -> None:
@@ -487,7 +566,6 @@ def _sum(res: dict[str, Any], names: tuple[str, ...], key: str = "wall") -> floa
     return None if any(v is None for v in vals) else sum(vals)  # type: ignore[arg-type]
 
 
-ANALYSIS = ("trace", *STRATEGIES, "memory")
 COLUMNS = ["model", "joint nodes", "trace s", "default s", "min_cut s", "memory s", "fxviz total s",
            "torch trace s", "torch default s", "torch min_cut s", "torch total s", "ratio", "ratio (CPU s)",
            "draw collapsed s", "draw full s", "explorer first s", "explorer new view s",
@@ -504,21 +582,35 @@ def ratios(fx_res: dict[str, Any], th_res: dict[str, Any]) -> dict[str, float | 
     return out
 
 
-def row_of(name: str, fx_res: dict[str, Any], th_res: dict[str, Any]) -> list[str]:
-    fs, ts = fx_res.get("stages", {}), th_res.get("stages", {})
+def _timing(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(fxviz, torch) analysis timings of one model: from the interleaved pair worker."""
+    pair = entry.get("pair", {})
+    if pair.get("failed"):
+        return {"failed": pair["failed"]}, {"failed": pair["failed"]}
+    return pair.get("fxviz", {}), pair.get("torch", {})
+
+
+def row_of(name: str, entry: dict[str, Any]) -> list[str]:
+    fx_res, th_res = _timing(entry)
+    views, th_own = entry.get("fxviz", {}), entry.get("torch", {})
+    fs, ts, vs = fx_res.get("stages", {}), th_res.get("stages", {}), views.get("stages", {})
     fx_total, th_total = _sum(fx_res, ANALYSIS), _sum(th_res, ("trace", *STRATEGIES))
     r = ratios(fx_res, th_res)
-    fx_fail, th_fail = fx_res.get("failed"), th_res.get("failed")
-    row = [name, str(fx_res.get("joint_nodes", th_res.get("joint_nodes", "-")))]
+    fx_fail, th_fail, v_fail = fx_res.get("failed"), th_res.get("failed"), views.get("failed")
+    nodes = fx_res.get("joint_nodes", th_res.get("joint_nodes", views.get("joint_nodes", "-")))
+    row = [name, str(nodes)]
     row += ["failed" if fx_fail else _cell(fs.get(k)) for k in ANALYSIS]
     row += [f"{fx_total:.2f}" if fx_total else "-"]
     row += ["failed" if th_fail else _cell(ts.get(k)) for k in ("trace", *STRATEGIES)]
     row += [f"{th_total:.2f}" if th_total else "-"]
     row += [f"{r[k]:.2f}x" if r[k] else "-" for k in ("wall", "cpu")]
-    row += ["failed" if fx_fail else _cell(fs.get(k), 3 if k in ("explore_switch", "report_browser") else 2)
+    row += ["failed" if v_fail else _cell(vs.get(k), 3 if k in ("explore_switch", "report_browser") else 2)
             for k in VIEW_STAGES]
-    row += [f"{fx_res['peak_rss_mib']:.0f}" if "peak_rss_mib" in fx_res else "-",
-            f"{th_res['peak_rss_mib']:.0f}" if "peak_rss_mib" in th_res else "-"]
+    if th_own.get("skipped"):
+        row += ["n/a (--quick)", "n/a (--quick)"]
+    else:
+        row += [f"{views['peak_rss_mib']:.0f}" if "peak_rss_mib" in views else "failed" if v_fail else "-",
+                f"{th_own['peak_rss_mib']:.0f}" if "peak_rss_mib" in th_own else "failed" if th_own.get("failed") else "-"]
     return row
 
 
@@ -554,9 +646,14 @@ def machine() -> dict[str, Any]:
 
 def notes(results: dict[str, dict[str, Any]]) -> list[str]:
     out = []
-    for name, pair in results.items():
-        for side in ("fxviz", "torch"):
-            res = pair[side]
+    for name, entry in results.items():
+        fx_t, th_t = _timing(entry)
+        sides = {"fxviz": entry.get("fxviz", {}), "torch": entry.get("torch", {})}
+        if not entry.get("pair", {}).get("failed"):
+            sides.update({"pair/fxviz": fx_t, "pair/torch": th_t})
+        else:
+            sides["pair"] = entry["pair"]
+        for side, res in sides.items():
             if res.get("failed"):
                 out.append(f"{name} [{side}]: {res['failed']}")
             for stage, err in res.get("errors", {}).items():
@@ -584,7 +681,7 @@ def _verdict(ok: bool | None) -> str:
 def targets(results: dict[str, dict[str, Any]]) -> list[str]:
     """One line per target of the issue: the measured value, the limit, met or missed."""
     lines = []
-    rs = {n: ratios(p["fxviz"], p["torch"]) for n, p in results.items()}
+    rs = {n: ratios(*_timing(p)) for n, p in results.items()}
     walls = {n: r["wall"] for n, r in rs.items() if r["wall"]}
     cpus = {n: r["cpu"] for n, r in rs.items() if r["cpu"]}
     if walls:
@@ -629,7 +726,7 @@ def targets(results: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def print_results(info: dict[str, Any], results: dict[str, dict[str, Any]], markdown: bool) -> None:
-    rows = [row_of(name, pair["fxviz"], pair["torch"]) for name, pair in results.items()]
+    rows = [row_of(name, entry) for name, entry in results.items()]
     print(format_table(rows, markdown))
     print("\ntargets:")
     for line in targets(results):
@@ -655,7 +752,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write every measurement (wall and CPU per stage) here")
     ap.add_argument("--out-dir", help="where drawings and reports go (default: a temporary folder)")
     ap.add_argument("--from-json", help="print the table and verdicts of a saved --json run, measure nothing")
-    ap.add_argument("--worker", choices=("fxviz", "torch"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=("fxviz", "torch", "pair", "quick"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     names = args.models.split(",") if args.models else QUICK if args.quick else DEFAULT_MODELS
@@ -667,9 +764,24 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = pathlib.Path(args.out_dir or tempfile.mkdtemp(prefix="fxviz-bench-"))
     out_dir.mkdir(parents=True, exist_ok=True)
 
+    if args.worker == "quick":  # every model in this one process, warmed up once
+        sides = (TorchAlone(), FxvizSide())
+        warm = Recorder()
+        sides[0].warm_up(warm)
+        sides[1].warm_up(warm, out_dir)
+        _reset()
+        res = {name: pair_worker(LADDER[name], args.repeat, out_dir, sides) for name in names}
+        res["warmup_errors"] = warm.out.get("warmup_errors", {})
+        print(RESULT_TAG + json.dumps(res), flush=True)
+        return 0
     if args.worker:
         spec = LADDER[names[0]]
-        res = torch_worker(spec, args.repeat) if args.worker == "torch" else fxviz_worker(spec, out_dir, args.repeat)
+        if args.worker == "pair":
+            res = pair_worker(spec, args.repeat)
+        elif args.worker == "torch":
+            res = torch_worker(spec)
+        else:
+            res = fxviz_worker(spec, out_dir)
         print(RESULT_TAG + json.dumps(res), flush=True)
         return 0
 
@@ -684,9 +796,18 @@ def main(argv: list[str] | None = None) -> int:
           f"python {info['python']}  load(1/5/15 min)={', '.join(f'{x:.2f}' for x in info['load_before'])}",
           file=sys.stderr, flush=True)
     results: dict[str, dict[str, Any]] = {}
-    for name in names:
+    if args.quick:  # one process for every model: the views measured in it too, no per-side RSS
+        print(f"  {', '.join(names)}: one process ...", file=sys.stderr, flush=True)
+        res = _run_worker("quick", ",".join(names), args.timeout * len(names), out_dir, args.repeat)
+        info["warmup_errors"] = res.pop("warmup_errors", {})
+        for name in names:
+            both = res.get(name, {"failed": res.get("failed", "no result")})
+            views = both.pop("views", {"failed": both.get("failed", "no views measured")})
+            results[name] = {"pair": both, "fxviz": views,
+                             "torch": {"skipped": "--quick runs one process: no per-side peak RSS"}}
+    for name in [] if args.quick else names:
         pair = {}
-        for kind in ("torch", "fxviz"):
+        for kind in ("pair", "torch", "fxviz"):
             print(f"  {name}: {kind} ...", file=sys.stderr, flush=True)
             pair[kind] = _run_worker(kind, name, args.timeout, out_dir, args.repeat)
         results[name] = pair
