@@ -425,9 +425,9 @@ def _views(tr: Any, spec: Spec, rec: Recorder, built: dict[str, bool], out_dir: 
         rec.mark("draw_collapsed", "n/a (not built)")
         rec.mark("draw_full", "n/a (not built)")
 
-    if built["explore"]:
-        import fxviz
+    import fxviz
 
+    if built["explore"]:
         ex = rec.stage("explore_first", lambda: _explore_first(fxviz, tr))
         if ex is not None:
             rec.stage("explore_new_view", lambda: _explore_new(ex))
@@ -440,8 +440,6 @@ def _views(tr: Any, spec: Spec, rec: Recorder, built: dict[str, bool], out_dir: 
             rec.mark(s, "n/a (not built)")
 
     if built["report"]:
-        import fxviz
-
         path = out_dir / f"{spec.name}-report.html"
         rec.stage("report", lambda: fxviz.report(tr, path))
         if path.exists():
