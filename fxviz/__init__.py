@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import examples
 from .errors import FxvizError, InputError, NoFloatingOutputError, RenderError, StrategyError, TraceError
 from .trace import Trace, trace
-from .render.report import report
+from .html_report import report
 from .widgets import explore
 
 __all__ = [

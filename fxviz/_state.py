@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import torch
 from torch import nn
-from torch.utils import _pytree as pytree
+from ._torch import pytree
 
 __all__ = ["preserved", "rng_state", "restore_rng", "private_copy", "same_bits"]
 

@@ -24,6 +24,7 @@ from torch._functorch._aot_autograd import descriptors as _desc
 from torch._functorch.aot_autograd import aot_function as _aot_function
 from torch._functorch.aot_autograd import make_boxed_func as _make_boxed_func
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
 
 __all__ = [
@@ -36,7 +37,8 @@ __all__ = [
     "copy_graph_module",
     "default_partition",
     "min_cut_partition",
-    "recompute_all_partition",
+    "extract_fwd_bwd_modules",
+    "pytree",
     "functorch_config",
     "budget_config",
     "torch_size_of",
@@ -201,55 +203,12 @@ default_partition = _partitioners.default_partition
 min_cut_partition = _partitioners.min_cut_rematerialization_partition
 
 
-def recompute_all_partition(joint: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int,
-                            static_lifetime_input_indices: list[int] | None = None) -> tuple[fx.GraphModule, fx.GraphModule]:
-    """A partitioner that saves only graph inputs (and random ops' outputs, which must not be
-    redrawn) and recomputes every other forward op the backward needs: the floor of activation
-    memory.  Built from torch's own extraction helper, so the graphs are as torch would build them.
-    """
-    nodes = list(joint.graph.nodes)
-    output = nodes[-1]
-    outs = list(output.args[0])
-    bwd_outputs = [o for o in outs[num_fwd_outputs:] if isinstance(o, fx.Node)]
-    tangents = {n for n in nodes if n.op == "placeholder" and "tangents" in n.name}
-    for n in nodes:
-        desc = node_desc(n)
-        if n.op == "placeholder" and desc is not None and describe_input(desc).kind == "tangent":
-            tangents.add(n)
-    # forward-only values: not downstream of a tangent
-    downstream: set[fx.Node] = set()
-    for n in nodes:
-        if n in tangents or any(a in downstream for a in n.all_input_nodes):
-            downstream.add(n)
-    needed: set[fx.Node] = set()
-    todo = list(bwd_outputs)
-    while todo:
-        n = todo.pop()
-        if n in needed:
-            continue
-        needed.add(n)
-        todo.extend(n.all_input_nodes)
-    saved: list[fx.Node] = []
-    sym: list[fx.Node] = []
-    for n in nodes:
-        if n not in needed or n in downstream:
-            continue
-        val = meta_val(n)
-        if n.op == "placeholder":
-            (saved if isinstance(val, torch.Tensor) else sym).append(n)
-        elif n.op == "call_function" and _is_random(n):
-            if isinstance(val, (tuple, list)):
-                saved.extend(u for u in n.users if u in needed)
-            else:
-                saved.append(n)
-    fwd, bwd = _partitioners._extract_fwd_bwd_modules(joint, saved, sym, num_fwd_outputs=num_fwd_outputs)
-    # torch's extraction keeps dead random ops (they are impure); in the backward they would only
-    # burn RNG, so drop the ones nothing reads
-    for n in reversed(list(bwd.graph.nodes)):
-        if n.op == "call_function" and _is_random(n) and not n.users:
-            bwd.graph.erase_node(n)
-    bwd.recompile()
-    return fwd, bwd
+def extract_fwd_bwd_modules(joint: fx.GraphModule, saved_values: list[fx.Node], saved_sym_nodes: list[fx.Node],
+                            *, num_fwd_outputs: int) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """torch's own helper that cuts a joint graph into forward and backward graphs, given what
+    the forward saves: partitions built by fxviz are shaped exactly as torch's."""
+    return _partitioners._extract_fwd_bwd_modules(joint, saved_values, saved_sym_nodes,
+                                                  num_fwd_outputs=num_fwd_outputs)
 
 
 def is_random(node: fx.Node) -> bool:

@@ -33,9 +33,10 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.fx as fx
 from torch import nn
-from torch.utils import _pytree as pytree
+from ._torch import pytree
 
 from . import _torch
+from ._fx import output_values
 from ._state import preserved, private_copy
 from .errors import FxvizWarning, InputError, NoFloatingOutputError, TraceError
 from .roles import InputName, NodeInfo, classify_nodes
@@ -72,12 +73,19 @@ class Capture:
     loss: str
     graph_breaks: list[str]
     model: nn.Module | None
-    fn: Callable
+    fn: Callable | None  # None when the graphs came from somewhere without the model (a log)
     example_inputs: tuple[Any, ...]
     loss_fn: Callable | None
-    reduce: Callable[[Any], torch.Tensor]
+    reduce: Callable[[Any], torch.Tensor] | None
     input_names: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # things a user must know to read the graph
+
+    @property
+    def title(self) -> str:
+        """What views call the model: its class, or the traced function's name."""
+        if self.model is not None:
+            return type(self.model).__name__
+        return getattr(self.fn, "__name__", None) or "function"
 
 
 # --- the loss ------------------------------------------------------------------------------------
@@ -365,7 +373,7 @@ def _gradient_inputs(g: JointGraph) -> list[str]:
     """
     if not g.has_backward:
         return []
-    grads = _outputs(g.gm)[g.num_fwd_outputs:]
+    grads = output_values(g.gm)[g.num_fwd_outputs:]
     primals = [n for n in g.gm.graph.nodes if n.op == "placeholder" and g.info[n.name].role != "tangent"]
     return [g.info[p.name].qualname or p.name for p, out in zip(primals, grads) if out is not None]
 
@@ -469,7 +477,7 @@ def _joint_graph(raw: _torch.RawJoint, input_names: dict[int, InputName], consta
     gm = raw.joint if raw.joint is not None else raw.forward_only
     assert gm is not None
     has_backward = raw.joint is not None
-    num_fwd = raw.num_fwd_outputs if has_backward else len(_outputs(gm))
+    num_fwd = raw.num_fwd_outputs if has_backward else len(output_values(gm))
     info = classify_nodes(gm, num_fwd, input_names, constant_names, _module_paths(model),
                           user_output_names=user_names)
     values = list(values if values is not None else raw.example_inputs)
@@ -489,12 +497,6 @@ def _joint_graph(raw: _torch.RawJoint, input_names: dict[int, InputName], consta
                       static_lifetime_input_indices=list(raw.static_lifetime_input_indices or []),
                       joint_inputs=raw.joint_inputs, info=info, placeholder_values=placeholder_values,
                       constant_values=constant_values, index=index, partitioner_caller=caller)
-
-
-def _outputs(gm: fx.GraphModule) -> list[Any]:
-    out = list(gm.graph.nodes)[-1]
-    args = out.args[0]
-    return list(args) if isinstance(args, (tuple, list)) else [args]
 
 
 class _Fakes:

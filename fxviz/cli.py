@@ -13,7 +13,12 @@ import sys
 import traceback
 from typing import Any, Callable, Sequence
 
+from .analysis.strategies import OFFERED, forms_text, parse_list
 from .errors import FxvizError, ModelSpecError
+
+# every strategy form and the default list, from the one registry (fxviz/analysis/strategies.py)
+STRATEGY_FORMS = forms_text()
+DEFAULT_STRATEGIES = ",".join(s.name for s in OFFERED)
 
 __all__ = ["main", "load_model_spec"]
 
@@ -123,8 +128,7 @@ def _draw_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", help="file to write: .svg, .png, .dot or .pdf (default MODEL_VIEW.svg)")
     p.add_argument("--view", choices=["joint", "forward", "backward"], default="joint",
                    help="the joint graph, or the forward/backward graph of --strategy")
-    p.add_argument("--strategy", help="mark what this strategy saves/recomputes (default, min_cut, "
-                                      "budget:B[:solver], recompute_all, eager)")
+    p.add_argument("--strategy", help=f"mark what this strategy saves/recomputes ({STRATEGY_FORMS})")
     p.add_argument("--compare", help="a second strategy: mark what each saves that the other does not")
     p.add_argument("--group", choices=["module", "none"], help="cluster by module path (module) or never "
                                                               "collapse (none); default: collapse big graphs")
@@ -161,8 +165,7 @@ def cmd_code(args: argparse.Namespace) -> int:
 def _code_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--part", choices=["forward", "backward", "joint"], default="backward",
                    help="which graph to print (default: backward)")
-    p.add_argument("--strategy", default="default",
-                   help="partition strategy: default, min_cut, budget:B[:solver], recompute_all")
+    p.add_argument("--strategy", default="default", help=f"partition strategy ({STRATEGY_FORMS}); default: default")
 
 
 def cmd_table(args: argparse.Namespace) -> int:
@@ -172,7 +175,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     from .render.table import memory_table_text
 
     tr = _trace(args)
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+    strategies = parse_list(args.strategies)
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
             print(f"== graph {piece.index + 1} of {len(tr.pieces)}")
@@ -186,19 +189,18 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def _table_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--strategies", help="comma-separated strategies (default: default,min_cut,budget:0.5,"
-                                        "recompute_all,eager); budget:B[:dp|greedy|ilp], eager, ...")
+    p.add_argument("--strategies", help=f"comma-separated strategies (default: {DEFAULT_STRATEGIES}); "
+                                        f"forms: {STRATEGY_FORMS}")
     p.add_argument("--exact", action="store_true", help="exact integers instead of KiB/MiB/GiB")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the self-contained HTML report: graph views per strategy, details, search, memory
     table, doctor's findings; one file that loads nothing from the network."""
-    from .render.report import REPORT_STRATEGIES, report
+    from .html_report import report
 
     tr = _trace(args)
-    strategies = ([s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies
-                  else list(REPORT_STRATEGIES))
+    strategies = parse_list(args.strategies) or list(OFFERED)
     out = args.output or f"{args.model.rpartition(':')[2].replace('.py', '')}.html"
     say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else None
     path = report(tr, out, strategies=strategies, progress=say)
@@ -209,8 +211,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", help="the HTML file to write (default MODEL.html)")
-    p.add_argument("--strategies", help="comma-separated strategies (default: default,min_cut,budget:0.5,"
-                                        "recompute_all,eager)")
+    p.add_argument("--strategies", help=f"comma-separated strategies (default: {DEFAULT_STRATEGIES}); "
+                                        f"forms: {STRATEGY_FORMS}")
     p.add_argument("-v", "--verbose", action="store_true", help="say what is being computed")
 
 

@@ -14,6 +14,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch
+from ._fx import output_values
 
 __all__ = ["ROLES", "PHASES", "NodeInfo", "InputName", "classify_nodes", "short_op", "tensor_facts"]
 
@@ -160,7 +161,7 @@ def classify_nodes(
         if desc is not None:
             described[repr(desc)] = (role, qual)
 
-    out_args = list(output.args[0]) if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
+    out_args = output_values(gm)
     out_descs = _torch.output_descs(output)
     output_role: dict[str, tuple[str, str | None]] = {}
     for j, arg in enumerate(out_args):

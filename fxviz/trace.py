@@ -6,13 +6,18 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import cached_property
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 import torch.fx as fx
 
+from .analysis.strategies import Strategy, StrategyLike, parse_list
 from .capture import Capture, JointGraph, capture
 from .roles import ROLES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .analysis.partition import Partition
+    from .render.drawing import Drawing
 
 __all__ = ["Trace", "trace"]
 
@@ -79,6 +84,11 @@ class Trace:
     @property
     def model(self) -> Any:
         return self.capture.model
+
+    @property
+    def title(self) -> str:
+        """What views call the model: its class, or the traced function's name."""
+        return self.capture.title
 
     @property
     def params(self) -> str:
@@ -150,7 +160,7 @@ class Trace:
         ops_f = sum(1 for i in info if i.op == "call_function" and i.phase == "forward")
         ops_b = sum(1 for i in info if i.op == "call_function" and i.phase == "backward")
         model = self.capture.model
-        title = type(model).__name__ if model is not None else getattr(self.capture.fn, "__name__", "function")
+        title = self.title
         route = {"dynamo": "torch.compile (dynamo) + AOTAutograd", "aot": "aot_function over fake tensors",
                  "closure": "aot_function on a closure (parameters captured as constants)"}[self.capture.route]
         lines = [
@@ -182,16 +192,19 @@ class Trace:
         return "<pre>" + html.escape(self.summary()) + "</pre>"
 
     # --- analysis ---------------------------------------------------------------------------------
-    def partition(self, strategy: Any = "default") -> Any:
+    def partition(self, strategy: StrategyLike = "default") -> Partition:
         """Partition the joint graph with ``strategy`` (cached): ``"default"``, ``"min_cut"``,
-        ``"budget:0.3"`` / ``"budget:0.3:greedy"``, ``"eager"``, ``"recompute_all"`` or a callable
-        with a torch partitioner's signature.  Returns a :class:`fxviz.analysis.partition.Partition`."""
-        from .analysis.partition import partition, strategy_key
+        ``"budget:0.3"`` / ``"budget:0.3:greedy"``, ``"eager"``, ``"recompute_all"``, a callable
+        with a torch partitioner's signature, or a :class:`~fxviz.analysis.strategies.Strategy`
+        (every form: ``fxviz.analysis.strategies.forms_text()``)."""
+        from .analysis.partition import partition
 
-        key = ("partition", strategy_key(strategy), strategy if callable(strategy) else None)
+        s = Strategy.parse(strategy)
+        key = ("partition", s)
         if key not in self._cache:
-            self._cache[key] = partition(self.graph, strategy, self.capture)
-        return self._cache[key]
+            self._cache[key] = partition(self.graph, s, self.capture)
+        result: Partition = self._cache[key]
+        return result
 
     def memory_table(self, strategies: Any = None) -> pd.DataFrame:
         """One row per strategy: saved activation / parameter / input bytes (storage-aware),
@@ -205,11 +218,8 @@ class Trace:
         from .analysis.memory import memory_table
         from .render.table import MemoryTable
 
-        if isinstance(strategies, str):
-            strategies = [s.strip() for s in strategies.split(",") if s.strip()]
-        chosen = None if strategies is None else list(strategies)
-        key = ("memory_table", None if chosen is None else tuple(
-            s if isinstance(s, str) else id(s) for s in chosen))
+        chosen = parse_list(strategies)
+        key = ("memory_table", None if chosen is None else tuple(chosen))
         if key not in self._cache:
             self._cache[key] = memory_table(self.graph, self.partition, chosen)
         df = self._cache[key]
@@ -260,25 +270,22 @@ class Trace:
 
         if strategy is None and (compare is not None or view in ("forward", "backward")):
             strategy = "default"
+        first = None if strategy is None else Strategy.parse(strategy)
+        second = None if compare is None else Strategy.parse(compare)
         marks = tuple([highlight] if isinstance(highlight, str) else highlight or ())
-        key = ("draw", view, strategy, compare, group, depth, marks, node_limit, timeout)
-        try:
-            cached = self._cache.get(key)
-        except TypeError:  # an unhashable strategy: draw afresh
-            cached, key = None, None
+        key = ("draw", view, first, second, group, depth, marks, node_limit, timeout)
+        cached: Drawing | None = self._cache.get(key)
         if cached is not None:
             return cached
-        model = self.capture.model
-        name = type(model).__name__ if model is not None else getattr(self.capture.fn, "__name__", "function")
+        name = self.title
         if len(self.capture.graphs) > 1:
             name += f" (graph {self.index + 1} of {len(self.capture.graphs)})"
-        drawing = draw(self.graph, view=view, partition=self.partition(strategy) if strategy is not None else None,
-                       compare=self.partition(compare) if compare is not None else None, group=group, depth=depth,
+        drawing = draw(self.graph, view=view, partition=self.partition(first) if first is not None else None,
+                       compare=self.partition(second) if second is not None else None, group=group, depth=depth,
                        highlight=list(marks), name=name,
                        node_limit=NODE_LIMIT if node_limit is None else node_limit,
                        timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
-        if key is not None:
-            self._cache[key] = drawing
+        self._cache[key] = drawing
         return drawing
 
     def check_gradients(self, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
@@ -294,11 +301,10 @@ class Trace:
         Returns a report with ``.findings``, ``.table`` (one row per parameter) and ``.healthy``;
         it prints as text and displays as a card in Jupyter (cached)."""
         from .analysis.doctor import diagnose
-        from .analysis.partition import strategy_key
         from .render.doctor_view import DoctorReport
 
         root = self.pieces[0]
-        key = ("doctor", strategy_key(strategy), strategy if callable(strategy) else None)
+        key = ("doctor", Strategy.parse(strategy))
         if key not in root._cache:
             parts = [p.partition(strategy) if p.has_backward else None for p in root.pieces]
             root._cache[key] = DoctorReport(diagnose(self.capture, parts))
@@ -311,14 +317,13 @@ class Trace:
         ``str()`` of the result is the code; ``.compile()`` makes it callable (it runs)."""
         from .analysis.code import graph_code
 
-        key = ("code", part, None if part == "joint" else (strategy if callable(strategy) else str(strategy)))
+        key = ("code", part, None if part == "joint" else Strategy.parse(strategy))
         if key not in self._cache:
             p = None if part == "joint" else self.partition(strategy)
             self._cache[key] = graph_code(self.graph, part, p, title=self._code_title())
         return self._cache[key]
 
     def _code_title(self) -> str:
-        model = self.capture.model
-        name = type(model).__name__ if model is not None else getattr(self.capture.fn, "__name__", "function")
+        name = self.title
         where = f", graph {self.index + 1} of {len(self.capture.graphs)}" if len(self.capture.graphs) > 1 else ""
         return f"{name}, parameters {self.params}{where}"

@@ -138,7 +138,7 @@ def tables(traces):
 @pytest.mark.parametrize("strategy", GRAPH_STRATEGIES)
 def test_bytes_and_peaks_match_real_storages(traces, tables, name, params, strategy):
     tr = traces[(name, params)]
-    row = _row(tables(name, params), tr.partition(strategy).strategy)
+    row = _row(tables(name, params), tr.partition(strategy).name)
     assert row["error"] is None or row["error"] != row["error"], row["error"]
     real = run_partition_real(tr.graph, tr.partition(strategy))
     assert row["saved_activation_bytes"] == real["activation"]

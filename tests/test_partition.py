@@ -8,7 +8,6 @@ import torch
 import fxviz
 from fxviz import _torch
 from fxviz.analysis.gradients import run_joint, run_partition, gradient_outputs
-from fxviz.analysis.partition import strategy_key
 
 from .conftest import SMALL
 
@@ -127,13 +126,6 @@ def test_closure_joint_never_computes_weight_gradients(traces):
     assert len(convs) == 5 and all(list(n.args[-1]) == [True, False, False] for n in convs)
     p = tr.partition("default")
     assert p.ok and all(tr.graph.info[n].role != "gradient" for n in p.removed)
-
-
-def test_strategy_errors():
-    for bad in ["nope", "budget:2", "budget:0.5:magic", 3]:
-        with pytest.raises(fxviz.StrategyError):
-            strategy_key(bad)
-    assert strategy_key("budget:0.30") == "budget:0.3:dp"
 
 
 def test_failing_strategy_is_an_error_partition_not_a_crash(traces):

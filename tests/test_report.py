@@ -17,7 +17,8 @@ from torch import nn
 import fxviz
 from fxviz.cli import main
 from fxviz.errors import InputError, RenderError
-from fxviz.render.report import REPORT_STRATEGIES, build_report, clean_svg, report, script_json
+from fxviz.html_report import build_report, report
+from fxviz.render.embed import clean_svg, script_json
 
 from .conftest import assert_unchanged, snapshot
 
@@ -217,7 +218,10 @@ def test_cli_report(tmp_path, capsys):
     assert main(["report", "mlp", "-o", str(tmp_path / "x.html"), "--strategies", "nonsense"]) == 2
 
 
-def test_default_strategies_are_the_memory_tables():
-    from fxviz.analysis.memory import DEFAULT_STRATEGIES
+def test_default_strategies_are_the_memory_tables(traces):
+    from fxviz.analysis.strategies import OFFERED
+    from fxviz.payloads import report_data
 
-    assert tuple(REPORT_STRATEGIES) == tuple(DEFAULT_STRATEGIES)
+    tr = traces[("mlp", "lifted")]
+    data = report_data(tr, views=("joint",))
+    assert [s["key"] for s in data["strategies"]] == [s.name for s in OFFERED] == list(tr.memory_table()["strategy"])

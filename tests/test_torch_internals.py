@@ -39,6 +39,16 @@ def test_only_fxviz_torch_imports_private_torch():
         if path.name == "_torch.py":
             continue
         text = path.read_text()
-        if re.search(r"torch\._(functorch|dynamo|subclasses|inductor)", text) or ".meta[" in text or "meta.get(" in text:
+        if (re.search(r"torch\._(functorch|dynamo|subclasses|inductor|logging|guards)", text)
+                or re.search(r"torch\.utils\._\w+|from torch\.utils import _", text)
+                or ".meta[" in text or "meta.get(" in text):
             offenders.append(str(path.relative_to(root)))
     assert not offenders, f"private torch APIs / node meta used outside fxviz/_torch.py: {offenders}"
+
+
+def test_torch_module_holds_torch_internals_only():
+    """``_torch.py`` wraps torch; strategies live in ``analysis/`` (the recompute-all one too)."""
+    assert not hasattr(_torch, "recompute_all_partition")
+    from fxviz.analysis.recompute_all import recompute_all_partition
+
+    assert callable(recompute_all_partition)

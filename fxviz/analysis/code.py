@@ -18,6 +18,7 @@ from typing import Any, Callable
 import torch.fx as fx
 
 from .. import _torch
+from .._fx import output_node, output_values
 from ..capture import JointGraph
 from ..errors import InputError
 from .partition import Partition
@@ -82,9 +83,8 @@ def python_name(text: str) -> str:
 
 def _output_names(graph: JointGraph) -> dict[int, str]:
     """User output index -> real name, from the forward outputs' node info."""
-    out = list(graph.gm.graph.nodes)[-1]
-    args = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
-    descs = _torch.output_descs(out)
+    args = output_values(graph.gm)
+    descs = _torch.output_descs(output_node(graph.gm))
     names: dict[int, str] = {}
     for j, a in enumerate(args[: graph.num_fwd_outputs]):
         kind = _torch.describe_output(descs[j]) if j < len(descs) else None
@@ -192,7 +192,7 @@ def graph_code(graph: JointGraph, part: str, partition: Partition | None, title:
             raise InputError(f"the partition has no {part} graph", "pick another strategy")
         to_joint = partition.fw_to_joint if part == "forward" else partition.bw_to_joint
         saved = set(partition.saved)
-        strategy = partition.strategy
+        strategy = partition.name
         what = f"{part} graph of partition {partition.label!r}"
     rebuilt, inputs, outputs = _rebuild(gm, to_joint, names, saved)
     src = rebuilt.code

@@ -17,6 +17,8 @@ import torch
 import torch.fx as fx
 
 from .. import _torch
+from .._fx import output_values
+from ..units import format_bytes
 from ..capture import Capture, JointGraph
 from ..roles import short_op
 from .gradient_paths import (
@@ -130,8 +132,7 @@ def _gradient_nodes(graph: JointGraph) -> list[tuple[str | None, str | None, str
     """(real name, gradient node name, role of the input) for every gradient output."""
     if not graph.has_backward:
         return []
-    out = list(graph.gm.graph.nodes)[-1]
-    args = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
+    args = output_values(graph.gm)
     res = []
     for j, qual, role in gradient_outputs(graph):
         node = args[j] if j < len(args) else None
@@ -317,7 +318,7 @@ def _state_name(graph: JointGraph, node: str) -> str:
 
 
 def _tensor_args(node: fx.Node) -> list[fx.Node]:
-    from torch.utils import _pytree as pytree
+    from .._torch import pytree
 
     return [a for a in pytree.tree_leaves((node.args, node.kwargs))
             if isinstance(a, fx.Node) and isinstance(_torch.meta_val(a), torch.Tensor)]
@@ -383,7 +384,7 @@ def _dropped_finding(cap: Capture, graph: JointGraph, node: fx.Node, state: str,
            "buffer": "it is a buffer, which gets no gradient"}.get(role, "")
     if p is not None and not p.tensor.requires_grad:
         why = "it is frozen (requires_grad=False)"
-    strategy = part.strategy if part is not None else "default"
+    strategy = part.name if part is not None else "default"
     fate = (f"the '{strategy}' partitioner removes it as dead code" if removed else
             f"{node.name} still runs in the backward graph (its other results are needed), so the "
             "gradient is computed at run time and thrown away")
@@ -400,8 +401,8 @@ def _lost_by_partitioner(graph: JointGraph, part: Partition) -> list[Finding]:
     """Gradient outputs of the joint graph that the partition's backward graph does not return."""
     if part.backward is None:
         return []
-    bw_out = list(part.backward.graph.nodes)[-1]
-    returned = {part.bw_to_joint.get(a.name, a.name) for a in pytree_leaves(bw_out.args) if isinstance(a, fx.Node)}
+    returned = {part.bw_to_joint.get(a.name, a.name) for a in output_values(part.backward)
+                if isinstance(a, fx.Node)}
     res = []
     for qual, node, role in _gradient_nodes(graph):
         if node is None or node in returned or role != "parameter":
@@ -409,27 +410,13 @@ def _lost_by_partitioner(graph: JointGraph, part: Partition) -> list[Finding]:
         res.append(Finding(
             "gradient_dropped", "error", qual, (node,),
             f"The joint graph returns the gradient of {qual} ({node}) but the backward graph of the "
-            f"'{part.strategy}' partition does not: the partitioner dropped it.",
+            f"'{part.name}' partition does not: the partitioner dropped it.",
             "use a partitioner that keeps every gradient output (torch's default_partition does)",
             cause="partitioner", graph=graph.index))
     return res
 
 
-def pytree_leaves(x: Any) -> list[Any]:
-    from torch.utils import _pytree as pytree
-
-    return pytree.tree_leaves(x)
-
-
 # --- constants that hold the same data ------------------------------------------------------------
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
-
-
 def _real(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and not _torch.is_fake(t) and t.device.type != "meta"
 
@@ -532,8 +519,8 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
             what += f" and saved for the backward as {shown}"
         findings.append(Finding(
             "duplicate_data", "info", owner, tuple(n for _, n, _ in items) + tuple(n for _, n, _ in saved),
-            f"{label} is held by {what}, all reading one storage: {_fmt_bytes(nb)} in memory once, but a "
-            f"per-node count (torch's _size_of) counts {_fmt_bytes(counted)}.",
+            f"{label} is held by {what}, all reading one storage: {format_bytes(nb)} in memory once, but a "
+            f"per-node count (torch's _size_of) counts {format_bytes(counted)}.",
             "nothing to fix in memory; count unique storages when you add up bytes" +
             ("" if owner is None else "; lifting the parameters removes the constants altogether"),
             cause="same_tensor", graph=items[0][0], bytes=counted - nb))
@@ -554,7 +541,7 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
             what = f"parameter {other}" if is_param else f"constant {labels.get(other, other)}"
             findings.append(Finding(
                 "duplicate_data", "warning", other if is_param else None, (node,) if is_param else (node, other),
-                f"{labels.get(node, node)} holds the same data as {what} ({how}) in a separate copy: {_fmt_bytes(_nbytes(t))} "
+                f"{labels.get(node, node)} holds the same data as {what} ({how}) in a separate copy: {format_bytes(_nbytes(t))} "
                 "duplicated" + (", and the copy neither follows the parameter's updates nor gives it a gradient"
                                if is_param else "") + ".",
                 "compute it from the parameter inside forward (e.g. self.fc.weight.t()) instead of keeping a copy",
@@ -607,10 +594,8 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
     kinds = {k: i for i, k in enumerate(KINDS)}
     findings.sort(key=lambda f: (order[f.severity], kinds[f.kind]))
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
-    model = cap.model
-    title = type(model).__name__ if model is not None else getattr(cap.fn, "__name__", "function")
-    strategy = next((p.strategy for p in parts if p is not None), "default")
-    return Diagnosis(findings=findings, table=table, strategy=strategy, graphs=len(cap.graphs), title=title,
+    strategy = next((p.name for p in parts if p is not None), "default")
+    return Diagnosis(findings=findings, table=table, strategy=strategy, graphs=len(cap.graphs), title=cap.title,
                      params_mode=cap.params)
 
 

@@ -23,52 +23,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils import _pytree as pytree
+from .._torch import pytree
 
 from .. import _torch
 from .._state import preserved
 from ..capture import Capture, JointGraph
+from .measured import EagerMeasurement, SavedTensor
 from .partition import Partition
+from .strategies import Strategy
 
-__all__ = ["SavedTensor", "EagerMeasurement", "EagerPartition", "measure_eager", "eager_partition"]
-
-
-@dataclass(frozen=True)
-class SavedTensor:
-    """One tensor eager autograd saved (unique by storage, offset, shape, stride and dtype)."""
-
-    op: str  # the aten op that produced it in eager ("input"/"parameter" for leaves)
-    shape: tuple[int, ...]
-    dtype: str
-    owner: str  # activation | parameter | input
-    storage_bytes: int
-    numel_bytes: int
-    joint: str | None  # the joint-graph node it corresponds to, when matched
-
-
-@dataclass
-class EagerMeasurement:
-    saved: list[SavedTensor] = field(default_factory=list)
-    saves: int = 0  # pack-hook calls (one tensor may be saved by several ops)
-    storages: int = 0
-    activation_bytes: int = 0
-    param_bytes: int = 0
-    input_bytes: int = 0
-    estimate_bytes: int = 0  # numel*itemsize over the saved tensors, blind to aliasing (torch's way)
-    forward_ops: int = 0  # aten ops eager ran in the forward (and the loss)
-    float_mask_bytes: int = 0  # CPU dropout's float masks among the saved activations
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def saved_tensors(self) -> int:
-        return len(self.saved)
-
-
-@dataclass
-class EagerPartition(Partition):
-    """A ``Partition`` for the eager reference: no graphs, the measurement instead."""
-
-    measurement: EagerMeasurement | None = None
+__all__ = ["SavedTensor", "EagerMeasurement", "measure_eager", "eager_partition"]
 
 
 # the traced graph's functional form of an op -> the op eager runs
@@ -280,18 +244,17 @@ def _notes(m: EagerMeasurement, closure: bool, pieces: int) -> list[str]:
     return notes
 
 
-def eager_partition(cap: Capture, graph: JointGraph) -> EagerPartition:
+def eager_partition(cap: Capture, graph: JointGraph) -> Partition:
     """The ``eager`` strategy as a ``Partition``: ``saved`` are the joint nodes eager's saved tensors
     correspond to (in save order), ``unmapped`` describes those with no joint node."""
     start = time.perf_counter()
-    label = "eager autograd (measured with saved_tensors_hooks)"
     try:
         m = measure_eager(cap, graph)
     except Exception as exc:  # the user's model under eager autograd: a row with the reason
-        return EagerPartition(strategy="eager", label=label, forward=None, backward=None, caller="eager autograd",
-                              error=f"eager autograd raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
-                              seconds=time.perf_counter() - start)
+        return Partition(strategy=Strategy("eager"), forward=None, backward=None, caller="eager autograd",
+                         error=f"eager autograd raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+                         seconds=time.perf_counter() - start)
     saved = list(dict.fromkeys(s.joint for s in m.saved if s.joint is not None))
     unmapped = [f"{s.op} {list(s.shape)} {s.dtype} ({s.owner})" for s in m.saved if s.joint is None]
-    return EagerPartition(strategy="eager", label=label, forward=None, backward=None, saved=saved, unmapped=unmapped,
-                          caller="eager autograd", seconds=time.perf_counter() - start, measurement=m)
+    return Partition(strategy=Strategy("eager"), forward=None, backward=None, saved=saved, unmapped=unmapped,
+                     caller="eager autograd", seconds=time.perf_counter() - start, measurement=m)

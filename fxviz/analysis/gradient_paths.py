@@ -24,9 +24,10 @@ from typing import Any, Iterable
 import torch
 import torch.fx as fx
 from torch.overrides import TorchFunctionMode
-from torch.utils import _pytree as pytree
+from .._torch import pytree
 
 from .. import _torch
+from .._fx import output_values
 from .._state import preserved
 from ..capture import Capture, JointGraph
 from ..roles import short_op
@@ -101,9 +102,7 @@ def data_args(node: fx.Node) -> list[fx.Node]:
 
 def forward_outputs(graph: JointGraph) -> list[fx.Node]:
     """The joint graph's forward outputs (the loss, updated buffers, a piece's outputs)."""
-    out = list(graph.gm.graph.nodes)[-1]
-    args = out.args[0] if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
-    return [a for a in list(args)[: graph.num_fwd_outputs] if isinstance(a, fx.Node)]
+    return [a for a in output_values(graph.gm)[: graph.num_fwd_outputs] if isinstance(a, fx.Node)]
 
 
 def _is_float(value: Any) -> bool:

@@ -14,6 +14,7 @@ import torch.fx as fx
 from torch import nn
 
 from .. import _torch
+from .._fx import output_node
 from .._state import preserved, restore_rng, rng_state
 from ..capture import Capture, JointGraph
 from ..errors import FxvizError
@@ -48,7 +49,7 @@ def gradient_outputs(graph: JointGraph) -> list[tuple[int, str | None, str]]:
     """(flat output position, real name, role of the input) for every gradient output."""
     gm = graph.gm
     placeholders = {repr(_torch.node_desc(n)): n.name for n in gm.graph.nodes if n.op == "placeholder"}
-    output = list(gm.graph.nodes)[-1]
+    output = output_node(gm)
     res = []
     for j, desc in enumerate(_torch.output_descs(output)):
         if j < graph.num_fwd_outputs:
@@ -149,7 +150,7 @@ def traced_gradients(cap: Capture, rng: dict[str, object]) -> tuple[dict[str, to
 
 
 def _tensors(x: Any) -> list[torch.Tensor]:
-    from torch.utils import _pytree as pytree
+    from .._torch import pytree
 
     return [t for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
 

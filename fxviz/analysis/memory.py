@@ -19,13 +19,14 @@ import torch.fx as fx
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from .. import _torch
+from .._fx import output_values
 from ..capture import JointGraph
 from ..errors import StrategyError
 from .partition import Partition
+from .strategies import OFFERED, Strategy, parse_list
 
 __all__ = [
     "COLUMNS",
-    "DEFAULT_STRATEGIES",
     "Storages",
     "StorageUse",
     "SavedMemory",
@@ -41,8 +42,6 @@ __all__ = [
     "memory_table",
     "caption",
 ]
-
-DEFAULT_STRATEGIES: tuple[str, ...] = ("default", "min_cut", "budget:0.5", "recompute_all", "eager")
 
 COLUMNS: list[str] = [
     "strategy", "saved_tensors", "saved_storages", "saved_activation_bytes", "saved_param_bytes",
@@ -238,16 +237,10 @@ class SavedMemory:
         return self.bytes_of("input")
 
 
-def _outputs(gm: fx.GraphModule) -> list[Any]:
-    out = list(gm.graph.nodes)[-1]
-    args = out.args[0]
-    return list(args) if isinstance(args, (tuple, list)) else [args]
-
-
 def saved_nodes(p: Partition, graph: JointGraph) -> list[fx.Node]:
     """The forward graph's outputs after the first ``num_fwd_outputs``: what the backward reads."""
     assert p.forward is not None
-    return [o for o in _outputs(p.forward)[graph.num_fwd_outputs:] if isinstance(o, fx.Node)]
+    return [o for o in output_values(p.forward)[graph.num_fwd_outputs:] if isinstance(o, fx.Node)]
 
 
 def saved_memory(p: Partition, graph: JointGraph, storages: Storages | None = None) -> SavedMemory:
@@ -383,14 +376,14 @@ def _error_row(strategy: str, reason: str) -> MemoryRow:
 def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
     """Every column of the memory table for one partition (an error row if ``p`` failed)."""
     if p.error is not None:
-        return _error_row(p.strategy, p.error)
+        return _error_row(p.name, p.error)
     storages = Storages(graph.gm, p.forward, p.backward)
     resident = {k: storages.nbytes(k) for k in storage_owners(graph, storages)}
-    measurement = getattr(p, "measurement", None)
+    measurement = p.measurement
     if measurement is not None:  # the eager row: measured on real tensors, no graphs to walk
         values = {c: None for c in COLUMNS}
         values.update(
-            strategy=p.strategy, saved_tensors=measurement.saved_tensors, saved_storages=measurement.storages,
+            strategy=p.name, saved_tensors=measurement.saved_tensors, saved_storages=measurement.storages,
             saved_activation_bytes=measurement.activation_bytes, saved_param_bytes=measurement.param_bytes,
             saved_input_bytes=measurement.input_bytes, recomputed_ops=0, recomputed_random_ops=0,
             recompute_flops=0, recompute_bytes=0,
@@ -398,12 +391,12 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
             torch_estimate_bytes=measurement.estimate_bytes, seconds=p.seconds)
         return MemoryRow(values, list(measurement.notes))
     if p.forward is None or p.backward is None:
-        return _error_row(p.strategy, "the partition has no forward/backward graphs to measure")
+        return _error_row(p.name, "the partition has no forward/backward graphs to measure")
     saved = saved_memory(p, graph, storages)
     flops, traffic = recompute_cost(p)
-    random = sorted(getattr(p, "recomputed_random", ()) or ())
+    random = sorted(p.recomputed_random)
     values = {
-        "strategy": p.strategy,
+        "strategy": p.name,
         "saved_tensors": saved.tensors,
         "saved_storages": len(saved.storages),
         "saved_activation_bytes": saved.activation_bytes,
@@ -455,15 +448,15 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
-def memory_table(graph: JointGraph, get_partition: Callable[[Any], Partition],
+def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partition],
                  strategies: Iterable[Any] | None = None) -> pd.DataFrame:
     """One row per strategy.  ``get_partition(strategy)`` is ``Trace.partition`` (cached there).
     A strategy that fails on this graph gives a row with ``error`` set; a malformed strategy
     raises ``StrategyError``.  ``df.attrs["caption"]`` says how the partitioners were called."""
-    strategies = list(DEFAULT_STRATEGIES if strategies is None else strategies)
+    chosen = list(OFFERED) if strategies is None else parse_list(list(strategies)) or []
     rows, notes = [], []
-    for s in strategies:
-        name = s if isinstance(s, str) else f"callable:{getattr(s, '__qualname__', repr(s))}"
+    for s in chosen:
+        name = s.name
         try:
             p = get_partition(s)
             row = memory_row(graph, p)

@@ -1,32 +1,28 @@
 """Run one partition strategy on a copy of the joint graph -> ``Partition``.
 
-Strategies: ``default`` and ``min_cut`` (torch's partitioners), ``budget:B[:solver]`` (min-cut
-under ``activation_memory_budget=B``, solver ``dp``/``greedy``/``ilp``), ``recompute_all`` (save
-only inputs), ``eager`` (what eager autograd saves; see ``eager.py``), or any callable with a
-torch partitioner's signature.  The partitioners get exactly the arguments torch passed when it
+A strategy arrives as a ``Strategy`` value (``strategies.py`` parses strings and callables once
+and holds the registry of kinds).  Partitioners get exactly the arguments torch passed when it
 built the graph (``num_fwd_outputs``, ``static_lifetime_input_indices``), recorded at capture.
+Measured strategies (the eager reference) build their ``Partition`` themselves.
 """
 
 from __future__ import annotations
 
 import inspect
-import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 import torch.fx as fx
 
 from .. import _torch
+from .._fx import output_values
 from ..capture import Capture, JointGraph
 from ..errors import StrategyError
+from .measured import EagerMeasurement
+from .strategies import Strategy, StrategyLike
 
-__all__ = ["Partition", "partition", "strategy_key", "STRATEGY_FORMS", "SOLVERS"]
-
-SOLVERS = ("dp", "greedy", "ilp")
-STRATEGY_FORMS = ("default", "min_cut", "budget:B", "budget:B:dp", "budget:B:greedy", "budget:B:ilp",
-                  "eager", "recompute_all", "<callable>")
-Strategy = Union[str, Callable[..., Any]]
+__all__ = ["Partition", "partition", "from_graphs"]
 
 
 @dataclass
@@ -41,8 +37,7 @@ class Partition:
     ``error``: why the strategy failed (then forward/backward are None and the sets are empty).
     """
 
-    strategy: str
-    label: str
+    strategy: Strategy
     forward: fx.GraphModule | None
     backward: fx.GraphModule | None
     saved: list[str] = field(default_factory=list)
@@ -55,51 +50,26 @@ class Partition:
     seconds: float = 0.0
     unmapped: list[str] = field(default_factory=list)  # saved values with no joint node (eager)
     recomputed_random: set[str] = field(default_factory=set)  # random ops the backward redraws
+    measurement: EagerMeasurement | None = None  # the eager reference: measured, no graphs
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def name(self) -> str:
+        """The strategy's canonical name (``budget:0.5:dp``): the key in tables, views and data."""
+        return self.strategy.name
 
-_BUDGET = re.compile(r"^budget:([0-9]*\.?[0-9]+)(?::([a-z]+))?$")
+    @property
+    def label(self) -> str:
+        """The strategy as a person reads it."""
+        return self.strategy.label
 
-
-def strategy_key(strategy: Strategy) -> str:
-    """Canonical name of a strategy (``budget:0.3`` -> ``budget:0.3:dp``); raises on bad input."""
-    if callable(strategy):
-        return f"callable:{getattr(strategy, '__qualname__', repr(strategy))}"
-    if not isinstance(strategy, str):
-        raise StrategyError(f"a strategy is a string or a callable, not {type(strategy).__name__}")
-    s = strategy.strip().lower().replace("-", "_")
-    if s in ("default", "min_cut", "eager", "recompute_all"):
-        return s
-    if s == "mincut":
-        return "min_cut"
-    m = _BUDGET.match(s)
-    if m:
-        budget = float(m.group(1))
-        solver = m.group(2) or "dp"
-        if not 0.0 <= budget <= 1.0:
-            raise StrategyError(f"budget {budget} is outside 0..1 in strategy {strategy!r}",
-                                "the budget is a fraction of min-cut's activation memory: 0 <= B <= 1")
-        if solver not in SOLVERS:
-            raise StrategyError(f"unknown solver {solver!r} in strategy {strategy!r}",
-                                f"use one of {', '.join(SOLVERS)}")
-        return f"budget:{budget:g}:{solver}"
-    raise StrategyError(f"unknown strategy {strategy!r}; valid forms: {', '.join(STRATEGY_FORMS)}")
-
-
-def _label(key: str) -> str:
-    if key == "default":
-        return "default (torch default_partition)"
-    if key == "min_cut":
-        return "min_cut (torch min_cut_rematerialization_partition)"
-    if key == "recompute_all":
-        return "recompute_all (save inputs only)"
-    if key.startswith("budget:"):
-        _, b, solver = key.split(":")
-        return f"budget {b} ({solver} solver)"
-    return key
+    @property
+    def measured(self) -> bool:
+        """True for a reference measured on the model (no forward/backward graphs)."""
+        return self.measurement is not None
 
 
 def _call(fn: Callable[..., Any], gm: fx.GraphModule, graph: JointGraph) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -118,49 +88,19 @@ def _call(fn: Callable[..., Any], gm: fx.GraphModule, graph: JointGraph) -> tupl
     return result
 
 
-def _partitioner(key: str, strategy: Strategy) -> Callable[..., Any]:
-    if callable(strategy):
-        return strategy
-    if key == "default":
-        return _torch.default_partition
-    if key == "min_cut":
-        return _torch.min_cut_partition
-    if key == "recompute_all":
-        return _torch.recompute_all_partition
-    if key.startswith("budget:"):
-        _, budget, solver = key.split(":")
-
-        def budgeted(gm: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
-            with _torch.budget_config(float(budget), solver):
-                return _torch.min_cut_partition(gm, joint_inputs, **kwargs)
-
-        return budgeted
-    raise StrategyError(f"no partitioner for {key!r}")
-
-
-def _names(gm: fx.GraphModule) -> list[str]:
-    return [n.name for n in gm.graph.nodes]
-
-
-def _outputs(gm: fx.GraphModule) -> list[Any]:
-    out = list(gm.graph.nodes)[-1]
-    args = out.args[0]
-    return list(args) if isinstance(args, (tuple, list)) else [args]
-
-
 def _to_joint(gm: fx.GraphModule, joint_names: set[str]) -> dict[str, str]:
     """Partition graphs keep joint node names (torch copies nodes by name); anything the
     partitioner created itself (none for torch's own partitioners on these graphs) stays unmapped."""
     return {n.name: n.name for n in gm.graph.nodes if n.name in joint_names and n.op != "output"}
 
 
-def from_graphs(graph: JointGraph, key: str, label: str, fwd: fx.GraphModule, bwd: fx.GraphModule,
+def from_graphs(graph: JointGraph, strategy: Strategy, fwd: fx.GraphModule, bwd: fx.GraphModule,
                 seconds: float = 0.0) -> Partition:
     """Describe a (forward, backward) pair in joint-graph terms."""
     joint_names = {n.name for n in graph.gm.graph.nodes if n.op != "output"}
     fw_map, bw_map = _to_joint(fwd, joint_names), _to_joint(bwd, joint_names)
     saved = []
-    for o in _outputs(fwd)[graph.num_fwd_outputs:]:
+    for o in output_values(fwd)[graph.num_fwd_outputs:]:
         if isinstance(o, fx.Node):
             saved.append(fw_map.get(o.name, o.name))
     in_fwd = set(fw_map.values())
@@ -173,7 +113,7 @@ def from_graphs(graph: JointGraph, key: str, label: str, fwd: fx.GraphModule, bw
     # RNG), so its gradients no longer match the forward: worth a loud flag
     random = {n.name for n in bwd.graph.nodes
               if n.op == "call_function" and n.name in recomputed and _torch.is_random(n) and n.users}
-    return Partition(strategy=key, label=label, forward=fwd, backward=bwd, saved=saved, recomputed=recomputed,
+    return Partition(strategy=strategy, forward=fwd, backward=bwd, saved=saved, recomputed=recomputed,
                      removed=removed, fw_to_joint=fw_map, bw_to_joint=bw_map, caller=graph.partitioner_caller,
                      seconds=seconds, recomputed_random=random)
 
@@ -185,22 +125,19 @@ def _is_placeholder(gm: fx.GraphModule, name: str) -> bool:
     return False
 
 
-def partition(graph: JointGraph, strategy: Strategy = "default", capture: Capture | None = None) -> Partition:
+def partition(graph: JointGraph, strategy: StrategyLike = "default", capture: Capture | None = None) -> Partition:
     """Partition a copy of ``graph`` with ``strategy``.  A strategy that fails returns a
     ``Partition`` whose ``error`` says why (a table keeps its other rows); a malformed strategy
     raises ``StrategyError``."""
-    key = strategy_key(strategy)
+    s = Strategy.parse(strategy)
     if not graph.has_backward:
-        return Partition(strategy=key, label=_label(key), forward=graph.gm, backward=None,
-                         caller=graph.partitioner_caller,
+        return Partition(strategy=s, forward=graph.gm, backward=None, caller=graph.partitioner_caller,
                          error="no backward graph: nothing the loss depends on requires grad")
-    if key == "eager":
-        from .eager import eager_partition
-
-        if capture is None:
-            raise StrategyError("the eager strategy needs the model and inputs (use Trace.partition)")
-        return eager_partition(capture, graph)
-    fn = _partitioner(key, strategy)
+    kind = s.spec
+    if kind.measure is not None:
+        return kind.measure(s, graph, capture)
+    assert kind.partitioner is not None
+    fn = kind.partitioner(s)
     start = time.perf_counter()
     try:
         with _torch.quiet_torch():
@@ -209,7 +146,6 @@ def partition(graph: JointGraph, strategy: Strategy = "default", capture: Captur
     except StrategyError:
         raise
     except Exception as exc:  # a solver needing a missing package, a partitioner bug, ...
-        return Partition(strategy=key, label=_label(key), forward=None, backward=None,
-                         caller=graph.partitioner_caller,
+        return Partition(strategy=s, forward=None, backward=None, caller=graph.partitioner_caller,
                          error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
-    return from_graphs(graph, key, _label(key), fwd, bwd, time.perf_counter() - start)
+    return from_graphs(graph, s, fwd, bwd, time.perf_counter() - start)

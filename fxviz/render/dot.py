@@ -21,10 +21,11 @@ import graphviz
 
 from . import theme
 from ..roles import ROLES
-from .scene import RECOMPUTED_SUFFIX, Group, Item, Scene, format_bytes, format_tensor, module_path
+from ..units import format_bytes
+from .scene import RECOMPUTED_SUFFIX, Group, Item, Scene, format_tensor, module_path
 
 # format_* and RECOMPUTED_SUFFIX are re-exported: the report formats sizes the same way
-__all__ = ["LAYOUT_ATTRS", "to_digraph", "RECOMPUTED_SUFFIX", "format_bytes", "format_tensor"]
+__all__ = ["LAYOUT_ATTRS", "to_digraph", "RECOMPUTED_SUFFIX", "format_tensor"]
 
 # Bounded network-simplex and crossing-minimisation iterations: the measured difference between
 # minutes and seconds on a few hundred nodes (docs/rendering-timings.md).

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from .table import format_flops
+from ..units import byte_unit, format_flops
 from .theme import EDGE_COLOR, ROLE_COLORS, STATUS
 
 __all__ = ["MemorySweep", "pareto_plot"]
@@ -54,8 +54,8 @@ def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
         ax = fig.add_subplot()
     else:
         fig = ax.figure
-    x_unit, x_scale = _byte_unit(ok["saved_activation_bytes"].max())
-    y_unit, y_scale = _byte_unit(ok[cost].max()) if cost == "recompute_bytes" else ("", 1)
+    x_unit, x_scale = byte_unit(ok["saved_activation_bytes"].max())
+    y_unit, y_scale = byte_unit(ok[cost].max()) if cost == "recompute_bytes" else ("", 1)
     x = ok["saved_activation_bytes"].astype(float) / x_scale
     y = ok[cost].astype(float) / y_scale
     on_front = ok["pareto"].fillna(False).astype(bool) if "pareto" in ok else pd.Series(True, index=ok.index)
@@ -81,15 +81,6 @@ def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
     ax.grid(True, color="#DDDDDD", linewidth=0.6)
     ax.legend(fontsize=8, loc="upper right")
     return fig
-
-
-def _byte_unit(largest: Any) -> tuple[str, int]:
-    """The binary unit that keeps an axis's numbers readable (plain ticks, unit in the label)."""
-    largest = 0 if largest is None or largest != largest else int(largest)
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if largest >= size:
-            return unit, size
-    return "bytes", 1
 
 
 class MemorySweep(pd.DataFrame):

@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 import torch.fx as fx
 
 from ..analysis.partition import Partition
+from ..units import format_bytes
 from ..capture import JointGraph
 from ..roles import NodeInfo
 
@@ -33,8 +34,6 @@ __all__ = [
     "group_scene",
     "auto_depth",
     "module_path",
-    "strategy_name",
-    "format_bytes",
     "format_tensor",
 ]
 
@@ -47,18 +46,6 @@ _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f
 
 
 # --- formatting ----------------------------------------------------------------------------------
-def format_bytes(n: int | None) -> str:
-    """``2048`` -> ``'2.0 KiB'``."""
-    if n is None:
-        return "?"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 def format_tensor(info: NodeInfo) -> str:
     """``f32[8, 64]`` (torch's own short form), or ``''`` when the value is not one tensor."""
     if info.shape is None or info.dtype is None:
@@ -183,7 +170,7 @@ def compare_scene(graph: JointGraph, a: Partition, b: Partition, title: str = ""
         it.cmp_recomputed = _which(it.joint in a.recomputed, it.joint in b.recomputed)
         it.removed = it.joint in a.removed and it.joint in b.removed
     scene.view = "compare"
-    scene.compare_names = (strategy_name(a), strategy_name(b))
+    scene.compare_names = (a.name, b.name)
     scene.caption.append("A = " + _totals_line(graph, a))
     scene.caption.append("B = " + _totals_line(graph, b))
     only_a = len(sa - sb)
@@ -208,7 +195,7 @@ def partition_scene(graph: JointGraph, partition: Partition, side: str, title: s
     gm = partition.forward if side == "forward" else partition.backward
     mapping = partition.fw_to_joint if side == "forward" else partition.bw_to_joint
     if gm is None:
-        raise ValueError(f"partition {partition.strategy!r} has no {side} graph: {partition.error}")
+        raise ValueError(f"partition {partition.name!r} has no {side} graph: {partition.error}")
     nodes = _real_nodes(gm)
     in_forward = set(partition.fw_to_joint.values())
     saved = set(partition.saved)
@@ -253,7 +240,7 @@ def _saved_bytes_text(graph: JointGraph, partition: Partition) -> str:
     """The saved bytes as the memory analysis counts them (by storage: views and aliases once,
     parameters and inputs apart from activations) or, for eager, as measured; if neither is
     available, the nominal sum of the saved nodes' ``numel x itemsize``, labelled so."""
-    measured = getattr(partition, "measurement", None)  # the eager reference has no graphs
+    measured = partition.measurement  # the eager reference has no graphs
     if measured is not None:
         return _bytes_text(measured.activation_bytes, measured.param_bytes, measured.input_bytes,
                            measured.storages) + ", measured in eager"
@@ -269,18 +256,13 @@ def _saved_bytes_text(graph: JointGraph, partition: Partition) -> str:
     return f"{format_bytes(total)} nominal (numel x itemsize per value; shared storage counted again)"
 
 
-def strategy_name(partition: Partition) -> str:
-    """The short name of a partition's strategy (``min_cut``, ``budget:0.5:dp``)."""
-    return partition.strategy
-
-
 def _totals_line(graph: JointGraph, partition: Partition) -> str:
-    label = partition.label or partition.strategy
+    label = partition.label
     if partition.error:
         return f"{label}: failed: {partition.error}"
     line = (f"{label}: saves {len(partition.saved)} values ({_saved_bytes_text(graph, partition)}); "
             f"recomputes {len(partition.recomputed)} ops; removes {len(partition.removed)}")
-    unmapped = getattr(partition, "unmapped", None)
+    unmapped = partition.unmapped
     if unmapped:
         line += f"; {len(unmapped)} saved values match no joint node (not marked)"
     return line

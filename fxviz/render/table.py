@@ -12,9 +12,10 @@ from typing import Any
 
 import pandas as pd
 
+from ..units import format_bytes, format_flops, is_missing
 from .theme import EDGE_COLOR, ROLE_COLORS, STATUS, faded
 
-__all__ = ["MemoryTable", "format_bytes", "format_flops", "best_rows", "style_memory_table",
+__all__ = ["MemoryTable", "best_rows", "style_memory_table",
            "memory_table_text", "LOWER_IS_BETTER"]
 
 # columns where a smaller number is plainly better (the ones whose best value is marked)
@@ -26,41 +27,14 @@ BEST_FILL = faded(ROLE_COLORS["gradient"])  # mint, at 25%: the same palette as 
 ERROR_COLOR = STATUS["removed"].color
 
 
-def _missing(v: Any) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
-
-
-def format_bytes(n: Any) -> str:
-    """``1536`` -> ``1.50 KiB`` (binary units, three significant digits); blank when missing."""
-    if _missing(n):
-        return ""
-    n = int(n)
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            value = n / size
-            return f"{value:.3g} {unit}" if value < 1000 else f"{value:.0f} {unit}"
-    return f"{n} B"
-
-
-def format_flops(n: Any) -> str:
-    """``1428376960`` -> ``1.43 GFLOP``; blank when missing."""
-    if _missing(n):
-        return ""
-    n = int(n)
-    for unit, size in (("TFLOP", 10**12), ("GFLOP", 10**9), ("MFLOP", 10**6), ("kFLOP", 10**3)):
-        if abs(n) >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n} FLOP"
-
-
 def _formatter(column: str) -> Any:
     if column.endswith("_bytes"):
         return format_bytes
     if column.endswith("_flops"):
         return format_flops
     if column == "seconds":
-        return lambda v: "" if _missing(v) else f"{v:.2f}"
-    return lambda v: "" if _missing(v) else str(v)
+        return lambda v: "" if is_missing(v) else f"{v:.2f}"
+    return lambda v: "" if is_missing(v) else str(v)
 
 
 def best_rows(df: pd.DataFrame) -> dict[str, set[Any]]:

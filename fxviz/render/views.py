@@ -44,7 +44,7 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
         raise InputError(f"depth must be a positive integer, not {depth!r}", "depth=1 draws top-level modules")
     for p in (partition, compare):
         if p is not None and p.error:
-            raise InputError(f"strategy {p.label or p.strategy!r} failed: {p.error}",
+            raise InputError(f"strategy {p.label!r} failed: {p.error}",
                              "pick another strategy (see tr.partition(...).error)")
     if compare is not None:
         if view != "joint":
@@ -53,18 +53,18 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
         if partition is None:
             raise InputError("compare=... needs a strategy to compare with", "pass strategy='default'")
         scene = sc.compare_scene(graph, partition, compare)
-        what = f"joint graph, strategy A = {partition.strategy} vs B = {compare.strategy}"
+        what = f"joint graph, strategy A = {partition.name} vs B = {compare.name}"
     elif view == "joint":
         scene = sc.joint_scene(graph, partition)
-        what = f"joint graph, strategy {partition.strategy}" if partition else "joint graph"
+        what = f"joint graph, strategy {partition.name}" if partition else "joint graph"
     else:
         if partition is None:
             raise InputError(f"the {view!r} view needs a strategy", f"call draw({view!r}, strategy='default')")
         if (partition.forward if view == "forward" else partition.backward) is None:
-            raise InputError(f"strategy {partition.strategy!r} has no {view} graph to draw",
-                             f"draw('joint', strategy={partition.strategy!r}) marks what it saves")
+            raise InputError(f"strategy {partition.name!r} has no {view} graph to draw",
+                             f"draw('joint', strategy={partition.name!r}) marks what it saves")
         scene = sc.partition_scene(graph, partition, view)
-        what = f"{view} graph of strategy {partition.strategy}"
+        what = f"{view} graph of strategy {partition.name}"
     n_nodes = len(scene.items)
     scene.title = f"{name}: {what} ({n_nodes} nodes)"
 

@@ -19,22 +19,22 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..analysis.strategies import OFFERED, SOLVERS, Strategy, StrategyLike
 from ..errors import FxvizError, InputError
 from ..render import theme
-from ..render.report import (
-    STATIC,
+from ..html_report import STATIC
+from ..payloads import (
     VIEWS,
     RenderedView,
     ViewKey,
     doctor_data,
     legend_data,
-    memory_frame,
     node_data,
     render_view,
-    static_html,
     status_data,
     table_data,
 )
+from ..render.static_html import static_html
 from ..trace import Trace, trace
 
 try:
@@ -47,15 +47,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the note
 
 __all__ = ["Explorer", "GraphPane", "SwitchTiming", "explore", "STRATEGY_CHOICES"]
 
-STRATEGY_CHOICES: list[tuple[str, str]] = [
-    ("default", "default"),
-    ("min-cut", "min_cut"),
-    ("memory budget", "budget"),
-    ("recompute all", "recompute_all"),
-    ("eager autograd", "eager"),
-]
+# the strategies fxviz offers (one registry: fxviz/analysis/strategies.py), by kind: the budget
+# kind's number and solver come from the slider and the solver control
+STRATEGY_CHOICES: list[tuple[str, str]] = [(s.spec.short, s.kind) for s in OFFERED]
 GROUP_CHOICES: list[tuple[str, str]] = [("auto", "auto"), ("by module", "module"), ("every node", "none")]
-SOLVERS = ("dp", "greedy", "ilp")
 
 
 class GraphPane(anywidget.AnyWidget):
@@ -117,13 +112,8 @@ class Explorer(widgets.VBox):
                              "call fxviz.explore(model, x) or fxviz.explore(fxviz.trace(model, x))")
         if view not in VIEWS:
             raise InputError(f"unknown view {view!r}", f"use one of {', '.join(VIEWS)}")
-        choices = dict((v, k) for k, v in STRATEGY_CHOICES)
-        strategy, budget, solver = _split_strategy(strategy, budget, solver)
-        compare, _, _ = _split_strategy(compare, budget, solver)
-        for s in (strategy, compare):
-            if s not in choices:
-                raise InputError(f"the explorer offers the strategies {', '.join(choices)}, not {s!r}",
-                                 "draw other strategies with tr.draw(strategy=...)")
+        strategy, budget, solver = _choice(strategy, budget, solver)
+        compare, _, _ = _choice(compare, budget, solver)
         self._model = model
         self._inputs = tuple(inputs)
         self._trace_kwargs = dict(trace_kwargs or {})
@@ -219,11 +209,9 @@ class Explorer(widgets.VBox):
         self.pane.selected = name
 
     def _key(self, choice: str) -> str:
-        from ..analysis.partition import strategy_key
-
         if choice == "budget":
-            return strategy_key(f"budget:{self.budget_control.value:g}:{self.solver_control.value}")
-        return strategy_key(choice)
+            return Strategy("budget", budget=float(self.budget_control.value), solver=self.solver_control.value).name
+        return Strategy.parse(choice).name
 
     def _table_strategies(self) -> list[str]:
         return [self._key(c) for _, c in STRATEGY_CHOICES]
@@ -250,16 +238,18 @@ class Explorer(widgets.VBox):
     def _on_pane_msg(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
         if content.get("event") != "row":
             return
-        key = str(content.get("strategy", ""))
-        if key.startswith("budget:"):
-            _, b, solver = key.split(":")
+        try:
+            s = Strategy.parse(str(content.get("strategy", "")))
+        except FxvizError:
+            return
+        if s.kind == "budget":
             with self.hold_trait_notifications():
-                self.budget_control.value = float(b)
-                self.solver_control.value = solver
+                self.budget_control.value = s.budget
+                self.solver_control.value = s.solver
             self.strategy_control.value = "budget"
             self._refresh()
-        elif key in dict((v, k) for k, v in STRATEGY_CHOICES):
-            self.strategy_control.value = key
+        elif s.kind in dict((v, k) for k, v in STRATEGY_CHOICES):
+            self.strategy_control.value = s.kind
 
     def _sync_trace_controls(self) -> None:
         base = self._traces[self.params_control.value]
@@ -320,8 +310,8 @@ class Explorer(widgets.VBox):
             self.pane.view_key = vk.text()
             self.pane.caption = r.caption
             self.pane.table = table
-            self.pane.highlight = r.partition.strategy
-            self.pane.compare_highlight = r.compare.strategy if r.compare is not None else ""
+            self.pane.highlight = r.partition.name
+            self.pane.compare_highlight = r.compare.name if r.compare is not None else ""
         self._shown = key
         self.timings.append(SwitchTiming(vk.text(), time.perf_counter() - t0, cached))
 
@@ -340,7 +330,7 @@ class Explorer(widgets.VBox):
         if key not in self._tables:
             self.pane.busy = "computing the memory table (first time only)…"
             try:
-                self._tables[key] = table_data(memory_frame(tr, strategies))
+                self._tables[key] = table_data(tr.memory_table(strategies))
             except FxvizError as exc:
                 self._tables[key] = {"message": f"no memory table: {exc.message}"}
             finally:
@@ -360,7 +350,7 @@ class Explorer(widgets.VBox):
         if r is None:
             return "<p>fxviz explorer: run the notebook to see the graph</p>"
         table = self._tables.get(key[:2] + tuple(self._table_strategies()))
-        return static_html(r.svg, table, r.partition.strategy, r.caption,
+        return static_html(r.svg, table, r.partition.name, r.caption,
                            title=f"fxviz explorer: {self.view_key.view} view, {r.partition.label}")
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -371,20 +361,19 @@ class Explorer(widgets.VBox):
         return bundle
 
 
-def _split_strategy(strategy: str, budget: float, solver: str) -> tuple[str, float, str]:
-    """``"budget:0.3:greedy"`` -> ``("budget", 0.3, "greedy")``; others pass through."""
-    from ..analysis.partition import strategy_key
-
-    if not isinstance(strategy, str):
-        raise InputError("the explorer takes strategies by name", "use tr.draw(strategy=callable) for callables")
-    plain = strategy.strip().lower().replace("-", "_")
-    if plain == "budget":
+def _choice(strategy: StrategyLike, budget: float, solver: str) -> tuple[str, float, str]:
+    """The explorer's controls for a strategy: ``"budget:0.3:greedy"`` -> ``("budget", 0.3, "greedy")``;
+    ``"budget"`` alone keeps the slider's budget and solver."""
+    if isinstance(strategy, str) and strategy.strip().lower() == "budget":
         return "budget", budget, solver
-    key = strategy_key(strategy)
-    if key.startswith("budget:"):
-        _, b, chosen = key.split(":")
-        return "budget", float(b), chosen if plain.count(":") > 1 else solver
-    return key, budget, solver
+    s = Strategy.parse(strategy)
+    offered = [v for _, v in STRATEGY_CHOICES]
+    if s.kind not in offered:
+        raise InputError(f"the explorer offers the strategies {', '.join(offered)}, not {s.name!r}",
+                         "draw other strategies with tr.draw(strategy=...)")
+    if s.kind == "budget":
+        return "budget", float(s.budget or 0.0), str(s.solver)
+    return s.kind, budget, solver
 
 
 def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: Callable | None = None,

@@ -1,0 +1,27 @@
+"""Facts about an ``fx.Graph`` that several layers read (public fx API only).
+
+One home for "the values a graph returns": AOTAutograd's graphs return a flat tuple (the joint
+graph: forward outputs, then gradients; a forward graph: outputs, then saved values), but an
+``fx`` output node may also hold a single value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.fx as fx
+
+__all__ = ["output_node", "output_values"]
+
+
+def output_node(gm: fx.GraphModule | fx.Graph) -> fx.Node:
+    """The graph's ``output`` node (always its last node)."""
+    graph = gm.graph if isinstance(gm, fx.GraphModule) else gm
+    return next(reversed(graph.nodes))
+
+
+def output_values(gm: fx.GraphModule | fx.Graph) -> list[Any]:
+    """What the graph returns, as a flat list in order (nodes, ``None`` for absent gradients,
+    constants)."""
+    args = output_node(gm).args[0]
+    return list(args) if isinstance(args, (tuple, list)) else [args]

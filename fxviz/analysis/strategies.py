@@ -1,0 +1,254 @@
+"""What a partition strategy is: a user's string (or callable) parsed once into a ``Strategy``.
+
+Every layer reads a ``Strategy``'s fields (``kind``, ``budget``, ``solver``, ``name``, ``label``)
+and nobody splits a strategy string again (einops' ``ParsedExpression`` is the model).  The
+registry ``KINDS`` is the one place a strategy is added: its forms (help text, error messages),
+its label, whether it needs the model or a log, and how it partitions a joint graph.
+
+    >>> Strategy.parse("budget:0.3").name
+    'budget:0.3:dp'
+    >>> Strategy.parse("min-cut").label
+    'min_cut (torch min_cut_rematerialization_partition)'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
+
+from .. import _torch
+from ..errors import StrategyError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..capture import Capture, JointGraph
+    from .partition import Partition
+
+__all__ = [
+    "Strategy",
+    "StrategyLike",
+    "Kind",
+    "KINDS",
+    "SOLVERS",
+    "OFFERED",
+    "parse",
+    "parse_list",
+    "forms_text",
+]
+
+SOLVERS: tuple[str, ...] = ("dp", "greedy", "ilp")
+"""The activation-memory-budget knapsack solvers torch offers (``activation_memory_budget_solver``)."""
+
+PartitionFn = Callable[..., Any]
+"""A partitioner with torch's signature: ``fn(joint, joint_inputs, *, num_fwd_outputs, ...)``."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way to partition a joint graph, parsed.  Equal strategies have equal ``name``s.
+
+    ``kind``: a key of ``KINDS``.  ``budget``: the fraction of min-cut's saved activation bytes
+    (``budget`` kind).  ``solver``: the knapsack solver.  ``fn``: the user's partitioner
+    (``callable`` kind; compared by identity).
+    """
+
+    kind: str
+    budget: float | None = None
+    solver: str | None = None
+    fn: PartitionFn | None = field(default=None, repr=False)
+
+    @classmethod
+    def parse(cls, spec: "StrategyLike") -> "Strategy":
+        """A strategy from a string (``"min_cut"``, ``"budget:0.3:greedy"``), a callable with a
+        torch partitioner's signature, or a ``Strategy``; raises ``StrategyError`` naming the
+        valid forms."""
+        if isinstance(spec, Strategy):
+            return spec
+        if callable(spec):
+            return cls("callable", fn=spec)
+        if not isinstance(spec, str):
+            raise StrategyError(f"a strategy is a string or a callable, not {type(spec).__name__}",
+                                f"use one of: {forms_text()}")
+        text = spec.strip().lower().replace("-", "_")
+        head, _, rest = text.partition(":")
+        head = _ALIASES.get(head, head)
+        kind = KINDS.get(head)
+        if kind is None or kind.name == "callable":
+            raise StrategyError(f"unknown strategy {spec!r}", f"use one of: {forms_text()}")
+        return kind.parse_args(rest.split(":") if rest else [], spec)
+
+    @property
+    def name(self) -> str:
+        """The canonical name: cache keys, table rows, SVG view keys, the report's data."""
+        if self.kind == "budget":
+            return f"budget:{self.budget:g}:{self.solver}"
+        if self.kind == "callable":
+            return f"callable:{getattr(self.fn, '__qualname__', repr(self.fn))}"
+        return self.kind
+
+    @property
+    def label(self) -> str:
+        """What a person reads: the name and what it means."""
+        if self.kind == "budget":
+            return f"budget {self.budget:g} ({self.solver} solver)"
+        return KINDS[self.kind].label or self.name
+
+    @property
+    def needs_model(self) -> bool:
+        """True when the strategy runs the model (the eager reference), not only the graph."""
+        return KINDS[self.kind].needs_model
+
+    @property
+    def spec(self) -> Kind:
+        """This strategy's entry in the registry."""
+        return KINDS[self.kind]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+StrategyLike = Union[str, PartitionFn, Strategy]
+
+
+# --- the registry ----------------------------------------------------------------------------------
+def _no_args(kind: str) -> Callable[[list[str], str], Strategy]:
+    def parse_args(args: list[str], spec: str) -> Strategy:
+        if args:
+            raise StrategyError(f"strategy {kind!r} takes no arguments, got {spec!r}", f"write {kind!r}")
+        return Strategy(kind)
+
+    return parse_args
+
+
+_NUMBER = re.compile(r"^[0-9]*\.?[0-9]+$")
+
+
+def _budget_args(args: list[str], spec: str) -> Strategy:
+    if not args or not args[0]:
+        raise StrategyError(f"strategy {spec!r} needs a budget",
+                            "write budget:B with 0 <= B <= 1 (a fraction of min-cut's activation memory), "
+                            "e.g. budget:0.5 or budget:0.5:greedy")
+    if len(args) > 2:
+        raise StrategyError(f"too many ':' in strategy {spec!r}", "write budget:B or budget:B:SOLVER")
+    if not _NUMBER.match(args[0]):
+        raise StrategyError(f"budget {args[0]!r} in strategy {spec!r} is not a number",
+                            "write budget:B with 0 <= B <= 1, e.g. budget:0.5")
+    budget = float(args[0])
+    if not 0.0 <= budget <= 1.0:
+        raise StrategyError(f"budget {budget:g} is outside 0..1 in strategy {spec!r}",
+                            "the budget is a fraction of min-cut's activation memory: 0 <= B <= 1")
+    solver = args[1] if len(args) > 1 else "dp"
+    if solver not in SOLVERS:
+        raise StrategyError(f"unknown solver {solver!r} in strategy {spec!r}", f"use one of {', '.join(SOLVERS)}")
+    return Strategy("budget", budget=budget, solver=solver)
+
+
+def _torch_partitioner(fn: PartitionFn) -> Callable[[Strategy], PartitionFn]:
+    return lambda _s: fn
+
+
+def _budget_partitioner(s: Strategy) -> PartitionFn:
+    budget, solver = float(s.budget or 0.0), str(s.solver)
+
+    def budgeted(gm: Any, joint_inputs: Any, **kwargs: Any) -> Any:
+        with _torch.budget_config(budget, solver):
+            return _torch.min_cut_partition(gm, joint_inputs, **kwargs)
+
+    budgeted.__qualname__ = f"budget_{budget:g}_{solver}"
+    return budgeted
+
+
+def _recompute_all(_s: Strategy) -> PartitionFn:
+    from .recompute_all import recompute_all_partition
+
+    return recompute_all_partition
+
+
+def _user_partitioner(s: Strategy) -> PartitionFn:
+    assert s.fn is not None
+    return s.fn
+
+
+def _measure_eager(_s: Strategy, graph: "JointGraph", capture: "Capture | None") -> "Partition":
+    from .eager import eager_partition
+
+    if capture is None or capture.fn is None:
+        raise StrategyError("the eager strategy needs the model and its inputs",
+                            "use Trace.partition('eager') on a trace of a model")
+    return eager_partition(capture, graph)
+
+
+def _unparsable(args: list[str], spec: str) -> Strategy:
+    raise StrategyError(f"unknown strategy {spec!r}", f"use one of: {forms_text()}")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of strategy: how it is written (``forms``), read (``label``; ``short`` in choice
+    lists), and run.
+
+    Exactly one of ``partitioner`` (returns a function with torch's partitioner signature, run
+    on a copy of the joint graph) and ``measure`` (builds the ``Partition`` itself, e.g. by running
+    the model) is set.
+    """
+
+    name: str
+    forms: tuple[str, ...]
+    describe: str
+    label: str
+    short: str
+    parse_args: Callable[[list[str], str], Strategy]
+    partitioner: Callable[[Strategy], PartitionFn] | None = None
+    measure: Callable[[Strategy, "JointGraph", "Capture | None"], "Partition"] | None = None
+    needs_model: bool = False
+
+
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind("default", ("default",), "torch's default_partition: saves what the backward reads",
+         "default (torch default_partition)", "default", _no_args("default"),
+         partitioner=_torch_partitioner(_torch.default_partition)),
+    Kind("min_cut", ("min_cut",), "torch's min-cut rematerialization (what torch.compile uses)",
+         "min_cut (torch min_cut_rematerialization_partition)", "min-cut", _no_args("min_cut"),
+         partitioner=_torch_partitioner(_torch.min_cut_partition)),
+    Kind("budget", ("budget:B", "budget:B:dp", "budget:B:greedy", "budget:B:ilp"),
+         "min-cut under activation_memory_budget=B (0..1 of min-cut's activations) with a knapsack solver",
+         "budget", "memory budget", _budget_args, partitioner=_budget_partitioner),
+    Kind("recompute_all", ("recompute_all",),
+         "save only graph inputs (and random ops' outputs); recompute every other forward op",
+         "recompute_all (save graph inputs only)", "recompute all", _no_args("recompute_all"),
+         partitioner=_recompute_all),
+    Kind("eager", ("eager",), "what eager autograd saves for the same model and inputs (measured)",
+         "eager autograd (measured with saved_tensors_hooks)", "eager autograd", _no_args("eager"),
+         measure=_measure_eager,
+         needs_model=True),
+    Kind("callable", ("<callable>",), "your function with a torch partitioner's signature",
+         "", "your partitioner", _unparsable, partitioner=_user_partitioner),
+)}
+
+_ALIASES = {"mincut": "min_cut", "memory_budget": "budget"}
+
+OFFERED: tuple[Strategy, ...] = (
+    Strategy("default"), Strategy("min_cut"), Strategy("budget", budget=0.5, solver="dp"),
+    Strategy("recompute_all"), Strategy("eager"),
+)
+"""The strategies fxviz shows by default: the memory table's rows, the report's and the
+explorer's choices."""
+
+
+def parse(spec: StrategyLike) -> Strategy:
+    """``Strategy.parse``."""
+    return Strategy.parse(spec)
+
+
+def parse_list(specs: str | Sequence[StrategyLike] | None) -> list[Strategy] | None:
+    """A list of strategies from a list or a comma-separated string (``None`` stays ``None``);
+    duplicates are dropped, order kept."""
+    if specs is None:
+        return None
+    items: Sequence[StrategyLike] = [s for s in specs.split(",") if s.strip()] if isinstance(specs, str) else specs
+    return list(dict.fromkeys(Strategy.parse(s) for s in items))
+
+
+def forms_text() -> str:
+    """Every form a strategy can be written in, for help texts and errors."""
+    return ", ".join(f for k in KINDS.values() for f in k.forms)

@@ -1,0 +1,84 @@
+"""The self-contained HTML report: one file with every view of a trace inline.
+
+The page shows the payloads of :mod:`fxviz.payloads` with the explorer's own front-end code;
+this module only writes the file.  The JSON sits in an inert ``<script type="application/json">``
+element (escaped by ``render.embed.script_json``), the SVGs are checked by ``clean_svg``, and the
+page's Content-Security-Policy allows exactly fxviz's script, by hash.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import pathlib
+from typing import TYPE_CHECKING, Any
+
+from ._io import write_atomic
+from .errors import RenderError
+from .payloads import report_data
+from .render import theme
+from .render.embed import script_json
+from .render.static_html import static_html
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .trace import Trace
+
+__all__ = ["STATIC", "build_report", "report"]
+
+STATIC = pathlib.Path(__file__).resolve().parent / "static"
+
+
+def build_report(tr: "Trace", **kwargs: Any) -> str:
+    """The report as one HTML string (see :func:`report`)."""
+    data = report_data(tr, **kwargs)
+    first = data["initial"]
+    key = first["key"] if first else None
+    table = data["table"] if data["table"].get("rows") else None
+    fallback = static_html(data["svgs"].get(key, ""), table, first["strategy"] if first else None,
+                           data["captions"].get(key, "") if key else "")
+    return _render_template(data, fallback)
+
+
+def _asset(name: str) -> str:
+    text = (STATIC / name).read_text(encoding="utf-8")
+    for closer in ("<script", "</script", "</style", "<!--"):
+        if closer in text.lower():
+            raise RenderError(f"fxviz/static/{name} contains {closer!r}; it cannot be inlined",
+                              "this is a bug in fxviz")
+    return text
+
+
+def _render_template(data: dict[str, Any], fallback: str) -> str:
+    import jinja2
+    from markupsafe import Markup
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(STATIC)), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    template = env.get_template("report.html.j2")
+    script = "\n" + _asset("explorer.js") + "\n" + _asset("report.js") + "\n"
+    # the page's Content-Security-Policy allows exactly this script (by hash) and no other
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    return template.render(
+        title=data["title"],
+        summary=data["summary"],
+        generated=data["generated"],
+        palette_css=Markup(theme.css_variables(":root")),
+        css=Markup(_asset("explorer.css") + "\n" + _asset("report.css")),
+        data_json=Markup(script_json(data)),
+        script=Markup(script),
+        script_hash=f"sha256-{digest}",
+        fallback=Markup(fallback),
+    )
+
+
+def report(tr: "Trace", path: str | os.PathLike[str], **kwargs: Any) -> pathlib.Path:
+    """Write the self-contained HTML report of ``tr`` to ``path`` and return the path.
+
+    One file with everything inline (SVGs, CSS, script, data); it loads nothing from the
+    network.  It switches strategy and view, shows a node's details on click, searches names,
+    ops and modules, and shows the memory table, the doctor's findings and the legend.
+    Keyword arguments go to :func:`build_report` (``strategies``, ``views``, ``compare`` pairs,
+    ``group``, ``depth``, ``title``).  Written to a temporary file, then renamed into place.
+    """
+    return write_atomic(path, build_report(tr, **kwargs))

@@ -1,0 +1,67 @@
+"""Putting model-derived text into an HTML page safely.
+
+Model strings reach a page only as JSON data (read with ``JSON.parse`` and shown with
+``textContent``) or inside graphviz SVG whose labels fxviz escaped.  ``script_json`` escapes JSON
+so no ``</script>`` or ``<!--`` can end its ``<script>`` element; ``clean_svg`` checks that an SVG
+holds only graphviz's own elements and attributes, so a label that escaped its escaping is
+refused rather than shown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from ..errors import RenderError
+
+__all__ = ["clean_svg", "script_json"]
+
+# graphviz's SVG vocabulary for fxviz drawings; anything else is refused (see clean_svg)
+_SVG_ELEMENTS = {"svg", "g", "title", "polygon", "polyline", "path", "ellipse", "circle", "rect", "line", "text",
+                 "tspan", "a", "defs", "linearGradient", "radialGradient", "stop"}
+_PROLOG = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?", re.S)
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_XMLNS = re.compile(r'\s+xmlns(:xlink)?="[^"]*"')
+
+
+
+def clean_svg(svg: str) -> str:
+    """graphviz SVG -> an ``<svg>`` element ready to sit inside HTML: no prolog, no comments, no
+    namespace URLs (HTML's parser puts ``<svg>`` in the SVG namespace by itself).
+
+    Raises ``RenderError`` if the SVG holds anything graphviz does not write for fxviz (a script,
+    an event-handler attribute, a link): it would mean a model string escaped its escaping.
+    """
+    try:
+        root = ET.fromstring(svg.encode("utf-8"))
+    except ET.ParseError as exc:
+        raise RenderError(f"graphviz produced SVG that does not parse: {exc}",
+                          "this is a bug in fxviz's DOT output; please report it") from exc
+    for el in root.iter():
+        tag = el.tag.rsplit("}", 1)[-1]
+        if tag not in _SVG_ELEMENTS:
+            raise RenderError(f"refusing SVG with a <{tag}> element", "please report this model to fxviz")
+        for attr, value in el.attrib.items():
+            name = attr.rsplit("}", 1)[-1].lower()
+            low = value.strip().lower()
+            if name.startswith("on") or name == "href" or name == "style" or low.startswith("javascript:") or (
+                    "url(" in low and not re.fullmatch(r"url\(#[\w.-]+\)", low)):
+                raise RenderError(f"refusing SVG with attribute {name}={value[:40]!r}",
+                                  "please report this model to fxviz")
+    text = _PROLOG.sub("", svg, count=1)
+    text = _COMMENT.sub("", text)
+    start = text.find("<svg")
+    head_end = text.find(">", start)
+    text = text[:start] + _XMLNS.sub("", text[start:head_end]) + text[head_end:]
+    return text.strip()
+
+
+def script_json(data: Any) -> str:
+    """JSON that is safe inside ``<script type="application/json">``: ``<``, ``>``, ``&`` and the
+    two JavaScript line separators are written as ``\\u`` escapes, so no string can close the
+    element or open a comment; ``JSON.parse`` reads back the same values."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))

@@ -1,0 +1,62 @@
+"""How fxviz writes sizes and FLOP counts: one convention for the table, the drawings, the doctor,
+the plots, the widget and the report.
+
+Bytes in binary units (B, KiB, MiB, GiB, TiB: what ``torch.cuda.memory_summary`` and the
+partitioner's logs use), three significant digits; FLOPs in decimal units.
+
+    >>> format_bytes(1536), format_bytes(2048), format_bytes(512), format_bytes(256 * 2**20)
+    ('1.5 KiB', '2 KiB', '512 B', '256 MiB')
+    >>> format_flops(1428376960)
+    '1.43 GFLOP'
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["BYTE_UNITS", "format_bytes", "format_flops", "byte_unit", "is_missing"]
+
+BYTE_UNITS: tuple[tuple[str, int], ...] = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+_FLOP_UNITS: tuple[tuple[str, int], ...] = (("TFLOP", 10**12), ("GFLOP", 10**9), ("MFLOP", 10**6), ("kFLOP", 10**3))
+
+
+def is_missing(n: Any) -> bool:
+    """No number to show: None, NaN or pandas' NA."""
+    if n is None:
+        return True
+    try:
+        return bool(n != n) or (isinstance(n, float) and math.isinf(n))  # NaN, pandas NA
+    except TypeError:  # pandas.NA refuses bool()
+        return True
+
+
+def _scaled(n: int, units: tuple[tuple[str, int], ...], base: str) -> str:
+    for unit, size in units:
+        if abs(n) >= size:
+            value = n / size
+            return f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:.0f} {unit}"
+    return f"{n} {base}"
+
+
+def format_bytes(n: Any, missing: str = "") -> str:
+    """``1536`` -> ``'1.5 KiB'``; ``missing`` when there is no number (None, NaN, pandas NA)."""
+    if is_missing(n):
+        return missing
+    return _scaled(int(n), BYTE_UNITS, "B")
+
+
+def format_flops(n: Any, missing: str = "") -> str:
+    """``1428376960`` -> ``'1.43 GFLOP'``; ``missing`` when there is no number."""
+    if is_missing(n):
+        return missing
+    return _scaled(int(n), _FLOP_UNITS, "FLOP")
+
+
+def byte_unit(largest: Any) -> tuple[str, int]:
+    """The binary unit that keeps an axis of byte counts up to ``largest`` readable."""
+    top = 0 if is_missing(largest) else int(largest)
+    for unit, size in BYTE_UNITS:
+        if top >= size:
+            return unit, size
+    return "B", 1

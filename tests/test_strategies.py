@@ -1,0 +1,96 @@
+"""The strategy parser: every form a user may write becomes one ``Strategy`` value; every bad
+form is a ``StrategyError`` that names the problem and the valid forms."""
+
+from __future__ import annotations
+
+import pytest
+
+import fxviz
+from fxviz import _torch
+from fxviz.analysis import strategies
+from fxviz.analysis.strategies import KINDS, OFFERED, Strategy, forms_text, parse_list
+
+
+@pytest.mark.parametrize("text, kind, budget, solver, name", [
+    ("default", "default", None, None, "default"),
+    (" Default ", "default", None, None, "default"),
+    ("min_cut", "min_cut", None, None, "min_cut"),
+    ("min-cut", "min_cut", None, None, "min_cut"),
+    ("mincut", "min_cut", None, None, "min_cut"),
+    ("budget:0.5", "budget", 0.5, "dp", "budget:0.5:dp"),
+    ("budget:0.30", "budget", 0.3, "dp", "budget:0.3:dp"),
+    ("budget:.25:greedy", "budget", 0.25, "greedy", "budget:0.25:greedy"),
+    ("budget:1:ilp", "budget", 1.0, "ilp", "budget:1:ilp"),
+    ("budget:0:dp", "budget", 0.0, "dp", "budget:0:dp"),
+    ("memory-budget:0.5", "budget", 0.5, "dp", "budget:0.5:dp"),
+    ("recompute_all", "recompute_all", None, None, "recompute_all"),
+    ("recompute-all", "recompute_all", None, None, "recompute_all"),
+    ("eager", "eager", None, None, "eager"),
+])
+def test_every_written_form(text, kind, budget, solver, name):
+    s = Strategy.parse(text)
+    assert (s.kind, s.budget, s.solver, s.name) == (kind, budget, solver, name)
+    assert Strategy.parse(s.name) == s  # the canonical name parses back to the same value
+    assert Strategy.parse(s) is s
+    assert s.label and str(s) == name
+
+
+def test_callables_are_strategies_compared_by_identity():
+    s = Strategy.parse(_torch.default_partition)
+    assert s.kind == "callable" and s.fn is _torch.default_partition
+    assert s == Strategy.parse(_torch.default_partition) and hash(s) == hash(Strategy.parse(_torch.default_partition))
+    assert s != Strategy.parse(_torch.min_cut_partition)
+    assert s.name == "callable:default_partition"
+
+
+@pytest.mark.parametrize("bad, words", [
+    ("nope", "unknown strategy 'nope'"),
+    ("", "unknown strategy ''"),
+    ("budget", "needs a budget"),
+    ("budget:", "needs a budget"),
+    ("budget:2", "outside 0..1"),
+    ("budget:-0.5", "not a number"),
+    ("budget:half", "not a number"),
+    ("budget:0.5:magic", "unknown solver 'magic'"),
+    ("budget:0.5:dp:extra", "too many ':'"),
+    ("default:1", "takes no arguments"),
+    ("eager:x", "takes no arguments"),
+    ("callable", "unknown strategy"),
+    (3, "not int"),
+    (None, "not NoneType"),
+])
+def test_every_bad_form_names_the_problem_and_the_fix(bad, words):
+    with pytest.raises(fxviz.StrategyError) as err:
+        Strategy.parse(bad)
+    assert words in err.value.message
+    assert err.value.hint  # every error says what to write instead
+
+
+def test_unknown_names_list_the_valid_forms():
+    with pytest.raises(fxviz.StrategyError) as err:
+        Strategy.parse("optimalish")
+    for form in ("default", "min_cut", "budget:B:greedy", "recompute_all", "eager"):
+        assert form in err.value.hint
+    assert err.value.hint.endswith(forms_text())
+
+
+def test_parse_list_accepts_strings_and_lists_and_drops_duplicates():
+    assert parse_list(None) is None
+    assert [s.name for s in parse_list("default, min-cut,,budget:0.5,default")] == \
+        ["default", "min_cut", "budget:0.5:dp"]
+    assert [s.name for s in parse_list(["eager", Strategy("eager")])] == ["eager"]
+
+
+def test_the_registry_is_the_one_place_a_strategy_lives():
+    for kind in KINDS.values():
+        assert (kind.partitioner is None) != (kind.measure is None), kind.name
+        assert kind.forms and kind.describe
+    assert [s.name for s in OFFERED] == ["default", "min_cut", "budget:0.5:dp", "recompute_all", "eager"]
+    assert Strategy.parse("eager").needs_model and not Strategy.parse("min_cut").needs_model
+    assert set(strategies.SOLVERS) == {"dp", "greedy", "ilp"}
+
+
+def test_equal_strategies_share_one_cached_partition(traces):
+    tr = traces[("mlp", "lifted")]
+    assert tr.partition("budget:0.5") is tr.partition("budget:0.5:dp") is tr.partition(Strategy.parse("budget:.5"))
+    assert tr.partition("min-cut").name == "min_cut"
