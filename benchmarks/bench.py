@@ -45,7 +45,7 @@ Where things live (``benchmarks/`` is a package; this file is only the command l
   ``VIEW_STAGES`` and its timing in ``measure_views``.
 * ``recorder.py``: the clocks (wall, CPU, peak RSS) both sides share.
 * ``measure.py``: worker processes, interleaving, best of ``--repeat``, the parent that runs them.
-* ``report.py``: the table, the notes, and the targets (MET or MISSED).
+* ``report.py``: the table, the notes, and the targets.  A new target is one function in ``TARGETS``.
 """
 
 from __future__ import annotations

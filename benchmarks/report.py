@@ -1,7 +1,8 @@
 """The table, the issue's targets (MET or MISSED) and the notes, from measured or saved results.
 
 Reads plain JSON results only (never torch or fxviz), so ``--from-json`` reprints a saved run.
-The table's columns follow from the stage tuples in ``sides.py`` and ``views.py``.
+The table's columns follow from the stage tuples in ``sides.py`` and ``views.py``.  To add a
+target, write a function ``results -> line`` beside the others and add it to ``TARGETS``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+from collections.abc import Callable
 from typing import Any
 
 from benchmarks.ladder import LADDER
@@ -16,7 +18,7 @@ from benchmarks.recorder import stage_seconds, total_seconds
 from benchmarks.sides import FXVIZ_STAGES, TORCH_STAGES
 from benchmarks.views import VIEW_STAGES
 
-__all__ = ["COLUMNS", "format_table", "notes", "print_results", "ratios", "row_of", "targets",
+__all__ = ["COLUMNS", "TARGETS", "format_table", "notes", "print_results", "ratios", "row_of", "targets",
            "write_json"]
 
 Results = dict[str, dict[str, Any]]  # model name -> {"pair": ..., "torch": ..., "fxviz": ...}
@@ -112,7 +114,7 @@ def notes(results: Results) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-# --- the issue's targets ------------------------------------------------------------------------
+# --- the issue's targets: one function each, listed in TARGETS ------------------------------------
 RATIO_TARGET = 1.3
 REPORT_TARGET_S, REPORT_MODEL = 60.0, "gpt12"
 COLLAPSED_TARGET_S = 5.0
@@ -124,51 +126,85 @@ def _verdict(ok: bool | None) -> str:
     return "not measured" if ok is None else "MET" if ok else "MISSED"
 
 
+def _slowest_view(results: Results, stage: str) -> tuple[str, float] | None:
+    """The model whose fxviz views took longest at ``stage``, and its seconds; None if none did."""
+    measured = {n: stage_seconds(p["fxviz"].get("stages", {}).get(stage)) for n, p in results.items()}
+    timed = {n: v for n, v in measured.items() if v is not None}
+    if not timed:
+        return None
+    worst = max(timed, key=lambda n: timed[n])
+    return worst, timed[worst]
+
+
+def ratio_target(results: Results) -> str:
+    """Analysis overhead: fxviz's analysis over torch alone doing the same, worst model."""
+    rs = {n: ratios(*_timing(p)) for n, p in results.items()}
+    walls = {n: w for n, r in rs.items() if (w := r["wall"])}
+    cpus = {n: c for n, r in rs.items() if (c := r["cpu"])}
+    if not walls:
+        return f"analysis overhead <= {RATIO_TARGET}x torch alone: not measured"
+    worst = max(walls, key=lambda n: walls[n])
+    worst_cpu = max(cpus, key=lambda n: cpus[n]) if cpus else None
+    return (f"analysis overhead <= {RATIO_TARGET}x torch alone: worst wall ratio {walls[worst]:.2f}x "
+            f"({worst}), worst CPU ratio "
+            + (f"{cpus[worst_cpu]:.2f}x ({worst_cpu})" if worst_cpu else "-")
+            + f": wall {_verdict(walls[worst] <= RATIO_TARGET)}, CPU "
+            + _verdict(cpus[worst_cpu] <= RATIO_TARGET if worst_cpu else None))
+
+
+def report_target(results: Results) -> str:
+    """The full HTML report of GPT-2 small within a minute."""
+    rep = stage_seconds(results.get(REPORT_MODEL, {}).get("fxviz", {}).get("stages", {}).get("report"))
+    return (f"{REPORT_MODEL} full HTML report <= {REPORT_TARGET_S:g} s: "
+            + (f"{rep:.1f} s: {_verdict(rep <= REPORT_TARGET_S)}" if rep is not None else "not measured"))
+
+
+def collapsed_target(results: Results) -> str:
+    """The collapsed module view of every model within seconds."""
+    slowest = _slowest_view(results, "draw_collapsed")
+    if slowest is None:
+        return f"collapsed module view <= {COLLAPSED_TARGET_S:g} s: not measured"
+    name, secs = slowest
+    return (f"collapsed module view <= {COLLAPSED_TARGET_S:g} s: slowest {secs:.2f} s ({name}): "
+            + _verdict(secs <= COLLAPSED_TARGET_S))
+
+
+def _switch_target(stage: str, what: str) -> Callable[[Results], str]:
+    def switch_target(results: Results) -> str:
+        slowest = _slowest_view(results, stage)
+        if slowest is None:
+            return f"cached view switch {what} <= {SWITCH_TARGET_S:g} s: not measured"
+        name, secs = slowest
+        return (f"cached view switch {what} <= {SWITCH_TARGET_S:g} s: slowest {secs:.3f} s "
+                f"({name}): " + _verdict(secs <= SWITCH_TARGET_S))
+
+    switch_target.__doc__ = f"A switch between views already seen, {what}, feels instant."
+    return switch_target
+
+
+def meta_rss_target(results: Results) -> str:
+    """Tracing a billion-parameter model on the meta device in bounded memory."""
+    meta = results.get(META_MODEL, {}).get("fxviz", {})
+    if "rss_after_trace_mib" not in meta:
+        return f"peak RSS tracing a 1e9-parameter model <= {META_RSS_TARGET_MIB:g} MiB: not measured"
+    return (f"peak RSS tracing a 1e9-parameter model <= {META_RSS_TARGET_MIB:g} MiB: "
+            f"{meta['rss_after_trace_mib']:.0f} MiB after fxviz.trace, {meta['peak_rss_mib']:.0f} MiB "
+            f"after trace + partitions + memory table: {_verdict(meta['peak_rss_mib'] <= META_RSS_TARGET_MIB)}")
+
+
+TARGETS: tuple[Callable[[Results], str], ...] = (
+    ratio_target,
+    report_target,
+    collapsed_target,
+    _switch_target("explore_switch", "in the explorer (kernel side)"),
+    _switch_target("report_browser", "in the HTML report (Chromium, until painted)"),
+    meta_rss_target,
+)
+
+
 def targets(results: Results) -> list[str]:
     """One line per target of the issue: the measured value, the limit, met or missed."""
-    lines = []
-    rs = {n: ratios(*_timing(p)) for n, p in results.items()}
-    walls = {n: r["wall"] for n, r in rs.items() if r["wall"]}
-    cpus = {n: r["cpu"] for n, r in rs.items() if r["cpu"]}
-    if walls:
-        worst = max(walls, key=walls.get)  # type: ignore[arg-type]
-        worst_cpu = max(cpus, key=cpus.get) if cpus else None  # type: ignore[arg-type]
-        lines.append(f"analysis overhead <= {RATIO_TARGET}x torch alone: worst wall ratio {walls[worst]:.2f}x "
-                     f"({worst}), worst CPU ratio "
-                     + (f"{cpus[worst_cpu]:.2f}x ({worst_cpu})" if worst_cpu else "-")
-                     + f": wall {_verdict(walls[worst] <= RATIO_TARGET)}, CPU "
-                     + _verdict(cpus[worst_cpu] <= RATIO_TARGET if worst_cpu else None))
-    else:
-        lines.append(f"analysis overhead <= {RATIO_TARGET}x torch alone: not measured")
-    rep = stage_seconds(results.get(REPORT_MODEL, {}).get("fxviz", {}).get("stages", {}).get("report"))
-    lines.append(f"{REPORT_MODEL} full HTML report <= {REPORT_TARGET_S:g} s: "
-                 + (f"{rep:.1f} s: {_verdict(rep <= REPORT_TARGET_S)}" if rep is not None else "not measured"))
-    col = {n: stage_seconds(p["fxviz"].get("stages", {}).get("draw_collapsed")) for n, p in results.items()}
-    col = {n: v for n, v in col.items() if v is not None}
-    if col:
-        worst = max(col, key=col.get)  # type: ignore[arg-type]
-        lines.append(f"collapsed module view <= {COLLAPSED_TARGET_S:g} s: slowest {col[worst]:.2f} s ({worst}): "
-                     + _verdict(col[worst] <= COLLAPSED_TARGET_S))
-    else:
-        lines.append(f"collapsed module view <= {COLLAPSED_TARGET_S:g} s: not measured")
-    for stage, what in (("explore_switch", "in the explorer (kernel side)"),
-                        ("report_browser", "in the HTML report (Chromium, until painted)")):
-        sw = {n: stage_seconds(p["fxviz"].get("stages", {}).get(stage)) for n, p in results.items()}
-        sw = {n: v for n, v in sw.items() if v is not None}
-        if sw:
-            worst = max(sw, key=sw.get)  # type: ignore[arg-type]
-            lines.append(f"cached view switch {what} <= {SWITCH_TARGET_S:g} s: slowest {sw[worst]:.3f} s "
-                         f"({worst}): " + _verdict(sw[worst] <= SWITCH_TARGET_S))
-        else:
-            lines.append(f"cached view switch {what} <= {SWITCH_TARGET_S:g} s: not measured")
-    meta = results.get(META_MODEL, {}).get("fxviz", {})
-    if "rss_after_trace_mib" in meta:
-        lines.append(f"peak RSS tracing a 1e9-parameter model <= {META_RSS_TARGET_MIB:g} MiB: "
-                     f"{meta['rss_after_trace_mib']:.0f} MiB after fxviz.trace, {meta['peak_rss_mib']:.0f} MiB "
-                     f"after trace + partitions + memory table: {_verdict(meta['peak_rss_mib'] <= META_RSS_TARGET_MIB)}")
-    else:
-        lines.append(f"peak RSS tracing a 1e9-parameter model <= {META_RSS_TARGET_MIB:g} MiB: not measured")
-    return lines
+    return [target(results) for target in TARGETS]
 
 
 # --- output ---------------------------------------------------------------------------------------
