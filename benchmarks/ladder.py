@@ -1,0 +1,72 @@
+"""The ladder of models the benchmark climbs, smallest first.
+
+To add a rung, add one ``Spec`` to ``LADDER`` (and its name to ``DEFAULT_MODELS`` if the full run
+should climb it); ``--models NAME`` reaches it either way.  Nothing else names a rung, except the
+targets in ``report.py`` that are about one model (``REPORT_MODEL``, ``META_MODEL``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import pathlib
+import sys
+from typing import Any
+
+__all__ = ["DEFAULT_MODELS", "LADDER", "QUICK", "ROOT", "WARMUP", "Spec", "build_model"]
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+GPT2_SMALL = {"n_embd": 768, "n_head": 12, "vocab": 50257, "block_size": 1024, "batch": 1, "seq": 128}
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One rung of the ladder: an ``fxviz.examples`` factory and its arguments."""
+
+    name: str
+    factory: str
+    kwargs: dict[str, Any]
+    meta: bool = False  # built on the meta device, traced with the token ids only (no targets)
+    views: bool = True  # drawings, explorer and report (not for the billion-parameter meta row)
+    note: str = ""
+
+
+LADDER: dict[str, Spec] = {s.name: s for s in [
+    Spec("mlp", "mlp", {}, note="examples.mlp() defaults: 32-64-64-10, batch 8"),
+    Spec("alexnet", "alexnet", {}, note="torchvision layout, 1x3x224x224, dropout active"),
+    Spec("resnet8", "resnet_block", {"blocks": 8, "channels": 64, "size": 32, "batch": 2},
+         note="8 BasicBlocks, 64 channels, 2x64x32x32, BatchNorm training"),
+    Spec("gpt-tiny", "mini_gpt",
+         {"n_layer": 2, "n_embd": 32, "n_head": 4, "vocab": 64, "block_size": 32, "seq": 16},
+         note="the test suite's mini_gpt"),
+    Spec("gpt2", "mini_gpt", {"n_layer": 2, **GPT2_SMALL}, note="2 layers, width 768, 1x128 tokens"),
+    Spec("gpt6", "mini_gpt", {"n_layer": 6, **GPT2_SMALL}, note="6 layers, width 768, 1x128 tokens"),
+    Spec("gpt12", "mini_gpt", {"n_layer": 12, **GPT2_SMALL}, note="GPT-2 small: 12 layers, width 768"),
+    Spec("gpt-1b-meta", "mini_gpt",
+         {"n_layer": 20, "n_embd": 2048, "n_head": 16, "vocab": 50257, "block_size": 1024,
+          "batch": 1, "seq": 128, "device": "meta"},
+         meta=True, views=False, note="1.1e9 parameters on the meta device, token ids only"),
+]}
+DEFAULT_MODELS = ["mlp", "alexnet", "resnet8", "gpt2", "gpt6", "gpt12", "gpt-1b-meta"]
+QUICK = ["mlp", "gpt-tiny"]
+WARMUP = "mlp"  # both sides run their path once on this before measuring anything
+
+
+def _load_examples() -> Any:
+    """``fxviz/examples.py`` loaded by path: the torch-alone worker must not import the fxviz
+    package (its import cost and its imports of pandas, graphviz... belong to fxviz's side)."""
+    path = ROOT / "fxviz" / "examples.py"
+    spec = importlib.util.spec_from_file_location("_bench_examples", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["_bench_examples"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def build_model(spec: Spec) -> tuple[Any, tuple[Any, ...]]:
+    """The model and example inputs of one rung, fresh."""
+    model, inputs = getattr(_load_examples(), spec.factory)(**spec.kwargs)
+    if spec.meta:
+        inputs = inputs[:1]  # cross_entropy on meta drops the grad_fn: trace the logits instead
+    return model, tuple(inputs)
