@@ -68,13 +68,13 @@ class Strategy:
             return cls("callable", fn=spec)
         if not isinstance(spec, str):
             raise StrategyError(f"a strategy is a string or a callable, not {type(spec).__name__}",
-                                f"use one of: {forms_text()}")
+                                f"valid forms: {forms_text()}")
         text = spec.strip().lower().replace("-", "_")
         head, _, rest = text.partition(":")
         head = _ALIASES.get(head, head)
         kind = KINDS.get(head)
         if kind is None or kind.name == "callable":
-            raise StrategyError(f"unknown strategy {spec!r}", f"use one of: {forms_text()}")
+            raise StrategyError(f"unknown strategy {spec!r}", f"valid forms: {forms_text()}")
         return kind.parse_args(rest.split(":") if rest else [], spec)
 
     @property
@@ -179,7 +179,7 @@ def _measure_eager(_s: Strategy, graph: "JointGraph", capture: "Capture | None")
 
 
 def _unparsable(args: list[str], spec: str) -> Strategy:
-    raise StrategyError(f"unknown strategy {spec!r}", f"use one of: {forms_text()}")
+    raise StrategyError(f"unknown strategy {spec!r}", f"valid forms: {forms_text()}")
 
 
 @dataclass(frozen=True)
