@@ -1,7 +1,7 @@
 """The explorer's static files (fxviz/static) against the one palette (fxviz.render.theme): no
 color literal in the CSS, every ``var(--fxviz-...)`` defined by ``theme.css_variables``, the
-doctor's severity colors the same in the explorer's CSS and in the Jupyter card; nothing the
-report's inline script or style element refuses."""
+doctor's severity colors the same in the explorer's CSS and in the Jupyter card; and the shape
+of explorer.js (small single-job functions, nothing the report's inline script refuses)."""
 
 from __future__ import annotations
 
@@ -75,3 +75,31 @@ def test_the_report_can_inline_the_scripts_and_styles():
         for closer in ("<script", "</script", "</style", "<!--"):
             assert closer not in text, (name, closer)
 
+
+def _functions(js: str) -> dict[str, int]:
+    """name -> line count of every top-level function, class method block and inner function,
+    by brace matching from its header (good enough for this hand-written file)."""
+    lines = js.splitlines()
+    header = re.compile(r"^\s*(?:export\s+)?(?:function\s+(\w+)|class\s+(\w+)|(\w+)\s*\([^)]*\)\s*\{\s*$)")
+    out: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        m = header.match(line)
+        if not m or line.strip().startswith(("if", "for", "while", "switch", "catch")):
+            continue
+        name = next(g for g in m.groups() if g)
+        depth, seen = 0, False
+        for j in range(i, len(lines)):
+            depth += lines[j].count("{") - lines[j].count("}")
+            seen = seen or "{" in lines[j]
+            if seen and depth <= 0:
+                if not m.group(2):  # a class is a namespace of methods, measured one by one
+                    out[f"{name}@{i + 1}"] = j - i + 1
+                break
+    return out
+
+
+def test_explorer_js_is_made_of_small_functions():
+    funcs = _functions((STATIC / "explorer.js").read_text())
+    assert "createPane@" in " ".join(funcs), funcs
+    longest = max(funcs.items(), key=lambda kv: kv[1])
+    assert longest[1] <= 80, f"the longest function in explorer.js is {longest[0]} ({longest[1]} lines)"
