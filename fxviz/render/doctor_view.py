@@ -17,13 +17,9 @@ from . import theme
 
 __all__ = ["DoctorReport", "SEVERITY_COLORS", "SEVERITY_LABELS"]
 
-# Severity marks reuse the palette's strong colors (Paul Tol's high-contrast red / yellow / blue),
-# each with a text badge as the non-color cue.
-SEVERITY_COLORS = {
-    "error": theme.COMPARE["A-only"].color,
-    "warning": theme.COMPARE["both"].color,
-    "info": theme.COMPARE["B-only"].color,
-}
+# Severity marks: the palette's severity colors (theme.SEVERITY_COLORS, shared with the explorer's
+# doctor panel), each with a text badge as the non-color cue.
+SEVERITY_COLORS = {s: theme.SEVERITY_COLORS[s] for s in ("error", "warning", "info")}
 SEVERITY_LABELS = {"error": "ERROR", "warning": "WARNING", "info": "INFO"}
 
 KIND_TITLES = {
@@ -114,7 +110,7 @@ class DoctorReport:
 
     # --- Jupyter ----------------------------------------------------------------------------------
     def _repr_html_(self) -> str:
-        ok_color = theme.ROLE_COLORS["gradient"]
+        ok_color = theme.SEVERITY_COLORS["ok"]
         head_color = ok_color if self.healthy else SEVERITY_COLORS["error"]
         parts = [
             '<div class="fxviz-doctor" style="font-family:Helvetica,Arial,sans-serif;font-size:13px;'
@@ -124,7 +120,7 @@ class DoctorReport:
         ]
         for severity, kind, fix, fs in _groups(self.findings):
             color = SEVERITY_COLORS[severity]
-            badge = (f'<span style="background:{color};color:{"#000" if severity == "warning" else "#fff"};'
+            badge = (f'<span style="background:{color};color:{theme.SEVERITY_INK[severity]};'
                      f'font-weight:bold;padding:1px 6px;border-radius:3px;font-size:11px">'
                      f'{SEVERITY_LABELS[severity]}</span>')
             who = f" ({len(fs)})" if len(fs) > 1 else ""

@@ -28,6 +28,9 @@ __all__ = [
     "HIGHLIGHT",
     "EDGE_COLOR",
     "FADE_ALPHA",
+    "SEVERITY_COLORS",
+    "SEVERITY_INK",
+    "UI",
     "as_dict",
     "css_variables",
     "legend_html",
@@ -117,6 +120,67 @@ COMPARE: dict[str, Mark] = {
 }
 
 
+# The doctor's severities reuse the strong colors (Paul Tol's high-contrast red / yellow / blue) and
+# the gradient green for "healthy"; each finding also carries a text badge as its non-color cue.
+# The Jupyter card (render/doctor_view.py) and the explorer's doctor panel both read these.
+SEVERITY_COLORS: dict[str, str] = {
+    "error": COMPARE["A-only"].color,
+    "warning": COMPARE["both"].color,
+    "info": COMPARE["B-only"].color,
+    "ok": ROLE_COLORS["gradient"],
+}
+# text on a badge filled with the severity color
+SEVERITY_INK: dict[str, str] = {"error": "#FFFFFF", "warning": "#000000", "info": "#FFFFFF", "ok": "#000000"}
+
+# The page around the drawings (the explorer pane, the report): inks, lines, fills and the accents
+# for focus, links, search and selection.  Exported as ``--fxviz-<name>`` CSS variables; the
+# static CSS uses no color of its own.
+UI: dict[str, str] = {
+    # text
+    "text": "#222222",             # body text, buttons
+    "text-soft": "#444444",        # code, fix hints, control labels
+    "text-muted": "#555555",       # section titles, captions, table headers
+    "text-label": "#666666",       # the keys of the details table
+    "text-faint": "#777777",       # hints, "none", footers
+    "text-note": "#777755",        # "not drawn in this view"
+    "link": "#1A5FB4",
+    "status-text": "#1A4D80",      # the search status line
+    "error-text": "#AA3333",       # no search match, a failed strategy's row
+    "ok-text": "#227766",          # the doctor's headline when all is well
+    "on-strong": "#FFFFFF",        # text on a strong fill (the pressed view button)
+    # surfaces and lines
+    "page": "#FAFAFA",             # the report's page
+    "surface": "#FFFFFF",          # panels, the graph's viewport
+    "overlay": "rgba(255, 255, 255, .94)",  # the "computing" box over the graph
+    "shadow": "rgba(0, 0, 0, .15)",
+    "border": "#CCCCCC",           # the graph's viewport
+    "border-light": "#DDDDDD",     # panels
+    "border-strong": "#BBBBBB",    # buttons, table header rule
+    "rule": "#EEEEEE",             # table row rules
+    "button": "#F7F7F7",
+    "button-hover": "#EAEAEA",
+    "toggle": "#F3F3F3",           # the report's view buttons
+    "code-fill": "#F6F6F6",
+    "badge": "#EEEEFF",
+    "badge-border": "#CCCCDD",
+    "tag": "#EEEEEE",              # a severity tag without a color of its own
+    "swatch-border": "#333333",
+    "removed-fill": "#F3F3F3",     # the legend's "removed" mark
+    "error-fill": "#FBEEF0",       # the error box under the graph
+    "finding": "#999999",          # a finding of an unknown severity
+    # accents
+    "accent": COMPARE["B-only"].color,       # pressed view button, the selected table row's bar
+    "accent-light": ROLE_COLORS["forward"],  # focus ring, spinner
+    "selected-glow": "rgba(0, 0, 0, .55)",   # around the selected node (outline: --fxviz-highlight)
+    "neighbor-glow": "rgba(0, 68, 136, .9)",  # producers and users of the selection (accent, 90%)
+    "match-glow": "#E69F00",                 # search matches (Okabe-Ito orange)
+    "row-hover": "#F4F8FC",
+    "row-selected": "#DDE9F7",
+    "row-compare": "#FBF1DC",
+    "row-compare-bar": COMPARE["both"].color,
+}
+
+
 def faded(color: str) -> str:
     """The same hue at 25% opacity (graphviz writes it as fill-opacity in SVG)."""
     return color[:7] + FADE_ALPHA
@@ -132,12 +196,16 @@ def as_dict() -> dict[str, dict[str, dict[str, str]]]:
         "compare": {k: {"color": m.color, "text": m.ink, "cue": m.cue, "description": m.description}
                     for k, m in COMPARE.items()},
         "other": {"highlight": {"color": HIGHLIGHT}, "edge": {"color": EDGE_COLOR}},
+        "severity": {k: {"color": c, "text": SEVERITY_INK[k]} for k, c in SEVERITY_COLORS.items()},
+        "ui": dict(UI),
     }
 
 
 def css_variables(selector: str = ":root") -> str:
     """``--fxviz-role-forward: #77AADD;`` ... and ``.fxviz-role-forward { background: ... }``
-    helpers, so HTML views use the same colors as the graphs."""
+    helpers, so HTML views use the same colors as the graphs: roles, marks, severities
+    (``--fxviz-severity-error``, ``--fxviz-severity-error-ink``) and the page's own colors
+    (``--fxviz-<name>`` for every name in :data:`UI`)."""
     lines = [f"{selector} {{"]
     for r in ROLES:
         lines.append(f"  --fxviz-role-{r}: {ROLE_COLORS[r]};")
@@ -147,6 +215,11 @@ def css_variables(selector: str = ":root") -> str:
         lines.append(f"  --fxviz-compare-{k}: {m.color};")
     lines.append(f"  --fxviz-highlight: {HIGHLIGHT};")
     lines.append(f"  --fxviz-edge: {EDGE_COLOR};")
+    for k, c in SEVERITY_COLORS.items():
+        lines.append(f"  --fxviz-severity-{k}: {c};")
+        lines.append(f"  --fxviz-severity-{k}-ink: {SEVERITY_INK[k]};")
+    for k, c in UI.items():
+        lines.append(f"  --fxviz-{k}: {c};")
     lines.append("}")
     for r in ROLES:
         lines.append(f".fxviz-role-{r} {{ background-color: var(--fxviz-role-{r}); color: #000; }}")
@@ -159,7 +232,7 @@ def legend_html(roles: Iterable[str] = ROLES) -> str:
     for r in roles:
         items.append(
             f'<span class="fxviz-legend-item" title="{html.escape(ROLE_DESCRIPTIONS[r])}">'
-            f'<span style="display:inline-block;width:0.9em;height:0.9em;border:1px solid #333;'
+            f'<span style="display:inline-block;width:0.9em;height:0.9em;border:1px solid {UI["swatch-border"]};'
             f'background:{ROLE_COLORS[r]};vertical-align:middle;margin-right:0.25em"></span>'
             f"{html.escape(ROLE_LABELS[r])}</span>")
     return '<div class="fxviz-legend">' + " &#160; ".join(items) + "</div>"

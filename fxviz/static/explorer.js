@@ -9,6 +9,14 @@
 // Nothing is fetched from the network.  Strings from the model reach the page only through
 // textContent, or inside SVG that fxviz produced with graphviz; that SVG is sanitized again here
 // (an allowlist of graphviz's elements, no event-handler attributes, no links).
+//
+// One job per part, in this order: sanitize/parseSvg (SVG in), h (DOM out), ZoomPan (the view
+// window), buildLayout (the pane's elements), bindZoomControls/bindDragAndClick (zoom and pan
+// input), createViewLoader (loading views, parsed once), markSelection (selection),
+// createDetailsPanel (details), applySearch (search), renderTable, renderDoctor, renderLegend
+// (side sections); createPane only wires them and keeps the pane's state; render is the widget.
+// It stays one file: anywidget loads it from a blob (no relative imports) and the report inlines
+// it before report.js, which calls createPane.
 
 const ALLOWED_ELEMENTS = new Set([
   "svg", "g", "title", "polygon", "polyline", "path", "ellipse", "circle", "rect", "line",
@@ -247,31 +255,24 @@ class ZoomPan {
   }
 }
 
-const TABLE_HINT = "click a row to switch to that strategy";
-
-/**
- * The explorer pane.  `opts.onSelect(id)` is called when the user selects a node,
- * `opts.onRowClick(strategyKey)` when a memory-table row is clicked, `opts.onSearch(result)`
- * after every search.
- */
-export function createPane(root, opts = {}) {
-  const state = {
-    nodes: {}, status: null, compare: null, view: "joint", selected: "", query: "",
-    units: new Map(), table: null, highlight: "", compareHighlight: "", legend: null, doctor: null,
-    lastSearch: { nodes: 0, drawn: 0 },
+// --- the pane's elements ---------------------------------------------------------------------------
+/** Build the pane's DOM inside `root` (no behaviour) and return its parts by name. */
+function buildLayout(root) {
+  const button = (cls, title, text) => h("button", { type: "button", class: cls, title, text });
+  const buttons = {
+    zoomIn: button("fxviz-zoom-in", "zoom in (+)", "+"),
+    zoomOut: button("fxviz-zoom-out", "zoom out (-)", "\u2212"),
+    zoomFit: button("fxviz-zoom-fit", "whole graph (0)", "fit"),
+    zoomWidth: button("fxviz-zoom-width", "fit width (w)", "width"),
   };
-
   const status = h("div", { class: "fxviz-statusline", "aria-live": "polite" });
   const caption = h("div", { class: "fxviz-caption" });
-  const zoomIn = h("button", { type: "button", class: "fxviz-zoom-in", title: "zoom in (+)", text: "+" });
-  const zoomOut = h("button", { type: "button", class: "fxviz-zoom-out", title: "zoom out (-)", text: "\u2212" });
-  const zoomFit = h("button", { type: "button", class: "fxviz-zoom-fit", title: "whole graph (0)", text: "fit" });
-  const zoomWidth = h("button", { type: "button", class: "fxviz-zoom-width", title: "fit width (w)", text: "width" });
   const hint = h("span", { class: "fxviz-hint", text: "scroll: zoom \u00b7 drag: pan \u00b7 click a node: details" });
-  const toolbar = h("div", { class: "fxviz-toolbar" }, zoomIn, zoomOut, zoomFit, zoomWidth, hint, status);
+  const toolbar = h("div", { class: "fxviz-toolbar" }, Object.values(buttons), hint, status);
   const viewport = h("div", { class: "fxviz-viewport", tabindex: "0", role: "application",
                               "aria-label": "graph: scroll to zoom, drag to pan, click a node for details" });
-  const busy = h("div", { class: "fxviz-busy", hidden: true }, h("span", { class: "fxviz-spinner" }), h("span", { class: "fxviz-busy-text" }));
+  const busyText = h("span", { class: "fxviz-busy-text" });
+  const busy = h("div", { class: "fxviz-busy", hidden: true }, h("span", { class: "fxviz-spinner" }), busyText);
   const errorBox = h("div", { class: "fxviz-error", hidden: true });
   const graph = h("div", { class: "fxviz-graph" }, toolbar, h("div", { class: "fxviz-stage" }, viewport, busy), errorBox, caption);
 
@@ -285,17 +286,21 @@ export function createPane(root, opts = {}) {
     section("fxviz-memory", "Memory", tableBox),
     section("fxviz-doctor", "Doctor", doctorBox),
     section("fxviz-legend", "Legend", legendBox));
-  const main = h("div", { class: "fxviz-main" }, graph, side);
-  const el = h("div", { class: "fxviz-explorer" }, main);
+  const el = h("div", { class: "fxviz-explorer" }, h("div", { class: "fxviz-main" }, graph, side));
   root.append(el);
+  return { el, status, caption, viewport, busy, busyText, errorBox, details, tableBox, doctorBox, legendBox, buttons };
+}
 
-  const zp = new ZoomPan(viewport);
+// --- zoom and pan: buttons, wheel, keys, drag ------------------------------------------------------
+const ZOOM_STEP = 1.4;
+const PAN_STEP = 60;  // screen pixels per arrow key
 
-  // --- zoom and pan ------------------------------------------------------------------------------
-  zoomIn.addEventListener("click", () => zp.zoom(1.4));
-  zoomOut.addEventListener("click", () => zp.zoom(1 / 1.4));
-  zoomFit.addEventListener("click", () => zp.fit(true));
-  zoomWidth.addEventListener("click", () => zp.fitWidth(true));
+/** The zoom buttons, the wheel and the keyboard drive `zp`; returns a function that detaches the wheel. */
+function bindZoomControls({ viewport, buttons }, zp) {
+  buttons.zoomIn.addEventListener("click", () => zp.zoom(ZOOM_STEP));
+  buttons.zoomOut.addEventListener("click", () => zp.zoom(1 / ZOOM_STEP));
+  buttons.zoomFit.addEventListener("click", () => zp.fit(true));
+  buttons.zoomWidth.addEventListener("click", () => zp.fitWidth(true));
   const onWheel = (e) => {
     if (!zp.vb) return;
     e.preventDefault();
@@ -303,6 +308,19 @@ export function createPane(root, opts = {}) {
     zp.zoom(Math.exp(-delta * 0.0015), e.clientX, e.clientY);
   };
   viewport.addEventListener("wheel", onWheel, { passive: false });
+  const keys = {
+    "+": () => zp.zoom(ZOOM_STEP), "=": () => zp.zoom(ZOOM_STEP), "-": () => zp.zoom(1 / ZOOM_STEP), "0": () => zp.fit(),
+    "w": () => zp.fitWidth(), "ArrowLeft": () => zp.panBy(PAN_STEP, 0), "ArrowRight": () => zp.panBy(-PAN_STEP, 0),
+    "ArrowUp": () => zp.panBy(0, PAN_STEP), "ArrowDown": () => zp.panBy(0, -PAN_STEP),
+  };
+  viewport.addEventListener("keydown", (e) => {
+    if (keys[e.key]) { e.preventDefault(); keys[e.key](); }
+  });
+  return () => viewport.removeEventListener("wheel", onWheel);
+}
+
+/** Dragging (beyond 4 px) pans `zp`; a click on a node that ends no drag calls `onNodeClick(title)`. */
+function bindDragAndClick(viewport, zp, onNodeClick) {
   let drag = null;
   let dragged = false;
   viewport.addEventListener("pointerdown", (e) => {
@@ -338,25 +356,37 @@ export function createPane(root, opts = {}) {
     const unit = e.target.closest && e.target.closest("g.node");
     if (unit && viewport.contains(unit)) {
       const title = unit.querySelector(":scope > title");
-      if (title) select(title.textContent, { reveal: false, notify: true });
+      if (title) onNodeClick(title.textContent);
     }
   });
-  viewport.addEventListener("keydown", (e) => {
-    const step = 60;
-    const keys = {
-      "+": () => zp.zoom(1.4), "=": () => zp.zoom(1.4), "-": () => zp.zoom(1 / 1.4), "0": () => zp.fit(),
-      "w": () => zp.fitWidth(), "ArrowLeft": () => zp.panBy(step, 0), "ArrowRight": () => zp.panBy(-step, 0),
-      "ArrowUp": () => zp.panBy(0, step), "ArrowDown": () => zp.panBy(0, -step),
-    };
-    if (keys[e.key]) { e.preventDefault(); keys[e.key](); }
-  });
+}
 
-  // --- the graph ---------------------------------------------------------------------------------
-  // parsed drawings by their SVG text: a view seen before is re-attached, not parsed again
+// --- loading views: parse a drawing once, show it many times ---------------------------------------
+const PARSED_MAX = 64;
+
+/** Ready a freshly parsed drawing for the pane (its class, its own viewBox, the node outlines) and
+ *  index its drawn units (nodes and module boxes) by title. */
+function prepareDrawing(svg) {
+  svg.classList.add("fxviz-svg");
+  svg.dataset.baseViewBox = svg.getAttribute("viewBox") || "";
+  const units = new Map();
+  for (const g of svg.querySelectorAll("g.node")) {
+    const title = g.querySelector(":scope > title");
+    if (title) units.set(title.textContent, g);
+    // the node's outline (two for a double border): every shape before its first text
+    for (const shape of g.querySelectorAll("path, polygon, ellipse, text")) {
+      if (shape.localName === "text") break;
+      shape.classList.add("fxviz-outline");
+    }
+  }
+  return { svg, units };
+}
+
+/** `drawing(text)`: the parsed drawing of an SVG text, remembered (the least recently used of more
+ *  than `max` dropped), so a view seen before is re-attached, not parsed again. */
+function createDrawingCache(max = PARSED_MAX) {
   const parsed = new Map();
-  const PARSED_MAX = 64;
-
-  function svgElement(text) {
+  return function drawing(text) {
     if (parsed.has(text)) {
       const hit = parsed.get(text);
       parsed.delete(text);
@@ -365,326 +395,382 @@ export function createPane(root, opts = {}) {
     }
     const svg = parseSvg(text);
     if (!svg) return null;
-    svg.classList.add("fxviz-svg");
-    svg.dataset.baseViewBox = svg.getAttribute("viewBox") || "";
-    const units = new Map();
-    for (const g of svg.querySelectorAll("g.node")) {
-      const title = g.querySelector(":scope > title");
-      if (title) units.set(title.textContent, g);
-      // the node's outline (two for a double border): every shape before its first text
-      for (const shape of g.querySelectorAll("path, polygon, ellipse, text")) {
-        if (shape.localName === "text") break;
-        shape.classList.add("fxviz-outline");
-      }
-    }
-    const entry = { svg, units };
+    const entry = prepareDrawing(svg);
     parsed.set(text, entry);
-    if (parsed.size > PARSED_MAX) parsed.delete(parsed.keys().next().value);
+    if (parsed.size > max) parsed.delete(parsed.keys().next().value);
     return entry;
-  }
+  };
+}
 
-  function setSvg(text, { keepZoom = false, key = "" } = {}) {
-    const t0 = performance.now();
-    const entry = text ? svgElement(text) : null;
-    viewport.replaceChildren();
-    state.units = new Map();
-    if (!entry) {
-      zp.svg = null;
-      el.dataset.viewKey = key;
-      el.dataset.units = "0";
-      return;
-    }
-    if (entry.svg.dataset.baseViewBox) entry.svg.setAttribute("viewBox", entry.svg.dataset.baseViewBox);
-    viewport.append(entry.svg);
-    state.units = entry.units;
-    zp.attach(entry.svg, keepZoom);
-    applySearch();
-    markSelected(false);
-    el.dataset.units = String(state.units.size);
-    el.dataset.renderMs = (performance.now() - t0).toFixed(1);
-    el.dataset.viewKey = key;
-  }
+/** Shows one drawing (or none) in the viewport, handed to `zp`: `show(text, keepZoom)` returns its
+ *  units, or null; `preload(text)` parses ahead of time. */
+function createViewLoader(viewport, zp) {
+  const drawing = createDrawingCache();
+  return {
+    preload(text) { if (text) drawing(text); },
+    show(text, keepZoom) {
+      const entry = text ? drawing(text) : null;
+      viewport.replaceChildren();
+      if (!entry) { zp.svg = null; return null; }
+      if (entry.svg.dataset.baseViewBox) entry.svg.setAttribute("viewBox", entry.svg.dataset.baseViewBox);
+      viewport.append(entry.svg);
+      zp.attach(entry.svg, keepZoom);
+      return entry.units;
+    },
+  };
+}
 
-  /** the drawn unit (node or module box) that shows joint node `name` in this view */
-  function unitFor(id) {
-    if (state.units.has(id)) return state.units.get(id);
-    const name = baseName(id);
-    if (state.units.has(name)) return state.units.get(name);
-    if (state.units.has(name + RECOMPUTED_SUFFIX)) return state.units.get(name + RECOMPUTED_SUFFIX);
-    const node = state.nodes[name];
-    if (node && node.module) {
-      const parts = node.module.split(".");
-      const sides = id.endsWith(RECOMPUTED_SUFFIX) ? ["backward", node.phase] : [node.phase, "forward", "backward"];
-      for (let d = parts.length; d >= 1; d--) {
-        for (const s of sides) {
-          const gid = `${s}/${quoteModule(parts.slice(0, d).join("."))}`;
-          if (state.units.has(gid)) return state.units.get(gid);
-        }
+// --- selection: the drawn unit of a node, and its marks ----------------------------------------------
+/** the drawn unit (node or module box) that shows joint node `id` in this view */
+function unitFor(units, nodes, id) {
+  if (units.has(id)) return units.get(id);
+  const name = baseName(id);
+  if (units.has(name)) return units.get(name);
+  if (units.has(name + RECOMPUTED_SUFFIX)) return units.get(name + RECOMPUTED_SUFFIX);
+  const node = nodes[name];
+  if (node && node.module) {
+    const parts = node.module.split(".");
+    const sides = id.endsWith(RECOMPUTED_SUFFIX) ? ["backward", node.phase] : [node.phase, "forward", "backward"];
+    for (let d = parts.length; d >= 1; d--) {
+      for (const s of sides) {
+        const gid = `${s}/${quoteModule(parts.slice(0, d).join("."))}`;
+        if (units.has(gid)) return units.get(gid);
       }
     }
-    return null;
   }
+  return null;
+}
 
-  function markSelected(reveal) {
-    for (const g of viewport.querySelectorAll(".fxviz-selected")) g.classList.remove("fxviz-selected");
-    for (const g of viewport.querySelectorAll(".fxviz-neighbor")) g.classList.remove("fxviz-neighbor");
-    if (!state.selected) return null;
-    const unit = unitFor(state.selected);
-    if (unit) {
-      unit.classList.add("fxviz-selected");
-      const node = state.nodes[baseName(state.selected)];
-      if (node) {
-        for (const n of [...node.inputs, ...node.users]) {
-          const u = state.units.get(n);
-          if (u && u !== unit) u.classList.add("fxviz-neighbor");
-        }
-      }
-      if (reveal) zp.reveal(unit);
+/** Mark `state.selected`'s unit and the units of its producers and users (clearing old marks);
+ *  bring it into view when `reveal`.  Returns the unit, or null when it is not drawn. */
+function markSelection(viewport, state, zp, reveal) {
+  for (const g of viewport.querySelectorAll(".fxviz-selected")) g.classList.remove("fxviz-selected");
+  for (const g of viewport.querySelectorAll(".fxviz-neighbor")) g.classList.remove("fxviz-neighbor");
+  if (!state.selected) return null;
+  const unit = unitFor(state.units, state.nodes, state.selected);
+  if (!unit) return null;
+  unit.classList.add("fxviz-selected");
+  const node = state.nodes[baseName(state.selected)];
+  if (node) {
+    for (const n of [...node.inputs, ...node.users]) {
+      const u = state.units.get(n);
+      if (u && u !== unit) u.classList.add("fxviz-neighbor");
     }
-    renderDetails(unit);
-    return unit;
   }
+  if (reveal) zp.reveal(unit);
+  return unit;
+}
 
-  function select(id, { reveal = true, notify = true } = {}) {
-    state.selected = id || "";
-    markSelected(reveal);
-    if (notify && opts.onSelect) opts.onSelect(state.selected);
-  }
+// --- details panel: the selected node's facts --------------------------------------------------------
+/** What strategy status `s` does with node `name`, in words. */
+function statusText(s, name) {
+  if (!s) return null;
+  if (s.error) return `${s.label}: failed (${s.error})`;
+  const bits = [];
+  if (s.saved.includes(name)) bits.push("saved for the backward");
+  if (s.recomputed.includes(name)) bits.push("recomputed in the backward");
+  if (s.removed.includes(name)) bits.push("removed (dead code)");
+  if (s.random && s.random.includes(name)) bits.push("a random op the backward redraws");
+  return bits.length ? bits.join("; ") : "neither saved nor recomputed";
+}
 
-  // --- details -----------------------------------------------------------------------------------
-  function link(name) {
+/** The module box `gid` (`side/quoted.module.path`): its side, its module path, the nodes inside. */
+function groupMembers(nodes, gid) {
+  const slash = gid.indexOf("/");
+  const side = gid.slice(0, slash);
+  const path = decodeURIComponent(gid.slice(slash + 1));
+  const members = Object.values(nodes).filter((n) => n.phase === side && n.module &&
+    (n.module === path || n.module.startsWith(path + ".")));
+  return { side, path, members };
+}
+
+/** `linkList(names)`: node names as comma-separated links that call `onPick(name)`. */
+function nodeLinks(state, onPick) {
+  const link = (name) => {
     const known = Object.prototype.hasOwnProperty.call(state.nodes, name);
     return h("a", { href: "#", class: "fxviz-link", "data-node": name, title: known ? `select ${name}` : name,
-                    onclick: (e) => { e.preventDefault(); select(name, { reveal: true, notify: true }); } }, name);
-  }
-
-  function linkList(names) {
+                    onclick: (e) => { e.preventDefault(); onPick(name); } }, name);
+  };
+  return (names) => {
     if (!names || !names.length) return h("span", { class: "fxviz-muted", text: "none" });
     const out = h("span", { class: "fxviz-links" });
     names.forEach((n, i) => { if (i) out.append(", "); out.append(link(n)); });
     return out;
+  };
+}
+
+/** The key/value table of node `node` (named `name`): what it is, where it comes from, what the
+ *  strategy (or both compared strategies) does with it, its producers and users. */
+function nodeFacts(node, name, state, linkList) {
+  const rows = [];
+  const row = (k, ...v) => rows.push(h("tr", {}, h("th", { text: k }), h("td", {}, ...v)));
+  const muted = (text) => h("span", { class: "fxviz-muted", text });
+  const status = (s, label) => [h("span", { class: "fxviz-status-text", text: statusText(s, name) }), muted(` (${label})`)];
+  row("role", h("span", { class: `fxviz-swatch fxviz-role-${node.role}` }), node.role_label, muted(` (${node.phase} phase)`));
+  row("op", h("code", { text: node.op }), node.target && node.target !== node.op ? muted(`  ${node.target}`) : null);
+  if (node.shape) row("shape", h("code", { class: "fxviz-shape", text: `[${node.shape.join(", ")}]` }));
+  if (node.dtype) row("dtype", h("code", { text: node.dtype }));
+  if (node.bytes !== null && node.bytes !== undefined) row("bytes", `${node.bytes_text} (${node.bytes.toLocaleString("en-US")} B)`);
+  if (node.qualname) row("real name", h("code", { text: node.qualname }));
+  row("module", node.module ? h("code", { text: node.module }) : muted("none recorded"));
+  if (node.source) row("source", h("code", { text: node.source }), node.code ? h("div", { class: "fxviz-code", text: node.code }) : null);
+  if (state.view === "compare" && state.compare) {
+    row("A", ...status(state.status, state.status ? state.status.label : ""));
+    row("B", ...status(state.compare, state.compare.label));
+  } else if (state.status) {
+    row("status", ...status(state.status, state.status.label));
+  }
+  row("producers", linkList(node.inputs));
+  row("users", linkList(node.users), node.returned ? muted(" (returned by the graph)") : null);
+  return h("table", { class: "fxviz-kv" }, h("tbody", {}, rows));
+}
+
+/** A note when node `unit` is not drawn as itself in this view (null when it is). */
+function drawnWhere(unit, nodes) {
+  if (!unit) return h("p", { class: "fxviz-note", text: "not drawn in this view" });
+  if (!unit.classList.contains("fx-group")) return null;
+  const t = unit.querySelector(":scope > title");
+  const box = t ? groupMembers(nodes, t.textContent) : null;
+  return h("p", { class: "fxviz-note",
+                  text: box ? `drawn inside the module box \u201c${box.path}\u201d (${box.side})` : "drawn inside a module box" });
+}
+
+/** The details section: `render(unit)` shows `state.selected` (a node or a module box). */
+function createDetailsPanel(box, state, linkList) {
+  function renderGroup(gid) {
+    const { side, path, members } = groupMembers(state.nodes, gid);
+    box.append(h("div", { class: "fxviz-details-head" }, h("code", { class: "fxviz-node-name", text: path }),
+      h("span", { class: "fxviz-badge", text: `module box, ${side}` })));
+    box.append(h("p", { text: `${members.length} nodes collapsed into this box:` }));
+    box.append(h("p", {}, linkList(members.map((m) => m.name))));
   }
 
-  function statusText(s, name) {
-    if (!s) return null;
-    if (s.error) return `${s.label}: failed (${s.error})`;
-    const bits = [];
-    if (s.saved.includes(name)) bits.push("saved for the backward");
-    if (s.recomputed.includes(name)) bits.push("recomputed in the backward");
-    if (s.removed.includes(name)) bits.push("removed (dead code)");
-    if (s.random && s.random.includes(name)) bits.push("a random op the backward redraws");
-    return bits.length ? bits.join("; ") : "neither saved nor recomputed";
-  }
-
-  function renderDetails(unit) {
-    details.replaceChildren();
+  function render(unit) {
+    box.replaceChildren();
     const id = state.selected;
     if (!id) {
-      details.append(h("p", { class: "fxviz-muted", text: "Click a node in the graph." }));
+      box.append(h("p", { class: "fxviz-muted", text: "Click a node in the graph." }));
       return;
     }
     const name = baseName(id);
     const node = state.nodes[name];
     if (!node) {
       if (unit && unit.classList.contains("fx-group")) return renderGroup(id);
-      details.append(h("p", { text: `${id}: not a node of this graph` }));
+      box.append(h("p", { text: `${id}: not a node of this graph` }));
       return;
     }
-    const rows = [];
-    const row = (k, ...v) => rows.push(h("tr", {}, h("th", { text: k }), h("td", {}, ...v)));
-    const swatch = h("span", { class: `fxviz-swatch fxviz-role-${node.role}` });
-    row("role", swatch, node.role_label, h("span", { class: "fxviz-muted", text: ` (${node.phase} phase)` }));
-    row("op", h("code", { text: node.op }), node.target && node.target !== node.op ? h("span", { class: "fxviz-muted", text: `  ${node.target}` }) : null);
-    if (node.shape) row("shape", h("code", { class: "fxviz-shape", text: `[${node.shape.join(", ")}]` }));
-    if (node.dtype) row("dtype", h("code", { text: node.dtype }));
-    if (node.bytes !== null && node.bytes !== undefined) row("bytes", `${node.bytes_text} (${node.bytes.toLocaleString("en-US")} B)`);
-    if (node.qualname) row("real name", h("code", { text: node.qualname }));
-    row("module", node.module ? h("code", { text: node.module }) : h("span", { class: "fxviz-muted", text: "none recorded" }));
-    if (node.source) row("source", h("code", { text: node.source }), node.code ? h("div", { class: "fxviz-code", text: node.code }) : null);
-    if (state.view === "compare" && state.compare) {
-      row("A", h("span", { class: "fxviz-status-text", text: statusText(state.status, name) }),
-          h("span", { class: "fxviz-muted", text: ` (${state.status ? state.status.label : ""})` }));
-      row("B", h("span", { class: "fxviz-status-text", text: statusText(state.compare, name) }),
-          h("span", { class: "fxviz-muted", text: ` (${state.compare.label})` }));
-    } else if (state.status) {
-      row("status", h("span", { class: "fxviz-status-text", text: statusText(state.status, name) }),
-          h("span", { class: "fxviz-muted", text: ` (${state.status.label})` }));
-    }
-    row("producers", linkList(node.inputs));
-    row("users", linkList(node.users), node.returned ? h("span", { class: "fxviz-muted", text: " (returned by the graph)" }) : null);
+    const facts = nodeFacts(node, name, state, linkList);
     const head = h("div", { class: "fxviz-details-head" }, h("code", { class: "fxviz-node-name", text: name }));
     if (id.endsWith(RECOMPUTED_SUFFIX)) head.append(h("span", { class: "fxviz-badge", text: "the backward's recomputed copy" }));
-    details.append(head);
-    if (!unit) {
-      details.append(h("p", { class: "fxviz-note", text: "not drawn in this view" }));
-    } else if (unit.classList.contains("fx-group")) {
-      const t = unit.querySelector(":scope > title");
-      const box = t ? groupMembers(t.textContent) : null;
-      details.append(h("p", { class: "fxviz-note",
-                              text: box ? `drawn inside the module box \u201c${box.path}\u201d (${box.side})` : "drawn inside a module box" }));
+    box.append(head);
+    const where = drawnWhere(unit, state.nodes);
+    if (where) box.append(where);
+    box.append(facts);
+  }
+
+  return { render };
+}
+
+// --- search ------------------------------------------------------------------------------------------
+function matches(node, q) {
+  return [node.name, node.op, node.target, node.module, node.qualname]
+    .some((f) => f && f.toLowerCase().includes(q));
+}
+
+/** Mark the drawn units that show a node of `hit` (or a module box whose path matches `q`);
+ *  returns how many. */
+function markMatches(state, hit, q) {
+  let drawn = 0;
+  for (const [id, g] of state.units) {
+    let ok;
+    if (g.classList.contains("fx-group")) {
+      const { path, members } = groupMembers(state.nodes, id);
+      ok = path.toLowerCase().includes(q) || members.some((m) => hit.has(m.name));
+    } else {
+      ok = hit.has(baseName(id));
     }
-    details.append(h("table", { class: "fxviz-kv" }, h("tbody", {}, rows)));
+    if (ok) { g.classList.add("fxviz-match"); drawn += 1; }
   }
+  return drawn;
+}
 
-  function groupMembers(gid) {
-    const slash = gid.indexOf("/");
-    const side = gid.slice(0, slash);
-    const path = decodeURIComponent(gid.slice(slash + 1));
-    const members = Object.values(state.nodes).filter((n) => n.phase === side && n.module &&
-      (n.module === path || n.module.startsWith(path + ".")));
-    return { side, path, members };
-  }
-
-  function renderGroup(gid) {
-    const { side, path, members } = groupMembers(gid);
-    details.append(h("div", { class: "fxviz-details-head" }, h("code", { class: "fxviz-node-name", text: path }),
-      h("span", { class: "fxviz-badge", text: `module box, ${side}` })));
-    details.append(h("p", { text: `${members.length} nodes collapsed into this box:` }));
-    details.append(h("p", {}, linkList(members.map((m) => m.name))));
-  }
-
-  // --- search ------------------------------------------------------------------------------------
-  function matches(node, q) {
-    return [node.name, node.op, node.target, node.module, node.qualname]
-      .some((f) => f && f.toLowerCase().includes(q));
-  }
-
-  function applySearch() {
-    const q = state.query.trim().toLowerCase();
-    for (const g of viewport.querySelectorAll(".fxviz-match")) g.classList.remove("fxviz-match");
-    const svg = viewport.querySelector("svg");
-    if (!q) {
-      if (svg) svg.classList.remove("fxviz-searching");
-      state.lastSearch = { query: "", nodes: 0, drawn: 0 };
-      status.textContent = "";
-      return state.lastSearch;
-    }
-    const hit = new Set(Object.values(state.nodes).filter((n) => matches(n, q)).map((n) => n.name));
-    let drawn = 0;
-    for (const [id, g] of state.units) {
-      let ok;
-      if (g.classList.contains("fx-group")) {
-        const { path, members } = groupMembers(id);
-        ok = path.toLowerCase().includes(q) || members.some((m) => hit.has(m.name));
-      } else {
-        ok = hit.has(baseName(id));
-      }
-      if (ok) { g.classList.add("fxviz-match"); drawn += 1; }
-    }
-    if (svg) svg.classList.add("fxviz-searching");
-    state.lastSearch = { query: state.query, nodes: hit.size, drawn };
-    status.textContent = hit.size
-      ? `search \u201c${state.query}\u201d: ${hit.size} matching node${hit.size === 1 ? "" : "s"}, ${drawn} highlighted in this view`
-      : `search \u201c${state.query}\u201d: no node matches (names, ops, modules)`;
-    status.classList.toggle("fxviz-nomatch", hit.size === 0);
+/** Highlight the nodes matching `state.query` (names, ops, targets, modules, real names), fade
+ *  the rest, say how many on the status line; sets and returns `state.lastSearch`. */
+function applySearch(viewport, statusLine, state) {
+  const q = state.query.trim().toLowerCase();
+  for (const g of viewport.querySelectorAll(".fxviz-match")) g.classList.remove("fxviz-match");
+  const svg = viewport.querySelector("svg");
+  if (!q) {
+    if (svg) svg.classList.remove("fxviz-searching");
+    state.lastSearch = { query: "", nodes: 0, drawn: 0 };
+    statusLine.textContent = "";
     return state.lastSearch;
   }
+  const hit = new Set(Object.values(state.nodes).filter((n) => matches(n, q)).map((n) => n.name));
+  const drawn = markMatches(state, hit, q);
+  if (svg) svg.classList.add("fxviz-searching");
+  state.lastSearch = { query: state.query, nodes: hit.size, drawn };
+  statusLine.textContent = hit.size
+    ? `search \u201c${state.query}\u201d: ${hit.size} matching node${hit.size === 1 ? "" : "s"}, ${drawn} highlighted in this view`
+    : `search \u201c${state.query}\u201d: no node matches (names, ops, modules)`;
+  statusLine.classList.toggle("fxviz-nomatch", hit.size === 0);
+  return state.lastSearch;
+}
 
+// --- memory table ------------------------------------------------------------------------------------
+const TABLE_HINT = "click a row to switch to that strategy";
+
+/** One strategy's row: selected (`state.highlight`), compared with, failed; a click calls `onRowClick(key)`. */
+function tableRow(r, state, onRowClick) {
+  const tr = h("tr", { "data-strategy": r.key, class: "fxviz-row", title: r.error ? r.error : TABLE_HINT });
+  if (r.key === state.highlight) { tr.classList.add("fxviz-row-selected"); tr.setAttribute("aria-selected", "true"); }
+  if (state.view === "compare" && r.key === state.compareHighlight) tr.classList.add("fxviz-row-compare");
+  if (r.error) tr.classList.add("fxviz-row-error");
+  r.cells.forEach((c, i) => tr.append(h(i === 0 ? "th" : "td", { text: c, class: r.best && r.best[i] ? "fxviz-best" : null })));
+  tr.addEventListener("click", () => onRowClick(r.key));
+  return tr;
+}
+
+/** The memory section: `state.table` (columns, rows, caption), or its message while there is none. */
+function renderTable(box, state, onRowClick) {
+  box.replaceChildren();
+  const t = state.table;
+  if (!t || !t.rows) {
+    box.append(h("p", { class: "fxviz-muted", text: t && t.message ? t.message : "computing\u2026" }));
+    return;
+  }
+  const head = h("tr", {}, t.columns.map((c, i) => h("th", { text: c, title: (t.tips || [])[i] || null })));
+  const body = t.rows.map((r) => tableRow(r, state, onRowClick));
+  box.append(h("table", { class: "fxviz-table" }, h("thead", {}, head), h("tbody", {}, body)));
+  if (t.caption) box.append(h("details", { class: "fxviz-table-caption" }, h("summary", { text: "how these are counted" }), h("p", { text: t.caption })));
+}
+
+// --- doctor ------------------------------------------------------------------------------------------
+/** One finding: severity tag and title, its items, the fix, links to its nodes. */
+function doctorFinding(f, linkList) {
+  const item = h("div", { class: `fxviz-finding fxviz-severity-${f.severity || "info"}` },
+    h("div", { class: "fxviz-finding-title" }, h("span", { class: "fxviz-severity", text: f.severity || "info" }), " ", f.title || ""));
+  if (f.items && f.items.length) item.append(h("ul", {}, f.items.map((t) => h("li", { text: t }))));
+  if (f.hint) item.append(h("p", { class: "fxviz-hint-text", text: `fix: ${f.hint}` }));
+  if (f.nodes && f.nodes.length) item.append(h("p", {}, "nodes: ", linkList(f.nodes)));
+  return item;
+}
+
+/** The doctor section: the headline (healthy or not) and every finding of `d`. */
+function renderDoctor(box, d, linkList) {
+  box.replaceChildren();
+  if (!d) { box.append(h("p", { class: "fxviz-muted", text: "\u2014" })); return; }
+  if (d.message) {
+    const cls = d.healthy === true ? "fxviz-doctor-ok" : d.healthy === false ? "fxviz-doctor-bad" : "fxviz-muted";
+    box.append(h("p", { class: `fxviz-doctor-headline ${cls}`, text: d.message }));
+  }
+  for (const f of d.findings || []) box.append(doctorFinding(f, linkList));
+}
+
+// --- legend ------------------------------------------------------------------------------------------
+/** The legend section: role swatches and status marks; the compare marks in the compare view. */
+function renderLegend(box, l, view) {
+  box.replaceChildren();
+  if (!l) return;
+  const list = () => h("ul", { class: "fxviz-legend-list" });
+  const mark = (k, m, text) => h("li", { title: m.description },
+    h("span", { class: `fxviz-mark fxviz-mark-${k}` }), h("b", { text: k }), h("span", { class: "fxviz-muted", text: ` \u2014 ${text}` }));
+  const roles = list();
+  for (const [role, r] of Object.entries(l.roles)) {
+    roles.append(h("li", { title: r.description }, h("span", { class: `fxviz-swatch fxviz-role-${role}` }), r.label));
+  }
+  const marks = list();
+  for (const [k, m] of Object.entries(l.status)) marks.append(mark(k, m, m.cue));
+  box.append(roles, marks);
+  if (view === "compare") {
+    const cmp = list();
+    for (const [k, m] of Object.entries(l.compare)) cmp.append(mark(k, m, m.description));
+    box.append(cmp);
+  }
+}
+
+// --- the pane: wiring ----------------------------------------------------------------------------------
+/**
+ * The explorer pane.  `opts.onSelect(id)` is called when the user selects a node,
+ * `opts.onRowClick(strategyKey)` when a memory-table row is clicked, `opts.onSearch(result)`
+ * after every search.
+ */
+export function createPane(root, opts = {}) {
+  const state = {
+    nodes: {}, status: null, compare: null, view: "joint", selected: "", query: "",
+    units: new Map(), table: null, highlight: "", compareHighlight: "", legend: null, doctor: null,
+    lastSearch: { nodes: 0, drawn: 0 },
+  };
+  const ui = buildLayout(root);
+  const { el } = ui;
+  const zp = new ZoomPan(ui.viewport);
+  const loader = createViewLoader(ui.viewport, zp);
+  const linkList = nodeLinks(state, (name) => select(name, { reveal: true, notify: true }));
+  const details = createDetailsPanel(ui.details, state, linkList);
+  const detachWheel = bindZoomControls(ui, zp);
+  bindDragAndClick(ui.viewport, zp, (title) => select(title, { reveal: false, notify: true }));
+
+  const search = () => applySearch(ui.viewport, ui.status, state);
+  const table = () => renderTable(ui.tableBox, state, (key) => { if (opts.onRowClick) opts.onRowClick(key); });
+  const legend = () => renderLegend(ui.legendBox, state.legend, state.view);
+  const markSelected = (reveal) => {
+    const unit = markSelection(ui.viewport, state, zp, reveal);
+    if (state.selected) details.render(unit);  // a cleared selection leaves the details as they were
+  };
+  function select(id, { reveal = true, notify = true } = {}) {
+    state.selected = id || "";
+    markSelected(reveal);
+    if (notify && opts.onSelect) opts.onSelect(state.selected);
+  }
+  function setSvg(text, { keepZoom = false, key = "" } = {}) {
+    const t0 = performance.now();
+    const units = loader.show(text, keepZoom);
+    state.units = units || new Map();
+    if (units) {
+      search();
+      markSelected(false);
+      el.dataset.renderMs = (performance.now() - t0).toFixed(1);
+    }
+    el.dataset.units = String(state.units.size);
+    el.dataset.viewKey = key;
+  }
   function setSearch(q) {
     state.query = q || "";
-    const r = applySearch();
+    const r = search();
     if (opts.onSearch) opts.onSearch(r);
     return r;
   }
 
-  // --- memory table ------------------------------------------------------------------------------
-  function renderTable() {
-    tableBox.replaceChildren();
-    const t = state.table;
-    if (!t || !t.rows) {
-      tableBox.append(h("p", { class: "fxviz-muted", text: t && t.message ? t.message : "computing\u2026" }));
-      return;
-    }
-    const head = h("tr", {}, t.columns.map((c, i) => h("th", { text: c, title: (t.tips || [])[i] || null })));
-    const body = t.rows.map((r) => {
-      const tr = h("tr", { "data-strategy": r.key, class: "fxviz-row", title: r.error ? r.error : TABLE_HINT });
-      if (r.key === state.highlight) { tr.classList.add("fxviz-row-selected"); tr.setAttribute("aria-selected", "true"); }
-      if (state.view === "compare" && r.key === state.compareHighlight) tr.classList.add("fxviz-row-compare");
-      if (r.error) tr.classList.add("fxviz-row-error");
-      r.cells.forEach((c, i) => tr.append(h(i === 0 ? "th" : "td", { text: c, class: r.best && r.best[i] ? "fxviz-best" : null })));
-      tr.addEventListener("click", () => { if (opts.onRowClick) opts.onRowClick(r.key); });
-      return tr;
-    });
-    tableBox.append(h("table", { class: "fxviz-table" }, h("thead", {}, head), h("tbody", {}, body)));
-    if (t.caption) tableBox.append(h("details", { class: "fxviz-table-caption" }, h("summary", { text: "how these are counted" }), h("p", { text: t.caption })));
-  }
-
-  // --- doctor ------------------------------------------------------------------------------------
-  function renderDoctor() {
-    doctorBox.replaceChildren();
-    const d = state.doctor;
-    if (!d) { doctorBox.append(h("p", { class: "fxviz-muted", text: "\u2014" })); return; }
-    if (d.message) {
-      const cls = d.healthy === true ? "fxviz-doctor-ok" : d.healthy === false ? "fxviz-doctor-bad" : "fxviz-muted";
-      doctorBox.append(h("p", { class: `fxviz-doctor-headline ${cls}`, text: d.message }));
-    }
-    for (const f of d.findings || []) {
-      const item = h("div", { class: `fxviz-finding fxviz-severity-${f.severity || "info"}` },
-        h("div", { class: "fxviz-finding-title" }, h("span", { class: "fxviz-severity", text: f.severity || "info" }), " ", f.title || ""));
-      if (f.items && f.items.length) item.append(h("ul", {}, f.items.map((t) => h("li", { text: t }))));
-      if (f.hint) item.append(h("p", { class: "fxviz-hint-text", text: `fix: ${f.hint}` }));
-      if (f.nodes && f.nodes.length) item.append(h("p", {}, "nodes: ", linkList(f.nodes)));
-      doctorBox.append(item);
-    }
-  }
-
-  // --- legend ------------------------------------------------------------------------------------
-  function renderLegend() {
-    legendBox.replaceChildren();
-    const l = state.legend;
-    if (!l) return;
-    const roles = h("ul", { class: "fxviz-legend-list" });
-    for (const [role, r] of Object.entries(l.roles)) {
-      roles.append(h("li", { title: r.description }, h("span", { class: `fxviz-swatch fxviz-role-${role}` }), r.label));
-    }
-    const marks = h("ul", { class: "fxviz-legend-list" });
-    for (const [k, m] of Object.entries(l.status)) {
-      marks.append(h("li", { title: m.description },
-        h("span", { class: `fxviz-mark fxviz-mark-${k}` }), h("b", { text: k }), h("span", { class: "fxviz-muted", text: ` \u2014 ${m.cue}` })));
-    }
-    legendBox.append(roles, marks);
-    if (state.view === "compare") {
-      const cmp = h("ul", { class: "fxviz-legend-list" });
-      for (const [k, m] of Object.entries(l.compare)) {
-        cmp.append(h("li", { title: m.description }, h("span", { class: `fxviz-mark fxviz-mark-${k}` }), h("b", { text: k }),
-          h("span", { class: "fxviz-muted", text: ` \u2014 ${m.description}` })));
-      }
-      legendBox.append(cmp);
-    }
-  }
-
-  // --- public ------------------------------------------------------------------------------------
-  const pane = {
+  return {
     el,
     setSvg,
     select: (id) => select(id, { reveal: true, notify: false }),
     setSearch,
-    setNodes(nodes) { state.nodes = nodes || {}; markSelected(false); applySearch(); },
+    setNodes(nodes) { state.nodes = nodes || {}; markSelected(false); search(); },
     setStatus(s, cmp) { state.status = s || null; state.compare = cmp || null; markSelected(false); },
-    setView(view) { state.view = view || "joint"; el.dataset.view = state.view; renderTable(); renderLegend(); markSelected(false); },
-    setTable(t) { state.table = t; renderTable(); },
-    setHighlight(key, compareKey) { state.highlight = key || ""; state.compareHighlight = compareKey || ""; renderTable(); },
-    setDoctor(d) { state.doctor = d; renderDoctor(); },
-    setLegend(l) { state.legend = l; renderLegend(); },
-    setCaption(text) { caption.textContent = text || ""; },
+    setView(view) { state.view = view || "joint"; el.dataset.view = state.view; table(); legend(); markSelected(false); },
+    setTable(t) { state.table = t; table(); },
+    setHighlight(key, compareKey) { state.highlight = key || ""; state.compareHighlight = compareKey || ""; table(); },
+    setDoctor(d) { state.doctor = d; renderDoctor(ui.doctorBox, d, linkList); },
+    setLegend(l) { state.legend = l; legend(); },
+    setCaption(text) { ui.caption.textContent = text || ""; },
     setBusy(msg) {
-      busy.hidden = !msg;
-      busy.querySelector(".fxviz-busy-text").textContent = msg || "";
+      ui.busy.hidden = !msg;
+      ui.busyText.textContent = msg || "";
       el.classList.toggle("fxviz-is-busy", !!msg);
     },
-    setError(msg) { errorBox.hidden = !msg; errorBox.textContent = msg || ""; el.classList.toggle("fxviz-has-error", !!msg); },
+    setError(msg) { ui.errorBox.hidden = !msg; ui.errorBox.textContent = msg || ""; el.classList.toggle("fxviz-has-error", !!msg); },
     /** parse a drawing ahead of time (idle time), so its first showing is instant too */
-    preload(text) { if (text) svgElement(text); },
+    preload: loader.preload,
     get lastSearch() { return state.lastSearch; },
     get selected() { return state.selected; },
     zoom: zp,
     destroy() {
-      viewport.removeEventListener("wheel", onWheel);
+      detachWheel();
       if (zp.observer) zp.observer.disconnect();
       el.remove();
     },
   };
-  return pane;
 }
 
 // --- the anywidget view ----------------------------------------------------------------------------
