@@ -318,7 +318,7 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
         raise InputError("capture_route='dynamo' runs the model, and this model or input is on the meta device",
                          "use capture_route='aot' (the default for meta models), which traces with fake tensors")
 
-    with preserved(model, inputs), _torch.quiet_torch():
+    with preserved(model, inputs) as snapshot, _torch.quiet_torch():
         # a meta model's default loss is chosen inside aot_function's own first (fake) pass: a
         # separate fake forward first would cost as much again (15% of a 1e9-parameter trace)
         lazy = _LazyLoss() if on_meta and loss_fn is None and _all_meta(model, inputs) else None
@@ -326,11 +326,13 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
             reduce: Callable[[Any], torch.Tensor] = lazy
             loss_desc = ""
         else:
-            with preserved(model):  # the traced run starts from the state the user handed us
+            try:
                 if on_meta:
                     out = _fake_output(fn, inputs)
                 else:
                     out = _eager_output(fn, private_copy(inputs))
+            finally:
+                snapshot.restore()  # the traced run starts from the state the user handed us
             reduce, loss_desc = _make_reducer(out, loss_fn)
 
         def step(*args: Any) -> torch.Tensor:
