@@ -24,6 +24,7 @@ from torch._functorch._aot_autograd import descriptors as _desc
 from torch._functorch.aot_autograd import aot_function as _aot_function
 from torch._functorch.aot_autograd import make_boxed_func as _make_boxed_func
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
 
@@ -65,6 +66,7 @@ SUPPORTED_TORCH = ">=2.9,<2.15"
 # Names checked by tests/test_torch_internals.py so a torch upgrade fails loudly, naming the API.
 REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch.utils._python_dispatch.TorchDispatchMode",
+    "torch.fx._lazy_graph_module._LazyGraphModule",
     "torch._functorch.partitioners.default_partition",
     "torch._functorch.partitioners.min_cut_rematerialization_partition",
     "torch._functorch.partitioners._size_of",
@@ -265,7 +267,9 @@ def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
     constants, which are the user's real parameters in closure mode) are shared by reference, so
     copying never doubles the weights and constants keep their identity.
     """
-    copied = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    # a lazy GraphModule writes its Python code only when something calls or prints it: the
+    # partitioners never do (0.2 s per copy on a 12-layer GPT, 2.3 s on a 3342-node graph)
+    copied = _LazyGraphModule(gm, copy.deepcopy(gm.graph))
     copied.meta = dict(getattr(gm, "meta", {}))
     return copied
 
