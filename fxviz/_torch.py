@@ -117,7 +117,9 @@ def _stack(node: fx.Node, key: str) -> list[tuple[str, str, Any]]:
     out = []
     for k, v in raw.items():
         path, typ = (v[0], v[1]) if isinstance(v, tuple) else (str(v), None)
-        out.append((str(k), str(path), typ))
+        # dynamo keys the n-th call of one module "<id>@n" (torch/_dynamo/variables/nn_module.py
+        # record_nn_module_stack): the module is still the one with that id
+        out.append((str(k).split("@")[0], str(path), typ))
     return out
 
 
@@ -401,7 +403,10 @@ def quiet_torch() -> Iterator[None]:
     import logging
     import warnings
 
-    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._functorch", "torch.fx")]
+    # torch._higher_order_ops: "Detected that context_fn is passed to torch.utils.checkpoint under
+    # torch.compile" (selective checkpointing), said about fxviz's own compile, not the user's
+    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._functorch", "torch.fx",
+                                              "torch._higher_order_ops")]
     levels = [lg.level for lg in loggers]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", module=r"torch\.")
@@ -444,6 +449,10 @@ def module_path_from_stack_entry(path: str) -> str:
     """Turn dynamo's ``L['self'].features[0]`` / ``L['self']._modules['features']`` into
     ``features.0`` (used only when the module object cannot be matched by identity)."""
     path = re.sub(r"^[LG]\[['\"][^'\"]+['\"]\]\.?", "", path)
+    # a class with its own __getattr__ (diffusers' ModelMixin) makes dynamo spell the submodule
+    # dict lookup out: L['fn'].__dict__['_modules']['blocks']
+    path = re.sub(r"(^|\.)__dict__\[['\"](_modules|_parameters|_buffers)['\"]\]", r"\1\2", path)
+    path = re.sub(r"(^|\.)__dict__\.", r"\1", path)
     path = re.sub(r"\._modules\[['\"]([^'\"]+)['\"]\]", r".\1", "." + path)
     path = re.sub(r"\[['\"]?([^\]'\"]+)['\"]?\]", r".\1", path)
     return path.strip(".")

@@ -469,6 +469,18 @@ def _view_words(graph: JointGraph, node: str) -> str:
     return _VIEW_WORDS.get(op, f"a {op} view of it") + ", same storage"
 
 
+def _holders(cap: Capture, items: list[tuple[int, str, torch.Tensor]], names: list[str]) -> str:
+    """``2 constant nodes (...)`` / ``2 graph inputs (...)``: a placeholder is an input (in a
+    graph-broken model, often a tensor one graph hands the next), never a constant."""
+    ops = {cap.graphs[g].info[n].op for g, n, _ in items}
+    noun = ("constant node" if ops == {"get_attr"} else "graph input" if ops == {"placeholder"}
+            else "constant node or graph input")
+    if len(items) == 1:
+        return f"{noun} {names[0]}"
+    between = "; passed between graphs" if "placeholder" in ops and len({g for g, _, _ in items}) > 1 else ""
+    return f"{len(items)} {noun}s ({', '.join(names)}{between})"
+
+
 def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding]:
     model = cap.model
     param_of = {}
@@ -512,7 +524,7 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
             continue
         nb = max(_nbytes(t) for _, _, t in items)
         counted = nb * len(items) + sum(b for _, _, b in saved)
-        what = f"{len(items)} constant nodes ({', '.join(names)})" if len(items) > 1 else f"constant {names[0]}"
+        what = _holders(cap, items, names)
         if saved:
             shown = ", ".join((f"{n} (graph {g}, " if many else f"{n} (") + _view_words(cap.graphs[g], n) + ")"
                               for g, n, _ in saved)
