@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pandas as pd
 import torch.fx as fx
 
+from .analysis.pieces import piece_facts
 from .analysis.strategies import Strategy, StrategyLike, parse_list
 from .capture import Capture, JointGraph, capture
 from .roles import ROLES
@@ -175,8 +176,19 @@ class Trace:
             params = self.parameters()
             n_grad = int((params["gradient_node"] != "none").sum()) if len(params) else 0
             n_req = int(params["requires_grad"].sum()) if len(params) else 0
-            lines.append(f"  parameters: {len(params)} ({n_req} require grad); "
-                         f"{n_grad} get a gradient from the backward graph")
+            facts = piece_facts(self.capture)
+            if len(self.capture.graphs) > 1 and facts.recorded:
+                # a graph dynamo reused returns a later run's gradients through its own nodes
+                graded = set(params[params["gradient_node"] != "none"]["parameter"]) if len(params) else set()
+                reused = {p for p, first in facts.counterpart.items() if first in graded and p not in graded}
+                outside = [p for p in facts.outside if p not in graded]
+                lines.append(f"  parameters: {len(params)} ({n_req} require grad); {len(graded | reused)} get a "
+                             f"gradient from the captured graphs ({len(reused)} through a graph reused for "
+                             f"another module), {len(outside)} are used only outside every graph (eager "
+                             "code; tr.doctor() says which)")
+            else:
+                lines.append(f"  parameters: {len(params)} ({n_req} require grad); "
+                             f"{n_grad} get a gradient from the backward graph")
         if len(self.capture.graphs) > 1:
             lines.append(f"  graph {self.index + 1} of {len(self.capture.graphs)}; "
                          f"{len(self.graph_breaks)} graph break(s): " + "; ".join(self.graph_breaks[:3]))

@@ -141,3 +141,94 @@ def test_selective_checkpoint_does_not_leak_torch_warning() -> None:
     assert run.returncode == 0, run.stderr
     assert "saved" in run.stdout
     assert "context_fn" not in run.stderr
+
+
+# --- 1. the doctor over every piece: a Mixtral-style expert loop with graph breaks -------------------
+class _Expert(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d, 2 * d)
+        self.w2 = nn.Linear(2 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(torch.relu(self.w1(x)))
+
+
+class _MoEBlock(nn.Module):
+    """topk routing, then a graph break, then an eager loop over the experts."""
+
+    def __init__(self, d: int, experts: int = 2) -> None:
+        super().__init__()
+        self.gate = nn.Linear(d, experts)
+        self.experts = nn.ModuleList(_Expert(d) for _ in range(experts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weights = torch.softmax(self.gate(x), -1)
+        top, idx = torch.topk(weights, 1, dim=-1)
+        torch._dynamo.graph_break()
+        out = torch.zeros_like(x)
+        for i, expert in enumerate(self.experts):
+            chosen = idx[:, 0] == i
+            out = out + expert(x) * (top * chosen[:, None])
+        return x + out
+
+
+class MixtralStyle(nn.Module):
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Linear(d, d)
+        self.layers = nn.ModuleList(_MoEBlock(d) for _ in range(2))
+        self.head = nn.Linear(d, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x)
+        for layer in self.layers:  # a graph break inside this loop: dynamo skips this frame
+            h = layer(h)
+        return self.head(h).sum()
+
+
+def _mixtral() -> tuple[MixtralStyle, torch.Tensor]:
+    torch.manual_seed(0)
+    return MixtralStyle(), torch.randn(4, 8)
+
+
+def test_doctor_over_pieces_agrees_with_eager_autograd() -> None:
+    model, x = _mixtral()
+    tr = fxviz.trace(model, x)
+    assert len(tr.pieces) > 1 and tr.graph_breaks
+    grads = tr.check_gradients().set_index("parameter")
+    assert bool(grads["ok"].all()) and bool(grads["eager_has_gradient"].all())
+
+    doc = tr.doctor()
+    table = doc.table.set_index("parameter")
+    # eager autograd is the judge: nothing torch's eager run gives a gradient is reported as getting none
+    assert bool(table.loc[grads.index, "gets_gradient"].all())
+    assert doc.healthy and not [f for f in doc.findings if f.severity == "error"]
+    assert not doc.diagnosis.of_kind("no_path")
+
+    # parameters in no captured graph: exactly embed and head, told as code that ran outside every graph
+    in_graphs = {i.qualname for p in tr.pieces for i in p.graph.info.values() if i.role == "parameter"}
+    absent = [n for n, _ in model.named_parameters() if n not in in_graphs]
+    outside = doc.diagnosis.of_kind("outside_graphs")
+    assert sorted(f.module for f in outside) == ["embed", "head"]
+    named_outside = {n for n in absent if n.startswith(("embed.", "head."))}
+    assert named_outside == {"embed.weight", "embed.bias", "head.weight", "head.bias"}
+    assert all("h = self.embed(x)" in f.message for f in outside if f.module == "embed")
+    frames = doc.diagnosis.of_kind("eager_frame")
+    assert frames and "forward (test_breaks.py:" in frames[0].message
+
+    # layers.1 is in no graph's inputs, yet torch's compiled run gave it the eager gradient: dynamo ran
+    # the graphs compiled for layers.0 again; the doctor says which graph and which run
+    layer1 = [n for n in absent if n.startswith("layers.1.")]
+    assert len(layer1) == 10 and bool(grads.loc[layer1, "ok"].all())
+    reused = doc.diagnosis.of_kind("reused_graph")
+    assert sorted(f.graph for f in reused) == [0, 1]
+    assert {f.module for f in reused} == {"layers.0.gate", "layers.0.experts"}
+    assert all("layers.1" in f.message and "2 times" in f.message for f in reused)
+    assert all("run 2" in table.loc[n, "in_graph"] for n in layer1)
+
+    # placeholders handed from one graph to the next are inputs, not constants (point 6)
+    assert not any("constant" in f.message for f in doc.diagnosis.of_kind("duplicate_data"))
+    # the summary counts what really gets a gradient
+    assert "20 get a gradient from the captured graphs (10 through a graph reused" in tr.summary()
+    assert "4 are used only outside every graph" in tr.summary()
