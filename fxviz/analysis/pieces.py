@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..capture import Capture
 
-__all__ = ["PieceRun", "PieceFacts", "piece_facts", "modules_of"]
+__all__ = ["PieceRun", "PieceFacts", "PieceSummary", "piece_facts", "piece_summaries", "modules_of"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +103,38 @@ def piece_facts(cap: Capture) -> PieceFacts:
     outside = [n for n in model_params if n not in seen] if recorded else []
     return PieceFacts(runs=runs, graphs=len(cap.graphs), outside=outside, eager_frames=list(cap.eager_frames),
                       recorded=recorded, counterpart=counterpart)
+
+
+@dataclass(frozen=True)
+class PieceSummary:
+    """One piece as the piece selector and the whole-model overview show it."""
+
+    index: int
+    label: str  # "graph 2 of 3"
+    nodes: int
+    forward_ops: int
+    backward_ops: int
+    has_backward: bool
+    saved_bytes: int | None  # saved activation bytes under ``strategy`` (one run), None if unknown
+    strategy: str
+    reason: str | None  # the graph break that ended the previous piece, when known
+    runs: int  # how often the graph ran in the captured step (0: not recorded)
+    modules: tuple[tuple[str, ...], ...]  # per run, the modules whose parameters it received
+
+
+def piece_summaries(cap: Capture, saved: list[int | None], strategy: str) -> list[PieceSummary]:
+    """One summary per graph of ``cap``; ``saved`` holds each graph's saved activation bytes."""
+    facts = piece_facts(cap)
+    total = len(cap.graphs)
+    out = []
+    for g in cap.graphs:
+        infos = g.info.values()
+        runs = facts.runs_of(g.index)
+        reason = cap.graph_breaks[g.index - 1] if 0 < g.index <= len(cap.graph_breaks) else None
+        out.append(PieceSummary(
+            index=g.index, label=f"graph {g.index + 1} of {total}", nodes=len(g.info),
+            forward_ops=sum(1 for i in infos if i.op == "call_function" and i.phase == "forward"),
+            backward_ops=sum(1 for i in infos if i.op == "call_function" and i.phase == "backward"),
+            has_backward=g.has_backward, saved_bytes=saved[g.index] if g.index < len(saved) else None,
+            strategy=strategy, reason=reason, runs=len(runs), modules=tuple(r.modules for r in runs)))
+    return out
