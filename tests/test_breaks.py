@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 from torch import nn
 
@@ -232,3 +233,122 @@ def test_doctor_over_pieces_agrees_with_eager_autograd() -> None:
     # the summary counts what really gets a gradient
     assert "20 get a gradient from the captured graphs (10 through a graph reused" in tr.summary()
     assert "4 are used only outside every graph" in tr.summary()
+
+
+# --- 2. every view covers every piece -----------------------------------------------------------------
+def _report_json(html_text: str) -> dict:
+    import json
+    import re
+
+    m = re.search(r'<script type="application/json" id="fxviz-data">(.*?)</script>', html_text, re.S)
+    assert m, "no data element"
+    return json.loads(m.group(1))
+
+
+def test_pieces_in_draw_table_overview_and_report(tmp_path) -> None:
+    import pandas as pd
+    import pytest
+
+    from fxviz.errors import InputError
+
+    model, x = _mixtral()
+    tr = fxviz.trace(model, x)
+    n = len(tr.pieces)
+    # draw(piece=i) is that piece's own graph
+    for i in range(n):
+        drawing = tr.draw(piece=i)
+        assert f"graph {i + 1} of {n}" in drawing.caption or f"graph {i + 1} of {n}" in drawing.source
+        assert drawing.nodes == tr.pieces[i].draw().nodes
+    with pytest.raises(InputError):
+        tr.draw(piece=n)
+
+    # the per-piece memory table: each piece's rows are its own memory_table, totals sum runs x value
+    strategies = ["default", "min_cut"]
+    by_piece = tr.memory_table_by_piece(strategies + ["eager"])
+    for i, piece in enumerate(tr.pieces):
+        own = piece.memory_table(strategies).set_index("strategy")
+        rows = by_piece[by_piece["piece"] == i].set_index("strategy")
+        for s in strategies:
+            mine, theirs = rows.loc[s, "saved_activation_bytes"], own.loc[s, "saved_activation_bytes"]
+            assert (pd.isna(mine) and pd.isna(theirs)) or mine == theirs
+    runs = {g: len(tr.pieces[g].graph.runs) for g in range(n)}
+    assert runs[0] == 2 and runs[1] == 2  # the block graphs ran once per layer
+    for s in strategies:
+        want = sum(runs[p.index] * int(p.memory_table([s])["saved_activation_bytes"].iloc[0])
+                   for p in tr.pieces if p.has_backward)
+        total = by_piece[(by_piece["piece"] == "total") & (by_piece["strategy"] == s)]
+        assert int(total["saved_activation_bytes"].iloc[0]) == want
+    eager_total = by_piece[by_piece["strategy"] == "eager"]
+    assert list(eager_total["piece"]) == ["total"]
+
+    # the overview: one box per piece, reused graphs double-bordered, execution edges numbered
+    src = tr.overview().source
+    assert all(f"piece{i} [" in src for i in range(n))
+    assert src.count("peripheries=2") == 2
+    assert 'piece0 -> piece1 [label=" 1, 3 "' in src and "embed" in src
+    tr.overview().svg()
+
+    # the report holds every piece's views and the whole-model overview
+    path = fxviz.report(tr, tmp_path / "moe.html", strategies=strategies, views=("joint", "forward"))
+    data = _report_json(path.read_text())
+    assert [p["piece"] for p in data["pieces"]] == list(range(n))
+    for p, piece in zip(data["pieces"], tr.pieces):
+        assert p["label"] == f"graph {piece.index + 1} of {n}" and p["nodes"] == len(piece.graph.info)
+        payload = p.get("payload", data)
+        assert set(payload["nodes"]) == {k for k, i in piece.graph.info.items() if i.op != "output"}
+        if piece.has_backward:
+            assert payload["svgs"], p["label"]
+    assert data["overview"]["svg"].lstrip().startswith("<svg") and data["overview"]["table"]["rows"]
+
+
+@pytest.mark.browser
+def test_report_piece_selector_in_chromium(tmp_path, artifacts) -> None:
+    from .browser_util import browser, chromium_path
+
+    if chromium_path() is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api")
+    model, x = _mixtral()
+    tr = fxviz.trace(model, x)
+    path = fxviz.report(tr, tmp_path / "moe.html", strategies=["default", "min_cut"], views=("joint", "forward"))
+    with browser() as b:
+        page = b.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".fxviz-viewport svg g.node", timeout=120_000)
+        options = page.eval_on_selector_all("#fxviz-piece option", "os => os.map(o => o.value)")
+        assert options == ["-1"] + [str(i) for i in range(len(tr.pieces))]
+        # pick graph 2: its own nodes are drawn and its summary shown
+        page.select_option("#fxviz-piece", "1")
+        page.wait_for_function("() => document.querySelector('.fxviz-summary').textContent.includes('graph 2 of')")
+        titles = set(page.eval_on_selector_all(".fxviz-viewport g.node > title", "ts => ts.map(t => t.textContent)"))
+        assert titles and titles <= set(tr.pieces[1].graph.info) and not titles <= set(tr.pieces[0].graph.info)
+        page.screenshot(path=str(artifacts / "report-moe-graph2.png"))
+        # the whole-model overview: one box per piece
+        page.select_option("#fxviz-piece", "-1")
+        page.wait_for_selector(".fxviz-viewport svg g#piece-0", timeout=30_000)
+        boxes = page.eval_on_selector_all(".fxviz-viewport svg g.node", "gs => gs.map(g => g.id)")
+        assert {f"piece-{i}" for i in range(len(tr.pieces))} <= set(boxes)
+        page.screenshot(path=str(artifacts / "report-moe-overview.png"))
+        # back to graph 1
+        page.select_option("#fxviz-piece", "0")
+        page.wait_for_function("() => document.querySelector('.fxviz-summary').textContent.includes('graph 1 of')")
+        assert not b.page_errors and not b.console_errors, (b.page_errors, b.console_errors)
+
+
+def test_explorer_piece_selector_and_overview() -> None:
+    pytest.importorskip("anywidget")
+    model, x = _mixtral()
+    tr = fxviz.trace(model, x)
+    w = fxviz.explore(tr)
+    n = len(tr.pieces)
+    options = list(w.piece_control.options)
+    assert [v for _, v in options] == [-1] + list(range(n))
+    assert options[2][0].startswith(f"graph 2 of {n}: {len(tr.pieces[1].graph.info)} nodes") and "ran 2" in options[2][0]
+    assert w.piece_control.value == 0 and w.trace is tr.pieces[0]
+    w.piece_control.value = 1
+    assert w.trace is tr.pieces[1] and set(w.pane.nodes) <= set(tr.pieces[1].graph.info)
+    w.piece_control.value = -1
+    assert w.pane.view_key == "overview" and all(f"graph {i + 1} of {n}" in w.pane.svg for i in range(n))
+    assert any(r["key"].startswith("whole model:") for r in w.pane.table["rows"])
+    w.piece_control.value = 0
+    assert w.pane.view_key.startswith("joint|") and w.trace is tr.pieces[0]

@@ -29,7 +29,7 @@ def _box(p: PieceSummary) -> str:
         rows.append(f"saves {html.escape(format_bytes(p.saved_bytes))} ({html.escape(p.strategy)}, one run)")
     if p.runs > 1:
         mods = "; ".join(", ".join(m) or "-" for m in p.modules)
-        rows.append(f"<b>ran {p.runs} times</b> (reused: {html.escape(mods)})")
+        rows.append(f"<b>ran {p.runs} times:</b> reused for {html.escape(mods)}")
     elif p.modules and p.modules[0]:
         rows.append(html.escape(", ".join(p.modules[0])))
     if p.reason:
