@@ -300,7 +300,7 @@ def report_data(tr: "Trace", strategies: Iterable[StrategyLike] = OFFERED,
 PIECE_FIELDS = ("summary", "index", "svgs", "captions", "errors", "status", "nodes", "table", "initial")
 
 
-def pieces_data(tr: "Trace", keys: Sequence[str], views: Sequence[str], pairs: Sequence[tuple[str, str]],
+def pieces_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Sequence[tuple[str, str]],
                 group: str | None, depth: int | None, say: Callable[[str], None]) -> list[dict[str, Any]]:
     """One entry per piece of a graph-broken model (empty for one graph): what the piece selector
     shows (label, break reason, node counts, saved bytes, runs) and, for every piece but the
@@ -326,7 +326,7 @@ def pieces_data(tr: "Trace", keys: Sequence[str], views: Sequence[str], pairs: S
     return out
 
 
-def overview_data(tr: "Trace", keys: Sequence[str]) -> dict[str, Any]:
+def overview_data(tr: Trace, keys: Sequence[str]) -> dict[str, Any]:
     """The whole-model view: the overview drawing and the per-piece memory table with totals."""
     drawing = tr.overview(keys[0])
     try:
@@ -342,7 +342,7 @@ def overview_data(tr: "Trace", keys: Sequence[str]) -> dict[str, Any]:
     return {"svg": clean_svg(drawing.svg()), "caption": drawing.caption, "table": table}
 
 
-def piece_options(tr: "Trace", strategy: StrategyLike = "default") -> list[tuple[str, int]]:
+def piece_options(tr: Trace, strategy: StrategyLike = "default") -> list[tuple[str, int]]:
     """The piece selector's choices: ``whole model`` (-1, the overview), then each piece with its
     node count, saved bytes, runs and the graph break before it; one graph gives one choice."""
     pieces = tr.pieces

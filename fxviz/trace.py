@@ -77,7 +77,7 @@ class Trace:
                 p._pieces = self._pieces
         return self._pieces
 
-    def piece(self, index: int) -> "Trace":
+    def piece(self, index: int) -> Trace:
         """The ``index``-th graph of the model (0-based), with a clear error when there is none."""
         from .errors import InputError
 
@@ -307,8 +307,8 @@ class Trace:
         for name, group in per_piece[per_piece["piece"].isin(with_backward)].groupby("strategy", sort=False):
             total: dict[str, Any] = {"piece": "total", "runs": int(group["runs"].sum()), "strategy": name}
             failed = group["error"].notna()
-            total["error"] = "; ".join(f"graph {p}: {e}" for p, e in zip(group["piece"][failed], group["error"][failed])) \
-                or None
+            reasons = zip(group["piece"][failed], group["error"][failed])
+            total["error"] = "; ".join(f"graph {p}: {e}" for p, e in reasons) or None
             for c in additive:
                 values = group[c] * group["runs"] if c != "seconds" else group[c]
                 total[c] = values.sum() if not failed.any() and group[c].notna().all() else pd.NA
@@ -319,7 +319,8 @@ class Trace:
         out.attrs["caption"] = (
             "One row per piece (graph) and strategy, then the whole step per strategy: count, byte and FLOP "
             "columns summed over pieces, each piece's value times the runs of its graph; peaks are per piece "
-            "only; a piece without a backward graph saves nothing and is left out. Code that ran outside every graph is in no piece row (tr.doctor() names it); the eager row "
+            "only; a piece without a backward graph saves nothing and is left out. Code that ran outside every "
+            "graph is in no piece row (tr.doctor() names it); the eager row "
             "is measured on the whole model.")
         return out
 

@@ -343,7 +343,8 @@ def test_explorer_piece_selector_and_overview() -> None:
     n = len(tr.pieces)
     options = list(w.piece_control.options)
     assert [v for _, v in options] == [-1] + list(range(n))
-    assert options[2][0].startswith(f"graph 2 of {n}: {len(tr.pieces[1].graph.info)} nodes") and "ran 2" in options[2][0]
+    label = options[2][0]
+    assert label.startswith(f"graph 2 of {n}: {len(tr.pieces[1].graph.info)} nodes") and "ran 2" in label
     assert w.piece_control.value == 0 and w.trace is tr.pieces[0]
     w.piece_control.value = 1
     assert w.trace is tr.pieces[1] and set(w.pane.nodes) <= set(tr.pieces[1].graph.info)
