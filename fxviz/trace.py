@@ -43,7 +43,10 @@ def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None 
             ``"aot"`` (aot_function over fake tensors: no weights touched, no graph breaks).
 
     Returns:
-        A :class:`Trace`.  With graph breaks, it is the first graph; ``tr.pieces`` has them all.
+        A :class:`Trace`.  With graph breaks, it is the first graph; ``tr.pieces`` has them all,
+        ``tr.draw(piece=i)`` draws one, ``tr.overview()`` all of them in execution order,
+        ``tr.memory_table_by_piece()`` tabulates each and the whole step, and ``tr.doctor()``
+        reasons over all of them (code that ran outside every graph, graphs reused for several modules).
 
     The model, its ``.grad`` fields, buffers, ``training`` flags and the RNG are left untouched.
     """

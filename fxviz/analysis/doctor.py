@@ -595,6 +595,9 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
         in_graph = _in_graph(p, cap)
         ep = eager.get(p.name)
         eager_grad = ep is not None and ep.gets_gradient and not p.zero_grads
+        # a later run of a graph dynamo reused returns this parameter's gradient (torch's runtime)
+        run = facts.run_of_parameter(p.name)
+        reused_from = _template(params, facts, run, p.name)
         if not p.tensor.requires_grad:
             f = Finding("frozen", "info", p.name, tuple(n for ns in p.nodes.values() for n in ns),
                         f"{p.name} is frozen (requires_grad=False): no gradient is expected.",
@@ -606,15 +609,19 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
             f = _constant_finding(p, cap, p.name in computed)
             findings.append(f)
             reason = "captured as a constant (closure)"
-        elif not p.grads and eager_grad and (many or not p.nodes):
+        elif not p.grads and not p.zero_grads and (reused_from is not None or (eager_grad and (many or not p.nodes))):
             gets = True
-            run = facts.run_of_parameter(p.name)
-            template = _template(params, facts, run, p.name)
-            if run is not None and template is not None:
+            if run is not None and reused_from is not None:
+                template = reused_from
                 reason = (f"gets a gradient from graph {run.graph} (run {run.run + 1}, the graph compiled for "
                           f"{', '.join(facts.runs_of(run.graph)[0].modules) or 'another module'})")
                 grad_node = f"{template} (graph {run.graph}, run {run.run + 1})"
                 in_graph = f"graph {run.graph}, run {run.run + 1}: parameter"
+            elif run is not None or p.nodes:
+                # in a graph that returns no gradient for it, yet eager autograd gives one: its path to
+                # the loss leaves the graph and runs through code outside every graph
+                reason = ("gets a gradient from eager autograd through code outside the captured graphs "
+                          "(its graph returns none for it)")
             else:
                 reason = "gets a gradient from eager code that ran outside every captured graph"
                 in_graph = "in no graph (ran as eager Python)"
