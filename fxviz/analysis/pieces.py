@@ -117,7 +117,10 @@ class PieceSummary:
     has_backward: bool
     saved_bytes: int | None  # saved activation bytes under ``strategy`` (one run), None if unknown
     strategy: str
-    reason: str | None  # the graph break that ended the previous piece, when known
+    # the (index-1)-th graph break dynamo counted: the break before this piece when each break splits
+    # one frame in two; dynamo does not tie a break to a graph, so with skipped frames, resumed
+    # frames or nested calls this is the break's position in the count, not a proven link
+    reason: str | None
     runs: int  # how often the graph ran in the captured step (0: not recorded)
     modules: tuple[tuple[str, ...], ...]  # per run, the modules whose parameters it received
 
