@@ -77,6 +77,10 @@ def private_copy(inputs: Any) -> Any:
                 c = nn.Parameter(c, requires_grad=t.requires_grad)
             elif t.requires_grad:
                 c.requires_grad_(True)
+                if not t.is_leaf:
+                    # a non-leaf stays a non-leaf: torch lets a forward write in place into a view
+                    # of it (``a[0].masked_fill_``), never into a view of a leaf that requires grad
+                    c = c.clone()
             memo[id(t)] = c
         return memo[id(t)]
 

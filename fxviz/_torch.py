@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
@@ -32,6 +34,8 @@ __all__ = [
     "SUPPORTED_TORCH",
     "RawJoint",
     "capture_with_dynamo",
+    "unimplemented_count",
+    "skipped_frames",
     "capture_with_aot_function",
     "run_compiled_backward",
     "quiet_torch",
@@ -119,7 +123,9 @@ def _stack(node: fx.Node, key: str) -> list[tuple[str, str, Any]]:
     out = []
     for k, v in raw.items():
         path, typ = (v[0], v[1]) if isinstance(v, tuple) else (str(v), None)
-        out.append((str(k), str(path), typ))
+        # dynamo keys the n-th call of one module "<id>@n" (torch/_dynamo/variables/nn_module.py
+        # record_nn_module_stack): the module is still the one with that id
+        out.append((str(k).split("@")[0], str(path), typ))
     return out
 
 
@@ -257,6 +263,7 @@ class RawJoint:
     joint_inputs: Any
     example_inputs: list[Any]
     input_sources: list[str | None] = field(default_factory=list)
+    calls: list[tuple[int, list[int]]] = field(default_factory=list)  # (run number, input ids) per run
 
 
 def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
@@ -306,7 +313,36 @@ def _raw_from_record(record: dict[str, Any]) -> RawJoint:
         joint_inputs=record.get("joint_inputs"),
         example_inputs=list(record.get("example_inputs") or []),
         input_sources=list(record.get("input_sources") or []),
+        calls=list(record.get("calls") or []),
     )
+
+
+def unimplemented_count() -> dict[str, int]:
+    """How often dynamo gave up on something, by its full message (a snapshot for
+    :func:`skipped_frames`)."""
+    from torch._dynamo.utils import counters
+
+    return dict(counters["unimplemented"])
+
+
+_SKIPPED = re.compile(r"frame skipped: (\S+) \((.*) line (\d+)\)")
+
+
+def skipped_frames(before: dict[str, int]) -> list[str]:
+    """Python frames dynamo skipped since ``before`` and ran as plain eager Python (a graph break
+    inside a for/while loop skips the whole frame, torch/_dynamo/symbolic_convert.py
+    raise_loop_graph_break): ``forward (model.py:20)``, each once."""
+    import os
+
+    found: list[str] = []
+    for message, n in unimplemented_count().items():
+        if n <= before.get(message, 0):
+            continue
+        for m in _SKIPPED.finditer(message):
+            frame = f"{m.group(1)} ({os.path.basename(m.group(2))}:{m.group(3)})"
+            if frame not in found:
+                found.append(frame)
+    return found
 
 
 def _graph_break_count() -> dict[str, int]:
@@ -344,6 +380,24 @@ def _fresh_dynamo_caches() -> Iterator[None]:
                 reset_code(code)
 
 
+def _recording_runs(compiled: Callable, record: dict[str, Any], counter: Iterator[int]) -> Callable:
+    """``compiled``, noting each time dynamo runs it: (global run number, ids of its inputs).  A
+    graph dynamo compiled once runs again for every call its guards accept (one block's graph
+    for every layer of the same shape); the ids say whose parameters each run received."""
+    calls: list[tuple[int, list[int]]] = record.setdefault("calls", [])
+
+    def run(*args: Any) -> Any:
+        flat = args[0] if boxed and len(args) == 1 and isinstance(args[0], list) else args
+        calls.append((next(counter), [id(a) for a in flat]))
+        return compiled(*args)
+
+    boxed = bool(getattr(compiled, "_boxed_call", False))
+    functools.update_wrapper(run, compiled, updated=())
+    if boxed:
+        run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
 def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable[[Any], str | None]
                         ) -> tuple[list[RawJoint], list[str], Any]:
     """Run ``step(*inputs)`` under TorchDynamo with an AOTAutograd backend that records every
@@ -352,6 +406,7 @@ def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable
     import torch._dynamo
 
     records: list[dict[str, Any]] = []
+    runs = itertools.count()
 
     def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
         record: dict[str, Any] = {"example_inputs": list(example_inputs)}
@@ -369,7 +424,7 @@ def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable
             inference_compiler=_recording_inference_compiler(record),
             partition_fn=_recording_partition_fn(record),
         )
-        return inner(gm, example_inputs)
+        return _recording_runs(inner(gm, example_inputs), record, runs)
 
     before = _graph_break_count()
     with _fresh_dynamo_caches(), torch._dynamo.config.patch(
@@ -405,7 +460,10 @@ def quiet_torch() -> Iterator[None]:
     import logging
     import warnings
 
-    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._functorch", "torch.fx")]
+    # torch._higher_order_ops: "Detected that context_fn is passed to torch.utils.checkpoint under
+    # torch.compile" (selective checkpointing), said about fxviz's own compile, not the user's
+    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._functorch", "torch.fx",
+                                              "torch._higher_order_ops")]
     levels = [lg.level for lg in loggers]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", module=r"torch\.")
@@ -448,6 +506,10 @@ def module_path_from_stack_entry(path: str) -> str:
     """Turn dynamo's ``L['self'].features[0]`` / ``L['self']._modules['features']`` into
     ``features.0`` (used only when the module object cannot be matched by identity)."""
     path = re.sub(r"^[LG]\[['\"][^'\"]+['\"]\]\.?", "", path)
+    # a class with its own __getattr__ (diffusers' ModelMixin) makes dynamo spell the submodule
+    # dict lookup out: L['fn'].__dict__['_modules']['blocks']
+    path = re.sub(r"(^|\.)__dict__\[['\"](_modules|_parameters|_buffers)['\"]\]", r"\1\2", path)
+    path = re.sub(r"(^|\.)__dict__\.", r"\1", path)
     path = re.sub(r"\._modules\[['\"]([^'\"]+)['\"]\]", r".\1", "." + path)
     path = re.sub(r"\[['\"]?([^\]'\"]+)['\"]?\]", r".\1", path)
     return path.strip(".")

@@ -61,6 +61,10 @@ class JointGraph:
     constant_values: dict[str, torch.Tensor]  # get_attr target -> the real tensor it stands for
     index: int = 0
     partitioner_caller: str = "torch.compile"  # whose partitioner arguments were recorded
+    # every time the compiled graph ran during capture (dynamo reuses one graph for each call its
+    # guards accept): (run number across all graphs, the model state / user input each graph
+    # input received, None for a tensor computed at run time).  Empty when not recorded.
+    runs: list[tuple[int, list[str | None]]] = field(default_factory=list)
 
 
 @dataclass
@@ -79,6 +83,9 @@ class Capture:
     reduce: Callable[[Any], torch.Tensor] | None
     input_names: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # things a user must know to read the graph
+    # Python frames dynamo skipped and ran as plain eager code (``forward (model.py:20)``): what
+    # they compute is in no captured graph
+    eager_frames: list[str] = field(default_factory=list)
 
     @property
     def title(self) -> str:
@@ -339,9 +346,12 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
             return reduce(fn(*args))
 
         failed: TraceError | None = None
+        eager_frames: list[str] = []
         try:
             if route == "dynamo":
+                before = _torch.unimplemented_count()
                 graphs, breaks = _via_dynamo(step, inputs, model, names)
+                eager_frames = _torch.skipped_frames(before)
             elif route == "aot":
                 graphs, breaks = _via_aot(step, fn, inputs, model, names, reduce)
             else:
@@ -363,7 +373,7 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
         warnings.warn(note, FxvizWarning, stacklevel=3)
     return Capture(graphs=graphs, route=route, params=params, loss=loss_desc, graph_breaks=breaks,
                    model=model, fn=fn, example_inputs=inputs, loss_fn=loss_fn, reduce=reduce,
-                   input_names=names, warnings=notes)
+                   input_names=names, warnings=notes, eager_frames=eager_frames)
 
 
 def _gradient_inputs(g: JointGraph) -> list[str]:
@@ -461,7 +471,9 @@ def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None
             known = by_id.get(id(t))
             input_names[i] = known or InputName("primal", _source_label(src, i, k))
         user_names = {0: "loss"} if k == last else {}
-        graphs.append(_joint_graph(raw, input_names, {}, {}, model, k, "torch.compile", user_names))
+        graph = _joint_graph(raw, input_names, {}, {}, model, k, "torch.compile", user_names)
+        graph.runs = [(seq, [by_id[i].qualname if i in by_id else None for i in ids]) for seq, ids in raw.calls]
+        graphs.append(graph)
     return graphs, breaks
 
 

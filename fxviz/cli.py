@@ -43,6 +43,9 @@ def load_model_spec(spec: str) -> tuple[Any, tuple[Any, ...]]:
             mod_spec = importlib.util.spec_from_file_location("fxviz_user_model", where)
             assert mod_spec is not None and mod_spec.loader is not None
             module = importlib.util.module_from_spec(mod_spec)
+            # registered as Python's import recipe does: dynamo looks a frame's module up by name
+            # when it compiles the code after a graph break (ModuleNotFoundError otherwise)
+            sys.modules[mod_spec.name] = module
             mod_spec.loader.exec_module(module)
         else:
             module = importlib.import_module(where)
@@ -116,15 +119,41 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_draw(args: argparse.Namespace) -> int:
     """Draw the joint graph (or one side of a partition) to an SVG, PNG or DOT file."""
     tr = _trace(args)
+    stem = args.model.rpartition(':')[2].replace('.py', '')
+    if args.piece == "overview":
+        drawing = tr.overview(strategy=args.strategy or "default")
+        path = drawing.save(args.output or f"{stem}_overview.svg")
+        print(f"{path}: {drawing!r}"[:300])
+        return 0
+    piece = _piece_number(args.piece, len(tr.pieces))
     drawing = tr.draw(args.view, strategy=args.strategy, compare=args.compare, group=args.group,
-                      depth=args.depth, highlight=args.highlight or None, timeout=args.timeout)
-    out = args.output or f"{args.model.rpartition(':')[2].replace('.py', '')}_{args.view}.svg"
+                      depth=args.depth, highlight=args.highlight or None, piece=piece, timeout=args.timeout)
+    out = args.output or f"{stem}_{args.view}" + (f"_graph{piece + 1}" if piece else "") + ".svg"
     path = drawing.save(out)
     print(f"{path}: {drawing!r}"[:300])
     return 0
 
 
+def _piece_number(text: str | None, pieces: int) -> int:
+    """``--piece N`` (1-based, as the 'graph N of M' labels count) -> the 0-based ``piece=``."""
+    from .errors import InputError
+
+    if text is None:
+        return 0
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= pieces:
+        raise InputError(f"--piece {text} is not a graph of this model, which has {pieces}",
+                         f"pass --piece 1 to {pieces}, or --piece overview for all of them as boxes")
+    return n - 1
+
+
 def _draw_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--piece", help="after graph breaks: which graph to draw, 1 to N as the 'graph N of M' "
+                                   "labels count (default 1), or 'overview' for every graph as one box in "
+                                   "execution order")
     p.add_argument("-o", "--output", help="file to write: .svg, .png, .dot or .pdf (default MODEL_VIEW.svg)")
     p.add_argument("--view", choices=["joint", "forward", "backward"], default="joint",
                    help="the joint graph, or the forward/backward graph of --strategy")
@@ -185,6 +214,16 @@ def cmd_table(args: argparse.Namespace) -> int:
                 print(pd.DataFrame(df).drop(columns=["error"]).to_string(index=False))
         else:
             print(memory_table_text(df))
+    if len(tr.pieces) > 1:
+        whole = tr.memory_table_by_piece(strategies)
+        totals = whole[whole["piece"] == "total"].drop(columns=["piece", "runs"]).reset_index(drop=True)
+        totals.attrs = dict(whole.attrs)
+        print(f"== whole model: {len(tr.pieces)} graphs, each counted as often as it ran")
+        if args.exact:
+            with pd.option_context("display.width", 250, "display.max_columns", None):
+                print(pd.DataFrame(totals).drop(columns=["error"]).to_string(index=False))
+        else:
+            print(memory_table_text(totals))
     return 0
 
 
@@ -204,7 +243,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = args.output or f"{args.model.rpartition(':')[2].replace('.py', '')}.html"
     say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else None
     path = report(tr, out, strategies=strategies, progress=say)
-    note = f" (graph 1 of {len(tr.pieces)}: graph breaks)" if len(tr.pieces) > 1 else ""
+    note = f" ({len(tr.pieces)} graphs: every piece and a whole-model overview)" if len(tr.pieces) > 1 else ""
     print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB{note}")
     return 0
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pandas as pd
 import torch.fx as fx
 
+from .analysis.pieces import piece_facts
 from .analysis.strategies import Strategy, StrategyLike, parse_list
 from .capture import Capture, JointGraph, capture
 from .roles import ROLES
@@ -42,7 +43,10 @@ def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None 
             ``"aot"`` (aot_function over fake tensors: no weights touched, no graph breaks).
 
     Returns:
-        A :class:`Trace`.  With graph breaks, it is the first graph; ``tr.pieces`` has them all.
+        A :class:`Trace`.  With graph breaks, it is the first graph; ``tr.pieces`` has them all,
+        ``tr.draw(piece=i)`` draws one, ``tr.overview()`` all of them in execution order,
+        ``tr.memory_table_by_piece()`` tabulates each and the whole step, and ``tr.doctor()``
+        reasons over all of them (code that ran outside every graph, graphs reused for several modules).
 
     The model, its ``.grad`` fields, buffers, ``training`` flags and the RNG are left untouched.
     """
@@ -75,6 +79,46 @@ class Trace:
             for p in self._pieces[1:]:
                 p._pieces = self._pieces
         return self._pieces
+
+    def piece(self, index: int) -> Trace:
+        """The ``index``-th graph of the model (0-based), with a clear error when there is none."""
+        from .errors import InputError
+
+        pieces = self.pieces
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(pieces):
+            raise InputError(f"piece={index!r} is not a graph of this trace, which has {len(pieces)} "
+                             f"(graph breaks: {len(self.graph_breaks)})",
+                             f"pass a piece from 0 to {len(pieces) - 1}" if len(pieces) > 1 else
+                             "this model is one graph: leave piece out")
+        return pieces[index]
+
+    def overview(self, strategy: Any = "default") -> Any:
+        """The whole model as boxes, one per piece (graph), in execution order: edges follow
+        execution, a graph dynamo ran for several modules has a double border and numbered runs,
+        code that ran outside every graph is a dashed box.  Returns a ``Drawing``."""
+        from .render.overview import draw_overview
+
+        root = self.pieces[0]
+        key = ("overview", Strategy.parse(strategy))
+        if key not in root._cache:
+            root._cache[key] = draw_overview(root.piece_summaries(strategy), piece_facts(self.capture),
+                                             name=self.title)
+        return root._cache[key]
+
+    def piece_summaries(self, strategy: Any = "default") -> list[Any]:
+        """One ``PieceSummary`` per piece: label, node and op counts, saved activation bytes under
+        ``strategy`` (one run), how often its graph ran and for which modules."""
+        from .analysis.pieces import piece_summaries
+
+        s = Strategy.parse(strategy)
+        saved: list[int | None] = []
+        for p in self.pieces:
+            value = None
+            if p.has_backward:
+                row = p.memory_table([s]).iloc[0]
+                value = None if pd.isna(row["saved_activation_bytes"]) else int(row["saved_activation_bytes"])
+            saved.append(value)
+        return piece_summaries(self.capture, saved, s.name)
 
     @property
     def graph_breaks(self) -> list[str]:
@@ -175,8 +219,19 @@ class Trace:
             params = self.parameters()
             n_grad = int((params["gradient_node"] != "none").sum()) if len(params) else 0
             n_req = int(params["requires_grad"].sum()) if len(params) else 0
-            lines.append(f"  parameters: {len(params)} ({n_req} require grad); "
-                         f"{n_grad} get a gradient from the backward graph")
+            facts = piece_facts(self.capture)
+            if len(self.capture.graphs) > 1 and facts.recorded:
+                # a graph dynamo reused returns a later run's gradients through its own nodes
+                graded = set(params[params["gradient_node"] != "none"]["parameter"]) if len(params) else set()
+                reused = {p for p, first in facts.counterpart.items() if first in graded and p not in graded}
+                outside = [p for p in facts.outside if p not in graded]
+                lines.append(f"  parameters: {len(params)} ({n_req} require grad); {len(graded | reused)} get a "
+                             f"gradient from the captured graphs ({len(reused)} through a graph reused for "
+                             f"another module), {len(outside)} are used only outside every graph (eager "
+                             "code; tr.doctor() says which)")
+            else:
+                lines.append(f"  parameters: {len(params)} ({n_req} require grad); "
+                             f"{n_grad} get a gradient from the backward graph")
         if len(self.capture.graphs) > 1:
             lines.append(f"  graph {self.index + 1} of {len(self.capture.graphs)}; "
                          f"{len(self.graph_breaks)} graph break(s): " + "; ".join(self.graph_breaks[:3]))
@@ -227,6 +282,51 @@ class Trace:
         table.attrs = dict(df.attrs)
         return table
 
+    def memory_table_by_piece(self, strategies: Any = None) -> pd.DataFrame:
+        """:meth:`memory_table` for every piece (graph) of the model, one row per piece and strategy,
+        then one ``total`` row per strategy: the whole training step.
+
+        ``runs`` is how often dynamo ran the piece's graph in the captured step (a graph reused for
+        several layers runs once per layer, each run holding its own saved values), so the totals
+        of count, byte and FLOP columns are sums of ``runs`` x the piece's value; peaks and resident
+        bytes are not additive and stay empty there.  The eager reference is measured on the whole
+        model at once: it has only a total row."""
+        from .analysis.memory import COLUMNS
+
+        facts = piece_facts(self.capture)
+        additive = [c for c in COLUMNS if c not in ("strategy", "error", "forward_peak_bytes",
+                                                    "backward_peak_bytes", "resident_bytes")]
+        frames = []
+        for piece in self.pieces:
+            df = pd.DataFrame(piece.memory_table(strategies))
+            df.insert(0, "runs", max(1, len(facts.runs_of(piece.index))))
+            df.insert(0, "piece", piece.index)
+            frames.append(df)
+        rows = pd.concat(frames, ignore_index=True)
+        eager = rows["strategy"] == Strategy.parse("eager").name
+        per_piece = rows[~eager]
+        with_backward = {p.index for p in self.pieces if p.has_backward}
+        totals = []
+        for name, group in per_piece[per_piece["piece"].isin(with_backward)].groupby("strategy", sort=False):
+            total: dict[str, Any] = {"piece": "total", "runs": int(group["runs"].sum()), "strategy": name}
+            failed = group["error"].notna()
+            reasons = zip(group["piece"][failed], group["error"][failed])
+            total["error"] = "; ".join(f"graph {p}: {e}" for p, e in reasons) or None
+            for c in additive:
+                values = group[c] * group["runs"] if c != "seconds" else group[c]
+                total[c] = values.sum() if not failed.any() and group[c].notna().all() else pd.NA
+            totals.append(total)
+        whole_eager = rows[eager].head(1).assign(piece="total", runs=pd.NA)
+        out = pd.concat([per_piece, pd.DataFrame(totals), whole_eager], ignore_index=True)
+        out = out[["piece", "runs"] + COLUMNS]
+        out.attrs["caption"] = (
+            "One row per piece (graph) and strategy, then the whole step per strategy: count, byte and FLOP "
+            "columns summed over pieces, each piece's value times the runs of its graph; peaks are per piece "
+            "only; a piece without a backward graph saves nothing and is left out. Code that ran outside every "
+            "graph is in no piece row (tr.doctor() names it); the eager row "
+            "is measured on the whole model.")
+        return out
+
     def memory_sweep(self, budgets: Any = None, solver: str = "dp", progress: bool | None = None) -> pd.DataFrame:
         """The memory / recompute trade-off: min-cut under ``activation_memory_budget`` for each
         of ``budgets`` (default 0, 0.1, ..., 1) with ``solver`` (``dp``, ``greedy``, ``ilp``).
@@ -250,8 +350,8 @@ class Trace:
 
     # --- drawing ---------------------------------------------------------------------------------
     def draw(self, view: str = "joint", strategy: Any = None, compare: Any = None, group: str | None = None,
-             depth: int | None = None, highlight: Any = None, *, node_limit: int | None = None,
-             timeout: float | None = None) -> Any:
+             depth: int | None = None, highlight: Any = None, *, piece: int | None = None,
+             node_limit: int | None = None, timeout: float | None = None) -> Any:
         """Draw the graph: nodes colored by role, with a legend; returns a ``Drawing`` that shows
         itself in Jupyter and has ``.save('g.svg' | 'g.png' | 'g.dot')`` and ``.source``.
 
@@ -264,9 +364,15 @@ class Trace:
                 default: every node up to ``node_limit`` nodes, module boxes above.
             depth: with module grouping, modules at this depth become one box each.
             highlight: a node name, op, parameter or module (or a list): emphasise matches.
+            piece: after graph breaks, which graph to draw (0-based index into ``pieces``);
+                default: this one.  :meth:`overview` draws all of them as boxes.
         """
         from .render.drawing import DEFAULT_TIMEOUT
         from .render.views import NODE_LIMIT, draw
+
+        if piece is not None:
+            return self.piece(piece).draw(view, strategy, compare, group, depth, highlight,
+                                          node_limit=node_limit, timeout=timeout)
 
         if strategy is None and (compare is not None or view in ("forward", "backward")):
             strategy = "default"

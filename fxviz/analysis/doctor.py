@@ -32,10 +32,12 @@ from .gradient_paths import (
 )
 from .gradients import gradient_outputs
 from .partition import Partition
+from .pieces import PieceFacts, PieceRun, modules_of, piece_facts
 
 __all__ = ["Finding", "Diagnosis", "diagnose", "KINDS", "SEVERITIES", "TABLE_COLUMNS"]
 
-KINDS = ("captured_as_constant", "no_path", "unused", "gradient_dropped", "duplicate_data", "frozen")
+KINDS = ("captured_as_constant", "no_path", "unused", "gradient_dropped", "outside_graphs", "eager_frame",
+         "reused_graph", "duplicate_data", "frozen")
 SEVERITIES = ("error", "warning", "info")
 TABLE_COLUMNS = ["parameter", "requires_grad", "gets_gradient", "gradient_node", "in_graph", "reason"]
 
@@ -469,6 +471,18 @@ def _view_words(graph: JointGraph, node: str) -> str:
     return _VIEW_WORDS.get(op, f"a {op} view of it") + ", same storage"
 
 
+def _holders(cap: Capture, items: list[tuple[int, str, torch.Tensor]], names: list[str]) -> str:
+    """``2 constant nodes (...)`` / ``2 graph inputs (...)``: a placeholder is an input (in a
+    graph-broken model, often a tensor one graph hands the next), never a constant."""
+    ops = {cap.graphs[g].info[n].op for g, n, _ in items}
+    noun = ("constant node" if ops == {"get_attr"} else "graph input" if ops == {"placeholder"}
+            else "constant node or graph input")
+    if len(items) == 1:
+        return f"{noun} {names[0]}"
+    between = "; passed between graphs" if "placeholder" in ops and len({g for g, _, _ in items}) > 1 else ""
+    return f"{len(items)} {noun}s ({', '.join(names)}{between})"
+
+
 def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding]:
     model = cap.model
     param_of = {}
@@ -512,7 +526,7 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
             continue
         nb = max(_nbytes(t) for _, _, t in items)
         counted = nb * len(items) + sum(b for _, _, b in saved)
-        what = f"{len(items)} constant nodes ({', '.join(names)})" if len(items) > 1 else f"constant {names[0]}"
+        what = _holders(cap, items, names)
         if saved:
             shown = ", ".join((f"{n} (graph {g}, " if many else f"{n} (") + _view_words(cap.graphs[g], n) + ")"
                               for g, n, _ in saved)
@@ -558,17 +572,32 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
     dropped gradients), or None."""
     parts = list(parts) if parts is not None else [None] * len(cap.graphs)
     params = _collect(cap)
+    facts = piece_facts(cap)
+    many = len(cap.graphs) > 1
     findings: list[Finding] = []
     rows = []
     missing = [p for p in params.values() if p.tensor.requires_grad and p.role != "constant" and not p.grads]
     try:
-        eager = eager_paths(cap, [p.name for p in missing if _needs_eager(p, cap)]) if missing else {}
+        # eager autograd is the judge of "gets a gradient" wherever the graphs cannot tell alone:
+        # after graph breaks a graph's cut may sit on one path of several, and a parameter may be
+        # used only in code that ran outside every graph or in a graph reused for another module
+        probe = [p.name for p in missing if many or not p.nodes or _needs_eager(p, cap)]
+        eager = eager_paths(cap, probe) if probe else {}
     except Exception:  # the probe is an aid: a model it cannot run is still diagnosed from its graphs
         eager = {}
     dropped = _dropped(cap, parts, params)
     computed = {f.parameter for f in dropped}
+    outside: list[str] = []
     for p in params.values():
         reason = "gets a gradient"
+        gets = bool(p.grads)
+        grad_node = ", ".join(n for _, n in (p.grads or p.zero_grads)) or None
+        in_graph = _in_graph(p, cap)
+        ep = eager.get(p.name)
+        eager_grad = ep is not None and ep.gets_gradient and not p.zero_grads
+        # a later run of a graph dynamo reused returns this parameter's gradient (torch's runtime)
+        run = facts.run_of_parameter(p.name)
+        reused_from = _template(params, facts, run, p.name)
         if not p.tensor.requires_grad:
             f = Finding("frozen", "info", p.name, tuple(n for ns in p.nodes.values() for n in ns),
                         f"{p.name} is frozen (requires_grad=False): no gradient is expected.",
@@ -580,14 +609,33 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
             f = _constant_finding(p, cap, p.name in computed)
             findings.append(f)
             reason = "captured as a constant (closure)"
+        elif not p.grads and not p.zero_grads and (reused_from is not None or (eager_grad and (many or not p.nodes))):
+            gets = True
+            if run is not None and reused_from is not None:
+                template = reused_from
+                reason = (f"gets a gradient from graph {run.graph} (run {run.run + 1}, the graph compiled for "
+                          f"{', '.join(facts.runs_of(run.graph)[0].modules) or 'another module'})")
+                grad_node = f"{template} (graph {run.graph}, run {run.run + 1})"
+                in_graph = f"graph {run.graph}, run {run.run + 1}: parameter"
+            elif run is not None or p.nodes:
+                # in a graph that returns no gradient for it, yet eager autograd gives one: its path to
+                # the loss leaves the graph and runs through code outside every graph
+                reason = ("gets a gradient from eager autograd through code outside the captured graphs "
+                          "(its graph returns none for it)")
+            else:
+                reason = "gets a gradient from eager code that ran outside every captured graph"
+                in_graph = "in no graph (ran as eager Python)"
+                outside.append(p.name)
         elif not p.grads:
             f = _no_gradient_finding(p, cap, eager)
             findings.append(f)
             reason = _reason(f)
-        grad_node = ", ".join(n for _, n in (p.grads or p.zero_grads)) or None
         rows.append({"parameter": p.name, "requires_grad": bool(p.tensor.requires_grad),
-                     "gets_gradient": bool(p.grads), "gradient_node": grad_node,
-                     "in_graph": _in_graph(p, cap), "reason": reason})
+                     "gets_gradient": gets, "gradient_node": grad_node,
+                     "in_graph": in_graph, "reason": reason})
+    findings += _outside_findings(outside, eager, facts)
+    findings += _frame_findings(facts)
+    findings += _reuse_findings(facts, cap)
     findings += dropped
     findings += _duplicates(cap, parts)
     order = {s: i for i, s in enumerate(SEVERITIES)}
@@ -597,6 +645,71 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
     strategy = next((p.name for p in parts if p is not None), "default")
     return Diagnosis(findings=findings, table=table, strategy=strategy, graphs=len(cap.graphs), title=cap.title,
                      params_mode=cap.params)
+
+
+# --- graph breaks: code outside the graphs, graphs run for several modules -------------------------
+def _template(params: dict[str, _Param], facts: PieceFacts, run: PieceRun | None, name: str) -> str | None:
+    """The gradient node of graph ``run.graph`` that returns ``name``'s gradient in that run: the
+    gradient of the parameter its first run received at the same input position."""
+    owner = facts.counterpart.get(name)
+    if run is None or owner is None or owner not in params:
+        return None
+    nodes = [n for g, n in params[owner].grads if g == run.graph]
+    return nodes[0] if nodes else None
+
+
+def _outside_findings(names: list[str], eager: dict[str, EagerPath], facts: PieceFacts) -> list[Finding]:
+    """One finding per module whose parameters get their gradient from code outside every graph."""
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(modules_of([n])[0], []).append(n)
+    findings = []
+    frames = (" (in " + ", ".join(facts.eager_frames) + ", a frame dynamo ran as plain Python)"
+              if facts.eager_frames else "")
+    for module, members in groups.items():
+        ep = eager.get(members[0])
+        first = ep.first_use if ep is not None else None
+        where = ""
+        if first is not None and first[1]:
+            where = f", called at {first[1]}" + (f": {first[2]}" if first[2] else "")
+        shown = ", ".join(members[:4]) + (" ..." if len(members) > 4 else "")
+        findings.append(Finding(
+            "outside_graphs", "warning", None, (),
+            f"{module} ran outside every captured graph{where}{frames}. Its parameters ({shown}) get their "
+            "gradient from eager autograd, but no graph fxviz shows contains its ops: the drawings, the "
+            "graph rows of the memory table and the per-piece saved bytes leave it out (only the eager row "
+            "counts what it saves).",
+            "nothing to fix for correctness; for graphs that cover it, remove the graph break that makes dynamo "
+            "skip the frame (a graph break inside a for/while loop skips the whole frame)",
+            cause="outside", module=module))
+    return findings
+
+
+def _frame_findings(facts: PieceFacts) -> list[Finding]:
+    return [Finding(
+        "eager_frame", "info", None, (),
+        f"dynamo skipped the frame {frame} and ran it as plain eager Python (torch: 'graph break in a "
+        "for/while loop ... Skipping the frame and falling back to eager'): the functions it calls are "
+        "compiled on their own, each into its own graphs, and what it computes itself is in no graph.",
+        "move the graph break out of the loop (or the loop into a function of its own) for one graph per "
+        "iteration", cause="skipped_frame") for frame in facts.eager_frames]
+
+
+def _reuse_findings(facts: PieceFacts, cap: Capture) -> list[Finding]:
+    findings = []
+    for g, runs in facts.reused.items():
+        mods = ["; ".join(r.modules) or "(no parameters)" for r in runs]
+        first = mods[0]
+        others = ", ".join(mods[1:])
+        findings.append(Finding(
+            "reused_graph", "info", None, (),
+            f"graph {g} was compiled once, for {first}, and ran {len(runs)} times: also for {others}, each run "
+            f"with that module's own parameters. Their gradients come from the same backward graph, run again; "
+            f"fxviz draws and measures one run of graph {g}, so this step holds its saved values "
+            f"{len(runs)} times.",
+            "nothing to fix: dynamo reuses a graph for every call its guards accept", cause="reused",
+            graph=g, module=first))
+    return findings
 
 
 def _reason(f: Finding) -> str:

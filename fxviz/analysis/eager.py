@@ -157,18 +157,19 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
                 owners[_torch.storage_key(state[qual])] = "parameter"
                 if id(b) in placeholder_of:
                     leaf_names[_torch.storage_key(state[qual])] = placeholder_of[id(b)]
-        inputs = []
-        for x in cap.example_inputs:
-            if isinstance(x, torch.Tensor):
-                c = _clone(x, x.requires_grad or (closure and (x.is_floating_point() or x.is_complex())))
-                if c.requires_grad:  # a non-leaf, so a model that writes into its input in place can
-                    c = c.clone()    # (as it can under AOTAutograd, which functionalizes the write)
-                owners[_torch.storage_key(c)] = "input"
-                if id(x) in placeholder_of:
-                    leaf_names[_torch.storage_key(c)] = placeholder_of[id(x)]
-                inputs.append(c)
-            else:
-                inputs.append(x)
+        def input_copy(x: Any) -> Any:
+            if not isinstance(x, torch.Tensor):
+                return x
+            c = _clone(x, x.requires_grad or (closure and (x.is_floating_point() or x.is_complex())))
+            if c.requires_grad:  # a non-leaf, so a model that writes into its input in place can
+                c = c.clone()    # (as it can under AOTAutograd, which functionalizes the write)
+            owners[_torch.storage_key(c)] = "input"
+            if id(x) in placeholder_of:
+                leaf_names[_torch.storage_key(c)] = placeholder_of[id(x)]
+            return c
+
+        # every tensor leaf is an input, also inside list, tuple or dict arguments (issue 14)
+        inputs = [pytree.tree_map(input_copy, x) for x in cap.example_inputs]
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack), _torch.OpRecorder(on_op):
             if model is not None:
                 out = torch.func.functional_call(model, state, tuple(inputs))

@@ -6,7 +6,7 @@
   const data = JSON.parse(document.getElementById("fxviz-data").textContent);
   const root = document.getElementById("fxviz-root");
   const nav = document.getElementById("fxviz-controls");
-  const index = data.index || [];
+  let index = data.index || [];
   const VIEW_LABELS = { joint: "joint", forward: "forward", backward: "backward", compare: "compare" };
   const state = {
     view: data.initial ? data.initial.view : "joint",
@@ -52,6 +52,36 @@
   nav.append(viewLabel, strategyLabel, compareLabel, searchLabel);
   nav.hidden = false;
 
+  // --- graph pieces (graph breaks): each piece swaps in its own payloads; -1 is the overview ------
+  const pieces = data.pieces || [];
+  const own = {};
+  for (const k of ["summary", "index", "svgs", "captions", "errors", "status", "nodes", "table", "initial"]) own[k] = data[k];
+  state.piece = 0;
+  const pieceSel = el("select", { id: "fxviz-piece", "aria-label": "graph piece" });
+  if (pieces.length > 1) {
+    if (data.overview) pieceSel.append(el("option", { value: "-1" }, `whole model (${pieces.length} graphs)`));
+    for (const p of pieces) {
+      const runs = p.runs > 1 ? `, ran ${p.runs}\u00d7` : "";
+      const text = `${p.label}: ${p.nodes} nodes, ${p.has_backward ? "saves " + p.saved : "no backward graph"}${runs}` + (p.reason ? ` \u2014 after: ${p.reason}` : "");
+      pieceSel.append(el("option", { value: String(p.piece), title: text }, text.length > 90 ? text.slice(0, 88) + "\u2026" : text));
+    }
+    pieceSel.value = "0";
+    pieceSel.addEventListener("change", () => {
+      state.piece = Number(pieceSel.value);
+      const entry = pieces.find((p) => p.piece === state.piece);
+      Object.assign(data, state.piece > 0 && entry && entry.payload ? entry.payload : own);
+      index = data.index || [];
+      pane.setNodes(data.nodes);
+      pane.setTable(state.piece < 0 ? data.overview.table : data.table);
+      const summary = document.querySelector(".fxviz-summary");
+      if (summary) summary.textContent = data.summary;
+      update();
+    });
+    const pieceLabel = el("label", {}, "graph ");
+    pieceLabel.append(pieceSel);
+    nav.prepend(pieceLabel);
+  }
+
   // --- the pane ----------------------------------------------------------------------------------
   const fallback = document.getElementById("fxviz-fallback");
   if (fallback) fallback.remove();
@@ -68,6 +98,13 @@
 
   let lastKind = null;
   function update() {
+    if (state.piece < 0) {  // the whole-model overview: one drawing, no strategy or view
+      pane.setError("");
+      pane.setSvg(data.overview.svg, { key: "overview" });
+      pane.setCaption(data.overview.caption || "");
+      lastKind = "overview";
+      return;
+    }
     if (state.view === "compare") {
       let partners = data.pairs.filter((p) => p[0] === state.strategy).map((p) => p[1]);
       if (!partners.length && data.pairs.length) {

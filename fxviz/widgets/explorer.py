@@ -30,6 +30,8 @@ from ..payloads import (
     doctor_data,
     legend_data,
     node_data,
+    overview_data,
+    piece_options,
     render_view,
     status_data,
     table_data,
@@ -187,7 +189,7 @@ class Explorer(widgets.VBox):
     def trace(self) -> Trace:
         """The Trace (graph piece) currently shown."""
         base = self._traces[self.params_control.value]
-        return base.pieces[min(self.piece_control.value, len(base.pieces) - 1)]
+        return base.pieces[max(0, min(self.piece_control.value, len(base.pieces) - 1))]  # -1: overview
 
     @property
     def strategy(self) -> str:
@@ -254,7 +256,10 @@ class Explorer(widgets.VBox):
     def _sync_trace_controls(self) -> None:
         base = self._traces[self.params_control.value]
         pieces = base.pieces
-        self.piece_control.options = [(f"graph {i + 1} of {len(pieces)}", i) for i in range(len(pieces))]
+        shown = self.piece_control.value
+        options = piece_options(base)
+        self.piece_control.options = options  # resets the value to the first choice (the overview)
+        self.piece_control.value = shown if shown in [v for _, v in options] else 0
         self.piece_control.layout.display = "" if len(pieces) > 1 else "none"
         depth = _max_depth(self.trace)
         self.depth_control.max = max(depth, 1)
@@ -271,6 +276,9 @@ class Explorer(widgets.VBox):
     def _refresh(self) -> None:
         """Show the view the controls describe: from the caches when seen before."""
         self._visibility()
+        if self.piece_control.value == -1:
+            self._show_overview()
+            return
         tr = self.trace
         vk = self.view_key
         trace_id = (self.params_control.value, self.piece_control.value)
@@ -314,6 +322,25 @@ class Explorer(widgets.VBox):
             self.pane.compare_highlight = r.compare.name if r.compare is not None else ""
         self._shown = key
         self.timings.append(SwitchTiming(vk.text(), time.perf_counter() - t0, cached))
+
+    def _show_overview(self) -> None:
+        """The whole-model overview of a graph-broken model (the piece selector's first choice)."""
+        base = self._traces[self.params_control.value]
+        key = (self.params_control.value, "overview")
+        if key not in self._tables:
+            self.pane.busy = "drawing the whole-model overview (first time only)…"
+            try:
+                self._tables[key] = overview_data(base, self._table_strategies())
+            finally:
+                self.pane.busy = ""
+        data = self._tables[key]
+        with self.pane.hold_sync():
+            self.pane.error = ""
+            self.pane.svg = data["svg"]
+            self.pane.view_key = "overview"
+            self.pane.caption = data["caption"]
+            self.pane.table = data["table"]
+        self._shown = key
 
     def _show_error(self, message: str, vk: ViewKey) -> None:
         with self.pane.hold_sync():
