@@ -31,6 +31,7 @@ __all__ = [
     "SUPPORTED_TORCH",
     "RawJoint",
     "capture_with_dynamo",
+    "CAPTURE_BACKENDS",
     "capture_with_aot_function",
     "run_compiled_backward",
     "quiet_torch",
@@ -48,6 +49,8 @@ __all__ = [
     "module_stack",
     "fwd_module_stack",
     "stack_trace",
+    "checkpoint_policy",
+    "checkpoint_region",
     "node_desc",
     "output_descs",
     "describe_input",
@@ -84,6 +87,12 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch._dynamo.convert_frame.input_codes",
     "torch._dynamo.eval_frame.reset_code",
     "torch._C._dynamo.eval_frame._debug_get_cache_entry_list",
+    "torch._inductor.compile_fx.compile_fx",
+    "torch._inductor.custom_graph_pass.CustomPartitionerFn",
+    "torch._inductor.config.custom_partitioner_fn",
+    "torch._inductor.config.joint_custom_pre_pass",
+    "torch._inductor.config.fx_graph_cache",
+    "torch._functorch.config.enable_autograd_cache",
 )
 
 # --- node meta keys ---------------------------------------------------------------------------
@@ -94,6 +103,8 @@ _STACK = "nn_module_stack"
 _FWD_STACK = "fwd_nn_module_stack"
 _TRACE = "stack_trace"
 _DESC = "desc"
+_RECOMPUTE = "recompute"  # a torch.utils.checkpoint.CheckpointPolicy, set inside checkpoint regions
+_AC_GRAPH_ID = "ac_graph_id"  # which checkpoint call (region) an op was traced in
 
 
 def meta_val(node: fx.Node) -> Any:
@@ -133,6 +144,21 @@ def fwd_module_stack(node: fx.Node) -> list[tuple[str, str, Any]]:
 
 def stack_trace(node: fx.Node) -> str | None:
     return node.meta.get(_TRACE)
+
+
+def checkpoint_policy(node: fx.Node) -> str | None:
+    """The checkpoint policy torch tagged ``node`` with (``must_save``, ``prefer_recompute``...),
+    as traced (the partitioner later adds ``must_save`` tags of its own on its private copy)."""
+    policy = node.meta.get(_RECOMPUTE)
+    if policy is None:
+        return None
+    return str(getattr(policy, "name", policy)).lower()
+
+
+def checkpoint_region(node: fx.Node) -> int | None:
+    """Which ``torch.utils.checkpoint`` call ``node`` ran in (torch's ``ac_graph_id``), or None."""
+    value = node.meta.get(_AC_GRAPH_ID)
+    return int(value) if value is not None else None
 
 
 def node_desc(node: fx.Node) -> Any:
@@ -255,6 +281,8 @@ class RawJoint:
     joint_inputs: Any
     example_inputs: list[Any]
     input_sources: list[str | None] = field(default_factory=list)
+    compiler: str | None = None  # the ``compiler`` argument the partitioner got (inductor passes "inductor")
+    before_joint_passes: fx.GraphModule | None = None  # inductor only: the joint graph before its rewrites
 
 
 def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
@@ -274,12 +302,18 @@ def _boxed_nop(gm: fx.GraphModule, example_inputs: Any) -> Callable:
     return _make_boxed_func(gm.forward)
 
 
+def _record_partitioner_call(record: dict[str, Any], joint: fx.GraphModule, joint_inputs: Any,
+                             kwargs: dict[str, Any]) -> None:
+    record["joint"] = copy_graph_module(joint)
+    record["joint_inputs"] = joint_inputs
+    record["num_fwd_outputs"] = kwargs.get("num_fwd_outputs")
+    record["static_lifetime_input_indices"] = list(kwargs.get("static_lifetime_input_indices") or [])
+    record["compiler"] = kwargs.get("compiler")
+
+
 def _recording_partition_fn(record: dict[str, Any]) -> Callable:
     def partition_fn(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
-        record["joint"] = copy_graph_module(joint)
-        record["joint_inputs"] = joint_inputs
-        record["num_fwd_outputs"] = kwargs.get("num_fwd_outputs")
-        record["static_lifetime_input_indices"] = list(kwargs.get("static_lifetime_input_indices") or [])
+        _record_partitioner_call(record, joint, joint_inputs, kwargs)
         return default_partition(joint, joint_inputs, **kwargs)
 
     return partition_fn
@@ -302,6 +336,8 @@ def _raw_from_record(record: dict[str, Any]) -> RawJoint:
         joint_inputs=record.get("joint_inputs"),
         example_inputs=list(record.get("example_inputs") or []),
         input_sources=list(record.get("input_sources") or []),
+        compiler=record.get("compiler"),
+        before_joint_passes=record.get("before_joint_passes"),
     )
 
 
@@ -340,16 +376,83 @@ def _fresh_dynamo_caches() -> Iterator[None]:
                 reset_code(code)
 
 
-def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable[[Any], str | None]
+CAPTURE_BACKENDS: tuple[str, ...] = ("aot_eager", "inductor")
+"""torch.compile backends whose joint graph fxviz records: ``aot_eager`` (AOTAutograd's own
+decompositions, the graph as traced) and ``inductor`` (torch.compile's default: inductor's
+decomposition table and joint-graph passes, min-cut with ``compiler="inductor"``)."""
+
+
+def _inductor_backend(records: list[dict[str, Any]]) -> tuple[Callable, contextlib.AbstractContextManager]:
+    """A dynamo backend that is inductor's own ``compile_fx`` up to and including partitioning, and
+    a context (config patches) to run it in.
+
+    Nothing of inductor's logic is copied: ``compile_fx`` traces with its decomposition table and
+    calls its own ``partition_fn``, which runs ``joint_graph_passes`` and then, because
+    ``config.custom_partitioner_fn`` is set, calls our recorder with exactly the arguments it would
+    give ``min_cut_rematerialization_partition`` (``compiler="inductor"``, the static-lifetime
+    indices); the recorder copies the graph and calls min-cut with them.  ``joint_custom_pre_pass``
+    (run first inside ``joint_graph_passes``) keeps the graph as AOTAutograd traced it (what a
+    ``TORCH_TRACE`` log prints as ``aot_joint_graph``).  ``inner_compile`` is replaced by one that
+    runs the partitioned FX graphs as they are, so no kernel is generated and no C++ compiler runs.
+    Caches are off so that every trace reaches the partitioner.
+    """
+    from torch._inductor import config as inductor_config
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.custom_graph_pass import CustomPartitionerFn, get_custom_graph_passes
+
+    class _RecordingPartitioner(CustomPartitionerFn):  # type: ignore[misc]
+        def __call__(self, gm: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
+            _record_partitioner_call(records[-1], gm, joint_inputs, kwargs)
+            return min_cut_partition(gm, joint_inputs, **kwargs)
+
+        def uuid(self) -> Any:
+            return None  # never cached
+
+    def before_passes(graph: fx.Graph) -> None:
+        owner = graph.owning_module
+        if records and owner is not None and "before_joint_passes" not in records[-1]:
+            records[-1]["before_joint_passes"] = copy_graph_module(owner)
+
+    def inner_compile(gm: fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Callable:
+        if kwargs.get("is_inference") and records:
+            records[-1]["forward_only"] = copy_graph_module(gm)
+        return _make_boxed_func(gm.forward)
+
+    def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
+        return compile_fx(gm, example_inputs, inner_compile=inner_compile)
+
+    user_pre = list(get_custom_graph_passes(inductor_config.joint_custom_pre_pass))
+    patches = contextlib.ExitStack()
+    patches.enter_context(inductor_config.patch(
+        custom_partitioner_fn=_RecordingPartitioner(), joint_custom_pre_pass=[before_passes] + user_pre,
+        fx_graph_cache=False))
+    patches.enter_context(functorch_config.patch(enable_autograd_cache=False))
+    return backend, patches
+
+
+def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable[[Any], str | None],
+                        backend: str = "aot_eager", dynamic: bool = False
                         ) -> tuple[list[RawJoint], list[str], Any]:
-    """Run ``step(*inputs)`` under TorchDynamo with an AOTAutograd backend that records every
-    joint graph.  Returns (graphs in execution order, graph-break reasons, step's result).
+    """Run ``step(*inputs)`` under TorchDynamo with ``backend``'s AOTAutograd path, recording every
+    joint graph as that backend's partitioner receives it.  ``dynamic`` is torch.compile's flag
+    (symbolic sizes).  Returns (graphs in execution order, graph-break reasons, step's result).
     """
     import torch._dynamo
 
     records: list[dict[str, Any]] = []
+    patches: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if backend == "inductor":
+        inner, patches = _inductor_backend(records)
+    else:
+        def inner(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
+            return _aot_autograd_backend(
+                fw_compiler=_boxed_nop,
+                bw_compiler=_boxed_nop,
+                inference_compiler=_recording_inference_compiler(records[-1]),
+                partition_fn=_recording_partition_fn(records[-1]),
+            )(gm, example_inputs)
 
-    def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
+    def recording_backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
         record: dict[str, Any] = {"example_inputs": list(example_inputs)}
         sources = []
         for n in gm.graph.nodes:
@@ -359,19 +462,12 @@ def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable
                 sources.append(source.name if source is not None and hasattr(source, "name") else None)
         record["input_sources"] = sources
         records.append(record)
-        inner = _aot_autograd_backend(
-            fw_compiler=_boxed_nop,
-            bw_compiler=_boxed_nop,
-            inference_compiler=_recording_inference_compiler(record),
-            partition_fn=_recording_partition_fn(record),
-        )
         return inner(gm, example_inputs)
 
+    shapes = {} if dynamic else {"automatic_dynamic_shapes": False, "assume_static_by_default": True}
     before = _graph_break_count()
-    with _fresh_dynamo_caches(), torch._dynamo.config.patch(
-        automatic_dynamic_shapes=False, assume_static_by_default=True, suppress_errors=False
-    ):
-        compiled = torch.compile(step, backend=backend, dynamic=False)
+    with _fresh_dynamo_caches(), patches, torch._dynamo.config.patch(suppress_errors=False, **shapes):
+        compiled = torch.compile(step, backend=recording_backend, dynamic=dynamic)
         result = compiled(*inputs)
     after = _graph_break_count()
     reasons = [_first_line(k) for k, v in after.items() for _ in range(v - before.get(k, 0))]

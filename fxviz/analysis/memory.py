@@ -425,8 +425,10 @@ def caption(graph: JointGraph, symbolic: bool = False, notes: Sequence[str] = ()
     why = ("the parameter inputs: torch.compile treats them as free to save" if static
            else "none: aot_function / aot_module pass []")
     parts = [
+        f"Joint graph of backend={graph.backend!r}.",
         f"Partitioners called as {graph.partitioner_caller} calls them: num_fwd_outputs={graph.num_fwd_outputs}, "
-        f"static_lifetime_input_indices={static} ({why}).",
+        f"static_lifetime_input_indices={static} ({why})"
+        + (f", compiler={graph.compiler!r}." if graph.compiler is not None else "."),
         "Bytes count unique storages: views and aliases count once; saves that view a parameter/buffer "
         "(saved_param_bytes) or a user input (saved_input_bytes) are not activations.",
         "Peaks: a liveness walk over each graph, parameters and inputs resident throughout (resident_bytes).",
