@@ -61,6 +61,7 @@ __all__ = [
     "REQUIRED_INTERNALS",
     "storage_key",
     "OpRecorder",
+    "StorageProbe",
 ]
 
 SUPPORTED_TORCH = ">=2.9,<2.15"
@@ -471,7 +472,10 @@ def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable
         result = compiled(*inputs)
     after = _graph_break_count()
     reasons = [_first_line(k) for k, v in after.items() for _ in range(v - before.get(k, 0))]
-    return [_raw_from_record(r) for r in records], reasons, result
+    # a compile dynamo restarted (a new attempt, e.g. after inductor specialized a dynamic size)
+    # leaves a record that never reached a partitioner: the retry has its own
+    reached = [r for r in records if "joint" in r or "forward_only" in r]
+    return [_raw_from_record(r) for r in reached], reasons, result
 
 
 def run_compiled_backward(step: Callable, inputs: Sequence[Any], partition_fn: Callable | None = None) -> Any:
@@ -554,16 +558,35 @@ def storage_key(t: torch.Tensor) -> int:
 
 class OpRecorder(_TorchDispatchMode):
     """Calls ``on_op(func, args, out)`` after every aten op that runs below autograd (what eager
-    autograd actually executes: in-place ops, CPU dropout's ``bernoulli_``...)."""
+    autograd actually executes: in-place ops, CPU dropout's ``bernoulli_``...); with
+    ``with_kwargs``, ``on_op(func, args, out, kwargs)``."""
 
-    def __init__(self, on_op: Callable[[Any, Any, Any], None]) -> None:
+    def __init__(self, on_op: Callable[..., None], with_kwargs: bool = False) -> None:
         super().__init__()
         self.on_op = on_op
+        self.with_kwargs = with_kwargs
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        self.on_op(func, args, out)
+        if self.with_kwargs:
+            self.on_op(func, args, out, kwargs or {})
+        else:
+            self.on_op(func, args, out)
         return out
+
+
+class StorageProbe:
+    """Tells later whether a tensor's storage is still alive, without keeping it alive (torch's
+    ``StorageWeakRef``): how fxviz finds what eager holds outside ``saved_tensors_hooks``."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        self._ref = StorageWeakRef(t.untyped_storage())
+        self.nbytes = int(t.untyped_storage().nbytes())
+
+    def alive(self) -> bool:
+        return not self._ref.expired()
 
 
 # --- module paths for the aot and closure routes ------------------------------------------------

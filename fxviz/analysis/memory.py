@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 COLUMNS: list[str] = [
-    "strategy", "saved_tensors", "saved_storages", "saved_activation_bytes", "saved_param_bytes",
+    "strategy", "saved_tensors", "saved_symints", "saved_storages", "saved_activation_bytes", "saved_param_bytes",
     "saved_input_bytes", "recomputed_ops", "recomputed_random_ops", "recompute_flops", "recompute_bytes",
     "forward_ops", "backward_ops", "forward_flops", "forward_peak_bytes", "backward_peak_bytes",
     "resident_bytes", "torch_estimate_bytes", "seconds", "error",
@@ -385,8 +385,9 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
         values.update(
             strategy=p.name, saved_tensors=measurement.saved_tensors, saved_storages=measurement.storages,
             saved_activation_bytes=measurement.activation_bytes, saved_param_bytes=measurement.param_bytes,
-            saved_input_bytes=measurement.input_bytes, recomputed_ops=0, recomputed_random_ops=0,
-            recompute_flops=0, recompute_bytes=0,
+            saved_input_bytes=measurement.input_bytes, recomputed_ops=measurement.recomputed_ops,
+            recomputed_random_ops=None, recompute_flops=measurement.recompute_flops,
+            recompute_bytes=measurement.recompute_bytes,
             forward_ops=measurement.forward_ops, resident_bytes=sum(resident.values()),
             torch_estimate_bytes=measurement.estimate_bytes, seconds=p.seconds)
         return MemoryRow(values, list(measurement.notes))
@@ -398,6 +399,7 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
     values = {
         "strategy": p.name,
         "saved_tensors": saved.tensors,
+        "saved_symints": saved.symints,
         "saved_storages": len(saved.storages),
         "saved_activation_bytes": saved.activation_bytes,
         "saved_param_bytes": saved.param_bytes,
