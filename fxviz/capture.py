@@ -64,6 +64,7 @@ class JointGraph:
     partitioner_caller: str = "torch.compile"  # whose partitioner arguments were recorded
     compiler: str | None = None  # the ``compiler`` argument the partitioner got ("inductor" under inductor)
     backend: str = "aot_eager"  # which torch.compile backend's joint graph this is
+    dynamic: bool = False  # traced with symbolic sizes
     before_joint_passes: fx.GraphModule | None = None  # inductor: the graph before its joint-graph passes
 
 
@@ -485,7 +486,7 @@ def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None
         user_names = {0: "loss"} if k == last else {}
         caller = "torch.compile (inductor)" if backend == "inductor" else "torch.compile"
         g = _joint_graph(raw, input_names, {}, {}, model, k, caller, user_names)
-        g.backend = backend
+        g.backend, g.dynamic = backend, dynamic
         graphs.append(g)
     return graphs, breaks
 

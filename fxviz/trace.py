@@ -171,6 +171,7 @@ class Trace:
         title = self.title
         route = {"dynamo": "torch.compile (dynamo) + AOTAutograd", "aot": "aot_function over fake tensors",
                  "closure": "aot_function on a closure (parameters captured as constants)"}[self.capture.route]
+        route += f", {self.capture.backend_label}"
         lines = [
             f"{title}: joint graph of {len(self.graph.info)} nodes "
             f"({ops_f} forward ops, {ops_b} backward ops), parameters {self.params}, captured with {route}",

@@ -41,6 +41,7 @@ __all__ = [
     "memory_row",
     "memory_table",
     "caption",
+    "checkpoint_summary",
 ]
 
 COLUMNS: list[str] = [
@@ -439,8 +440,27 @@ def caption(graph: JointGraph, symbolic: bool = False, notes: Sequence[str] = ()
     ]
     if symbolic:
         parts.append("Symbolic sizes were evaluated at the example inputs' sizes.")
+    checkpoint = checkpoint_summary(graph)
+    if checkpoint:
+        parts.append(checkpoint)
     parts += list(dict.fromkeys(notes))
     return " ".join(parts)
+
+
+def checkpoint_summary(graph: JointGraph) -> str:
+    """One line on the model's torch.utils.checkpoint regions ("" without any): how many, and how
+    many forward ops carry each policy (min-cut honours them: must_* always, prefer_* unless
+    inductor decides otherwise)."""
+    regions = {i.checkpoint_region for i in graph.info.values() if i.checkpoint_region is not None}
+    if not regions:
+        return ""
+    policies: dict[str, int] = {}
+    for i in graph.info.values():
+        if i.checkpoint_policy is not None:
+            policies[i.checkpoint_policy] = policies.get(i.checkpoint_policy, 0) + 1
+    counts = ", ".join(f"{n} {name}" for name, n in sorted(policies.items()))
+    return (f"Checkpointed: {len(regions)} torch.utils.checkpoint region(s); ops tagged {counts} "
+            "(Trace.nodes columns checkpoint_policy, checkpoint_region); the partitioners honour the tags.")
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
