@@ -211,8 +211,9 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
         held = [(key, probe) for key, probe in probes.items()
                 if probe[0].alive() and key not in hooked and key not in outputs and key not in owners]
         if loss.requires_grad:
+            seed = torch.ones_like(loss)  # made here: backward() would make it under grad mode
             with _torch.OpRecorder(on_backward_op, with_kwargs=True):
-                loss.backward()
+                loss.backward(seed)
         del loss, out
 
     mapping: dict[int, str | None] = {}
