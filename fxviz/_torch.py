@@ -94,6 +94,9 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch._inductor.config.joint_custom_pre_pass",
     "torch._inductor.config.fx_graph_cache",
     "torch._functorch.config.enable_autograd_cache",
+    "torch._dynamo.pgo._CODE_STATE",
+    "torch._dynamo.pgo._INIT_CODE_STATE",
+    "torch._dynamo.config.automatic_dynamic_local_pgo",
 )
 
 # --- node meta keys ---------------------------------------------------------------------------
@@ -431,6 +434,23 @@ def _inductor_backend(records: list[dict[str, Any]]) -> tuple[Callable, contextl
     return backend, patches
 
 
+@contextlib.contextmanager
+def _fresh_code_state() -> Iterator[None]:
+    """Compile as a fresh process would: without the sizes dynamo remembers per code location
+    (its in-memory "automatic dynamic" code state, shared by every trace of fxviz's own step
+    function).  Under ``dynamic=True`` that memory decides which sizes share a symbol and which
+    Python floats become graph inputs, so a capture would depend on earlier ones.  The caller's
+    state is put back afterwards."""
+    from torch._dynamo import pgo
+
+    saved = (pgo._CODE_STATE, pgo._INIT_CODE_STATE)
+    pgo._CODE_STATE, pgo._INIT_CODE_STATE = None, None
+    try:
+        yield
+    finally:
+        pgo._CODE_STATE, pgo._INIT_CODE_STATE = saved
+
+
 def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable[[Any], str | None],
                         backend: str = "aot_eager", dynamic: bool = False
                         ) -> tuple[list[RawJoint], list[str], Any]:
@@ -465,9 +485,14 @@ def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable
         records.append(record)
         return inner(gm, example_inputs)
 
-    shapes = {} if dynamic else {"automatic_dynamic_shapes": False, "assume_static_by_default": True}
+    # a first compile: no profile-guided dynamism from sizes torch saw in earlier processes
+    # (kept on disk per code location), which would make the capture depend on history
+    shapes: dict[str, Any] = {"automatic_dynamic_local_pgo": False}
+    if not dynamic:
+        shapes.update(automatic_dynamic_shapes=False, assume_static_by_default=True)
     before = _graph_break_count()
-    with _fresh_dynamo_caches(), patches, torch._dynamo.config.patch(suppress_errors=False, **shapes):
+    with _fresh_dynamo_caches(), _fresh_code_state(), patches, \
+            torch._dynamo.config.patch(suppress_errors=False, **shapes):
         compiled = torch.compile(step, backend=recording_backend, dynamic=dynamic)
         result = compiled(*inputs)
     after = _graph_break_count()
@@ -501,7 +526,8 @@ def quiet_torch() -> Iterator[None]:
     import logging
     import warnings
 
-    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._functorch", "torch.fx")]
+    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._functorch", "torch.fx", "torch._inductor",
+                                              "torch._higher_order_ops")]
     levels = [lg.level for lg in loggers]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", module=r"torch\.")

@@ -110,7 +110,8 @@ from tests.compile_models import MODELS
 for name in {names!r}:
     model, inputs = MODELS[name]()
     scope = {{"model": model}}
-    exec("def step(*args):\\n    return model(*args)", scope)  # one code object (one frame) per model
+    # one code object (one frame) per model, each under its own name
+    exec(compile("def step(*args):\\n    return model(*args)", f"<step {{name}}>", "exec"), scope)
     loss = torch.compile(scope["step"], dynamic={dynamic!r})(*inputs)
     loss.backward()
 """
@@ -122,11 +123,14 @@ def run_real_steps(names: list[str], dynamic: bool, directory: pathlib.Path, tim
     in a fresh process with ``TORCH_TRACE=directory``; the graphs it logged, by model name.
 
     Each model is compiled once; frames are logged in model order.  The AOTAutograd cache is
-    off (a cache hit logs no joint graph); inductor's kernel cache stays on (it only saves C++
-    compile time, never changes a graph).
+    off (a cache hit logs no joint graph), and so is profile-guided dynamism (the sizes torch saw
+    in earlier processes would decide which dimensions are symbolic); inductor's kernel cache
+    stays on (it only saves C++ compile time, never changes a graph).
     """
     root = str(pathlib.Path(__file__).resolve().parent.parent)
+    # no profile-guided dynamism from earlier runs (torch keeps it on disk per code location)
     env = dict(os.environ, TORCH_TRACE=str(directory), TORCHINDUCTOR_AUTOGRAD_CACHE="0",
+               TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO="0",
                TORCHINDUCTOR_COMPILE_THREADS="1", PYTHONPATH=root)
     script = textwrap.dedent(_SCRIPT.format(root=root, names=list(names), dynamic=dynamic))
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
