@@ -417,12 +417,12 @@ def _inductor_backend(records: list[dict[str, Any]]) -> tuple[Callable, contextl
         if records and owner is not None and "before_joint_passes" not in records[-1]:
             records[-1]["before_joint_passes"] = copy_graph_module(owner)
 
-    def inner_compile(gm: fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Callable:
+    def inner_compile(gm: fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
         if kwargs.get("is_inference") and records:
             records[-1]["forward_only"] = copy_graph_module(gm)
         return _make_boxed_func(gm.forward)
 
-    def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
+    def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Any:
         return compile_fx(gm, example_inputs, inner_compile=inner_compile)
 
     user_pre = list(get_custom_graph_passes(inductor_config.joint_custom_pre_pass))
