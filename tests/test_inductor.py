@@ -154,3 +154,11 @@ def test_backend_errors_are_one_line():
         fxviz.trace(model, *inputs, backend="inductor", params="closure")
     with pytest.raises(InputError, match="needs torch.compile's capture"):
         fxviz.trace(model, *inputs, dynamic=True, capture_route="aot")
+
+
+def test_cli_names_the_backend(capsys):
+    from fxviz.cli import main
+
+    assert main(["table", "mlp", "--backend", "inductor", "--strategies", "min_cut"]) in (0, None)
+    out = capsys.readouterr().out
+    assert "backend='inductor'" in out and "compiler='inductor'" in out
