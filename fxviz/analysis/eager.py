@@ -13,6 +13,13 @@ sequences, so ops that exist on only one side do not shift the rest).  What cann
 listed as unmapped.  Eager and compiled graphs legitimately differ: on CPU, eager dropout draws a
 float mask (``bernoulli_``, ``div_``, ``mul``) where the traced graph's ``native_dropout`` keeps a
 bool mask; in-place ops (``relu_``) are matched to their functional twin (``relu``).
+
+Under ``torch.utils.checkpoint`` the hooks see only part of what eager keeps: inside a region
+checkpoint's own hooks win, and a selective-checkpoint policy keeps the values it saves in its own
+cache.  So after the forward every storage a forward op produced is probed (``StorageWeakRef``):
+one still alive that no hook saw, and that is not an output, a parameter or an input, is held by
+checkpoint and counted.  One real backward then measures what checkpoint recomputes: the engine
+runs derivative formulas with grad mode off, checkpoint re-runs a region's forward with it on.
 """
 
 from __future__ import annotations
