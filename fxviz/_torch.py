@@ -36,6 +36,7 @@ __all__ = [
     "capture_with_dynamo",
     "unimplemented_count",
     "skipped_frames",
+    "CAPTURE_BACKENDS",
     "capture_with_aot_function",
     "run_compiled_backward",
     "quiet_torch",
@@ -53,6 +54,8 @@ __all__ = [
     "module_stack",
     "fwd_module_stack",
     "stack_trace",
+    "checkpoint_policy",
+    "checkpoint_region",
     "node_desc",
     "output_descs",
     "describe_input",
@@ -63,6 +66,7 @@ __all__ = [
     "REQUIRED_INTERNALS",
     "storage_key",
     "OpRecorder",
+    "StorageProbe",
 ]
 
 SUPPORTED_TORCH = ">=2.9,<2.15"
@@ -90,6 +94,15 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch._dynamo.convert_frame.input_codes",
     "torch._dynamo.eval_frame.reset_code",
     "torch._C._dynamo.eval_frame._debug_get_cache_entry_list",
+    "torch._inductor.compile_fx.compile_fx",
+    "torch._inductor.custom_graph_pass.CustomPartitionerFn",
+    "torch._inductor.config.custom_partitioner_fn",
+    "torch._inductor.config.joint_custom_pre_pass",
+    "torch._inductor.config.fx_graph_cache",
+    "torch._functorch.config.enable_autograd_cache",
+    "torch._dynamo.pgo._CODE_STATE",
+    "torch._dynamo.pgo._INIT_CODE_STATE",
+    "torch._dynamo.config.automatic_dynamic_local_pgo",
 )
 
 # --- node meta keys ---------------------------------------------------------------------------
@@ -100,6 +113,8 @@ _STACK = "nn_module_stack"
 _FWD_STACK = "fwd_nn_module_stack"
 _TRACE = "stack_trace"
 _DESC = "desc"
+_RECOMPUTE = "recompute"  # a torch.utils.checkpoint.CheckpointPolicy, set inside checkpoint regions
+_AC_GRAPH_ID = "ac_graph_id"  # which checkpoint call (region) an op was traced in
 
 
 def meta_val(node: fx.Node) -> Any:
@@ -141,6 +156,21 @@ def fwd_module_stack(node: fx.Node) -> list[tuple[str, str, Any]]:
 
 def stack_trace(node: fx.Node) -> str | None:
     return node.meta.get(_TRACE)
+
+
+def checkpoint_policy(node: fx.Node) -> str | None:
+    """The checkpoint policy torch tagged ``node`` with (``must_save``, ``prefer_recompute``...),
+    as traced (the partitioner later adds ``must_save`` tags of its own on its private copy)."""
+    policy = node.meta.get(_RECOMPUTE)
+    if policy is None:
+        return None
+    return str(getattr(policy, "name", policy)).lower()
+
+
+def checkpoint_region(node: fx.Node) -> int | None:
+    """Which ``torch.utils.checkpoint`` call ``node`` ran in (torch's ``ac_graph_id``), or None."""
+    value = node.meta.get(_AC_GRAPH_ID)
+    return int(value) if value is not None else None
 
 
 def node_desc(node: fx.Node) -> Any:
@@ -264,6 +294,8 @@ class RawJoint:
     example_inputs: list[Any]
     input_sources: list[str | None] = field(default_factory=list)
     calls: list[tuple[int, list[int]]] = field(default_factory=list)  # (run number, input ids) per run
+    compiler: str | None = None  # the ``compiler`` argument the partitioner got (inductor passes "inductor")
+    before_joint_passes: fx.GraphModule | None = None  # inductor only: the joint graph before its rewrites
 
 
 def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
@@ -285,12 +317,18 @@ def _boxed_nop(gm: fx.GraphModule, example_inputs: Any) -> Callable:
     return _make_boxed_func(gm.forward)
 
 
+def _record_partitioner_call(record: dict[str, Any], joint: fx.GraphModule, joint_inputs: Any,
+                             kwargs: dict[str, Any]) -> None:
+    record["joint"] = copy_graph_module(joint)
+    record["joint_inputs"] = joint_inputs
+    record["num_fwd_outputs"] = kwargs.get("num_fwd_outputs")
+    record["static_lifetime_input_indices"] = list(kwargs.get("static_lifetime_input_indices") or [])
+    record["compiler"] = kwargs.get("compiler")
+
+
 def _recording_partition_fn(record: dict[str, Any]) -> Callable:
     def partition_fn(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
-        record["joint"] = copy_graph_module(joint)
-        record["joint_inputs"] = joint_inputs
-        record["num_fwd_outputs"] = kwargs.get("num_fwd_outputs")
-        record["static_lifetime_input_indices"] = list(kwargs.get("static_lifetime_input_indices") or [])
+        _record_partitioner_call(record, joint, joint_inputs, kwargs)
         return default_partition(joint, joint_inputs, **kwargs)
 
     return partition_fn
@@ -314,6 +352,8 @@ def _raw_from_record(record: dict[str, Any]) -> RawJoint:
         example_inputs=list(record.get("example_inputs") or []),
         input_sources=list(record.get("input_sources") or []),
         calls=list(record.get("calls") or []),
+        compiler=record.get("compiler"),
+        before_joint_passes=record.get("before_joint_passes"),
     )
 
 
@@ -398,17 +438,101 @@ def _recording_runs(compiled: Callable, record: dict[str, Any], counter: Iterato
     return run
 
 
-def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable[[Any], str | None]
+CAPTURE_BACKENDS: tuple[str, ...] = ("aot_eager", "inductor")
+"""torch.compile backends whose joint graph fxviz records: ``aot_eager`` (AOTAutograd's own
+decompositions, the graph as traced) and ``inductor`` (torch.compile's default: inductor's
+decomposition table and joint-graph passes, min-cut with ``compiler="inductor"``)."""
+
+
+def _inductor_backend(records: list[dict[str, Any]]) -> tuple[Callable, contextlib.AbstractContextManager]:
+    """A dynamo backend that is inductor's own ``compile_fx`` up to and including partitioning, and
+    a context (config patches) to run it in.
+
+    Nothing of inductor's logic is copied: ``compile_fx`` traces with its decomposition table and
+    calls its own ``partition_fn``, which runs ``joint_graph_passes`` and then, because
+    ``config.custom_partitioner_fn`` is set, calls our recorder with exactly the arguments it would
+    give ``min_cut_rematerialization_partition`` (``compiler="inductor"``, the static-lifetime
+    indices); the recorder copies the graph and calls min-cut with them.  ``joint_custom_pre_pass``
+    (run first inside ``joint_graph_passes``) keeps the graph as AOTAutograd traced it (what a
+    ``TORCH_TRACE`` log prints as ``aot_joint_graph``).  ``inner_compile`` is replaced by one that
+    runs the partitioned FX graphs as they are, so no kernel is generated and no C++ compiler runs.
+    Caches are off so that every trace reaches the partitioner.
+    """
+    from torch._inductor import config as inductor_config
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.custom_graph_pass import CustomPartitionerFn, get_custom_graph_passes
+
+    class _RecordingPartitioner(CustomPartitionerFn):  # type: ignore[misc]
+        def __call__(self, gm: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
+            _record_partitioner_call(records[-1], gm, joint_inputs, kwargs)
+            return min_cut_partition(gm, joint_inputs, **kwargs)
+
+        def uuid(self) -> Any:
+            return None  # never cached
+
+    def before_passes(graph: fx.Graph) -> None:
+        owner = graph.owning_module
+        if records and owner is not None and "before_joint_passes" not in records[-1]:
+            records[-1]["before_joint_passes"] = copy_graph_module(owner)
+
+    def inner_compile(gm: fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
+        if kwargs.get("is_inference") and records:
+            records[-1]["forward_only"] = copy_graph_module(gm)
+        return _make_boxed_func(gm.forward)
+
+    def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Any:
+        return compile_fx(gm, example_inputs, inner_compile=inner_compile)
+
+    user_pre = list(get_custom_graph_passes(inductor_config.joint_custom_pre_pass))
+    patches = contextlib.ExitStack()
+    patches.enter_context(inductor_config.patch(
+        custom_partitioner_fn=_RecordingPartitioner(), joint_custom_pre_pass=[before_passes] + user_pre,
+        fx_graph_cache=False))
+    patches.enter_context(functorch_config.patch(enable_autograd_cache=False))
+    return backend, patches
+
+
+@contextlib.contextmanager
+def _fresh_code_state() -> Iterator[None]:
+    """Compile as a fresh process would: without the sizes dynamo remembers per code location
+    (its in-memory "automatic dynamic" code state, shared by every trace of fxviz's own step
+    function).  Under ``dynamic=True`` that memory decides which sizes share a symbol and which
+    Python floats become graph inputs, so a capture would depend on earlier ones.  The caller's
+    state is put back afterwards."""
+    from torch._dynamo import pgo
+
+    saved = (pgo._CODE_STATE, pgo._INIT_CODE_STATE)
+    pgo._CODE_STATE, pgo._INIT_CODE_STATE = None, None
+    try:
+        yield
+    finally:
+        pgo._CODE_STATE, pgo._INIT_CODE_STATE = saved
+
+
+def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable[[Any], str | None],
+                        backend: str = "aot_eager", dynamic: bool = False
                         ) -> tuple[list[RawJoint], list[str], Any]:
-    """Run ``step(*inputs)`` under TorchDynamo with an AOTAutograd backend that records every
-    joint graph.  Returns (graphs in execution order, graph-break reasons, step's result).
+    """Run ``step(*inputs)`` under TorchDynamo with ``backend``'s AOTAutograd path, recording every
+    joint graph as that backend's partitioner receives it.  ``dynamic`` is torch.compile's flag
+    (symbolic sizes).  Returns (graphs in execution order, graph-break reasons, step's result).
     """
     import torch._dynamo
 
     records: list[dict[str, Any]] = []
     runs = itertools.count()
+    patches: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if backend == "inductor":
+        inner, patches = _inductor_backend(records)
+    else:
+        def inner(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
+            return _aot_autograd_backend(
+                fw_compiler=_boxed_nop,
+                bw_compiler=_boxed_nop,
+                inference_compiler=_recording_inference_compiler(records[-1]),
+                partition_fn=_recording_partition_fn(records[-1]),
+            )(gm, example_inputs)
 
-    def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
+    def recording_backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
         record: dict[str, Any] = {"example_inputs": list(example_inputs)}
         sources = []
         for n in gm.graph.nodes:
@@ -418,23 +542,24 @@ def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable
                 sources.append(source.name if source is not None and hasattr(source, "name") else None)
         record["input_sources"] = sources
         records.append(record)
-        inner = _aot_autograd_backend(
-            fw_compiler=_boxed_nop,
-            bw_compiler=_boxed_nop,
-            inference_compiler=_recording_inference_compiler(record),
-            partition_fn=_recording_partition_fn(record),
-        )
         return _recording_runs(inner(gm, example_inputs), record, runs)
 
+    # a first compile: no profile-guided dynamism from sizes torch saw in earlier processes
+    # (kept on disk per code location), which would make the capture depend on history
+    shapes: dict[str, Any] = {"automatic_dynamic_local_pgo": False}
+    if not dynamic:
+        shapes.update(automatic_dynamic_shapes=False, assume_static_by_default=True)
     before = _graph_break_count()
-    with _fresh_dynamo_caches(), torch._dynamo.config.patch(
-        automatic_dynamic_shapes=False, assume_static_by_default=True, suppress_errors=False
-    ):
-        compiled = torch.compile(step, backend=backend, dynamic=False)
+    with _fresh_dynamo_caches(), _fresh_code_state(), patches, \
+            torch._dynamo.config.patch(suppress_errors=False, **shapes):
+        compiled = torch.compile(step, backend=recording_backend, dynamic=dynamic)
         result = compiled(*inputs)
     after = _graph_break_count()
     reasons = [_first_line(k) for k, v in after.items() for _ in range(v - before.get(k, 0))]
-    return [_raw_from_record(r) for r in records], reasons, result
+    # a compile dynamo restarted (a new attempt, e.g. after inductor specialized a dynamic size)
+    # leaves a record that never reached a partitioner: the retry has its own
+    reached = [r for r in records if "joint" in r or "forward_only" in r]
+    return [_raw_from_record(r) for r in reached], reasons, result
 
 
 def run_compiled_backward(step: Callable, inputs: Sequence[Any], partition_fn: Callable | None = None) -> Any:
@@ -462,7 +587,7 @@ def quiet_torch() -> Iterator[None]:
 
     # torch._higher_order_ops: "Detected that context_fn is passed to torch.utils.checkpoint under
     # torch.compile" (selective checkpointing), said about fxviz's own compile, not the user's
-    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._functorch", "torch.fx",
+    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._functorch", "torch.fx", "torch._inductor",
                                               "torch._higher_order_ops")]
     levels = [lg.level for lg in loggers]
     with warnings.catch_warnings():
@@ -524,16 +649,35 @@ def storage_key(t: torch.Tensor) -> int:
 
 class OpRecorder(_TorchDispatchMode):
     """Calls ``on_op(func, args, out)`` after every aten op that runs below autograd (what eager
-    autograd actually executes: in-place ops, CPU dropout's ``bernoulli_``...)."""
+    autograd actually executes: in-place ops, CPU dropout's ``bernoulli_``...); with
+    ``with_kwargs``, ``on_op(func, args, out, kwargs)``."""
 
-    def __init__(self, on_op: Callable[[Any, Any, Any], None]) -> None:
+    def __init__(self, on_op: Callable[..., None], with_kwargs: bool = False) -> None:
         super().__init__()
         self.on_op = on_op
+        self.with_kwargs = with_kwargs
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        self.on_op(func, args, out)
+        if self.with_kwargs:
+            self.on_op(func, args, out, kwargs or {})
+        else:
+            self.on_op(func, args, out)
         return out
+
+
+class StorageProbe:
+    """Tells later whether a tensor's storage is still alive, without keeping it alive (torch's
+    ``StorageWeakRef``): how fxviz finds what eager holds outside ``saved_tensors_hooks``."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        self._ref = StorageWeakRef(t.untyped_storage())
+        self.nbytes = int(t.untyped_storage().nbytes())
+
+    def alive(self) -> bool:
+        return not self._ref.expired()
 
 
 # --- module paths for the aot and closure routes ------------------------------------------------

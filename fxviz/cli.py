@@ -72,7 +72,7 @@ def _trace(args: argparse.Namespace) -> Any:
     from .trace import trace
 
     model, inputs = load_model_spec(args.model)
-    return trace(model, *inputs, params=args.params)
+    return trace(model, *inputs, params=args.params, backend=args.backend, dynamic=args.dynamic)
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
@@ -286,6 +286,10 @@ def _parser() -> argparse.ArgumentParser:
                                      "pointwise_chain) or package.module:factory or file.py:factory")
         p.add_argument("--params", choices=["lifted", "closure"], default="lifted",
                        help="parameters as graph inputs (lifted) or captured as constants (closure)")
+        p.add_argument("--backend", choices=["aot_eager", "inductor"], default="aot_eager",
+                       help="whose joint graph: AOTAutograd's as traced (aot_eager) or the one torch.compile's "
+                            "default backend partitions (inductor)")
+        p.add_argument("--dynamic", action="store_true", help="trace with symbolic sizes (torch.compile(dynamic=True))")
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
         _EXTRA_ARGS.get(name, lambda _p: None)(p)
         p.set_defaults(func=func)

@@ -23,11 +23,12 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Trace", "trace"]
 
 NODE_COLUMNS = ["op", "target", "short_op", "role", "phase", "qualname", "module", "shape", "dtype",
-                "bytes", "source", "source_code", "seq_nr"]
+                "bytes", "source", "source_code", "seq_nr", "symbolic_shape", "checkpoint_policy", "checkpoint_region"]
 
 
 def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None = None,
-          params: str = "lifted", capture_route: str = "auto") -> "Trace":
+          params: str = "lifted", capture_route: str = "auto", backend: str = "aot_eager",
+          dynamic: bool = False) -> "Trace":
     """Trace ``model_or_fn(*example_inputs)`` into its joint forward+backward graph.
 
     Args:
@@ -41,6 +42,12 @@ def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None 
         capture_route: ``"auto"`` (dynamo, or aot for meta-device models and closure mode),
             ``"dynamo"`` (torch.compile's capture: module paths, source lines, graph breaks) or
             ``"aot"`` (aot_function over fake tensors: no weights touched, no graph breaks).
+        backend: whose joint graph to capture.  ``"aot_eager"`` (default): the graph AOTAutograd
+            traces with its own decompositions.  ``"inductor"``: the graph torch.compile's default
+            backend partitions (inductor's decompositions, e.g. gelu as erf; its joint-graph
+            passes), with min-cut called as inductor calls it.  No kernel is generated.
+        dynamic: torch.compile's flag: trace with symbolic sizes (SymInts saved for the backward
+            are listed; bytes are evaluated at the example sizes).
 
     Returns:
         A :class:`Trace`.  With graph breaks, it is the first graph; ``tr.pieces`` has them all,
@@ -51,7 +58,7 @@ def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None 
     The model, its ``.grad`` fields, buffers, ``training`` flags and the RNG are left untouched.
     """
     return Trace(capture(model_or_fn, tuple(example_inputs), loss_fn=loss_fn, params=params,
-                         route=capture_route))
+                         route=capture_route, backend=backend, dynamic=dynamic))
 
 
 class Trace:
@@ -154,6 +161,7 @@ class Trace:
         df["role"] = pd.Categorical(df["role"], categories=list(ROLES))
         df["bytes"] = df["bytes"].astype("Int64")
         df["seq_nr"] = df["seq_nr"].astype("Int64")
+        df["checkpoint_region"] = df["checkpoint_region"].astype("Int64")
         return df
 
     def role_counts(self) -> dict[str, int]:
@@ -207,6 +215,7 @@ class Trace:
         title = self.title
         route = {"dynamo": "torch.compile (dynamo) + AOTAutograd", "aot": "aot_function over fake tensors",
                  "closure": "aot_function on a closure (parameters captured as constants)"}[self.capture.route]
+        route += f", {self.capture.backend_label}"
         lines = [
             f"{title}: joint graph of {len(self.graph.info)} nodes "
             f"({ops_f} forward ops, {ops_b} backward ops), parameters {self.params}, captured with {route}",

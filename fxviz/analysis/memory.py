@@ -41,10 +41,11 @@ __all__ = [
     "memory_row",
     "memory_table",
     "caption",
+    "checkpoint_summary",
 ]
 
 COLUMNS: list[str] = [
-    "strategy", "saved_tensors", "saved_storages", "saved_activation_bytes", "saved_param_bytes",
+    "strategy", "saved_tensors", "saved_symints", "saved_storages", "saved_activation_bytes", "saved_param_bytes",
     "saved_input_bytes", "recomputed_ops", "recomputed_random_ops", "recompute_flops", "recompute_bytes",
     "forward_ops", "backward_ops", "forward_flops", "forward_peak_bytes", "backward_peak_bytes",
     "resident_bytes", "torch_estimate_bytes", "seconds", "error",
@@ -421,8 +422,9 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
         values.update(
             strategy=p.name, saved_tensors=measurement.saved_tensors, saved_storages=measurement.storages,
             saved_activation_bytes=measurement.activation_bytes, saved_param_bytes=measurement.param_bytes,
-            saved_input_bytes=measurement.input_bytes, recomputed_ops=0, recomputed_random_ops=0,
-            recompute_flops=0, recompute_bytes=0,
+            saved_input_bytes=measurement.input_bytes, recomputed_ops=measurement.recomputed_ops,
+            recomputed_random_ops=None, recompute_flops=measurement.recompute_flops,
+            recompute_bytes=measurement.recompute_bytes,
             forward_ops=measurement.forward_ops, resident_bytes=sum(resident.values()),
             torch_estimate_bytes=measurement.estimate_bytes, seconds=p.seconds)
         return MemoryRow(values, list(measurement.notes))
@@ -434,6 +436,7 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
     values = {
         "strategy": p.name,
         "saved_tensors": saved.tensors,
+        "saved_symints": saved.symints,
         "saved_storages": len(saved.storages),
         "saved_activation_bytes": saved.activation_bytes,
         "saved_param_bytes": saved.param_bytes,
@@ -461,8 +464,10 @@ def caption(graph: JointGraph, symbolic: bool = False, notes: Sequence[str] = ()
     why = ("the parameter inputs: torch.compile treats them as free to save" if static
            else "none: aot_function / aot_module pass []")
     parts = [
+        f"Joint graph of backend={graph.backend!r}.",
         f"Partitioners called as {graph.partitioner_caller} calls them: num_fwd_outputs={graph.num_fwd_outputs}, "
-        f"static_lifetime_input_indices={static} ({why}).",
+        f"static_lifetime_input_indices={static} ({why})"
+        + (f", compiler={graph.compiler!r}." if graph.compiler is not None else "."),
         "Bytes count unique storages: views and aliases count once; saves that view a parameter/buffer "
         "(saved_param_bytes) or a user input (saved_input_bytes) are not activations.",
         "Peaks: a liveness walk over each graph, parameters and inputs resident throughout (resident_bytes).",
@@ -471,8 +476,27 @@ def caption(graph: JointGraph, symbolic: bool = False, notes: Sequence[str] = ()
     ]
     if symbolic:
         parts.append("Symbolic sizes were evaluated at the example inputs' sizes.")
+    checkpoint = checkpoint_summary(graph)
+    if checkpoint:
+        parts.append(checkpoint)
     parts += list(dict.fromkeys(notes))
     return " ".join(parts)
+
+
+def checkpoint_summary(graph: JointGraph) -> str:
+    """One line on the model's torch.utils.checkpoint regions ("" without any): how many, and how
+    many forward ops carry each policy (min-cut honours them: must_* always, prefer_* unless
+    inductor decides otherwise)."""
+    regions = {i.checkpoint_region for i in graph.info.values() if i.checkpoint_region is not None}
+    if not regions:
+        return ""
+    policies: dict[str, int] = {}
+    for i in graph.info.values():
+        if i.checkpoint_policy is not None:
+            policies[i.checkpoint_policy] = policies.get(i.checkpoint_policy, 0) + 1
+    counts = ", ".join(f"{n} {name}" for name, n in sorted(policies.items()))
+    return (f"Checkpointed: {len(regions)} torch.utils.checkpoint region(s); ops tagged {counts} "
+            "(Trace.nodes columns checkpoint_policy, checkpoint_region); the partitioners honour the tags.")
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

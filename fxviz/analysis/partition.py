@@ -76,12 +76,15 @@ def _call(fn: Callable[..., Any], gm: fx.GraphModule, graph: JointGraph) -> tupl
     kwargs: dict[str, Any] = {"num_fwd_outputs": graph.num_fwd_outputs}
     try:
         accepts = inspect.signature(fn).parameters
-        takes_static = "static_lifetime_input_indices" in accepts or any(
-            p.kind == p.VAR_KEYWORD for p in accepts.values())
+        any_kw = any(p.kind == p.VAR_KEYWORD for p in accepts.values())
+        takes_static = "static_lifetime_input_indices" in accepts or any_kw
+        takes_compiler = "compiler" in accepts or any_kw
     except (TypeError, ValueError):
-        takes_static = True
+        takes_static = takes_compiler = True
     if takes_static:
         kwargs["static_lifetime_input_indices"] = list(graph.static_lifetime_input_indices)
+    if takes_compiler and graph.compiler is not None:
+        kwargs["compiler"] = graph.compiler  # inductor calls min-cut with compiler="inductor"
     result = fn(gm, graph.joint_inputs, **kwargs)
     if not (isinstance(result, tuple) and len(result) == 2 and all(isinstance(g, fx.GraphModule) for g in result)):
         raise StrategyError(f"the partitioner returned {type(result).__name__}, not (forward, backward) GraphModules")
