@@ -58,6 +58,12 @@ __all__ = [
     "REQUIRED_INTERNALS",
     "storage_key",
     "OpRecorder",
+    "is_random",
+    "is_tangent",
+    "must_be_in_forward",
+    "must_be_in_backward",
+    "recompute_policy",
+    "is_collective",
 ]
 
 SUPPORTED_TORCH = ">=2.9,<2.15"
@@ -69,6 +75,9 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch._functorch.partitioners.min_cut_rematerialization_partition",
     "torch._functorch.partitioners._size_of",
     "torch._functorch.partitioners._extract_fwd_bwd_modules",
+    "torch._functorch.partitioners._is_tangent",
+    "torch._functorch.partitioners._must_be_in_forward",
+    "torch._functorch.partitioners._must_be_in_backward",
     "torch._functorch.config.activation_memory_budget",
     "torch._functorch.config.activation_memory_budget_solver",
     "torch._functorch._aot_autograd.descriptors.PlainAOTInput",
@@ -94,6 +103,7 @@ _STACK = "nn_module_stack"
 _FWD_STACK = "fwd_nn_module_stack"
 _TRACE = "stack_trace"
 _DESC = "desc"
+_RECOMPUTE = "recompute"  # torch.utils.checkpoint's CheckpointPolicy of a node in a checkpointed region
 
 
 def meta_val(node: fx.Node) -> Any:
@@ -219,6 +229,37 @@ def is_random(node: fx.Node) -> bool:
 def _is_random(node: fx.Node) -> bool:
     tags = getattr(node.target, "tags", ())
     return torch.Tag.nondeterministic_seeded in tags
+
+
+def is_tangent(node: fx.Node) -> bool:
+    """A joint-graph placeholder that is an incoming gradient (torch's own test: its name)."""
+    return bool(_partitioners._is_tangent(node))
+
+
+def must_be_in_forward(node: fx.Node) -> bool:
+    """torch's extraction refuses to put this node in the backward (a mutation of the forward,
+    or tagged ``must_be_in_forward``): it can never be recomputed."""
+    return bool(_partitioners._must_be_in_forward(node))
+
+
+def must_be_in_backward(node: fx.Node) -> bool:
+    """torch's extraction puts this node only in the backward (tagged, or a backward mutation)."""
+    return bool(_partitioners._must_be_in_backward(node))
+
+
+def recompute_policy(node: fx.Node) -> str | None:
+    """The ``torch.utils.checkpoint`` policy on a node (``must_save``, ``prefer_save``,
+    ``must_recompute``, ``prefer_recompute``...), or None outside checkpointed regions."""
+    policy = node.meta.get(_RECOMPUTE)
+    name = getattr(policy, "name", None)
+    return str(name).lower() if name is not None else None
+
+
+def is_collective(node: fx.Node) -> bool:
+    """A functional collective (``_c10d_functional``): torch never recomputes one, not even under
+    an activation-memory budget (``ban_recomputation_if_allowed``)."""
+    target = node.target
+    return isinstance(target, torch._ops.OpOverload) and target.namespace == "_c10d_functional"
 
 
 def torch_size_of(node: fx.Node) -> int:
