@@ -64,6 +64,7 @@ __all__ = [
     "must_be_in_backward",
     "recompute_policy",
     "is_collective",
+    "cse_like_min_cut",
 ]
 
 SUPPORTED_TORCH = ">=2.9,<2.15"
@@ -78,6 +79,8 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch._functorch.partitioners._is_tangent",
     "torch._functorch.partitioners._must_be_in_forward",
     "torch._functorch.partitioners._must_be_in_backward",
+    "torch._functorch.compile_utils.fx_graph_cse",
+    "torch._functorch.config.cse",
     "torch._functorch.config.activation_memory_budget",
     "torch._functorch.config.activation_memory_budget_solver",
     "torch._functorch._aot_autograd.descriptors.PlainAOTInput",
@@ -260,6 +263,18 @@ def is_collective(node: fx.Node) -> bool:
     an activation-memory budget (``ban_recomputation_if_allowed``)."""
     target = node.target
     return isinstance(target, torch._ops.OpOverload) and target.namespace == "_c10d_functional"
+
+
+def cse_like_min_cut(joint: fx.GraphModule) -> None:
+    """What min-cut does to the joint graph before it partitions (in place): drop dead code and,
+    when ``torch._functorch.config.cse`` is on (the default), merge common subexpressions (two
+    layers' identical causal masks become one), so a partition built from the result is compared
+    with min-cut on the same graph."""
+    from torch._functorch.compile_utils import fx_graph_cse
+
+    joint.graph.eliminate_dead_code()
+    if functorch_config.cse:
+        joint.graph = fx_graph_cse(joint.graph)
 
 
 def torch_size_of(node: fx.Node) -> int:

@@ -50,6 +50,7 @@ __all__ = [
     "Solution",
     "InfeasibleBudget",
     "model_of",
+    "model_of_joint",
     "solve",
     "solve_min_bytes",
     "min_cut_activation_bytes",
@@ -155,6 +156,14 @@ _NOT_RECOMPUTABLE = "not recomputable: "
 
 def _tensor(value: Any) -> bool:
     return isinstance(value, torch.Tensor)
+
+
+def model_of_joint(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
+    """``model_of`` a copy of ``gm`` after min-cut's own clean-up (dead code, CSE), which is the
+    graph ``OptimalPartitioner`` partitions: for analyses of a joint graph fxviz must not touch."""
+    copy = _torch.copy_graph_module(gm)
+    _torch.cse_like_min_cut(copy)
+    return model_of(copy, num_fwd_outputs)
 
 
 def model_of(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
@@ -526,6 +535,7 @@ class OptimalPartitioner:
 
     def __call__(self, joint: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int,
                  static_lifetime_input_indices: list[int] | None = None, **_: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+        _torch.cse_like_min_cut(joint)  # as min-cut does (partitioners may mutate their joint graph)
         model = model_of(joint, num_fwd_outputs)
         reference = None
         if self.budget_bytes is not None:
