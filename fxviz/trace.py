@@ -194,7 +194,8 @@ class Trace:
     # --- analysis ---------------------------------------------------------------------------------
     def partition(self, strategy: StrategyLike = "default") -> Partition:
         """Partition the joint graph with ``strategy`` (cached): ``"default"``, ``"min_cut"``,
-        ``"budget:0.3"`` / ``"budget:0.3:greedy"``, ``"eager"``, ``"recompute_all"``, a callable
+        ``"budget:0.3"`` / ``"budget:0.3:greedy"``, ``"eager"``, ``"recompute_all"``,
+        ``"optimal:0.5"`` / ``"optimal:64MiB"`` (the exact MILP optimum), a callable
         with a torch partitioner's signature, or a :class:`~fxviz.analysis.strategies.Strategy`
         (every form: ``fxviz.analysis.strategies.forms_text()``)."""
         from .analysis.partition import partition
@@ -206,7 +207,7 @@ class Trace:
         result: Partition = self._cache[key]
         return result
 
-    def memory_table(self, strategies: Any = None) -> pd.DataFrame:
+    def memory_table(self, strategies: Any = None, gaps: bool | None = None) -> pd.DataFrame:
         """One row per strategy: saved activation / parameter / input bytes (storage-aware),
         recompute FLOPs and bytes, op counts, forward and backward peaks, torch's own estimate.
 
@@ -214,14 +215,18 @@ class Trace:
         default ``default, min_cut, budget:0.5, recompute_all, eager``.  A strategy that fails on
         this graph gives a row with ``error`` set.  The frame keeps exact integers and displays
         styled (MiB/GiB, best value per column marked) in a notebook; ``df.attrs["caption"]`` says
-        which partitioner arguments were passed and how bytes are counted."""
+        which partitioner arguments were passed and how bytes are counted.
+
+        ``gaps``: fill ``gap_to_optimal_flops`` / ``gap_to_optimal_bytes`` (how far each row is from
+        the exact optimum, two MILP solves per row); default: when an ``optimal:B`` strategy is
+        listed."""
         from .analysis.memory import memory_table
         from .render.table import MemoryTable
 
         chosen = parse_list(strategies)
-        key = ("memory_table", None if chosen is None else tuple(chosen))
+        key = ("memory_table", None if chosen is None else tuple(chosen), gaps)
         if key not in self._cache:
-            self._cache[key] = memory_table(self.graph, self.partition, chosen)
+            self._cache[key] = memory_table(self.graph, self.partition, chosen, gaps=gaps)
         df = self._cache[key]
         table = MemoryTable(df.copy())
         table.attrs = dict(df.attrs)
