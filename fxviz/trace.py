@@ -232,11 +232,15 @@ class Trace:
         table.attrs = dict(df.attrs)
         return table
 
-    def memory_sweep(self, budgets: Any = None, solver: str = "dp", progress: bool | None = None) -> pd.DataFrame:
+    def memory_sweep(self, budgets: Any = None, solver: Any = "dp", progress: bool | None = None,
+                     optimal: bool = False) -> pd.DataFrame:
         """The memory / recompute trade-off: min-cut under ``activation_memory_budget`` for each
-        of ``budgets`` (default 0, 0.1, ..., 1) with ``solver`` (``dp``, ``greedy``, ``ilp``).
-        Budgets giving identical partitions share one row.  ``progress``: a tqdm bar (default: on
-        for more than five budgets).  ``.pareto_plot()`` on the result draws the trade-off."""
+        of ``budgets`` (default 0, 0.1, ..., 1) with ``solver`` (``dp``, ``greedy``, ``ilp``, or a
+        list of them).  Budgets giving identical partitions share one row.  ``optimal=True`` adds
+        the exact optimum at each budget (``optimal:B``, an MILP) and torch's ``default`` and
+        ``min_cut`` points: the frontier and how far each torch strategy is from it.
+        ``progress``: a tqdm bar (default: on for more than five budgets).  ``.pareto_plot()`` on
+        the result draws the trade-off."""
         from .analysis.sweep import DEFAULT_BUDGETS, memory_sweep
         from .render.plots import MemorySweep
 
@@ -248,7 +252,7 @@ class Trace:
             def wrap(items: Any) -> Any:
                 return tqdm(items, desc=f"budget sweep ({solver})", unit="budget", leave=False)
 
-        df = memory_sweep(self.graph, self.partition, chosen, solver=solver, progress=wrap)
+        df = memory_sweep(self.graph, self.partition, chosen, solver=solver, progress=wrap, optimal=optimal)
         sweep = MemorySweep(df)
         sweep.attrs = dict(df.attrs)
         return sweep

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 
+import pandas as pd
+
 import pytest
 import torch
 import torch.fx as fx
@@ -276,3 +278,57 @@ def test_time_limit_reports_a_bound_never_an_optimum(traces):
         assert sol.saved_bytes <= budget
     else:  # HiGHS proved it within the limit: then it is the real optimum
         assert sol == optimal.solve(model, budget) or sol.recompute_flops == optimal.solve(model, budget).recompute_flops
+
+
+# --- the memory table's gaps and the sweep's frontier ------------------------------------------------
+def test_memory_table_gaps_match_brute_force(small_traces):
+    tr = small_traces["chain"]
+    points = brute_force_points(tr)
+    df = tr.memory_table(["default", "min_cut", "recompute_all", "budget:0.5", "optimal:0.5"])
+    assert {"gap_to_optimal_flops", "gap_to_optimal_bytes"} <= set(df.columns)
+    for _, r in df.iterrows():
+        b, f = int(r["saved_activation_bytes"]), int(r["recompute_flops"])
+        best_flops = min(pf for pb, pf, _ in points if pb <= b)
+        best_bytes = min(pb for pb, pf, _ in points if pf <= f)
+        assert r["gap_to_optimal_flops"] == f - best_flops, r["strategy"]
+        assert r["gap_to_optimal_bytes"] == b - best_bytes, r["strategy"]
+    assert df.loc[df["strategy"] == "optimal:0.5", "gap_to_optimal_flops"].item() == 0
+    assert "gap_to_optimal_flops" in df.attrs["caption"]
+    # the default table stays fast: no gaps unless asked
+    plain = tr.memory_table(["default", "min_cut"])
+    assert plain["gap_to_optimal_flops"].isna().all()
+    assert tr.memory_table(["default"], gaps=True)["gap_to_optimal_flops"].notna().all()
+
+
+def test_memory_table_leaves_measured_and_redrawing_rows_without_gaps(traces):
+    tr = traces[("mini_gpt", "lifted")]
+    df = tr.memory_table(["min_cut", "budget:0.5", "eager"], gaps=True)
+    by = {r["strategy"]: r for _, r in df.iterrows()}
+    assert by["min_cut"]["gap_to_optimal_flops"] == 0
+    assert by["min_cut"]["gap_to_optimal_bytes"] > 0  # min-cut keeps bytes it could recompute for free FLOPs
+    for name in ("budget:0.5:dp", "eager"):  # the knapsack redraws dropout here; eager is measured
+        assert by[name]["gap_to_optimal_flops"] is pd.NA or pd.isna(by[name]["gap_to_optimal_flops"])
+    assert "No gap for budget:0.5:dp, eager" in df.attrs["caption"]
+
+
+def test_sweep_shows_every_torch_point_against_the_frontier(small_traces, artifacts):
+    tr = small_traces["uneven"]
+    sweep = tr.memory_sweep([0.0, 0.25, 0.5, 0.75, 1.0], solver=["dp", "greedy"], optimal=True, progress=False)
+    assert set(sweep["kind"]) == {"budget", "optimal", "default", "min_cut"}
+    opt = sweep[(sweep["kind"] == "optimal") & sweep["error"].isna()]
+    assert (opt["status"] == "optimal").all()
+    frontier = {int(r["saved_activation_bytes"]): (int(r["recompute_flops"]), int(r["recompute_bytes"]))
+                for _, r in opt.iterrows()}
+    for _, r in sweep[(sweep["kind"] != "optimal") & sweep["error"].isna()].iterrows():
+        if r["recomputed_random_ops"]:
+            continue
+        b = int(r["saved_activation_bytes"])
+        assert b in frontier  # the optimum was solved at every torch point's bytes
+        assert frontier[b] <= (int(r["recompute_flops"]), int(r["recompute_bytes"])), r["strategy"]
+    assert opt["pareto"].all()
+    fig = sweep.pareto_plot()
+    path = artifacts / "optimal_frontier_uneven.png"
+    fig.savefig(path)
+    assert path.stat().st_size > 10_000
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "optimal frontier (MILP)" in labels and "torch min_cut" in labels
