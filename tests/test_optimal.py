@@ -10,15 +10,19 @@ from __future__ import annotations
 import itertools
 
 import pandas as pd
-
 import pytest
 import torch
-import torch.fx as fx
+from torch import fx
 
 import fxviz
 from fxviz import _torch
 from fxviz.analysis import optimal
-from fxviz.analysis.gradients import eager_gradients, gradient_outputs, run_joint, run_partition
+from fxviz.analysis.gradients import (
+    eager_gradients,
+    gradient_outputs,
+    run_joint,
+    run_partition,
+)
 from fxviz.analysis.memory import Storages, memory_row, node_flops, node_traffic
 
 from .conftest import SMALL

@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
-import torch.fx as fx
+from torch import fx
 
 from .. import _torch
 from .._fx import output_values
@@ -46,16 +47,16 @@ from .memory import Storages, node_flops, node_traffic
 
 __all__ = [
     "DEFAULT_TIME_LIMIT",
-    "OptimalModel",
-    "Solution",
     "InfeasibleBudget",
+    "OptimalModel",
+    "OptimalPartitioner",
+    "Solution",
+    "extract",
+    "min_cut_activation_bytes",
     "model_of",
     "model_of_joint",
     "solve",
     "solve_min_bytes",
-    "min_cut_activation_bytes",
-    "extract",
-    "OptimalPartitioner",
 ]
 
 DEFAULT_TIME_LIMIT = 30.0

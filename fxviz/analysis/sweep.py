@@ -13,13 +13,14 @@ flagged (``monotone`` False) and listed in ``df.attrs["non_monotone"]``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 
 from ..capture import JointGraph
-from .memory import caption, has_symbolic_sizes, memory_row
 from ..units import exact_size
+from .memory import caption, has_symbolic_sizes, memory_row
 from .partition import Partition
 
 __all__ = ["DEFAULT_BUDGETS", "SWEEP_COLUMNS", "memory_sweep", "pareto_mask"]
@@ -65,7 +66,7 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
     """
     budgets = sorted({float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)})
     solvers = [solver] if isinstance(solver, str) else list(solver)
-    series: list[tuple[str, str | None, list[tuple[float | None, str]]]] = []
+    series: list[tuple[str, str | None, list[tuple[Any, str]]]] = []
     for sv in solvers:
         series.append(("budget", sv, [(b, f"budget:{b:g}:{sv}") for b in budgets]))
     if optimal:
@@ -77,8 +78,8 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
     estimate_drops: list[str] = []
     for kind, sv, specs in series:
         groups: dict[tuple[Any, ...], dict[str, Any]] = {}
-        wanted = [b for b, _ in specs]
-        loop = progress(wanted) if progress is not None and kind in ("budget", "optimal") else wanted
+        wanted: list[Any] = [b for b, _ in specs]
+        loop: Iterable[Any] = progress(wanted) if progress is not None and kind in ("budget", "optimal") else wanted
         by_budget = dict(specs)
         for b in loop:
             p = get_partition(by_budget[b])
@@ -92,12 +93,12 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
                            "budgets": [b] if b is not None else [], "solver": sv,
                            "status": getattr(solution, "status", None)}
         rows = sorted(groups.values(), key=lambda r: (r["budget"] is None, r["budget"] or 0.0))
-        previous = None
+        previous: dict[str, Any] | None = None
         for r in rows:
             r["monotone"] = None
             if r["error"] is None and r["budget"] is not None:
                 r["monotone"] = previous is None or r["saved_activation_bytes"] >= previous["saved_activation_bytes"]
-                if not r["monotone"]:
+                if not r["monotone"] and previous is not None:
                     non_monotone.append(f"{kind} {sv or ''} budget {previous['budget']:g} -> {r['budget']:g}: saved "
                                         f"activations {previous['saved_activation_bytes']} -> "
                                         f"{r['saved_activation_bytes']} bytes".replace("  ", " "))

@@ -128,7 +128,7 @@ def _frontier_points(ax: Any, ok: pd.DataFrame, x: pd.Series, y: pd.Series) -> N
     for i, r in ok[ok["kind"] == "budget"].iterrows():
         budgets = r["budgets"] if isinstance(r["budgets"], list) else [r["budget"]]
         text = f"{budgets[0]:g}" if len(budgets) == 1 else f"{min(budgets):g}–{max(budgets):g}"
-        ax.annotate(text, (x[i], y[i]), fontsize=7, xytext=(4, 3), textcoords="offset points", color="#555555")
+        ax.annotate(text, (x.loc[i], y.loc[i]), fontsize=7, xytext=(4, 3), textcoords="offset points", color="#555555")
 
 
 class MemorySweep(pd.DataFrame):
