@@ -162,8 +162,9 @@ def _tensor(value: Any) -> bool:
 def model_of_joint(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
     """``model_of`` a copy of ``gm`` after min-cut's own clean-up (dead code, CSE), which is the
     graph ``OptimalPartitioner`` partitions: for analyses of a joint graph fxviz must not touch."""
-    copy = _torch.copy_graph_module(gm)
-    _torch.cse_like_min_cut(copy)
+    with _torch.quiet_torch():
+        copy = _torch.copy_graph_module(gm)
+        _torch.cse_like_min_cut(copy)
     return model_of(copy, num_fwd_outputs)
 
 
@@ -495,8 +496,8 @@ def min_cut_activation_bytes(gm: fx.GraphModule, model: OptimalModel, num_fwd_ou
                              static_lifetime_input_indices: list[int] | None = None) -> int:
     """What torch's min-cut saves, in this model's exact storage bytes: the reference a
     fractional budget ``optimal:B`` is a fraction of (as ``budget:B`` is of min-cut's)."""
-    copy = _torch.copy_graph_module(gm)
     with _torch.quiet_torch():
+        copy = _torch.copy_graph_module(gm)
         fwd, _ = _torch.min_cut_partition(copy, None, num_fwd_outputs=num_fwd_outputs,
                                           static_lifetime_input_indices=list(static_lifetime_input_indices or []))
     saved = [o.name for o in output_values(fwd)[num_fwd_outputs:] if isinstance(o, fx.Node)]
@@ -536,7 +537,8 @@ class OptimalPartitioner:
 
     def __call__(self, joint: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int,
                  static_lifetime_input_indices: list[int] | None = None, **_: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
-        _torch.cse_like_min_cut(joint)  # as min-cut does (partitioners may mutate their joint graph)
+        with _torch.quiet_torch():
+            _torch.cse_like_min_cut(joint)  # as min-cut does (partitioners may mutate their joint graph)
         model = model_of(joint, num_fwd_outputs)
         reference = None
         if self.budget_bytes is not None:
