@@ -105,7 +105,7 @@ def _frontier_points(ax: Any, ok: pd.DataFrame, x: pd.Series, y: pd.Series) -> N
         right = float(x.max()) * 1.04
         ax.plot(xs + [right], ys + [ys[-1]], color="#000000", linewidth=1.6, drawstyle="steps-post", zorder=1,
                 label="optimal frontier (MILP)")
-        ax.scatter(x[opt & ~bound], y[opt & ~bound], s=26, marker="D", color="#000000", zorder=4)
+        ax.scatter(x[opt & ~bound], y[opt & ~bound], s=14, marker="D", color="#000000", zorder=4)
     if bound.any():
         ax.scatter(x[bound], y[bound], s=40, marker="D", facecolor="none", edgecolor="#000000", zorder=4,
                    label="bound (time limit: not proven optimal)")
@@ -114,7 +114,7 @@ def _frontier_points(ax: Any, ok: pd.DataFrame, x: pd.Series, y: pd.Series) -> N
     budget_rows = (ok["kind"] == "budget") & ~redraw
     for k, sv in enumerate(sorted(ok.loc[ok["kind"] == "budget", "solver"].dropna().unique())):
         these = budget_rows & (ok["solver"] == sv)
-        ax.scatter(x[these], y[these], s=44, marker=_SOLVER_MARKERS.get(sv, "o"), color=palette[k % len(palette)],
+        ax.scatter(x[these], y[these], s=70, marker=_SOLVER_MARKERS.get(sv, "o"), color=palette[k % len(palette)],
                    edgecolor="#000000", linewidth=0.6, alpha=0.9, zorder=3, label=f"torch budget ({sv})")
     if ((ok["kind"] == "budget") & redraw).any():
         bad = (ok["kind"] == "budget") & redraw
