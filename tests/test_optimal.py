@@ -270,18 +270,25 @@ def test_infeasible_budget_is_a_plain_error(traces):
     assert p.solution is not None and p.solution.status == "infeasible"
 
 
-def test_time_limit_reports_a_bound_never_an_optimum(traces):
-    """With no time to prove anything, a solve says what it found and what it proved."""
-    tr = traces[("mini_gpt", "lifted")]
+def test_time_limit_reports_a_bound_never_an_optimum():
+    """With too little time, a solve says what it found and what it proved (measured: a 6-layer
+    tiny GPT at 0.05 s gives 'bound' with a 79% MIP gap); never 'optimal' unless proven."""
+    model_, inputs = fxviz.examples.mini_gpt(n_layer=6, n_embd=32, n_head=4, vocab=64, block_size=32, seq=16)
+    tr = fxviz.trace(model_, *inputs)
     model = optimal.model_of_joint(tr.graph.gm, tr.graph.num_fwd_outputs)
-    budget = model.saved_bytes(model.names) // 2
-    sol = optimal.solve(model, budget, time_limit=1e-4)
-    if sol.status == "bound":
-        assert not sol.optimal and "bound" in sol.describe() and "optimal" not in sol.describe()
-        assert sol.bound is None or sol.bound <= sol.recompute_flops + 1e-6
-        assert sol.saved_bytes <= budget
-    else:  # HiGHS proved it within the limit: then it is the real optimum
-        assert sol == optimal.solve(model, budget) or sol.recompute_flops == optimal.solve(model, budget).recompute_flops
+    budget = model.saved_bytes(model.names) // 3
+    best = optimal.solve(model, budget)
+    assert best.optimal
+    for limit in (1e-4, 0.05, 0.3):
+        sol = optimal.solve(model, budget, time_limit=limit)
+        if sol.status == "bound":
+            assert "bound" in sol.describe() and "optimal" not in sol.describe()
+            assert sol.bound is not None and sol.bound <= best.recompute_flops + 1e-6 <= sol.recompute_flops + 1e-6
+            assert sol.saved_bytes <= budget
+        elif sol.status == "timeout":
+            assert not sol.saved and "timeout" in sol.describe()
+        else:  # proven within the limit: then it is the optimum
+            assert sol.optimal and sol.recompute_flops == best.recompute_flops
 
 
 # --- the memory table's gaps and the sweep's frontier ------------------------------------------------
@@ -336,3 +343,10 @@ def test_sweep_shows_every_torch_point_against_the_frontier(small_traces, artifa
     assert path.stat().st_size > 10_000
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "optimal frontier (MILP)" in labels and "torch min_cut" in labels
+
+
+def test_partitioner_time_limit_is_passed_to_highs():
+    fn = fxviz.partitioner("optimal:0.5", time_limit=5)
+    assert fn.time_limit == 5.0
+    with pytest.raises(fxviz.StrategyError, match="time_limit"):
+        fxviz.partitioner("min_cut", time_limit=5)

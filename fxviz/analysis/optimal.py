@@ -331,8 +331,11 @@ class Solution:
         """One line a person reads."""
         if self.status == "infeasible":
             return f"infeasible: no partition saves at most {format_bytes(self.budget_bytes)} of activations"
-        head = "optimal" if self.optimal else (f"bound (time limit; MIP gap {self.mip_gap:.2%}, proven lower bound "
-                                                f"{format_flops(self.bound)})")
+        if self.status == "timeout":
+            return f"timeout: HiGHS found no partition within its time limit ({self.seconds:.1f} s)"
+        gap = "" if self.mip_gap is None else f"MIP gap {self.mip_gap:.2%}, "
+        head = "optimal" if self.optimal else (f"bound (time limit; {gap}proven lower bound "
+                                                f"{format_flops(self.bound) or 'unknown'})")
         return (f"{head}: saves {format_bytes(self.saved_bytes) or '0 B'}, recomputes "
                 f"{format_flops(self.recompute_flops) or '0 FLOP'} ({format_bytes(self.recompute_bytes) or '0 B'} "
                 f"moved); {self.variables} variables, {self.constraints} constraints, {self.seconds:.2f} s")
@@ -430,7 +433,7 @@ def _lexicographic(model: OptimalModel, stages: list[str], caps: list[tuple[dict
         res = _milp(prog.objective(which), prog.integrality, prog.lb, prog.ub, rows, left)
         if res.x is None:
             if depth == 0:
-                return ("infeasible" if res.status == 2 else "bound"), None, None, None
+                return ("infeasible" if res.status == 2 else "timeout"), None, None, None
             break
         x = res.x
         if res.status != 0:  # time limit: the best found, and the bound HiGHS proved
@@ -455,9 +458,9 @@ def _lexicographic(model: OptimalModel, stages: list[str], caps: list[tuple[dict
 def _finish(model: OptimalModel, prog: _Program, status: str, x: np.ndarray | None, objective: str,
             start: float, **extra: Any) -> Solution:
     nvars, ncons = prog.nvars, len(prog.rows) + 1
-    if x is None:
-        return Solution("infeasible", objective, (), (), 0, 0, 0, seconds=time.perf_counter() - start,
-                        variables=nvars, constraints=ncons, **extra)
+    if x is None:  # infeasible, or no partition found before the time limit
+        return Solution(status if status == "timeout" else "infeasible", objective, (), (), 0, 0, 0,
+                        seconds=time.perf_counter() - start, variables=nvars, constraints=ncons, **extra)
     saved, _ = prog.decode(x)
     # what torch's extraction will run again given these saves (zero-cost ties such as views
     # included), evaluated on the full graph
@@ -548,6 +551,9 @@ class OptimalPartitioner:
             budget = int(math.floor(float(self.budget or 0.0) * reference))
         solution = solve(model, budget, self.time_limit, reference_bytes=reference)
         self.solution = solution
+        if solution.status == "timeout":
+            raise TimeoutError(f"the optimal partition: {solution.describe()}; raise time_limit "
+                               f"(fxviz.partitioner(spec, time_limit=...)) or use a torch strategy")
         if solution.status == "infeasible":
             least = solve_min_bytes(model, int(model.flops.sum()) + 1, self.time_limit)
             pinned = [n for n in least.saved if n in model.storage_of and model.storage_of[n] >= 0

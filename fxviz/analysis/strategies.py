@@ -294,12 +294,18 @@ def forms_text() -> str:
     return ", ".join(f for k in KINDS.values() for f in k.forms)
 
 
-def partitioner(spec: StrategyLike) -> PartitionFn:
+def partitioner(spec: StrategyLike, time_limit: float | None = None) -> PartitionFn:
     """A function with a torch partitioner's signature for ``spec``, usable as ``partition_fn``
     in ``aot_function`` / ``aot_autograd``: ``fxviz.partitioner("optimal:0.5")``.  Strategies that
-    measure a model (``eager``) have none."""
+    measure a model (``eager``) have none.  ``time_limit``: seconds per MILP solve (``optimal``;
+    default 30)."""
     s = Strategy.parse(spec)
     if s.spec.partitioner is None:
         raise StrategyError(f"strategy {s.name!r} measures a model; it is not a partitioner",
                             "use default, min_cut, budget:B, recompute_all or optimal:B")
-    return s.spec.partitioner(s)
+    fn = s.spec.partitioner(s)
+    if time_limit is not None:
+        if s.kind != "optimal":
+            raise StrategyError(f"time_limit applies to optimal:B, not to {s.name!r}", "drop time_limit")
+        fn.time_limit = float(time_limit)  # type: ignore[attr-defined]
+    return fn
