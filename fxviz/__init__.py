@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import examples
 from .errors import FxvizError, InputError, NoFloatingOutputError, RenderError, StrategyError, TraceError
+from .analysis.strategies import partitioner
 from .trace import Trace, trace
 from .html_report import report
 from .widgets import explore
@@ -17,6 +18,7 @@ __all__ = [
     "Trace",
     "explore",
     "report",
+    "partitioner",
     "examples",
     "FxvizError",
     "InputError",

@@ -67,6 +67,12 @@ __all__ = [
     "storage_key",
     "OpRecorder",
     "StorageProbe",
+    "is_random",
+    "is_tangent",
+    "must_be_in_forward",
+    "must_be_in_backward",
+    "is_collective",
+    "cse_like_min_cut",
 ]
 
 SUPPORTED_TORCH = ">=2.9,<2.15"
@@ -79,6 +85,11 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch._functorch.partitioners.min_cut_rematerialization_partition",
     "torch._functorch.partitioners._size_of",
     "torch._functorch.partitioners._extract_fwd_bwd_modules",
+    "torch._functorch.partitioners._is_tangent",
+    "torch._functorch.partitioners._must_be_in_forward",
+    "torch._functorch.partitioners._must_be_in_backward",
+    "torch._functorch.compile_utils.fx_graph_cse",
+    "torch._functorch.config.cse",
     "torch._functorch.config.activation_memory_budget",
     "torch._functorch.config.activation_memory_budget_solver",
     "torch._functorch._aot_autograd.descriptors.PlainAOTInput",
@@ -257,6 +268,41 @@ def is_random(node: fx.Node) -> bool:
 def _is_random(node: fx.Node) -> bool:
     tags = getattr(node.target, "tags", ())
     return torch.Tag.nondeterministic_seeded in tags
+
+
+def is_tangent(node: fx.Node) -> bool:
+    """A joint-graph placeholder that is an incoming gradient (torch's own test: its name)."""
+    return bool(_partitioners._is_tangent(node))
+
+
+def must_be_in_forward(node: fx.Node) -> bool:
+    """torch's extraction refuses to put this node in the backward (a mutation of the forward,
+    or tagged ``must_be_in_forward``): it can never be recomputed."""
+    return bool(_partitioners._must_be_in_forward(node))
+
+
+def must_be_in_backward(node: fx.Node) -> bool:
+    """torch's extraction puts this node only in the backward (tagged, or a backward mutation)."""
+    return bool(_partitioners._must_be_in_backward(node))
+
+
+def is_collective(node: fx.Node) -> bool:
+    """A functional collective (``_c10d_functional``): torch never recomputes one, not even under
+    an activation-memory budget (``ban_recomputation_if_allowed``)."""
+    target = node.target
+    return isinstance(target, torch._ops.OpOverload) and target.namespace == "_c10d_functional"
+
+
+def cse_like_min_cut(joint: fx.GraphModule) -> None:
+    """What min-cut does to the joint graph before it partitions (in place): drop dead code and,
+    when ``torch._functorch.config.cse`` is on (the default), merge common subexpressions (two
+    layers' identical causal masks become one), so a partition built from the result is compared
+    with min-cut on the same graph."""
+    from torch._functorch.compile_utils import fx_graph_cse
+
+    joint.graph.eliminate_dead_code()
+    if functorch_config.cse:
+        joint.graph = fx_graph_cse(joint.graph)
 
 
 def torch_size_of(node: fx.Node) -> int:

@@ -258,7 +258,8 @@ class Trace:
     # --- analysis ---------------------------------------------------------------------------------
     def partition(self, strategy: StrategyLike = "default") -> Partition:
         """Partition the joint graph with ``strategy`` (cached): ``"default"``, ``"min_cut"``,
-        ``"budget:0.3"`` / ``"budget:0.3:greedy"``, ``"eager"``, ``"recompute_all"``, a callable
+        ``"budget:0.3"`` / ``"budget:0.3:greedy"``, ``"eager"``, ``"recompute_all"``,
+        ``"optimal:0.5"`` / ``"optimal:64MiB"`` (the exact MILP optimum), a callable
         with a torch partitioner's signature, or a :class:`~fxviz.analysis.strategies.Strategy`
         (every form: ``fxviz.analysis.strategies.forms_text()``)."""
         from .analysis.partition import partition
@@ -270,7 +271,7 @@ class Trace:
         result: Partition = self._cache[key]
         return result
 
-    def memory_table(self, strategies: Any = None) -> pd.DataFrame:
+    def memory_table(self, strategies: Any = None, gaps: bool | None = None) -> pd.DataFrame:
         """One row per strategy: saved activation / parameter / input bytes (storage-aware),
         recompute FLOPs and bytes, op counts, forward and backward peaks, torch's own estimate.
 
@@ -278,14 +279,18 @@ class Trace:
         default ``default, min_cut, budget:0.5, recompute_all, eager``.  A strategy that fails on
         this graph gives a row with ``error`` set.  The frame keeps exact integers and displays
         styled (MiB/GiB, best value per column marked) in a notebook; ``df.attrs["caption"]`` says
-        which partitioner arguments were passed and how bytes are counted."""
+        which partitioner arguments were passed and how bytes are counted.
+
+        ``gaps``: fill ``gap_to_optimal_flops`` / ``gap_to_optimal_bytes`` (how far each row is from
+        the exact optimum, two MILP solves per row); default: when an ``optimal:B`` strategy is
+        listed."""
         from .analysis.memory import memory_table
         from .render.table import MemoryTable
 
         chosen = parse_list(strategies)
-        key = ("memory_table", None if chosen is None else tuple(chosen))
+        key = ("memory_table", None if chosen is None else tuple(chosen), gaps)
         if key not in self._cache:
-            self._cache[key] = memory_table(self.graph, self.partition, chosen)
+            self._cache[key] = memory_table(self.graph, self.partition, chosen, gaps=gaps)
         df = self._cache[key]
         table = MemoryTable(df.copy())
         table.attrs = dict(df.attrs)
@@ -336,11 +341,15 @@ class Trace:
             "is measured on the whole model.")
         return out
 
-    def memory_sweep(self, budgets: Any = None, solver: str = "dp", progress: bool | None = None) -> pd.DataFrame:
+    def memory_sweep(self, budgets: Any = None, solver: Any = "dp", progress: bool | None = None,
+                     optimal: bool = False) -> pd.DataFrame:
         """The memory / recompute trade-off: min-cut under ``activation_memory_budget`` for each
-        of ``budgets`` (default 0, 0.1, ..., 1) with ``solver`` (``dp``, ``greedy``, ``ilp``).
-        Budgets giving identical partitions share one row.  ``progress``: a tqdm bar (default: on
-        for more than five budgets).  ``.pareto_plot()`` on the result draws the trade-off."""
+        of ``budgets`` (default 0, 0.1, ..., 1) with ``solver`` (``dp``, ``greedy``, ``ilp``, or a
+        list of them).  Budgets giving identical partitions share one row.  ``optimal=True`` adds
+        the exact optimum at each budget (``optimal:B``, an MILP) and torch's ``default`` and
+        ``min_cut`` points: the frontier and how far each torch strategy is from it.
+        ``progress``: a tqdm bar (default: on for more than five budgets).  ``.pareto_plot()`` on
+        the result draws the trade-off."""
         from .analysis.sweep import DEFAULT_BUDGETS, memory_sweep
         from .render.plots import MemorySweep
 
@@ -352,7 +361,7 @@ class Trace:
             def wrap(items: Any) -> Any:
                 return tqdm(items, desc=f"budget sweep ({solver})", unit="budget", leave=False)
 
-        df = memory_sweep(self.graph, self.partition, chosen, solver=solver, progress=wrap)
+        df = memory_sweep(self.graph, self.partition, chosen, solver=solver, progress=wrap, optimal=optimal)
         sweep = MemorySweep(df)
         sweep.attrs = dict(df.attrs)
         return sweep

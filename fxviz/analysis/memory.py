@@ -40,6 +40,7 @@ __all__ = [
     "graph_flops",
     "memory_row",
     "memory_table",
+    "gaps_to_optimal",
     "caption",
     "checkpoint_summary",
 ]
@@ -48,7 +49,7 @@ COLUMNS: list[str] = [
     "strategy", "saved_tensors", "saved_symints", "saved_storages", "saved_activation_bytes", "saved_param_bytes",
     "saved_input_bytes", "recomputed_ops", "recomputed_random_ops", "recompute_flops", "recompute_bytes",
     "forward_ops", "backward_ops", "forward_flops", "forward_peak_bytes", "backward_peak_bytes",
-    "resident_bytes", "torch_estimate_bytes", "seconds", "error",
+    "resident_bytes", "torch_estimate_bytes", "gap_to_optimal_flops", "gap_to_optimal_bytes", "seconds", "error",
 ]
 _INT_COLUMNS = [c for c in COLUMNS if c not in ("strategy", "seconds", "error")]
 
@@ -509,10 +510,15 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partition],
-                 strategies: Iterable[Any] | None = None) -> pd.DataFrame:
+                 strategies: Iterable[Any] | None = None, gaps: bool | None = None) -> pd.DataFrame:
     """One row per strategy.  ``get_partition(strategy)`` is ``Trace.partition`` (cached there).
     A strategy that fails on this graph gives a row with ``error`` set; a malformed strategy
-    raises ``StrategyError``.  ``df.attrs["caption"]`` says how the partitioners were called."""
+    raises ``StrategyError``.  ``df.attrs["caption"]`` says how the partitioners were called.
+
+    ``gaps``: fill ``gap_to_optimal_flops`` (extra recompute FLOPs over the exact optimum at the
+    row's saved activation bytes) and ``gap_to_optimal_bytes`` (extra saved bytes over the optimum
+    at the row's recompute FLOPs), two MILP solves per row; default: when an ``optimal`` strategy
+    is among ``strategies`` (the default table stays fast)."""
     chosen = list(OFFERED) if strategies is None else parse_list(list(strategies)) or []
     rows, notes = [], []
     for s in chosen:
@@ -531,6 +537,41 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partitio
         notes.insert(0, "recomputed_random_ops: random ops the backward runs again, drawing afresh unless torch "
                         "functionalizes the RNG (so the backward's mask is not the forward's): "
                         + ", ".join(redraws) + ".")
+    if gaps or (gaps is None and any(s.kind == "optimal" for s in chosen)):
+        notes += gaps_to_optimal(graph, rows)
     df = _frame(rows)
     df.attrs["caption"] = caption(graph, has_symbolic_sizes(graph.gm), notes)
     return df
+
+
+def gaps_to_optimal(graph: JointGraph, rows: list[dict[str, Any]]) -> list[str]:
+    """Fill the two ``gap_to_optimal`` columns of ``rows`` in place; returns the caption's notes.
+    Rows that are measured (eager) or redraw random values are not partitions of the same
+    program the optimum is computed for: their gaps stay empty, and the note says why."""
+    from .optimal import model_of_joint, solve, solve_min_bytes
+
+    model = model_of_joint(graph.gm, graph.num_fwd_outputs)
+    skipped, bounds = [], []
+    for r in rows:
+        if r.get("error") is not None or r.get("saved_activation_bytes") is None:
+            continue
+        if r["backward_ops"] is None or r.get("recomputed_random_ops"):  # measured (eager) or redrawing
+            skipped.append(r["strategy"])
+            continue
+        b, f = int(r["saved_activation_bytes"]), int(r["recompute_flops"])
+        at_bytes, at_flops = solve(model, b), solve_min_bytes(model, f)
+        if at_bytes.status == "optimal":
+            r["gap_to_optimal_flops"] = f - at_bytes.recompute_flops
+        if at_flops.status == "optimal":
+            r["gap_to_optimal_bytes"] = b - at_flops.saved_bytes
+        if not (at_bytes.optimal and at_flops.optimal):
+            bounds.append(r["strategy"])
+    notes = ["gap_to_optimal_flops: recompute FLOPs above the exact optimum (MILP, HiGHS) at the row's saved "
+             "activation bytes; gap_to_optimal_bytes: saved activation bytes above the optimum at the row's "
+             "recompute FLOPs, bytes moved not held equal (0: the row is on the optimal frontier)."]
+    if skipped:
+        notes.append("No gap for " + ", ".join(skipped) + ": measured on the model, or redrawing random values "
+                     "in the backward, so not a partition of the same program.")
+    if bounds:
+        notes.append("Solver time limit reached for " + ", ".join(bounds) + ": those gaps are left empty.")
+    return notes

@@ -51,6 +51,7 @@ class Partition:
     unmapped: list[str] = field(default_factory=list)  # saved values with no joint node (eager)
     recomputed_random: set[str] = field(default_factory=set)  # random ops the backward redraws
     measurement: EagerMeasurement | None = None  # the eager reference: measured, no graphs
+    solution: Any = None  # what an optimizing partitioner reports (optimal: an optimal.Solution)
 
     @property
     def ok(self) -> bool:
@@ -150,5 +151,8 @@ def partition(graph: JointGraph, strategy: StrategyLike = "default", capture: Ca
         raise
     except Exception as exc:  # a solver needing a missing package, a partitioner bug, ...
         return Partition(strategy=s, forward=None, backward=None, caller=graph.partitioner_caller,
-                         error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
-    return from_graphs(graph, s, fwd, bwd, time.perf_counter() - start)
+                         error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+                         solution=getattr(fn, "solution", None))
+    p = from_graphs(graph, s, fwd, bwd, time.perf_counter() - start)
+    p.solution = getattr(fn, "solution", None)
+    return p

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
 
 from .. import _torch
 from ..errors import StrategyError
+from ..units import exact_size, format_bytes, parse_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..capture import Capture, JointGraph
@@ -34,6 +35,7 @@ __all__ = [
     "parse",
     "parse_list",
     "forms_text",
+    "partitioner",
 ]
 
 SOLVERS: tuple[str, ...] = ("dp", "greedy", "ilp")
@@ -48,14 +50,16 @@ class Strategy:
     """One way to partition a joint graph, parsed.  Equal strategies have equal ``name``s.
 
     ``kind``: a key of ``KINDS``.  ``budget``: the fraction of min-cut's saved activation bytes
-    (``budget`` kind).  ``solver``: the knapsack solver.  ``fn``: the user's partitioner
-    (``callable`` kind; compared by identity).
+    (``budget`` and ``optimal`` kinds).  ``budget_bytes``: an absolute byte budget (``optimal``
+    kind, instead of ``budget``).  ``solver``: the knapsack solver.  ``fn``: the user's
+    partitioner (``callable`` kind; compared by identity).
     """
 
     kind: str
     budget: float | None = None
     solver: str | None = None
     fn: PartitionFn | None = field(default=None, repr=False)
+    budget_bytes: int | None = None
 
     @classmethod
     def parse(cls, spec: "StrategyLike") -> "Strategy":
@@ -82,6 +86,8 @@ class Strategy:
         """The canonical name: cache keys, table rows, SVG view keys, the report's data."""
         if self.kind == "budget":
             return f"budget:{self.budget:g}:{self.solver}"
+        if self.kind == "optimal":
+            return f"optimal:{self.budget:g}" if self.budget_bytes is None else f"optimal:{exact_size(self.budget_bytes)}"
         if self.kind == "callable":
             return f"callable:{getattr(self.fn, '__qualname__', repr(self.fn))}"
         return self.kind
@@ -91,6 +97,10 @@ class Strategy:
         """What a person reads: the name and what it means."""
         if self.kind == "budget":
             return f"budget {self.budget:g} ({self.solver} solver)"
+        if self.kind == "optimal":
+            where = (f"{self.budget:g} of min-cut's activations" if self.budget_bytes is None
+                     else f"{format_bytes(self.budget_bytes) or '0 B'} of activations")
+            return f"optimal at {where} (exact MILP)"
         return KINDS[self.kind].label or self.name
 
     @property
@@ -141,6 +151,32 @@ def _budget_args(args: list[str], spec: str) -> Strategy:
     if solver not in SOLVERS:
         raise StrategyError(f"unknown solver {solver!r} in strategy {spec!r}", f"use one of {', '.join(SOLVERS)}")
     return Strategy("budget", budget=budget, solver=solver)
+
+
+def _optimal_args(args: list[str], spec: str) -> Strategy:
+    forms = "write optimal:B with 0 <= B <= 1 (a fraction of min-cut's activation memory) or a size, " \
+            "e.g. optimal:0.5, optimal:64MiB, optimal:1048576B"
+    if not args or not args[0]:
+        raise StrategyError(f"strategy {spec!r} needs a budget", forms)
+    if len(args) > 1:
+        raise StrategyError(f"too many ':' in strategy {spec!r}", forms)
+    size = parse_size(args[0])
+    if size is not None:
+        return Strategy("optimal", budget_bytes=size)
+    if not _NUMBER.match(args[0]):
+        raise StrategyError(f"budget {args[0]!r} in strategy {spec!r} is neither a fraction nor a size", forms)
+    budget = float(args[0])
+    if not 0.0 <= budget <= 1.0:
+        raise StrategyError(f"budget {budget:g} is outside 0..1 in strategy {spec!r}",
+                            "a fraction of min-cut's activation memory is 0 <= B <= 1; "
+                            "for bytes add a unit: optimal:64MiB")
+    return Strategy("optimal", budget=budget)
+
+
+def _optimal_partitioner(s: Strategy) -> PartitionFn:
+    from .optimal import OptimalPartitioner
+
+    return OptimalPartitioner(budget=s.budget, budget_bytes=s.budget_bytes)
 
 
 def _torch_partitioner(fn: PartitionFn) -> Callable[[Strategy], PartitionFn]:
@@ -217,6 +253,10 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "save only graph inputs (and random ops' outputs); recompute every other forward op",
          "recompute_all (save graph inputs only)", "recompute all", _no_args("recompute_all"),
          partitioner=_recompute_all),
+    Kind("optimal", ("optimal:B", "optimal:64MiB"),
+         "the exact optimum (MILP, HiGHS): least recompute FLOPs with saved activations <= B of min-cut's, "
+         "or <= a size",
+         "optimal", "optimal (MILP)", _optimal_args, partitioner=_optimal_partitioner),
     Kind("eager", ("eager",), "what eager autograd saves for the same model and inputs (measured)",
          "eager autograd (measured with saved_tensors_hooks)", "eager autograd", _no_args("eager"),
          measure=_measure_eager,
@@ -252,3 +292,20 @@ def parse_list(specs: str | Sequence[StrategyLike] | None) -> list[Strategy] | N
 def forms_text() -> str:
     """Every form a strategy can be written in, for help texts and errors."""
     return ", ".join(f for k in KINDS.values() for f in k.forms)
+
+
+def partitioner(spec: StrategyLike, time_limit: float | None = None) -> PartitionFn:
+    """A function with a torch partitioner's signature for ``spec``, usable as ``partition_fn``
+    in ``aot_function`` / ``aot_autograd``: ``fxviz.partitioner("optimal:0.5")``.  Strategies that
+    measure a model (``eager``) have none.  ``time_limit``: seconds per MILP solve (``optimal``;
+    default 30)."""
+    s = Strategy.parse(spec)
+    if s.spec.partitioner is None:
+        raise StrategyError(f"strategy {s.name!r} measures a model; it is not a partitioner",
+                            "use default, min_cut, budget:B, recompute_all or optimal:B")
+    fn = s.spec.partitioner(s)
+    if time_limit is not None:
+        if s.kind != "optimal":
+            raise StrategyError(f"time_limit applies to optimal:B, not to {s.name!r}", "drop time_limit")
+        fn.time_limit = float(time_limit)  # type: ignore[attr-defined]
+    return fn
