@@ -249,4 +249,4 @@ def get_example(name: str, **kwargs: object) -> Example:
         factory = EXAMPLES[name]
     except KeyError:
         raise ModelSpecError(f"no built-in example named {name!r}; known: {', '.join(EXAMPLES)}") from None
-    return factory(**kwargs)  # type: ignore[arg-type]
+    return factory(**kwargs)

@@ -166,7 +166,7 @@ def _rebuild(gm: fx.GraphModule, to_joint: dict[str, str], names: dict[str, tupl
         else:
             args = fx.map_arg(n.args, lambda a: env[a])
             kwargs = fx.map_arg(n.kwargs, lambda a: env[a])
-            env[n] = new.create_node(n.op, n.target, args, kwargs, name=want)  # type: ignore[arg-type]
+            env[n] = new.create_node(n.op, n.target, args, kwargs, name=want)
     rebuilt = fx.GraphModule(gm, new)
     return rebuilt, inputs, outputs
 
