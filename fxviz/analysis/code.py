@@ -179,6 +179,7 @@ def graph_code(graph: JointGraph, part: str, partition: Partition | None, title:
     names = real_names(graph)
     saved: set[str] = set()
     strategy = None
+    gm: fx.GraphModule | None
     if part == "joint":
         gm, to_joint = graph.gm, {}
         what = "joint forward+backward graph (as the partitioner receives it)"

@@ -66,13 +66,13 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
         row = memory_row(graph, p).values
         groups[sig] = {**{c: row.get(c) for c in SWEEP_COLUMNS}, "budget": b, "budgets": [b], "solver": solver}
     rows = sorted(groups.values(), key=lambda r: r["budget"])
-    previous = None
+    previous: dict[str, Any] | None = None
     non_monotone = []
     for r in rows:
         r["monotone"] = None
         if r["error"] is None:
             r["monotone"] = previous is None or r["saved_activation_bytes"] >= previous["saved_activation_bytes"]
-            if not r["monotone"]:
+            if previous is not None and not r["monotone"]:
                 non_monotone.append(f"budget {previous['budget']:g} -> {r['budget']:g}: saved activations "
                                     f"{previous['saved_activation_bytes']} -> {r['saved_activation_bytes']} bytes")
             previous = r
