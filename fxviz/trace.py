@@ -185,9 +185,9 @@ class Trace:
         for name, p in model.named_parameters():
             nodes = by_name.get(name, [])
             role = "—"
-            for info in (self.graph.info.get(n) for n in nodes):
-                if info is not None:
-                    role = info.role
+            for found in (self.graph.info.get(n) for n in nodes):
+                if found is not None:
+                    role = found.role
                     break
             else:
                 if nodes:
