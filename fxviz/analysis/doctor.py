@@ -60,7 +60,8 @@ _CAUSE_WORDS = {
     "zero_derivative": ("goes through an op whose derivative is zero everywhere",
                         "use a straight-through estimator (x + (round(x) - x).detach()) if the rounding is intended"),
     "overwrite": ("is overwritten in place before the loss reads it",
-                  "write into a new tensor (torch.where, out = x.clone()) instead of overwriting the parameter's result"),
+                  "write into a new tensor (torch.where, out = x.clone()) instead of overwriting the parameter's "
+                  "result"),
     "shape_only": ("is used only for its shape", "use the value itself if it should influence the loss"),
     "ignored_output": ("reaches an output that the loss ignores",
                        "include that output in the loss (or pass loss_fn=...), or drop the unused module"),
@@ -555,7 +556,8 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
             what = f"parameter {other}" if is_param else f"constant {labels.get(other, other)}"
             findings.append(Finding(
                 "duplicate_data", "warning", other if is_param else None, (node,) if is_param else (node, other),
-                f"{labels.get(node, node)} holds the same data as {what} ({how}) in a separate copy: {format_bytes(_nbytes(t))} "
+                f"{labels.get(node, node)} holds the same data as {what} ({how}) in a separate copy: "
+                f"{format_bytes(_nbytes(t))} "
                 "duplicated" + (", and the copy neither follows the parameter's updates nor gives it a gradient"
                                if is_param else "") + ".",
                 "compute it from the parameter inside forward (e.g. self.fc.weight.t()) instead of keeping a copy",

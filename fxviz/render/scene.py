@@ -136,7 +136,7 @@ def _edges(nodes: Sequence[fx.Node], ids: dict[str, str]) -> list[tuple[str, str
 
 
 def _users(nodes: Sequence[fx.Node], ids: dict[str, str]) -> dict[str, list[str]]:
-    return {ids[n.name]: [ids[u.name] if u.name in ids else "output" for u in n.users] for n in nodes
+    return {ids[n.name]: [ids.get(u.name, "output") for u in n.users] for n in nodes
             if n.name in ids}
 
 
