@@ -161,6 +161,7 @@ def _make_reducer(out: Any, loss_fn: Callable | None) -> tuple[Callable[[Any], t
             if _differentiable(v):
                 part = _as_loss_part(v)
                 total = part if total is None else total + part
+        assert total is not None, "the output has a floating tensor (checked when the loss was chosen)"
         return total
 
     return reduce, desc

@@ -268,7 +268,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
 class _OneLineParser(argparse.ArgumentParser):
     """argparse prints usage plus the error; fxviz's promise is one line on stderr."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         print(f"{self.prog}: error: {' '.join(message.split())} (hint: run '{self.prog} --help')", file=sys.stderr)
         raise SystemExit(2)
 

@@ -209,7 +209,7 @@ def classify_nodes(
 
     for n in nodes:
         shape, dtype, nbytes = tensor_facts(_torch.meta_val(n))
-        qual: str | None = None
+        qual = None
         module: str | None = None
         if n.op == "placeholder":
             role, qual = placeholder_role[n.name]

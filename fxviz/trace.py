@@ -17,8 +17,15 @@ from .capture import Capture, JointGraph, capture
 from .roles import ROLES
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch.nn as nn
+
+    from .analysis.code import GraphCode
     from .analysis.partition import Partition
+    from .analysis.pieces import PieceSummary
+    from .render.doctor_view import DoctorReport
     from .render.drawing import Drawing
+    from .render.plots import MemorySweep
+    from .render.table import MemoryTable
 
 __all__ = ["Trace", "trace"]
 
@@ -99,7 +106,7 @@ class Trace:
                              "this model is one graph: leave piece out")
         return pieces[index]
 
-    def overview(self, strategy: Any = "default") -> Any:
+    def overview(self, strategy: Any = "default") -> Drawing:
         """The whole model as boxes, one per piece (graph), in execution order: edges follow
         execution, a graph dynamo ran for several modules has a double border and numbered runs,
         code that ran outside every graph is a dashed box.  Returns a ``Drawing``."""
@@ -112,7 +119,7 @@ class Trace:
                                              name=self.title)
         return root._cache[key]
 
-    def piece_summaries(self, strategy: Any = "default") -> list[Any]:
+    def piece_summaries(self, strategy: Any = "default") -> list[PieceSummary]:
         """One ``PieceSummary`` per piece: label, node and op counts, saved activation bytes under
         ``strategy`` (one run), how often its graph ran and for which modules."""
         from .analysis.pieces import piece_summaries
@@ -133,7 +140,7 @@ class Trace:
         return list(self.capture.graph_breaks)
 
     @property
-    def model(self) -> Any:
+    def model(self) -> nn.Module | None:
         return self.capture.model
 
     @property
@@ -193,9 +200,9 @@ class Trace:
         for name, p in model.named_parameters():
             nodes = by_name.get(name, [])
             role = "—"
-            for info in (self.graph.info.get(n) for n in nodes):
-                if info is not None:
-                    role = info.role
+            for found in (self.graph.info.get(n) for n in nodes):
+                if found is not None:
+                    role = found.role
                     break
             else:
                 if nodes:
@@ -271,7 +278,7 @@ class Trace:
         result: Partition = self._cache[key]
         return result
 
-    def memory_table(self, strategies: Any = None, gaps: bool | None = None) -> pd.DataFrame:
+    def memory_table(self, strategies: Any = None, gaps: bool | None = None) -> MemoryTable:
         """One row per strategy: saved activation / parameter / input bytes (storage-aware),
         recompute FLOPs and bytes, op counts, forward and backward peaks, torch's own estimate.
 
@@ -342,7 +349,7 @@ class Trace:
         return out
 
     def memory_sweep(self, budgets: Any = None, solver: Any = "dp", progress: bool | None = None,
-                     optimal: bool = False) -> pd.DataFrame:
+                     optimal: bool = False) -> MemorySweep:
         """The memory / recompute trade-off: min-cut under ``activation_memory_budget`` for each
         of ``budgets`` (default 0, 0.1, ..., 1) with ``solver`` (``dp``, ``greedy``, ``ilp``, or a
         list of them).  Budgets giving identical partitions share one row.  ``optimal=True`` adds
@@ -369,7 +376,7 @@ class Trace:
     # --- drawing ---------------------------------------------------------------------------------
     def draw(self, view: str = "joint", strategy: Any = None, compare: Any = None, group: str | None = None,
              depth: int | None = None, highlight: Any = None, *, piece: int | None = None,
-             node_limit: int | None = None, timeout: float | None = None) -> Any:
+             node_limit: int | None = None, timeout: float | None = None) -> Drawing:
         """Draw the graph: nodes colored by role, with a legend; returns a ``Drawing`` that shows
         itself in Jupyter and has ``.save('g.svg' | 'g.png' | 'g.dot')`` and ``.source``.
 
@@ -418,7 +425,7 @@ class Trace:
 
         return check_gradients(self.capture, rtol=rtol, atol=atol)
 
-    def doctor(self, strategy: Any = "default") -> Any:
+    def doctor(self, strategy: Any = "default") -> DoctorReport:
         """Why parameters get no gradient, across every graph of the trace (all ``pieces``): each
         finding names the parameter, the joint-graph node where the path is cut, why, and the fix.
         ``strategy``: the partition whose backward graphs are checked for dropped gradients.
@@ -434,7 +441,7 @@ class Trace:
             root._cache[key] = DoctorReport(diagnose(self.capture, parts))
         return root._cache[key]
 
-    def code(self, part: str = "backward", strategy: Any = "default") -> Any:
+    def code(self, part: str = "backward", strategy: Any = "default") -> GraphCode:
         """The ``forward`` or ``backward`` graph of a partition (or the ``joint`` graph) as Python
         whose inputs and outputs carry real names (``features_0_weight``,
         ``grad_features_0_weight``, ``tangent_loss``); saved values keep their joint-graph names.

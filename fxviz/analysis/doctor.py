@@ -10,7 +10,7 @@ per-parameter table.  Rendering lives in ``fxviz.render.doctor_view``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, TypeGuard
 
 import pandas as pd
 import torch
@@ -60,7 +60,8 @@ _CAUSE_WORDS = {
     "zero_derivative": ("goes through an op whose derivative is zero everywhere",
                         "use a straight-through estimator (x + (round(x) - x).detach()) if the rounding is intended"),
     "overwrite": ("is overwritten in place before the loss reads it",
-                  "write into a new tensor (torch.where, out = x.clone()) instead of overwriting the parameter's result"),
+                  "write into a new tensor (torch.where, out = x.clone()) instead of overwriting the parameter's "
+                  "result"),
     "shape_only": ("is used only for its shape", "use the value itself if it should influence the loss"),
     "ignored_output": ("reaches an output that the loss ignores",
                        "include that output in the loss (or pass loss_fn=...), or drop the unused module"),
@@ -152,9 +153,9 @@ def _collect(cap: Capture) -> dict[str, _Param]:
     for g in cap.graphs:
         for n, info in g.info.items():
             if info.qualname in params and info.role in ("parameter", "constant"):
-                p = params[info.qualname]
-                p.nodes.setdefault(g.index, []).append(n)
-                p.role = "constant" if info.role == "constant" or p.role == "constant" else "parameter"
+                entry = params[info.qualname]
+                entry.nodes.setdefault(g.index, []).append(n)
+                entry.role = "constant" if info.role == "constant" or entry.role == "constant" else "parameter"
         dep = tangent_dependent(g) if g.has_backward else set()
         for qual, node, role in _gradient_nodes(g):
             if qual in params and role == "parameter" and node is not None:
@@ -282,12 +283,12 @@ def _no_gradient_finding(p: _Param, cap: Capture, eager: dict[str, EagerPath] | 
                        "remove the parameter (or its module), freeze it (requires_grad_(False)), or use it "
                        "in forward", cause="unused")
     if ep is not None and ep.cuts:
-        c = ep.cuts[0]
-        g, node = _map_eager_cut(cap, p, c.module, c.source)
-        msg = _cut_message(p.name, c.cause, node, None, c.module, c.source, c.source_code, zero)
+        ec = ep.cuts[0]
+        cut_graph, node = _map_eager_cut(cap, p, ec.module, ec.source)
+        msg = _cut_message(p.name, ec.cause, node, None, ec.module, ec.source, ec.source_code, zero)
         return Finding("no_path", "error", p.name, (node,) if node else (), msg,
-                       _CAUSE_WORDS.get(c.cause, _CAUSE_WORDS["other"])[1], cause=c.cause, graph=g,
-                       module=c.module, source=c.source)
+                       _CAUSE_WORDS.get(ec.cause, _CAUSE_WORDS["other"])[1], cause=ec.cause, graph=cut_graph,
+                       module=ec.module, source=ec.source)
     if ep is not None and ep.used and not ep.reaches_loss:
         msg = _cut_message(p.name, "ignored_output", None, None, ep.last_module, ep.last_source,
                            ep.last_source_code, zero)
@@ -419,7 +420,7 @@ def _lost_by_partitioner(graph: JointGraph, part: Partition) -> list[Finding]:
 
 
 # --- constants that hold the same data ------------------------------------------------------------
-def _real(t: Any) -> bool:
+def _real(t: Any) -> TypeGuard[torch.Tensor]:
     return isinstance(t, torch.Tensor) and not _torch.is_fake(t) and t.device.type != "meta"
 
 
@@ -512,9 +513,9 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
                 qual = g.info[n.name].qualname
                 labels[n.name] = f"{qual} ({n.name})" if qual and qual != n.name and n.op == "placeholder" else n.name
     views: dict[int, list[tuple[int, str, int]]] = {}
-    for g, saved, const, nbytes in _saved_views(cap, parts):
-        if (g, const) in storage_of:
-            views.setdefault(storage_of[(g, const)], []).append((g, saved, nbytes))
+    for gi, saved_node, const, nbytes in _saved_views(cap, parts):
+        if (gi, const) in storage_of:
+            views.setdefault(storage_of[(gi, const)], []).append((gi, saved_node, nbytes))
     findings = []
     many = len(cap.graphs) > 1
     for key, items in held.items():
@@ -544,7 +545,7 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
     for i, k in enumerate(keys):
         if k in param_of:
             continue
-        g, node, t = held[k][0]
+        gi, node, t = held[k][0]
         others: list[tuple[str, torch.Tensor, bool]] = [(n, p, True) for n, p in params
                                                          if p.untyped_storage().data_ptr() != k]
         others += [(held[k2][0][1], held[k2][0][2], False) for k2 in keys[i + 1:] if k2 not in param_of]
@@ -555,11 +556,12 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
             what = f"parameter {other}" if is_param else f"constant {labels.get(other, other)}"
             findings.append(Finding(
                 "duplicate_data", "warning", other if is_param else None, (node,) if is_param else (node, other),
-                f"{labels.get(node, node)} holds the same data as {what} ({how}) in a separate copy: {format_bytes(_nbytes(t))} "
+                f"{labels.get(node, node)} holds the same data as {what} ({how}) in a separate copy: "
+                f"{format_bytes(_nbytes(t))} "
                 "duplicated" + (", and the copy neither follows the parameter's updates nor gives it a gradient"
                                if is_param else "") + ".",
                 "compute it from the parameter inside forward (e.g. self.fc.weight.t()) instead of keeping a copy",
-                cause=how, graph=g, bytes=_nbytes(t)))
+                cause=how, graph=gi, bytes=_nbytes(t)))
             break
     return findings
 

@@ -56,7 +56,7 @@ _SAME_OP = {
 def _op_name(func: Any) -> str:
     """``aten.relu_.default`` -> ``relu`` (in-place ops match their functional twin)."""
     packet = getattr(func, "overloadpacket", None)
-    name = getattr(packet, "__name__", None) or getattr(func, "__name__", str(func))
+    name = getattr(packet, "__name__", "") or getattr(func, "__name__", str(func))
     name = name[:-1] if name.endswith("_") and not name.endswith("__") else name
     return _SAME_OP.get(name, name)
 
@@ -207,7 +207,9 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
             if model is not None:
                 out = torch.func.functional_call(model, state, tuple(inputs))
             else:
+                assert cap.fn is not None  # a capture without a model was made from its function
                 out = cap.fn(*inputs)
+            assert cap.reduce is not None
             loss = cap.reduce(out)
         # what else eager holds for the backward: torch.utils.checkpoint keeps its regions'
         # inputs and a selective-checkpoint policy's saved outputs in its own cache, which

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, Iterable
 
 import torch
@@ -249,7 +250,7 @@ def _user_frame() -> tuple[str | None, str | None]:
     """('file.py:12', code) of the innermost frame outside torch and fxviz's own machinery."""
     import linecache
 
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         fname = frame.f_code.co_filename
         inside_torch = fname.startswith(_TORCH_DIR)
@@ -345,6 +346,7 @@ def eager_paths(cap: Capture, names: list[str]) -> dict[str, EagerPath]:
     result = {n: EagerPath(n) for n in names}
     if model is None or not names:
         return result
+    assert cap.fn is not None and cap.reduce is not None  # set whenever the model is
     params = dict(model.named_parameters())
     tracked = {id(params[n]): n for n in names if n in params}
     paths = {id(m): p for p, m in model.named_modules()}
@@ -388,7 +390,7 @@ def _reachable_leaves(loss: Any) -> set[int]:
         return set()
     seen: set[Any] = set()
     leaves: set[int] = set()
-    todo = [loss.grad_fn]
+    todo: list[torch.autograd.graph.Node | None] = [loss.grad_fn]
     while todo:
         fn = todo.pop()
         if fn is None or fn in seen:

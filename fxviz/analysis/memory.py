@@ -327,6 +327,7 @@ def node_flops(node: fx.Node) -> int:
     args = fx.node.map_arg(node.args, lambda a: _meta(_torch.meta_val(a)))
     kwargs = fx.node.map_arg(node.kwargs, lambda a: _meta(_torch.meta_val(a)))
     counter = FlopCounterMode(display=False)
+    assert callable(node.target)  # a call_function node
     with counter:
         node.target(*args, **kwargs)
     flops = int(counter.get_total_flops())
@@ -419,7 +420,7 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
     resident = {k: storages.nbytes(k) for k in storage_owners(graph, storages)}
     measurement = p.measurement
     if measurement is not None:  # the eager row: measured on real tensors, no graphs to walk
-        values = {c: None for c in COLUMNS}
+        values: dict[str, Any] = {c: None for c in COLUMNS}
         values.update(
             strategy=p.name, saved_tensors=measurement.saved_tensors, saved_storages=measurement.storages,
             saved_activation_bytes=measurement.activation_bytes, saved_param_bytes=measurement.param_bytes,

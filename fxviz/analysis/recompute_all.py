@@ -20,7 +20,8 @@ __all__ = ["recompute_all_partition", "drop_dead_random"]
 
 
 def recompute_all_partition(joint: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int,
-                            static_lifetime_input_indices: list[int] | None = None) -> tuple[fx.GraphModule, fx.GraphModule]:
+                            static_lifetime_input_indices: list[int] | None = None
+                            ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """A partitioner that saves only graph inputs (and random ops' outputs, which must not be
     redrawn) and recomputes every other forward op the backward needs: the floor of activation
     memory.  Built from torch's own extraction helper, so the graphs are as torch would build them.

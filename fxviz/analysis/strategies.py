@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .. import _torch
 from ..errors import StrategyError
@@ -117,7 +117,7 @@ class Strategy:
         return self.name
 
 
-StrategyLike = Union[str, PartitionFn, Strategy]
+StrategyLike = str | PartitionFn | Strategy
 
 
 # --- the registry ----------------------------------------------------------------------------------

@@ -278,7 +278,7 @@ def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
                          penwidth="2" if saved else "1", tooltip=_esc_string(_group_tooltip(grp)),
                          **{"class": "fx-group"})
             else:
-                sub.node(u, **_node_attrs(scene.items[u], scene))  # type: ignore[arg-type]
+                sub.node(u, **_node_attrs(scene.items[u], scene))
 
     def emit_tree(parent: graphviz.Digraph, side: str, prefix: tuple[str, ...]) -> None:
         emit_units(parent, tree.get((side, prefix), []))
@@ -345,7 +345,7 @@ def _emit_edges(g: graphviz.Digraph, scene: Scene, unit_of: dict[str, str], side
             attrs["label"] = f"×{len(pairs)}"
             attrs["fontsize"] = "9"
         tip = ", ".join(f"{p.id} → {c.id}" for p, c in pairs[:6]) + (" ..." if len(pairs) > 6 else "")
-        attrs["tooltip"] = _esc_string(tip)  # type: ignore[assignment]
+        attrs["tooltip"] = _esc_string(tip)
         reverse = scene.two_sides and side_of.get(ua) == "backward" and side_of.get(ub) == "backward"
         if reverse:
             attrs["dir"] = "back"

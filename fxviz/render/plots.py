@@ -75,7 +75,9 @@ def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
         for i, r in ok.iterrows():
             budgets = r["budgets"] if isinstance(r["budgets"], list) else [r["budget"]]
             text = f"{budgets[0]:g}" if len(budgets) == 1 else f"{min(budgets):g}–{max(budgets):g}"
-            ax.annotate(text, (x[i], y[i]), fontsize=8, xytext=(4, 4), textcoords="offset points")
+            # pandas-stubs type iterrows() labels as Hashable, which Series indexing does not accept
+            ax.annotate(text, (x[i], y[i]), fontsize=8, xytext=(4, 4),  # type: ignore[index]
+                        textcoords="offset points")
     ax.set_xlabel(f"saved activation memory ({x_unit}, storage-aware)")
     if cost == "recompute_flops":
         ax.set_ylabel("recompute FLOPs")

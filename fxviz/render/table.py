@@ -128,7 +128,7 @@ class MemoryTable(pd.DataFrame):
         """The pandas ``Styler`` the notebook shows."""
         return style_memory_table(self)
 
-    def _repr_html_(self) -> str:  # type: ignore[override]
+    def _repr_html_(self) -> str:
         return style_memory_table(self).to_html()
 
     def to_text(self, width: int = 100) -> str:

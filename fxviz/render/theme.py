@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..roles import ROLES
 
@@ -192,7 +192,7 @@ def faded(color: str) -> str:
     return color[:7] + FADE_ALPHA
 
 
-def as_dict() -> dict[str, dict[str, dict[str, str]]]:
+def as_dict() -> dict[str, dict[str, Any]]:
     """The palette as plain data (for the HTML report, the widget and JSON)."""
     return {
         "roles": {r: {"color": ROLE_COLORS[r], "label": ROLE_LABELS[r], "description": ROLE_DESCRIPTIONS[r]}

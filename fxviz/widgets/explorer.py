@@ -374,7 +374,7 @@ class Explorer(widgets.VBox):
         """The current graph, the memory table and the legend as script-free HTML."""
         key = self._shown
         r = self._svgs.get(key) if key is not None else None
-        if r is None:
+        if key is None or r is None:
             return "<p>fxviz explorer: run the notebook to see the graph</p>"
         table = self._tables.get(key[:2] + tuple(self._table_strategies()))
         return static_html(r.svg, table, r.partition.name, r.caption,
