@@ -508,7 +508,7 @@ def _inductor_backend(records: list[dict[str, Any]]) -> tuple[Callable, contextl
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.custom_graph_pass import CustomPartitionerFn, get_custom_graph_passes
 
-    class _RecordingPartitioner(CustomPartitionerFn):  # type: ignore[misc]
+    class _RecordingPartitioner(CustomPartitionerFn):
         def __call__(self, gm: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
             _record_partitioner_call(records[-1], gm, joint_inputs, kwargs)
             return min_cut_partition(gm, joint_inputs, **kwargs)

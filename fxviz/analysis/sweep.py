@@ -67,8 +67,8 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
     budgets = sorted({float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)})
     solvers = [solver] if isinstance(solver, str) else list(solver)
     series: list[tuple[str, str | None, list[tuple[Any, str]]]] = []
-    for sv in solvers:
-        series.append(("budget", sv, [(b, f"budget:{b:g}:{sv}") for b in budgets]))
+    for each in solvers:
+        series.append(("budget", each, [(b, f"budget:{b:g}:{each}") for b in budgets]))
     if optimal:
         series.append(("default", None, [(None, "default")]))
         series.append(("min_cut", None, [(None, "min_cut")]))
