@@ -61,6 +61,8 @@ class JointGraph:
     constant_values: dict[str, torch.Tensor]  # get_attr target -> the real tensor it stands for
     index: int = 0
     partitioner_caller: str = "torch.compile"  # whose partitioner arguments were recorded
+    # a graph read from a log: the forward and backward graphs the run itself used (strategy "logged")
+    logged: tuple[fx.GraphModule, fx.GraphModule] | None = None
 
 
 @dataclass
@@ -79,12 +81,16 @@ class Capture:
     reduce: Callable[[Any], torch.Tensor] | None
     input_names: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # things a user must know to read the graph
+    name: str | None = None  # a log's frame name (no model, no function to name it after)
+    origin: str | None = None  # a log: which rank and compile the graph came from
 
     @property
     def title(self) -> str:
-        """What views call the model: its class, or the traced function's name."""
+        """What views call the model: its class, the traced function's name, or a log's frame."""
         if self.model is not None:
             return type(self.model).__name__
+        if self.name is not None:
+            return self.name
         return getattr(self.fn, "__name__", None) or "function"
 
 

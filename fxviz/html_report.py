@@ -72,7 +72,8 @@ def _render_template(data: dict[str, Any], fallback: str) -> str:
     )
 
 
-def report(tr: "Trace", path: str | os.PathLike[str], **kwargs: Any) -> pathlib.Path:
+def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: str | None = None,
+           **kwargs: Any) -> pathlib.Path:
     """Write the self-contained HTML report of ``tr`` to ``path`` and return the path.
 
     One file with everything inline (SVGs, CSS, script, data); it loads nothing from the
@@ -80,5 +81,9 @@ def report(tr: "Trace", path: str | os.PathLike[str], **kwargs: Any) -> pathlib.
     ops and modules, and shows the memory table, the doctor's findings and the legend.
     Keyword arguments go to :func:`build_report` (``strategies``, ``views``, ``compare`` pairs,
     ``group``, ``depth``, ``title``).  Written to a temporary file, then renamed into place.
+    ``tr`` may be a ``Run`` read from a log: the report is then of its graph ``compile_id`` on
+    ``rank`` (default: the first graph with a backward on rank 0).
     """
+    if hasattr(tr, "trace") and hasattr(tr, "compare_ranks"):  # a Run (fxviz.logs sits above this module)
+        tr = tr.trace(rank=rank, compile_id=compile_id)
     return write_atomic(path, build_report(tr, **kwargs))

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from .analysis.strategies import OFFERED, Strategy, StrategyLike, parse_list
+from .analysis.strategies import Strategy, StrategyLike, parse_list
 from .errors import FxvizError, InputError
 from .render import theme
 from .render.embed import clean_svg
@@ -219,14 +219,15 @@ def _compare_pairs(strategies: Sequence[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def report_data(tr: "Trace", strategies: Iterable[StrategyLike] = OFFERED,
+def report_data(tr: "Trace", strategies: Iterable[StrategyLike] | None = None,
                 views: Iterable[str] = ("joint", "forward", "backward", "compare"),
                 compare: Sequence[tuple[StrategyLike, StrategyLike]] | None = None, group: str | None = None,
                 depth: int | None = None, title: str | None = None,
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Every payload one report holds: each view of each strategy (and each compare pair), the
-    node records, the memory table, the doctor's findings and the legend."""
-    keys = [s.name for s in parse_list(list(strategies)) or []]
+    node records, the memory table, the doctor's findings and the legend.  ``strategies``:
+    default ``tr.offered`` (a log's trace shows what the run saved first)."""
+    keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
     if not keys:
         raise InputError("the report needs at least one strategy", "pass strategies=('default', 'min_cut')")
     views = [v for v in views if v in VIEWS]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pandas as pd
 import torch.fx as fx
 
-from .analysis.strategies import Strategy, StrategyLike, parse_list
+from .analysis.strategies import Strategy, StrategyLike, offered, parse_list
 from .capture import Capture, JointGraph, capture
 from .roles import ROLES
 
@@ -91,6 +91,16 @@ class Trace:
         return self.capture.title
 
     @property
+    def from_log(self) -> bool:
+        """True for a graph read from a log of a real run (no model: nothing can be run)."""
+        return self.capture.route == "log"
+
+    @property
+    def offered(self) -> tuple[Strategy, ...]:
+        """The strategies views show by default for this trace (``strategies.offered``)."""
+        return offered(has_model=self.capture.fn is not None, from_log=self.from_log)
+
+    @property
     def params(self) -> str:
         return self.capture.params
 
@@ -162,7 +172,8 @@ class Trace:
         model = self.capture.model
         title = self.title
         route = {"dynamo": "torch.compile (dynamo) + AOTAutograd", "aot": "aot_function over fake tensors",
-                 "closure": "aot_function on a closure (parameters captured as constants)"}[self.capture.route]
+                 "closure": "aot_function on a closure (parameters captured as constants)",
+                 "log": f"torch.compile in a real run, read from its log ({self.capture.origin})"}[self.capture.route]
         lines = [
             f"{title}: joint graph of {len(self.graph.info)} nodes "
             f"({ops_f} forward ops, {ops_b} backward ops), parameters {self.params}, captured with {route}",
@@ -211,15 +222,15 @@ class Trace:
         recompute FLOPs and bytes, op counts, forward and backward peaks, torch's own estimate.
 
         ``strategies``: a list (or comma-separated string) of strategies as for :meth:`partition`;
-        default ``default, min_cut, budget:0.5, recompute_all, eager``.  A strategy that fails on
-        this graph gives a row with ``error`` set.  The frame keeps exact integers and displays
+        default ``Trace.offered`` (``default, min_cut, budget:0.5, recompute_all, eager``; read from a
+        log: ``logged`` first, no ``eager``).  A strategy that fails on this graph gives a row with ``error`` set.  The frame keeps exact integers and displays
         styled (MiB/GiB, best value per column marked) in a notebook; ``df.attrs["caption"]`` says
         which partitioner arguments were passed and how bytes are counted."""
         from .analysis.memory import memory_table
         from .render.table import MemoryTable
 
-        chosen = parse_list(strategies)
-        key = ("memory_table", None if chosen is None else tuple(chosen))
+        chosen = parse_list(strategies) or list(self.offered)
+        key = ("memory_table", tuple(chosen))
         if key not in self._cache:
             self._cache[key] = memory_table(self.graph, self.partition, chosen)
         df = self._cache[key]
@@ -291,7 +302,11 @@ class Trace:
     def check_gradients(self, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
         """Per parameter: ``parameter, has_gradient, max_abs_diff, ok`` against eager autograd."""
         from .analysis.gradients import check_gradients
+        from .errors import FxvizError
 
+        if self.from_log:
+            raise FxvizError("check_gradients runs the model against eager autograd, and a log of a run has no model",
+                             "trace the model itself: fxviz.trace(model, *inputs).check_gradients()")
         return check_gradients(self.capture, rtol=rtol, atol=atol)
 
     def doctor(self, strategy: Any = "default") -> Any:

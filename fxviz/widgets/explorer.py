@@ -385,6 +385,9 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
     ``solver``, ``group`` (module, none) and ``depth``.  Given a model, the explorer can also
     switch between parameters lifted and captured as constants.
     """
+    if hasattr(model_or_trace, "trace") and hasattr(model_or_trace, "compare_ranks"):  # a Run read from a log
+        model_or_trace = model_or_trace.trace(rank=options.pop("rank", 0), compile_id=options.pop("compile_id", None))
+        options.setdefault("strategy", "min_cut")
     if isinstance(model_or_trace, Trace):
         if inputs:
             raise InputError("fxviz.explore(trace) takes no example inputs: the trace has them",

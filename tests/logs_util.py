@@ -1,0 +1,58 @@
+"""Make TORCH_TRACE logs of real runs for the log tests: every log is written by a fresh Python
+process running real torch.compile (nothing is checked in)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+MINI_GPT = """
+import sys, torch, fxviz
+backend = sys.argv[1]
+model, (idx, tgt) = fxviz.examples.mini_gpt(n_layer=1, n_embd=16, n_head=2, vocab=32, block_size=16, batch=2,
+                                            seq=8, dropout=0.0)
+loss = torch.compile(model, backend=backend)(idx, tgt)
+loss.backward()
+"""
+
+BREAK_AND_RECOMPILE = """
+import torch, torch.nn as nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 4)
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        if h.sum() > 0:  # a graph break: data-dependent Python
+            h = h * 2
+        return self.b(h).sum()
+torch.manual_seed(0)
+m = torch.compile(M(), backend="aot_eager")
+m(torch.randn(4, 8)).backward()
+m(torch.randn(6, 8)).backward()  # a recompile: another batch size
+"""
+
+INFERENCE_ONLY = """
+import torch
+m = torch.nn.Linear(4, 4)
+with torch.no_grad():
+    torch.compile(m, backend="eager")(torch.randn(2, 4))
+"""
+
+
+def make_log(script: str, directory: pathlib.Path, *args: str, timeout: float = 600) -> pathlib.Path:
+    """Run ``script`` in a fresh process with ``TORCH_TRACE=directory``; return the directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory.parent / (directory.name + "_script.py")
+    path.write_text(textwrap.dedent(script))
+    env = dict(os.environ, TORCH_TRACE=str(directory), PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, str(path), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=str(directory.parent))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return directory
