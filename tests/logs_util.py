@@ -38,12 +38,54 @@ m(torch.randn(4, 8)).backward()
 m(torch.randn(6, 8)).backward()  # a recompile: another batch size
 """
 
+DISTRIBUTED = """
+import os, sys, torch, torch.nn as nn, torch.distributed as dist, torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 4)
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x))).sum()
+
+def main(rank, world, port, mode):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    if mode == "ddp":  # DDP over torch.compile(model), as DDP's docs show it
+        model = DDP(torch.compile(Net(), backend="aot_eager"))
+    else:  # FSDP2: fully_shard each block, then the root, then compile (its docs' order)
+        from torch.distributed.fsdp import fully_shard
+        model = Net()
+        for m in (model.fc1, model.fc2):
+            fully_shard(m)
+        fully_shard(model)
+        model = torch.compile(model, backend="aot_eager")
+    x = torch.randn(4 + 2 * rank, 8)  # a different batch size per rank
+    model(x).backward()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(main, args=(2, int(sys.argv[2]), sys.argv[1]), nprocs=2)
+"""
+
 INFERENCE_ONLY = """
 import torch
 m = torch.nn.Linear(4, 4)
 with torch.no_grad():
     torch.compile(m, backend="eager")(torch.randn(2, 4))
 """
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def make_log(script: str, directory: pathlib.Path, *args: str, timeout: float = 600) -> pathlib.Path:

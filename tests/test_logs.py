@@ -15,7 +15,7 @@ from fxviz import _torch
 from fxviz.errors import FxvizWarning, LogError
 from fxviz.logs.reader import ReadStats, read_records
 
-from .logs_util import BREAK_AND_RECOMPILE, INFERENCE_ONLY, MINI_GPT, make_log
+from .logs_util import BREAK_AND_RECOMPILE, DISTRIBUTED, INFERENCE_ONLY, MINI_GPT, free_port, make_log
 
 _ANNOT = re.compile(r'^\s+(\w+): "(\w+)\[([^\]]*)\]\[[^\]]*\]\w+"')
 _OP = re.compile(r"^\s+(\w+)(?:: \"[^\"]*\")? = (torch\.ops\.[\w.]+)\(")
@@ -247,3 +247,40 @@ def test_cli_on_logs(aot_log, tmp_path, capsys):
     assert err.count("\n") == 1 and "no such log" in err
     assert main(["table", "--logs", str(aot_log), "--graph", "7/7"]) == 2
     assert "no compile '7/7'" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def ddp_log(tmp_path_factory):
+    return make_log(DISTRIBUTED, tmp_path_factory.mktemp("ddp") / "trace", "ddp", str(free_port()))
+
+
+def test_two_ranks_ddp(ddp_log):
+    run = fxviz.load_logs(ddp_log)
+    assert run.ranks == [0, 1]
+    g = run.graphs
+    assert list(g["rank"]) == [0, 1] and list(g["compile_id"]) == ["0/0", "0/0"]
+    joints = {}
+    for f in sorted(ddp_log.iterdir()):
+        rank = int(re.search(r"rank_(\d+)_", f.name).group(1))
+        with open(f, "rb") as fh:
+            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind in ("aot_joint_graph", "aot_backward_graph")):
+                if rec.payload:
+                    joints.setdefault(rank, {})[rec.kind] = rec.payload
+    for rank in (0, 1):
+        tr = run.trace(rank=rank)
+        _check_rebuilt(tr, joints[rank]["aot_joint_graph"])
+        _check_logged(tr, joints[rank]["aot_backward_graph"])
+        x = next(i for i in tr.graph.info.values() if i.qualname == "x")
+        assert x.shape == (4 + 2 * rank, 8)
+        assert {i.qualname for i in tr.graph.info.values() if i.role == "parameter"} == {
+            "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}
+    diff = run.compare_ranks("0/0")
+    x_name = next(n for n, i in run.trace(rank=0).graph.info.items() if i.qualname == "x")
+    row = diff[(diff["what"] == "shape") & (diff["node"] == x_name)].iloc[0]
+    assert row["rank 0"] == (4, 8) and row["rank 1"] == (6, 8)
+    saved = diff[diff["what"] == "saved_bytes"].iloc[0]
+    # the saved activations scale with each rank's batch (checked against the memory table per rank)
+    for rank in (0, 1):
+        table = run.trace(rank=rank).memory_table(["logged"])
+        assert saved[f"rank {rank}"] == int(table["saved_activation_bytes"].iloc[0])
+    assert saved["rank 1"] > saved["rank 0"]

@@ -475,6 +475,8 @@ class Run:
     def compare_ranks(self, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame:
         """Where the ranks' graphs of one compile differ: one row per difference (``what``:
         ``nodes``, ``op``, ``shape``, ``saved_bytes``), one column per rank.  Empty when they agree."""
+        if compile_id is None:
+            compile_id = self._find(self.ranks[0], None, piece)[0].compile_id
         traces = {}
         for r in self.ranks:
             try:
