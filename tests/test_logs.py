@@ -284,3 +284,23 @@ def test_two_ranks_ddp(ddp_log):
         table = run.trace(rank=rank).memory_table(["logged"])
         assert saved[f"rank {rank}"] == int(table["saved_activation_bytes"].iloc[0])
     assert saved["rank 1"] > saved["rank 0"]
+
+
+def test_fsdp2_compiled_root_logs_only_the_glue(tmp_path):
+    """FSDP2 as its docs arrange it (fully_shard each block, then the root, then torch.compile the
+    root), on CPU with gloo: dynamo breaks the graph at FSDP's hooks, so the AOT graphs it logs
+    are the code between the sharded blocks (the ReLU, the sum), not the blocks' Linear layers,
+    whose parameters never enter a compiled graph.  fxviz lists every compile with its break
+    and rebuilds each AOT graph there is."""
+    log = make_log(DISTRIBUTED, tmp_path / "fsdp", "fsdp", str(free_port()))
+    run = fxviz.load_logs(log)
+    assert run.ranks == [0, 1]
+    g = run.graphs
+    assert g["graph_break_reason"].notna().any()
+    assert any("fsdp" in (r or "").lower() for r in g["graph_break_reason"])
+    with_joint = g[g["joint"]]
+    assert len(with_joint) >= 2
+    for _, row in with_joint.iterrows():
+        tr = run.trace(rank=int(row["rank"]), compile_id=row["compile_id"])
+        assert tr.partition("logged").ok
+        assert not [i for i in tr.graph.info.values() if i.role == "parameter"]
