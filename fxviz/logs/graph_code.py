@@ -193,7 +193,9 @@ class _Builder:
             return self.dotted(e)
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "device":
             kw = {k.arg: self.value(k.value) for k in e.keywords}
-            return torch.device(kw.get("type", "cpu"), kw.get("index"))
+            index = kw.get("index")
+            return torch.device(str(kw.get("type", "cpu")), int(index)) if index is not None else \
+                torch.device(str(kw.get("type", "cpu")))
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "slice":
             return slice(*[self.value(a) for a in e.args])
         raise LogError(f"fxviz cannot read this argument in a logged graph: {ast.unparse(e)[:80]}",
@@ -258,7 +260,7 @@ class _Builder:
         self.advance(st.lineno)
         if isinstance(st, ast.AnnAssign) and st.value is None and isinstance(st.target, ast.Name):
             ann = st.annotation.value if isinstance(st.annotation, ast.Constant) else None
-            self.placeholder(st.target.id, ann, st.lineno)
+            self.placeholder(st.target.id, ann if isinstance(ann, str) else None, st.lineno)
             return
         if isinstance(st, ast.Assign) and isinstance(st.value, ast.Constant) and st.value.value is None:
             return  # ``a = b = None``: freeing, not a node
@@ -354,7 +356,7 @@ def parse_graph(code: str, builder: _torch.LogGraphBuilder) -> ParsedGraph:
     if not expanded:  # fw/bw/dynamo graphs: the placeholders are the def's arguments
         for a in args:
             ann = a.annotation.value if isinstance(a.annotation, ast.Constant) else None
-            b.placeholder(a.arg, ann, a.lineno)
+            b.placeholder(a.arg, ann if isinstance(ann, str) else None, a.lineno)
     for st in fn.body:
         b.statement(st)
     if not any(n.op == "output" for n in b.graph.nodes):

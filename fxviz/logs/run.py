@@ -352,7 +352,7 @@ class Run:
         graphs the log holds, node and saved counts, recompile and graph-break reasons."""
         rows = []
         for c in self._compiles:
-            pieces = c.pieces or [None]
+            pieces: list[_Piece | None] = list(c.pieces) or [None]
             for k, p in enumerate(pieces):
                 off = p.offsets if p is not None else {}
                 nodes = None
