@@ -37,6 +37,7 @@ __all__ = [
     "legend_data",
     "render_view",
     "report_data",
+    "run_report_data",
 ]
 
 VIEWS = ("joint", "forward", "backward", "compare")
@@ -289,3 +290,22 @@ def report_data(tr: "Trace", strategies: Iterable[StrategyLike] | None = None,
                     if first else None),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
+
+
+def run_report_data(graphs: Sequence[tuple[int, str, "Trace"]], initial: int = 0, title: str | None = None,
+                    progress: Callable[[str], None] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """The payloads of several graphs of a logged run, one ``report_data`` each, for a report
+    with a rank and a graph selector.  ``graphs``: (rank, compile id, trace) in display order."""
+    if not graphs:
+        raise InputError("the report needs at least one graph", "pick graphs with a backward from run.graphs")
+    say = progress or (lambda _m: None)
+    entries = []
+    for rank, compile_id, tr in graphs:
+        say(f"rank {rank}, graph {compile_id}")
+        data = report_data(tr, progress=progress, **kwargs)
+        entries.append({"id": f"{rank}|{compile_id}", "rank": rank, "compile_id": compile_id,
+                        "label": f"{compile_id} ({tr.title})", "data": data})
+    first = entries[initial]["data"]
+    # "first" feeds the script-free fallback and is not written into the page's data
+    return {"title": title or f"fxviz report: a logged run ({len(entries)} graphs)", "summary": first["summary"],
+            "generated": first["generated"], "graphs": entries, "initial": initial, "first": first}
