@@ -304,3 +304,16 @@ def test_fsdp2_compiled_root_logs_only_the_glue(tmp_path):
         tr = run.trace(rank=int(row["rank"]), compile_id=row["compile_id"])
         assert tr.partition("logged").ok
         assert not [i for i in tr.graph.info.values() if i.role == "parameter"]
+
+
+def test_explorer_of_a_run(ddp_log):
+    pytest.importorskip("ipywidgets")
+    run = fxviz.load_logs(ddp_log)
+    ex = fxviz.explore(run, rank=1)
+    assert [v for _, v in ex.rank_control.options] == [0, 1]
+    assert ex.explorer.trace is run.trace(rank=1)
+    assert [v for _, v in ex.explorer.strategy_control.options][0] == "logged"
+    assert "eager" not in [v for _, v in ex.explorer.strategy_control.options]
+    ex.rank_control.value = 0
+    assert ex.explorer.trace is run.trace(rank=0)
+    assert ex.children[1] is ex.explorer
