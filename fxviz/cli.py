@@ -230,10 +230,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     table, doctor's findings; one file that loads nothing from the network."""
     from .html_report import report
 
+    say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else None
+    if args.logs:  # every graph of the run, with a rank and a graph selector, opening on --rank/--graph
+        from .logs import load_logs
+
+        if args.model:
+            raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
+        run = load_logs(args.logs)
+        out = args.output or f"{_stem(args)}.html"
+        path = report(run, out, rank=args.rank, compile_id=args.graph, strategies=parse_list(args.strategies),
+                      progress=say)
+        print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB")
+        return 0
     tr = _trace(args)
     strategies = parse_list(args.strategies) or list(tr.offered)
     out = args.output or f"{_stem(args)}.html"
-    say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else None
     path = report(tr, out, strategies=strategies, progress=say)
     note = f" (graph 1 of {len(tr.pieces)}: graph breaks)" if len(tr.pieces) > 1 else ""
     print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB{note}")

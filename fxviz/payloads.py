@@ -299,13 +299,13 @@ def run_report_data(graphs: Sequence[tuple[int, str, "Trace"]], initial: int = 0
     if not graphs:
         raise InputError("the report needs at least one graph", "pick graphs with a backward from run.graphs")
     say = progress or (lambda _m: None)
-    entries = []
+    entries: list[dict[str, Any]] = []
     for rank, compile_id, tr in graphs:
         say(f"rank {rank}, graph {compile_id}")
         data = report_data(tr, progress=progress, **kwargs)
         entries.append({"id": f"{rank}|{compile_id}", "rank": rank, "compile_id": compile_id,
                         "label": f"{compile_id} ({tr.title})", "data": data})
-    first = entries[initial]["data"]
+    first: dict[str, Any] = entries[initial]["data"]
     # "first" feeds the script-free fallback and is not written into the page's data
     return {"title": title or f"fxviz report: a logged run ({len(entries)} graphs)", "summary": first["summary"],
             "generated": first["generated"], "graphs": entries, "initial": initial, "first": first}

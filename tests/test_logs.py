@@ -242,6 +242,11 @@ def test_cli_on_logs(aot_log, tmp_path, capsys):
     svg = tmp_path / "g.svg"
     assert main(["draw", "--logs", str(aot_log), "--strategy", "logged", "-o", str(svg)]) == 0
     assert svg.read_text().lstrip().startswith("<?xml") or "<svg" in svg.read_text()
+    html = tmp_path / "run.html"
+    assert main(["report", "--logs", str(aot_log), "--strategies", "logged,min_cut", "-o", str(html)]) == 0
+    text = html.read_text()
+    assert '"graphs"' in text and "rank 0, compile 0/0" in text and "min_cut" in text
+    capsys.readouterr()
     assert main(["logs", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such log" in err

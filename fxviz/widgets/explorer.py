@@ -384,7 +384,8 @@ class RunExplorer(widgets.VBox):
                                               description="graph", style=style)
         self.rank_control.observe(self._on_rank, names="value")
         self.graph_control.observe(self._on_graph, names="value")
-        super().__init__([widgets.HBox([self.rank_control, self.graph_control]), self._explorer(first)])
+        self.selectors = widgets.HBox([self.rank_control, self.graph_control])
+        super().__init__([self.selectors, self._explorer(first)])
 
     def _graph_options(self, rank: int) -> list[tuple[str, tuple[int, str, int]]]:
         return [(f"{g[1]}" + (f" piece {g[2]}" if g[2] else ""), g) for g in self._graphs if g[0] == rank]
@@ -408,7 +409,7 @@ class RunExplorer(widgets.VBox):
         self._on_graph({"new": same})
 
     def _on_graph(self, change: dict[str, Any]) -> None:
-        self.children = (self.children[0], self._explorer(change["new"]))
+        self.children = (self.selectors, self._explorer(change["new"]))
 
 
 def _choice(strategy: StrategyLike, budget: float, solver: str,
