@@ -83,6 +83,13 @@ class Capture:
     warnings: list[str] = field(default_factory=list)  # things a user must know to read the graph
     name: str | None = None  # a log's frame name (no model, no function to name it after)
     origin: str | None = None  # a log: which rank and compile the graph came from
+    # a log: the parameters its graphs name, as meta tensors with the logged shape, dtype and
+    # requires_grad (what the doctor and the parameter table read when there is no model)
+    state: list[tuple[str, torch.Tensor]] = field(default_factory=list)
+
+    def named_parameters(self) -> list[tuple[str, torch.Tensor]]:
+        """The model's parameters, or (a log) the parameters the log describes."""
+        return list(self.model.named_parameters()) if self.model is not None else list(self.state)
 
     @property
     def title(self) -> str:

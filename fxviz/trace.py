@@ -128,9 +128,9 @@ class Trace:
 
     def parameters(self) -> pd.DataFrame:
         """Per model parameter: how it appears in the graph and which node is its gradient."""
-        model = self.capture.model
+        named = self.capture.named_parameters()  # a log's parameters when there is no model
         rows = []
-        if model is None:
+        if not named:
             return pd.DataFrame(columns=["parameter", "shape", "dtype", "requires_grad", "graph_role",
                                          "graph_nodes", "gradient_node"])
         by_name: dict[str, list[str]] = {}
@@ -148,7 +148,7 @@ class Trace:
                     by_name.setdefault(info.qualname, []).append(f"{info.name} (graph {t.index})")
                 elif info.qualname and info.role == "gradient":
                     grads.setdefault(info.qualname, f"{info.name} (graph {t.index})")
-        for name, p in model.named_parameters():
+        for name, p in named:
             nodes = by_name.get(name, [])
             role = "—"
             for info in (self.graph.info.get(n) for n in nodes):
@@ -169,7 +169,6 @@ class Trace:
         counts = self.role_counts()
         ops_f = sum(1 for i in info if i.op == "call_function" and i.phase == "forward")
         ops_b = sum(1 for i in info if i.op == "call_function" and i.phase == "backward")
-        model = self.capture.model
         title = self.title
         route = {"dynamo": "torch.compile (dynamo) + AOTAutograd", "aot": "aot_function over fake tensors",
                  "closure": "aot_function on a closure (parameters captured as constants)",
@@ -182,7 +181,7 @@ class Trace:
         ]
         if not self.has_backward:
             lines.append("  no backward graph: nothing the loss depends on requires grad")
-        if model is not None:
+        if self.capture.named_parameters():
             params = self.parameters()
             n_grad = int((params["gradient_node"] != "none").sum()) if len(params) else 0
             n_req = int(params["requires_grad"].sum()) if len(params) else 0

@@ -72,6 +72,23 @@ if __name__ == "__main__":
     mp.spawn(main, args=(2, int(sys.argv[2]), sys.argv[1]), nprocs=2)
 """
 
+MISSING_GRADIENTS = """
+import torch, torch.nn as nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 4)
+        self.c = nn.Linear(4, 4)
+        self.c.requires_grad_(False)  # frozen: no gradient expected
+    def forward(self, x):
+        with torch.no_grad():  # a's gradient is cut off
+            h = self.a(x)
+        return self.c(self.b(h)).sum()
+torch.manual_seed(0)
+torch.compile(M(), backend="aot_eager")(torch.randn(4, 8)).backward()
+"""
+
 INFERENCE_ONLY = """
 import torch
 m = torch.nn.Linear(4, 4)

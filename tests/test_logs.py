@@ -15,7 +15,8 @@ from fxviz import _torch
 from fxviz.errors import FxvizWarning, LogError
 from fxviz.logs.reader import ReadStats, read_records
 
-from .logs_util import BREAK_AND_RECOMPILE, DISTRIBUTED, INFERENCE_ONLY, MINI_GPT, free_port, make_log
+from .logs_util import (BREAK_AND_RECOMPILE, DISTRIBUTED, INFERENCE_ONLY, MINI_GPT, MISSING_GRADIENTS, free_port,
+                        make_log)
 
 _ANNOT = re.compile(r'^\s+(\w+): "(\w+)\[([^\]]*)\]\[[^\]]*\]\w+"')
 _OP = re.compile(r"^\s+(\w+)(?:: \"[^\"]*\")? = (torch\.ops\.[\w.]+)\(")
@@ -322,3 +323,19 @@ def test_explorer_of_a_run(ddp_log):
     ex.rank_control.value = 0
     assert ex.explorer.trace is run.trace(rank=0)
     assert ex.children[1] is ex.explorer
+
+
+def test_doctor_on_a_log_finds_missing_and_frozen(tmp_path):
+    """The doctor's graph facts from a log alone: parameters, requires_grad and shapes come from
+    the log's tensor descriptions; which gradient the backward returns from its descriptors."""
+    run = fxviz.load_logs(make_log(MISSING_GRADIENTS, tmp_path / "miss"))
+    tr = run.trace()
+    table = tr.doctor("logged").table.set_index("parameter")
+    assert set(table.index) == {"a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias"}
+    assert not table.loc["a.weight", "gets_gradient"] and table.loc["a.weight", "requires_grad"]
+    assert table.loc["b.weight", "gets_gradient"]
+    assert not table.loc["c.weight", "requires_grad"] and table.loc["c.weight", "reason"].startswith("frozen")
+    assert not tr.doctor("logged").healthy
+    params = tr.parameters().set_index("parameter")
+    assert params.loc["b.weight", "shape"] == (4, 8) and params.loc["b.weight", "gradient_node"] != "none"
+    assert params.loc["a.weight", "gradient_node"] == "none"

@@ -78,7 +78,8 @@ class _Compile:
     fail_reason: str | None = None
     dynamo_offset: int = -1
     sources: list[tuple[int, str]] = field(default_factory=list)  # (tensor id, dynamo source)
-    parameters: set[int] = field(default_factory=set)  # tensor ids dynamo described as parameters
+    parameters: dict[int, tuple[list[Any], str, bool]] = field(default_factory=dict)  # described parameters:
+    # tensor id -> (size, dtype, requires_grad)
     hints: dict[str, int] = field(default_factory=dict)  # size symbol -> its example value
     pieces: list[_Piece] = field(default_factory=list)
 
@@ -195,7 +196,8 @@ class _FileIndex:
         elif rec.kind == "describe_source" and isinstance(md, dict) and "source" in md:
             c.sources.append((int(md.get("id", -1)), str(md["source"])))
         elif rec.kind == "describe_tensor" and isinstance(md, dict) and md.get("is_parameter"):
-            c.parameters.add(int(md.get("id", -1)))
+            c.parameters[int(md.get("id", -1))] = (list(md.get("size") or []), str(md.get("dtype", "")),
+                                                   bool(md.get("requires_grad", False)))
         elif rec.kind == "create_symbol" and isinstance(md, dict):
             try:
                 c.hints[str(md["symbol"])] = int(md["val"])
@@ -265,6 +267,26 @@ def _input_names(c: _Compile, dynamo_names: list[str]) -> dict[int, InputName]:
         if hit is None:  # a size or a value dynamo made without describing it: keep dynamo's name
             hit = ("primal", name)
         out[i] = InputName(*hit)
+    return out
+
+
+def _state(c: _Compile) -> list[tuple[str, Any]]:
+    """The parameters the log describes, as meta tensors (shape, dtype, requires_grad; no data)."""
+    import torch
+
+    out: list[tuple[str, Any]] = []
+    seen: set[str] = set()
+    for tid, src in c.sources:
+        if tid not in c.parameters:
+            continue
+        size, dtype, requires_grad = c.parameters[tid]
+        _, name = _qualname(src)
+        dt = getattr(torch, dtype.replace("torch.", ""), None)
+        if name in seen or not isinstance(dt, torch.dtype) or not all(isinstance(s, int) for s in size):
+            continue
+        seen.add(name)
+        t = torch.empty(size, dtype=dt, device="meta")
+        out.append((name, torch.nn.Parameter(t, requires_grad=requires_grad)))
     return out
 
 
@@ -448,6 +470,7 @@ class Run:
                              "inputs keep their graph names")
         _tag_phases(joint.gm)
         names = _input_names(c, dynamo_names)
+        state = _state(c)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         tangents = [n for n in placeholders if _torch.describe_input(_torch.node_desc(n)).kind == "tangent"
                     ] if has_backward else []
@@ -470,7 +493,7 @@ class Run:
                        loss="loss: what the run's compiled frame returned (read from the log)", graph_breaks=breaks,
                        model=None, fn=None, example_inputs=(), loss_fn=None, reduce=None,
                        input_names=[i.qualname for i in names.values()], warnings=warnings_,
-                       name=c.frame or "compiled frame", origin=origin)
+                       name=c.frame or "compiled frame", origin=origin, state=state)
 
     def compare_ranks(self, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame:
         """Where the ranks' graphs of one compile differ: one row per difference (``what``:
