@@ -57,6 +57,13 @@ def main(rank, world, port, mode):
     torch.manual_seed(0)
     if mode == "ddp":  # DDP over torch.compile(model), as DDP's docs show it
         model = DDP(torch.compile(Net(), backend="aot_eager"))
+    elif mode == "fsdp_forward":  # FSDP2, each block's forward compiled: FSDP's hooks run eagerly around it
+        from torch.distributed.fsdp import fully_shard
+        model = Net()
+        for m in (model.fc1, model.fc2):
+            fully_shard(m)
+            m.forward = torch.compile(m.forward, backend="aot_eager")
+        fully_shard(model)
     else:  # FSDP2: fully_shard each block, then the root, then compile (its docs' order)
         from torch.distributed.fsdp import fully_shard
         model = Net()

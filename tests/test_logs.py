@@ -339,3 +339,24 @@ def test_doctor_on_a_log_finds_missing_and_frozen(tmp_path):
     params = tr.parameters().set_index("parameter")
     assert params.loc["b.weight", "shape"] == (4, 8) and params.loc["b.weight", "gradient_node"] != "none"
     assert params.loc["a.weight", "gradient_node"] == "none"
+
+
+def test_fsdp2_compiled_block_forwards_log_the_blocks(tmp_path):
+    """FSDP2 with each block's ``forward`` compiled (not the module call, so FSDP's hooks stay
+    eager around it): every block is an AOT graph holding its all-gathered (unsharded)
+    parameters, on both ranks, and the ranks differ by their batch."""
+    log = make_log(DISTRIBUTED, tmp_path / "fsdpf", "fsdp_forward", str(free_port()))
+    run = fxviz.load_logs(log)
+    g = run.graphs
+    assert run.ranks == [0, 1] and g["joint"].all() and len(g) == 4  # fc1 and fc2 on each rank
+    shapes = {}
+    for _, row in g.iterrows():
+        tr = run.trace(rank=int(row["rank"]), compile_id=row["compile_id"])
+        assert tr.partition("logged").ok
+        params = {i.qualname: i.shape for i in tr.graph.info.values() if i.role == "parameter"}
+        shapes[(int(row["rank"]), row["compile_id"])] = params
+    assert shapes[(0, "0/0")] == shapes[(1, "0/0")] == {"weight": (16, 8), "bias": (16,)}  # fc1, unsharded
+    assert shapes[(0, "0/1")] == {"weight": (4, 16), "bias": (4,)}  # fc2
+    diff = run.compare_ranks("0/0")
+    x = diff[(diff["what"] == "shape") & (diff["node"] == "primals_3")].iloc[0]
+    assert x["rank 0"] == (4, 8) and x["rank 1"] == (6, 8)
