@@ -224,6 +224,12 @@ def test_bad_logs(tmp_path, aot_log):
     nodesc.write_bytes(re.sub(rb"  # \w+AOTInput\([^\n]*", b"", data))
     with pytest.raises(LogError, match="no AOT descriptors"):
         fxviz.load_logs(nodesc).trace()
+    # a log is data: code smuggled into a graph's text is refused, never run
+    for evil in (b"__import__('os').system", b"builtins.exec", b"torch.ops.__class__", b"os.system"):
+        hostile = tmp_path / "hostile.log"
+        hostile.write_bytes(data.replace(b"torch.ops.aten.arange.default", evil, 1))
+        with pytest.raises(LogError):
+            fxviz.load_logs(hostile).trace()
     run = fxviz.load_logs(aot_log)
     with pytest.raises(LogError, match="no rank 3"):
         run.trace(rank=3)

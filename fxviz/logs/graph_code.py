@@ -37,6 +37,13 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Mod: operator.mod, ast.Div: operator.truediv, ast.Pow: operator.pow}
 _CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
            ast.Gt: operator.gt, ast.GtE: operator.ge}
+_TORCH_NAMES = frozenset({
+    "float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "complex64",
+    "complex128", "float8_e4m3fn", "float8_e5m2", "contiguous_format", "channels_last", "channels_last_3d",
+    "preserve_format", "strided", "sparse_coo", "sym_float", "sym_int", "sym_max", "sym_min", "sym_not", "sym_sum",
+})
+_SIZE_FUNCTIONS = frozenset({"getitem", "add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "neg", "eq", "ne",
+                             "lt", "le", "gt", "ge", "and_", "or_", "floor", "ceil", "trunc", "sqrt"})
 _NAMES: dict[str, Any] = {"inf": math.inf, "nan": math.nan, "None": None, "True": True, "False": False}
 
 
@@ -211,13 +218,11 @@ class _Builder:
         parts.append(e.id)
         parts.reverse()
         roots = {"torch": torch, "operator": operator, "math": math}
-        if parts[0] not in roots or (parts[0] == "torch" and len(parts) > 1
-                                     and parts[1] not in ("ops", "float32", "float16", "bfloat16", "float64", "int64",
-                                                          "int32", "int16", "int8", "uint8", "bool", "complex64",
-                                                          "complex128", "contiguous_format", "channels_last",
-                                                          "preserve_format", "strided", "sym_float", "sym_int",
-                                                          "sym_max", "sym_min", "sym_not", "sym_sum", "float8_e4m3fn",
-                                                          "float8_e5m2", "sparse_coo", "channels_last_3d")):
+        allowed = (parts[0] == "torch" and len(parts) > 1 and (parts[1] == "ops" or parts[1] in _TORCH_NAMES)) or (
+            len(parts) == 2 and parts[0] in ("operator", "math") and parts[1] in _SIZE_FUNCTIONS)
+        if any(p.startswith("__") for p in parts):
+            allowed = False  # dunders: never (aten's own names have at most one leading underscore)
+        if not allowed:  # a log is data: nothing else it names is ever looked up, let alone called
             raise LogError(f"a logged graph calls {'.'.join(parts)}, which fxviz does not resolve",
                            "only torch.ops.* and size arithmetic are rebuilt")
         obj: Any = roots[parts[0]]
@@ -228,6 +233,9 @@ class _Builder:
                 raise LogError(f"this torch has no {'.'.join(parts)} (the log was written by another torch build "
                                "or uses a custom op that is not loaded)",
                                "import the library that defines the op before reading the log") from exc
+        if parts[1:2] == ["ops"] and callable(obj) and not isinstance(
+                obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator)):
+            raise LogError(f"{'.'.join(parts)} in a logged graph is not a torch operator", "the log is corrupt")
         return obj
 
     def call(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str | None,
