@@ -70,6 +70,8 @@ class JointGraph:
     backend: str = "aot_eager"  # which torch.compile backend's joint graph this is
     dynamic: bool = False  # traced with symbolic sizes
     before_joint_passes: fx.GraphModule | None = None  # inductor: the graph before its joint-graph passes
+    # a graph read from a log: the forward and backward graphs the run itself used (strategy "logged")
+    logged: tuple[fx.GraphModule, fx.GraphModule] | None = None
 
 
 @dataclass
@@ -100,12 +102,23 @@ class Capture:
         label = ("backend='inductor' (torch.compile's default: inductor decompositions and joint-graph passes)"
                  if self.backend == "inductor" else "backend='aot_eager' (AOTAutograd's graph, no inductor passes)")
         return label + (", dynamic shapes" if self.dynamic else "")
+    name: str | None = None  # a log's frame name (no model, no function to name it after)
+    origin: str | None = None  # a log: which rank and compile the graph came from
+    # a log: the parameters its graphs name, as meta tensors with the logged shape, dtype and
+    # requires_grad (what the doctor and the parameter table read when there is no model)
+    state: list[tuple[str, torch.Tensor]] = field(default_factory=list)
+
+    def named_parameters(self) -> list[tuple[str, torch.Tensor]]:
+        """The model's parameters, or (a log) the parameters the log describes."""
+        return list(self.model.named_parameters()) if self.model is not None else list(self.state)
 
     @property
     def title(self) -> str:
-        """What views call the model: its class, or the traced function's name."""
+        """What views call the model: its class, the traced function's name, or a log's frame."""
         if self.model is not None:
             return type(self.model).__name__
+        if self.name is not None:
+            return self.name
         return getattr(self.fn, "__name__", None) or "function"
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "StrategyError",
     "RenderError",
     "ModelSpecError",
+    "LogError",
     "FxvizWarning",
 ]
 
@@ -72,6 +73,12 @@ class ModelSpecError(FxvizError):
 
     hint = ("use a built-in example (alexnet, mlp, resnet_block, mini_gpt, pointwise_chain), "
             "'package.module:factory' or 'path/to/file.py:factory', where factory() returns (model, inputs)")
+
+
+class LogError(FxvizError):
+    """A log of a real run that fxviz cannot read: missing, truncated, corrupt, without AOT graphs."""
+
+    hint = "point fxviz at the directory TORCH_TRACE=dir wrote (or one file in it) of a torch.compile training run"
 
 
 class FxvizWarning(UserWarning):

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from .analysis.strategies import OFFERED, Strategy, StrategyLike, parse_list
+from .analysis.strategies import Strategy, StrategyLike, parse_list
 from .errors import FxvizError, InputError
 from .render import theme
 from .render.embed import clean_svg
@@ -40,6 +40,7 @@ __all__ = [
     "pieces_data",
     "overview_data",
     "piece_options",
+    "run_report_data",
 ]
 
 VIEWS = ("joint", "forward", "backward", "compare")
@@ -225,14 +226,15 @@ def _compare_pairs(strategies: Sequence[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def report_data(tr: "Trace", strategies: Iterable[StrategyLike] = OFFERED,
+def report_data(tr: "Trace", strategies: Iterable[StrategyLike] | None = None,
                 views: Iterable[str] = ("joint", "forward", "backward", "compare"),
                 compare: Sequence[tuple[StrategyLike, StrategyLike]] | None = None, group: str | None = None,
                 depth: int | None = None, title: str | None = None,
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Every payload one report holds: each view of each strategy (and each compare pair), the
-    node records, the memory table, the doctor's findings and the legend."""
-    keys = [s.name for s in parse_list(list(strategies)) or []]
+    node records, the memory table, the doctor's findings and the legend.  ``strategies``:
+    default ``tr.offered`` (a log's trace shows what the run saved first)."""
+    keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
     if not keys:
         raise InputError("the report needs at least one strategy", "pass strategies=('default', 'min_cut')")
     views = [v for v in views if v in VIEWS]
@@ -359,3 +361,20 @@ def piece_options(tr: Trace, strategy: StrategyLike = "default") -> list[tuple[s
         text += f" \u2014 after: {p.reason}" if p.reason else ""
         options.append((text if len(text) <= 90 else text[:88] + "\u2026", p.index))
     return options
+def run_report_data(graphs: Sequence[tuple[int, str, "Trace"]], initial: int = 0, title: str | None = None,
+                    progress: Callable[[str], None] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """The payloads of several graphs of a logged run, one ``report_data`` each, for a report
+    with a rank and a graph selector.  ``graphs``: (rank, compile id, trace) in display order."""
+    if not graphs:
+        raise InputError("the report needs at least one graph", "pick graphs with a backward from run.graphs")
+    say = progress or (lambda _m: None)
+    entries: list[dict[str, Any]] = []
+    for rank, compile_id, tr in graphs:
+        say(f"rank {rank}, graph {compile_id}")
+        data = report_data(tr, progress=progress, **kwargs)
+        entries.append({"id": f"{rank}|{compile_id}", "rank": rank, "compile_id": compile_id,
+                        "label": f"{compile_id} ({tr.title})", "data": data})
+    first: dict[str, Any] = entries[initial]["data"]
+    # "first" feeds the script-free fallback and is not written into the page's data
+    return {"title": title or f"fxviz report: a logged run ({len(entries)} graphs)", "summary": first["summary"],
+            "generated": first["generated"], "graphs": entries, "initial": initial, "first": first}

@@ -12,7 +12,7 @@ import pandas as pd
 import torch.fx as fx
 
 from .analysis.pieces import piece_facts
-from .analysis.strategies import Strategy, StrategyLike, parse_list
+from .analysis.strategies import Strategy, StrategyLike, offered, parse_list
 from .capture import Capture, JointGraph, capture
 from .roles import ROLES
 
@@ -149,6 +149,16 @@ class Trace:
         return self.capture.title
 
     @property
+    def from_log(self) -> bool:
+        """True for a graph read from a log of a real run (no model: nothing can be run)."""
+        return self.capture.route == "log"
+
+    @property
+    def offered(self) -> tuple[Strategy, ...]:
+        """The strategies views show by default for this trace (``strategies.offered``)."""
+        return offered(has_model=self.capture.fn is not None, from_log=self.from_log)
+
+    @property
     def params(self) -> str:
         return self.capture.params
 
@@ -177,9 +187,9 @@ class Trace:
 
     def parameters(self) -> pd.DataFrame:
         """Per model parameter: how it appears in the graph and which node is its gradient."""
-        model = self.capture.model
+        named = self.capture.named_parameters()  # a log's parameters when there is no model
         rows = []
-        if model is None:
+        if not named:
             return pd.DataFrame(columns=["parameter", "shape", "dtype", "requires_grad", "graph_role",
                                          "graph_nodes", "gradient_node"])
         by_name: dict[str, list[str]] = {}
@@ -197,7 +207,7 @@ class Trace:
                     by_name.setdefault(info.qualname, []).append(f"{info.name} (graph {t.index})")
                 elif info.qualname and info.role == "gradient":
                     grads.setdefault(info.qualname, f"{info.name} (graph {t.index})")
-        for name, p in model.named_parameters():
+        for name, p in named:
             nodes = by_name.get(name, [])
             role = "—"
             for found in (self.graph.info.get(n) for n in nodes):
@@ -218,11 +228,12 @@ class Trace:
         counts = self.role_counts()
         ops_f = sum(1 for i in info if i.op == "call_function" and i.phase == "forward")
         ops_b = sum(1 for i in info if i.op == "call_function" and i.phase == "backward")
-        model = self.capture.model
         title = self.title
         route = {"dynamo": "torch.compile (dynamo) + AOTAutograd", "aot": "aot_function over fake tensors",
-                 "closure": "aot_function on a closure (parameters captured as constants)"}[self.capture.route]
-        route += f", {self.capture.backend_label}"
+                 "closure": "aot_function on a closure (parameters captured as constants)",
+                 "log": f"torch.compile in a real run, read from its log ({self.capture.origin})"}[self.capture.route]
+        if self.capture.route != "log":
+            route += f", {self.capture.backend_label}"
         lines = [
             f"{title}: joint graph of {len(self.graph.info)} nodes "
             f"({ops_f} forward ops, {ops_b} backward ops), parameters {self.params}, captured with {route}",
@@ -231,7 +242,7 @@ class Trace:
         ]
         if not self.has_backward:
             lines.append("  no backward graph: nothing the loss depends on requires grad")
-        if model is not None:
+        if self.capture.named_parameters():
             params = self.parameters()
             n_grad = int((params["gradient_node"] != "none").sum()) if len(params) else 0
             n_req = int(params["requires_grad"].sum()) if len(params) else 0
@@ -283,8 +294,8 @@ class Trace:
         recompute FLOPs and bytes, op counts, forward and backward peaks, torch's own estimate.
 
         ``strategies``: a list (or comma-separated string) of strategies as for :meth:`partition`;
-        default ``default, min_cut, budget:0.5, recompute_all, eager``.  A strategy that fails on
-        this graph gives a row with ``error`` set.  The frame keeps exact integers and displays
+        default ``Trace.offered`` (``default, min_cut, budget:0.5, recompute_all, eager``; read from a
+        log: ``logged`` first, no ``eager``).  A strategy that fails on this graph gives a row with ``error`` set.  The frame keeps exact integers and displays
         styled (MiB/GiB, best value per column marked) in a notebook; ``df.attrs["caption"]`` says
         which partitioner arguments were passed and how bytes are counted.
 
@@ -294,8 +305,8 @@ class Trace:
         from .analysis.memory import memory_table
         from .render.table import MemoryTable
 
-        chosen = parse_list(strategies)
-        key = ("memory_table", None if chosen is None else tuple(chosen), gaps)
+        chosen = parse_list(strategies) or list(self.offered)
+        key = ("memory_table", tuple(chosen), gaps)
         if key not in self._cache:
             self._cache[key] = memory_table(self.graph, self.partition, chosen, gaps=gaps)
         df = self._cache[key]
@@ -422,7 +433,11 @@ class Trace:
     def check_gradients(self, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
         """Per parameter: ``parameter, has_gradient, max_abs_diff, ok`` against eager autograd."""
         from .analysis.gradients import check_gradients
+        from .errors import FxvizError
 
+        if self.from_log:
+            raise FxvizError("check_gradients runs the model against eager autograd, and a log of a run has no model",
+                             "trace the model itself: fxviz.trace(model, *inputs).check_gradients()")
         return check_gradients(self.capture, rtol=rtol, atol=atol)
 
     def doctor(self, strategy: Any = "default") -> DoctorReport:

@@ -144,11 +144,8 @@ def _gradient_nodes(graph: JointGraph) -> list[tuple[str | None, str | None, str
 
 
 def _collect(cap: Capture) -> dict[str, _Param]:
-    model = cap.model
     params: dict[str, _Param] = {}
-    if model is None:
-        return params
-    for name, p in model.named_parameters():
+    for name, p in cap.named_parameters():  # a log's parameters when there is no model
         params[name] = _Param(name, p)
     for g in cap.graphs:
         for n, info in g.info.items():

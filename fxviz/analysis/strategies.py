@@ -32,6 +32,7 @@ __all__ = [
     "KINDS",
     "SOLVERS",
     "OFFERED",
+    "offered",
     "parse",
     "parse_list",
     "forms_text",
@@ -208,10 +209,23 @@ def _user_partitioner(s: Strategy) -> PartitionFn:
 def _measure_eager(_s: Strategy, graph: "JointGraph", capture: "Capture | None") -> "Partition":
     from .eager import eager_partition
 
+    if capture is not None and capture.route == "log":
+        raise StrategyError("the eager strategy runs the model, and a log of a run has no model",
+                            "compare with 'logged' (what the run saved), or trace the model with fxviz.trace")
     if capture is None or capture.fn is None:
         raise StrategyError("the eager strategy needs the model and its inputs",
                             "use Trace.partition('eager') on a trace of a model")
     return eager_partition(capture, graph)
+
+
+def _measure_logged(s: Strategy, graph: "JointGraph", capture: "Capture | None") -> "Partition":
+    from .partition import from_graphs
+
+    if graph.logged is None:
+        raise StrategyError("the 'logged' strategy is what a real run saved, read from its log; this trace was "
+                            "not read from a log", "use fxviz.load_logs(dir).trace() on a TORCH_TRACE log")
+    forward, backward = graph.logged
+    return from_graphs(graph, s, forward, backward)
 
 
 def _unparsable(args: list[str], spec: str) -> Strategy:
@@ -237,6 +251,7 @@ class Kind:
     partitioner: Callable[[Strategy], PartitionFn] | None = None
     measure: Callable[[Strategy, "JointGraph", "Capture | None"], "Partition"] | None = None
     needs_model: bool = False
+    needs_log: bool = False
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
@@ -261,6 +276,9 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "eager autograd (measured with saved_tensors_hooks)", "eager autograd", _no_args("eager"),
          measure=_measure_eager,
          needs_model=True),
+    Kind("logged", ("logged",), "what the real run saved: its logged forward and backward graphs",
+         "logged (what the run's partitioner chose)", "logged (the run)", _no_args("logged"),
+         measure=_measure_logged, needs_log=True),
     Kind("callable", ("<callable>",), "your function with a torch partitioner's signature",
          "", "your partitioner", _unparsable, partitioner=_user_partitioner),
 )}
@@ -271,8 +289,17 @@ OFFERED: tuple[Strategy, ...] = (
     Strategy("default"), Strategy("min_cut"), Strategy("budget", budget=0.5, solver="dp"),
     Strategy("recompute_all"), Strategy("eager"),
 )
-"""The strategies fxviz shows by default: the memory table's rows, the report's and the
-explorer's choices."""
+"""The strategies fxviz shows by default for a traced model: the memory table's rows, the
+report's and the explorer's choices.  ``offered`` adapts it to where a trace came from."""
+
+
+def offered(*, has_model: bool = True, from_log: bool = False) -> tuple[Strategy, ...]:
+    """The default strategies for a trace: the one rule.  A trace read from a log shows what the
+    run saved (``logged``) first; a strategy that needs the model (eager) is left out without one."""
+    chosen = [s for s in OFFERED if has_model or not s.needs_model]
+    if from_log:
+        chosen.insert(0, Strategy("logged"))
+    return tuple(chosen)
 
 
 def parse(spec: StrategyLike) -> Strategy:

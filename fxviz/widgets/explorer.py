@@ -47,7 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the note
     raise InputError("the explorer needs ipywidgets and anywidget",
                      "pip install 'fxviz[notebook]' (or: pip install ipywidgets anywidget)") from exc
 
-__all__ = ["Explorer", "GraphPane", "SwitchTiming", "explore", "STRATEGY_CHOICES"]
+__all__ = ["Explorer", "RunExplorer", "GraphPane", "SwitchTiming", "explore", "STRATEGY_CHOICES"]
 
 # the strategies fxviz offers (one registry: fxviz/analysis/strategies.py), by kind: the budget
 # kind's number and solver come from the slider and the solver control
@@ -114,8 +114,10 @@ class Explorer(widgets.VBox):
                              "call fxviz.explore(model, x) or fxviz.explore(fxviz.trace(model, x))")
         if view not in VIEWS:
             raise InputError(f"unknown view {view!r}", f"use one of {', '.join(VIEWS)}")
-        strategy, budget, solver = _choice(strategy, budget, solver)
-        compare, _, _ = _choice(compare, budget, solver)
+        # the strategies this trace offers (a log's: what the run saved first, no eager)
+        self._choices = ([(x.spec.short, x.kind) for x in tr.offered] if tr is not None else list(STRATEGY_CHOICES))
+        strategy, budget, solver = _choice(strategy, budget, solver, self._choices)
+        compare, _, _ = _choice(compare, budget, solver, self._choices)
         self._model = model
         self._inputs = tuple(inputs)
         self._trace_kwargs = dict(trace_kwargs or {})
@@ -146,9 +148,9 @@ class Explorer(widgets.VBox):
         # ToggleButtons put their description above the buttons: a Label beside them instead
         self.view_control = widgets.ToggleButtons(options=list(VIEWS), value=view,
                                                   style={**style, "button_width": "92px"}, layout=wide())
-        self.strategy_control = widgets.Dropdown(options=STRATEGY_CHOICES, value=strategy, description="strategy",
+        self.strategy_control = widgets.Dropdown(options=self._choices, value=strategy, description="strategy",
                                                  style=style, layout=wide())
-        self.compare_control = widgets.Dropdown(options=STRATEGY_CHOICES, value=compare, description="compare with",
+        self.compare_control = widgets.Dropdown(options=self._choices, value=compare, description="compare with",
                                                 style=style, layout=wide())
         self.budget_control = widgets.FloatSlider(value=budget, min=0.0, max=1.0, step=0.05, description="budget",
                                                   continuous_update=False, readout_format=".2f", style=style,
@@ -216,7 +218,7 @@ class Explorer(widgets.VBox):
         return Strategy.parse(choice).name
 
     def _table_strategies(self) -> list[str]:
-        return [self._key(c) for _, c in STRATEGY_CHOICES]
+        return [self._key(c) for _, c in self._choices]
 
     # --- reacting to the controls ----------------------------------------------------------------
     def _on_control(self, _change: dict[str, Any]) -> None:
@@ -250,7 +252,7 @@ class Explorer(widgets.VBox):
                 self.solver_control.value = s.solver
             self.strategy_control.value = "budget"
             self._refresh()
-        elif s.kind in dict((v, k) for k, v in STRATEGY_CHOICES):
+        elif s.kind in dict((v, k) for k, v in self._choices):
             self.strategy_control.value = s.kind
 
     def _sync_trace_controls(self) -> None:
@@ -388,13 +390,63 @@ class Explorer(widgets.VBox):
         return bundle
 
 
-def _choice(strategy: StrategyLike, budget: float, solver: str) -> tuple[str, float, str]:
+class RunExplorer(widgets.VBox):
+    """The explorer of a logged run: a rank and a graph (compile id) selector above the explorer
+    of the chosen graph (graphs with a backward only; each explorer is built once and kept)."""
+
+    def __init__(self, run: Any, rank: int = 0, compile_id: str | None = None, **options: Any) -> None:
+        rows = run.graphs
+        rows = rows[rows["joint"] & rows["backward"]]
+        self.run = run
+        self._graphs = [(int(r["rank"]), str(r["compile_id"]), int(r["piece"])) for _, r in rows.iterrows()]
+        self._options = {"strategy": "logged", "compare": "min_cut", **options}
+        self._explorers: dict[tuple[int, str, int], Explorer] = {}
+        start = run.trace(rank=rank, compile_id=compile_id)
+        first = next((g for g in self._graphs if run.trace(*g) is start), self._graphs[0])
+        style = {"description_width": "initial"}
+        ranks = sorted({g[0] for g in self._graphs})
+        self.rank_control = widgets.Dropdown(options=[(f"rank {r}", r) for r in ranks], value=first[0],
+                                             description="rank", style=style)
+        self.graph_control = widgets.Dropdown(options=self._graph_options(first[0]), value=first,
+                                              description="graph", style=style)
+        self.rank_control.observe(self._on_rank, names="value")
+        self.graph_control.observe(self._on_graph, names="value")
+        self.selectors = widgets.HBox([self.rank_control, self.graph_control])
+        super().__init__([self.selectors, self._explorer(first)])
+
+    def _graph_options(self, rank: int) -> list[tuple[str, tuple[int, str, int]]]:
+        return [(f"{g[1]}" + (f" piece {g[2]}" if g[2] else ""), g) for g in self._graphs if g[0] == rank]
+
+    def _explorer(self, key: tuple[int, str, int]) -> "Explorer":
+        if key not in self._explorers:
+            self._explorers[key] = Explorer(self.run.trace(*key), **self._options)
+        return self._explorers[key]
+
+    @property
+    def explorer(self) -> "Explorer":
+        """The explorer of the graph shown now."""
+        return self._explorer(self.graph_control.value)
+
+    def _on_rank(self, change: dict[str, Any]) -> None:
+        rank = change["new"]
+        options = self._graph_options(rank)
+        same = next((v for _, v in options if v[1] == self.graph_control.value[1]), options[0][1])
+        self.graph_control.options = options
+        self.graph_control.value = same
+        self._on_graph({"new": same})
+
+    def _on_graph(self, change: dict[str, Any]) -> None:
+        self.children = (self.selectors, self._explorer(change["new"]))
+
+
+def _choice(strategy: StrategyLike, budget: float, solver: str,
+            choices: Sequence[tuple[str, str]] = tuple(STRATEGY_CHOICES)) -> tuple[str, float, str]:
     """The explorer's controls for a strategy: ``"budget:0.3:greedy"`` -> ``("budget", 0.3, "greedy")``;
     ``"budget"`` alone keeps the slider's budget and solver."""
     if isinstance(strategy, str) and strategy.strip().lower() == "budget":
         return "budget", budget, solver
     s = Strategy.parse(strategy)
-    offered = [v for _, v in STRATEGY_CHOICES]
+    offered = [v for _, v in choices]
     if s.kind not in offered:
         raise InputError(f"the explorer offers the strategies {', '.join(offered)}, not {s.name!r}",
                          "draw other strategies with tr.draw(strategy=...)")
@@ -412,6 +464,8 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
     ``solver``, ``group`` (module, none) and ``depth``.  Given a model, the explorer can also
     switch between parameters lifted and captured as constants.
     """
+    if hasattr(model_or_trace, "trace") and hasattr(model_or_trace, "compare_ranks"):  # a Run read from a log
+        return RunExplorer(model_or_trace, **options)
     if isinstance(model_or_trace, Trace):
         if inputs:
             raise InputError("fxviz.explore(trace) takes no example inputs: the trace has them",
