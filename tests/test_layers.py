@@ -10,24 +10,28 @@ import fxviz
 
 ROOT = pathlib.Path(fxviz.__file__).parent
 
-# floor -> module-name prefixes (relative to the package), most specific first where they nest
+# floor -> module names or dotted prefixes (relative to the package); the longest match decides
 FLOORS: dict[int, tuple[str, ...]] = {
     1: ("_torch", "_fx", "_io", "_state", "errors", "examples", "units"),
-    2: ("capture", "roles", "logs"),
+    2: ("capture", "roles", "logs.reader", "logs.graph_code"),
     3: ("analysis",),
     4: ("render",),
-    5: ("trace", "payloads"),
+    5: ("trace", "payloads", "logs", "logs.run"),  # a logged Run hands out Traces
     6: ("widgets", "html_report"),
     7: ("__init__", "cli", "__main__"),
 }
 
 
 def floor_of(module: str) -> int:
-    head = module.split(".")[0]
+    best: tuple[int, int] | None = None
     for floor, names in FLOORS.items():
-        if head in names:
-            return floor
-    raise AssertionError(f"fxviz.{module} is on no floor: add it to FLOORS and to ARCHITECTURE.md")
+        for name in names:
+            if module == name or module.startswith(name + "."):
+                if best is None or len(name) > best[0]:
+                    best = (len(name), floor)
+    if best is None:
+        raise AssertionError(f"fxviz.{module} is on no floor: add it to FLOORS and to ARCHITECTURE.md")
+    return best[1]
 
 
 def _module_name(path: pathlib.Path) -> str:
