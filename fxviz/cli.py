@@ -203,7 +203,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     strategies = parse_list(args.strategies) or list(OFFERED)
     out = args.output or f"{args.model.rpartition(':')[2].replace('.py', '')}.html"
     say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else None
-    path = report(tr, out, strategies=strategies, progress=say)
+    path = report(tr, out, strategies=strategies, group=args.group, depth=args.depth, progress=say)
     note = f" (graph 1 of {len(tr.pieces)}: graph breaks)" if len(tr.pieces) > 1 else ""
     print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB{note}")
     return 0
@@ -213,6 +213,9 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", help="the HTML file to write (default MODEL.html)")
     p.add_argument("--strategies", help=f"comma-separated strategies (default: {DEFAULT_STRATEGIES}); "
                                         f"forms: {STRATEGY_FORMS}")
+    p.add_argument("--group", choices=["module", "none"], help="cluster by module path (module) or draw every "
+                                                               "node (none); default: modules collapse above 600 nodes")
+    p.add_argument("--depth", type=int, help="with module grouping: modules at this depth become one box")
     p.add_argument("-v", "--verbose", action="store_true", help="say what is being computed")
 
 

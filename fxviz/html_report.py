@@ -33,10 +33,14 @@ def build_report(tr: "Trace", **kwargs: Any) -> str:
     """The report as one HTML string (see :func:`report`)."""
     data = report_data(tr, **kwargs)
     first = data["initial"]
-    key = first["key"] if first else None
+    key = first["key"]
     table = data["table"] if data["table"].get("rows") else None
-    fallback = static_html(data["svgs"].get(key, ""), table, first["strategy"] if first else None,
-                           data["captions"].get(key, "") if key else "")
+    # the first drawing is embedded once: as markup in the script-free fallback, where the page's
+    # script reads it back (data["svg_in_fallback"]), not a second time in the JSON
+    svg = data["svgs"].pop(key, "")
+    data["svg_in_fallback"] = key if svg else None
+    note = " (no strategy marks: they need JavaScript)" if key.startswith("joint|-|") else ""
+    fallback = static_html(svg, table, first["strategy"], data["captions"].get(key, "") + note)
     return _render_template(data, fallback)
 
 

@@ -113,20 +113,24 @@ def test_report_data_is_the_analysis(alexnet_report):
         assert data["status"][k]["saved"] == list(p.saved)
         assert set(data["status"][k]["recomputed"]) == p.recomputed
         assert set(data["status"][k]["removed"]) == p.removed
-    # every graph view of every partitioning strategy is drawn; eager (measured, no graphs) only joint
+    # one joint layout (in the fallback's markup) shared by the joint and compare views of every
+    # strategy and pair: strategies are overlays from data["status"]; forward and backward views
+    # are drawn per partitioning strategy; eager (measured, no graphs) has none
+    layout = "joint|-|-|-|-"
+    assert data["svg_in_fallback"] == layout and layout not in data["svgs"]
+    assert {e["key"] for e in data["index"] if e["view"] in ("joint", "compare")} == {layout}
+    assert not any(k.startswith(("joint|", "compare|")) for k in data["svgs"])
     for k in keys:
-        assert f"joint|{k}|-|-|-" in data["svgs"]
         for side in ("forward", "backward"):
             key = f"{side}|{k}|-|-|-"
             if k == "eager":
                 assert key in data["errors"] and key not in data["svgs"]
             else:
                 assert key in data["svgs"], data["errors"].get(key)
-    assert [p[0] for p in data["pairs"]] == keys  # each strategy can be compared
-    # the drawing marks exactly what the partition saves
-    svg = data["svgs"]["joint|min_cut|-|-|-"]
-    saved_drawn = set(re.findall(r'<g id="node\d+" class="node[^"]*fx&#45;saved[^"]*">\s*<title>([^<]+)</title>', svg))
-    assert saved_drawn == set(tr.partition("min_cut").saved)
+    assert data["pairs"] == [["default", "min_cut"]]  # the pair the compare view opens with
+    # the layout carries no strategy's marks: the page draws them
+    fallback = text[text.index('<div id="fxviz-fallback">'):text.index('<script type="application/json"')]
+    assert "fx&#45;saved" not in fallback and 'class="node fx&#45;node' in fallback
     # node details come from the trace's NodeInfo and the joint graph's edges
     for n in tr.joint.graph.nodes:
         if n.op == "output":
@@ -203,8 +207,8 @@ def test_build_report_records_views_that_cannot_be_drawn(traces):
     tr = traces[("mlp", "lifted")]
     data = _data(build_report(tr, strategies=["eager"], views=["backward", "joint"]))
     assert data["errors"]["backward|eager|-|-|-"].startswith("eager")
-    assert "joint|eager|-|-|-" in data["svgs"]
-    assert data["initial"] == {"view": "joint", "strategy": "eager", "compare": None}
+    assert data["svg_in_fallback"] == "joint|-|-|-|-"  # the joint layout, eager's marks drawn by the page
+    assert data["initial"] == {"view": "joint", "strategy": "eager", "compare": None, "key": "joint|-|-|-|-"}
 
 
 def test_cli_report(tmp_path, capsys):

@@ -122,8 +122,7 @@ def test_group_by_module_with_depth(traces):
 
 def test_search_selection_and_table_row_clicks(mlp_explorer):
     w = mlp_explorer
-    w.search_control.value = "relu"
-    assert w.pane.search == "relu"
+    w.pane.search = "relu"  # the pane's own search box syncs this both ways
     w.select("relu")
     assert w.pane.selected == "relu"
     # a click on a memory-table row arrives as a custom message from the front-end

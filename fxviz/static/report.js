@@ -1,18 +1,22 @@
 // fxviz HTML report: the controls around the explorer pane.  Appended to explorer.js inside one
 // module script element, so createPane is in scope.  All data comes from the inert JSON script
-// element #fxviz-data.
+// element #fxviz-data; the first drawing is the markup of the script-free fallback, read once.
+//
+// The joint and compare views share one layout: the strategy (or the pair A, B, any two of the
+// report's strategies) is an overlay the pane applies from data.  Forward and backward views are
+// one drawing per strategy (their graphs differ).
 
 (function startReport() {
   const data = JSON.parse(document.getElementById("fxviz-data").textContent);
   const root = document.getElementById("fxviz-root");
   const nav = document.getElementById("fxviz-controls");
   const index = data.index || [];
-  const VIEW_LABELS = { joint: "joint", forward: "forward", backward: "backward", compare: "compare" };
   const state = {
-    view: data.initial ? data.initial.view : "joint",
-    strategy: data.initial ? data.initial.strategy : (data.strategies[0] || {}).key,
-    compare: data.initial ? data.initial.compare : null,
+    view: data.initial.view,
+    strategy: data.initial.strategy,
+    compare: data.initial.compare || (data.pairs[0] || [])[1] || null,
   };
+  const usable = data.strategies.filter((s) => !s.error).map((s) => s.key);
 
   const el = (tag, attrs = {}, text = null) => {
     const e = document.createElement(tag);
@@ -20,45 +24,54 @@
     if (text !== null) e.textContent = text;
     return e;
   };
+  const label = (key) => { const s = data.strategies.find((x) => x.key === key); return s ? s.label : key; };
 
-  // --- controls ----------------------------------------------------------------------------------
-  const viewButtons = el("span", { class: "fxviz-viewbuttons", role: "group", "aria-label": "view" });
-  for (const v of data.views) {
-    const b = el("button", { type: "button", "data-view": v, "aria-pressed": "false" }, VIEW_LABELS[v] || v);
-    b.addEventListener("click", () => { state.view = v; update(); });
-    viewButtons.append(b);
+  // --- controls: one function per selector, so adding one is small -------------------------------
+  function viewButtons() {
+    const group = el("span", { class: "fxviz-viewbuttons", role: "group", "aria-label": "view" });
+    for (const v of data.views) {
+      const b = el("button", { type: "button", "data-view": v, "aria-pressed": "false" }, v);
+      b.addEventListener("click", () => { state.view = v; update(); });
+      group.append(b);
+    }
+    return group;
   }
-  const strategySel = el("select", { id: "fxviz-strategy", "aria-label": "strategy" });
-  for (const s of data.strategies) {
-    const o = el("option", { value: s.key }, s.label + (s.error ? " (failed)" : ""));
-    if (s.error) o.disabled = true;
-    strategySel.append(o);
+  function strategySelect(id, aria, onChange) {
+    const sel = el("select", { id, "aria-label": aria });
+    for (const s of data.strategies) {
+      const o = el("option", { value: s.key }, s.label + (s.error ? " (failed)" : ""));
+      if (s.error) o.disabled = true;
+      sel.append(o);
+    }
+    sel.addEventListener("change", () => onChange(sel.value));
+    return sel;
   }
-  strategySel.addEventListener("change", () => { state.strategy = strategySel.value; update(); });
-  const compareSel = el("select", { id: "fxviz-compare", "aria-label": "compare with" });
-  compareSel.addEventListener("change", () => { state.compare = compareSel.value; update(); });
-  const compareLabel = el("label", {}, "compare with ");
-  compareLabel.append(compareSel);
-  const search = el("input", { type: "search", id: "fxviz-search", placeholder: "search name, op, module",
-                               "aria-label": "search nodes" });
-  search.addEventListener("input", () => pane.setSearch(search.value));
-  search.addEventListener("keydown", (e) => { if (e.key === "Escape") { search.value = ""; pane.setSearch(""); } });
-  const strategyLabel = el("label", {}, "strategy ");
-  strategyLabel.append(strategySel);
-  const viewLabel = el("label", {}, "view ");
-  viewLabel.append(viewButtons);
-  const searchLabel = el("label", {}, "search ");
-  searchLabel.append(search);
-  nav.append(viewLabel, strategyLabel, compareLabel, searchLabel);
+  const labelled = (text, control) => { const l = el("label", {}, text); l.append(control); return l; };
+
+  const views = viewButtons();
+  const strategySel = strategySelect("fxviz-strategy", "strategy (A in the compare view)", (v) => {
+    state.strategy = v;
+    update();
+  });
+  const compareSel = strategySelect("fxviz-compare", "compare with (B)", (v) => { state.compare = v; update(); });
+  const strategyLabel = labelled("strategy ", strategySel);
+  const compareLabel = labelled("vs B ", compareSel);
+  nav.append(labelled("view ", views), strategyLabel, compareLabel);
   nav.hidden = false;
 
   // --- the pane ----------------------------------------------------------------------------------
   const fallback = document.getElementById("fxviz-fallback");
+  if (fallback && data.svg_in_fallback) {
+    const svg = fallback.querySelector("svg");
+    if (svg) data.svgs[data.svg_in_fallback] = svg.outerHTML;
+  }
   if (fallback) fallback.remove();
   const pane = createPane(root, {
     onRowClick: (key) => {
-      const s = data.strategies.find((x) => x.key === key);
-      if (s && !s.error) { state.strategy = key; update(); }
+      if (!usable.includes(key)) return;
+      if (state.view === "compare" && key === state.strategy) return;
+      if (state.view === "compare") state.compare = key; else state.strategy = key;
+      update();
     },
   });
   pane.setNodes(data.nodes);
@@ -66,43 +79,46 @@
   pane.setTable(data.table);
   pane.setDoctor(data.doctor);
 
-  let lastKind = null;
-  function update() {
-    if (state.view === "compare") {
-      let partners = data.pairs.filter((p) => p[0] === state.strategy).map((p) => p[1]);
-      if (!partners.length && data.pairs.length) {
-        state.strategy = data.pairs[0][0];
-        partners = data.pairs.filter((p) => p[0] === state.strategy).map((p) => p[1]);
-      }
-      if (!partners.includes(state.compare)) state.compare = partners[0] || null;
-      compareSel.replaceChildren(...partners.map((k) => {
-        const s = data.strategies.find((x) => x.key === k);
-        return el("option", { value: k }, s ? s.label : k);
-      }));
-      compareSel.value = state.compare || "";
-    }
-    compareLabel.hidden = state.view !== "compare";
-    strategySel.value = state.strategy;
-    for (const b of viewButtons.children) b.setAttribute("aria-pressed", String(b.dataset.view === state.view));
+  /** B is never A: keep B if it differs, else the first other usable strategy */
+  function fixCompare() {
+    if (state.compare && state.compare !== state.strategy && usable.includes(state.compare)) return;
+    const pref = state.strategy === "default" ? "min_cut" : "default";
+    state.compare = usable.includes(pref) && pref !== state.strategy ? pref : usable.find((k) => k !== state.strategy) || null;
+  }
 
-    const entry = index.find((e) => e.view === state.view && e.strategy === state.strategy &&
-      (state.view !== "compare" || e.compare === state.compare));
+  let lastKey = null;
+  function update() {
+    const compare = state.view === "compare";
+    if (compare) fixCompare();
+    for (const o of compareSel.options) o.disabled = o.value === state.strategy || !usable.includes(o.value);
+    compareLabel.hidden = !compare;
+    strategySel.value = state.strategy;
+    compareSel.value = state.compare || "";
+    strategyLabel.firstChild.textContent = compare ? "A " : "strategy ";
+    for (const b of views.children) b.setAttribute("aria-pressed", String(b.dataset.view === state.view));
+
+    const overlay = state.view === "joint" || compare;
+    const entry = index.find((e) => e.view === state.view && (overlay || e.strategy === state.strategy));
     const key = entry ? entry.key : null;
-    const kind = state.view;
+    const shown = `${state.view}|${state.strategy}|${compare ? state.compare : "-"}|${data.group}|${data.depth}`;
     pane.setView(state.view);
-    pane.setStatus(data.status[state.strategy], state.view === "compare" ? data.status[state.compare] : null);
-    pane.setHighlight(state.strategy, state.view === "compare" ? state.compare : "");
-    if (key && data.svgs[key]) {
+    pane.setStatus(data.status[state.strategy], compare ? data.status[state.compare] : null);
+    pane.setHighlight(state.strategy, compare ? state.compare : "");
+    if (compare && !state.compare) {
+      pane.setSvg("", { key: shown });
+      pane.setError("the compare view needs two strategies that did not fail");
+    } else if (key && data.svgs[key]) {
       pane.setError("");
-      pane.setSvg(data.svgs[key], { keepZoom: lastKind === kind, key });
+      pane.setSvg(data.svgs[key], { keepZoom: lastKey === key, key: shown, overlay });
       pane.setCaption(data.captions[key] || "");
     } else {
-      pane.setSvg("", { key: key || "" });
+      pane.setSvg("", { key: shown });
       pane.setCaption("");
-      pane.setError((key && data.errors[key]) || "this view is not in the report");
+      pane.setError((key && data.errors[key]) || `the ${state.view} view of ${label(state.strategy)} is not in the report` +
+        (data.status[state.strategy] && !data.status[state.strategy].error && state.view !== "joint"
+          ? ": it is measured, not partitioned; the joint view marks what it saves" : ""));
     }
-    lastKind = kind;
-    pane.setSearch(search.value);
+    lastKey = key;
   }
   update();
 
