@@ -1,8 +1,9 @@
 """The self-contained HTML report: one file with every view of a trace inline.
 
 The page shows the payloads of :mod:`fxviz.payloads` with the explorer's own front-end code;
-this module only writes the file.  The JSON sits in an inert ``<script type="application/json">``
-element (escaped by ``render.embed.script_json``), the SVGs are checked by ``clean_svg``, and the
+this module only writes the file.  The JSON sits, gzipped and base64-encoded, in an inert
+``<script type="application/json">`` element (``render.embed.packed_json``; the page unpacks it
+with the browser's DecompressionStream), the SVGs are checked by ``clean_svg``, and the
 page's Content-Security-Policy allows exactly fxviz's script, by hash.
 """
 
@@ -18,7 +19,7 @@ from ._io import write_atomic
 from .errors import RenderError
 from .payloads import report_data
 from .render import theme
-from .render.embed import script_json
+from .render.embed import packed_json
 from .render.static_html import static_html
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,7 +70,7 @@ def _render_template(data: dict[str, Any], fallback: str) -> str:
         generated=data["generated"],
         palette_css=Markup(theme.css_variables(":root")),
         css=Markup(_asset("explorer.css") + "\n" + _asset("report.css")),
-        data_json=Markup(script_json(data)),
+        data_json=Markup(packed_json(data)),
         script=Markup(script),
         script_hash=f"sha256-{digest}",
         fallback=Markup(fallback),

@@ -18,7 +18,7 @@ import fxviz
 from fxviz.cli import main
 from fxviz.errors import InputError, RenderError
 from fxviz.html_report import build_report, report
-from fxviz.render.embed import clean_svg, script_json
+from fxviz.render.embed import clean_svg, script_json, unpack_json
 
 from .conftest import assert_unchanged, snapshot
 
@@ -71,7 +71,7 @@ def _parse(text: str) -> _Elements:
 def _data(text: str) -> dict:
     scripts = _parse(text).scripts
     (data_text,) = [body for attrs, body in scripts if attrs.get("id") == "fxviz-data"]
-    return json.loads(data_text)
+    return unpack_json(data_text)
 
 
 @pytest.fixture(scope="module")

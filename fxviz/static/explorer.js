@@ -295,7 +295,7 @@ function buildLayout(root) {
     zoomFit: button("fxviz-zoom-fit", "whole graph (0)", "fit"),
     zoomWidth: button("fxviz-zoom-width", "fit width (w)", "width"),
   };
-  const search = h("input", { type: "search", class: "fxviz-search", placeholder: "search: name, op, module, shape",
+  const search = h("input", { type: "search", class: "fxviz-search", placeholder: "search (Enter: next)",
                               "aria-label": "search nodes (Enter: next hit, Shift+Enter: previous)" });
   const prev = button("fxviz-search-prev", "previous hit (Shift+Enter)", "\u2191");
   const next = button("fxviz-search-next", "next hit (Enter)", "\u2193");
@@ -725,8 +725,8 @@ function applySearch(viewport, statusLine, state, zp, move = 0) {
   } else if (!hits.length) {
     statusLine.textContent = `${nodes} matching node${nodes === 1 ? "" : "s"}, none drawn in this view`;
   } else {
-    statusLine.textContent = `${current + 1} of ${hits.length}` +
-      (nodes !== hits.length ? ` (${nodes} node${nodes === 1 ? "" : "s"})` : "") + " \u00b7 Enter: next, Shift+Enter: previous";
+    statusLine.textContent = `${current + 1} of ${hits.length} \u00b7 ${nodes} node${nodes === 1 ? "" : "s"} match` +
+      " \u00b7 Enter: next, Shift+Enter: previous";
   }
   return state.lastSearch;
 }
@@ -867,20 +867,27 @@ function unitSide(state, id, g) {
   return n ? n.phase : "";
 }
 
-/** A small text badge above unit `g` (removed by the next `clearMarks`). */
-function addBadge(g, text, cls) {
+/** One badge line on unit `g`'s top border, right-aligned: `parts` are [text, class] pairs, shown
+ *  as colored runs ("A saves · B recomputes"); removed by the next `clearMarks`. */
+function addBadges(g, parts) {
+  if (!parts.length) return;
+  const outline = g.querySelector(".fxviz-outline");
   let box;
-  try { box = g.getBBox(); } catch (e) { return; }
+  try { box = (outline || g).getBBox(); } catch (e) { return; }
   if (!box || (!box.width && !box.height)) return;
-  const shift = g.querySelectorAll(".fxviz-xmark").length * 9;
   const t = document.createElementNS(g.namespaceURI, "text");  // the SVG namespace, without writing its URL
-  t.setAttribute("x", String(box.x + box.width));
-  t.setAttribute("y", String(box.y - 2 - shift));
+  t.setAttribute("x", String(box.x + box.width - 2));
+  t.setAttribute("y", String(box.y - 1.5));  // just above the node: the rank gap holds one 9 pt line
   t.setAttribute("text-anchor", "end");
   t.setAttribute("font-size", "9");
   t.setAttribute("font-weight", "bold");
-  t.setAttribute("class", `fxviz-xmark ${cls}`);
-  t.textContent = text;
+  t.setAttribute("class", "fxviz-xmark");
+  parts.forEach(([text, cls], i) => {
+    const span = document.createElementNS(g.namespaceURI, "tspan");
+    span.setAttribute("class", cls);
+    span.textContent = (i ? " \u00b7 " : "") + text;
+    t.append(span);
+  });
   g.append(t);
 }
 
@@ -906,6 +913,7 @@ function unitStatus(state, s) {
   return out;
 }
 
+const WHO = { "A-only": "A", "B-only": "B", both: "both" };
 const which = (a, b) => (a && b ? "both" : a ? "A-only" : b ? "B-only" : null);
 
 /** Mark the drawing from data: in the report (`state.overlay`) the strategy's (or the two compared
@@ -922,29 +930,25 @@ function applyMarks(state, svg) {
     sides.set(id, unitSide(state, id, g));
     const a = A.get(id) || {};
     const b = B.get(id) || {};
-    if (state.overlay) {
-      if (compare) {
-        const sv = which(a.saved, b.saved);
-        const rc = which(a.recomputed, b.recomputed);
-        if (sv) { g.classList.add(`fx-saved-${sv}`); addBadge(g, `saved: ${sv.replace("-", " ")}`, `fxviz-xmark-${sv}`); }
-        if (rc) { g.classList.add(`fx-recomputed-${rc}`); addBadge(g, `recomputed: ${rc.replace("-", " ")}`, `fxviz-xmark-${rc}`); }
-      } else {
-        if (a.saved) { g.classList.add("fx-saved"); addBadge(g, "saved", "fxviz-xmark-saved"); }
-        if (a.recomputed) { g.classList.add("fx-recomputed"); addBadge(g, "recomputed", "fxviz-xmark-recomputed"); }
-        if (a.removed) { g.classList.add("fx-removed"); addBadge(g, "removed", "fxviz-xmark-removed"); }
-      }
+    const parts = [];
+    const badge = (cls, text, mark) => { g.classList.add(cls); parts.push([text, `fxviz-xmark-${mark}`]); };
+    if (state.overlay && compare) {
+      const sv = which(a.saved, b.saved);
+      const rc = which(a.recomputed, b.recomputed);
+      if (sv) badge(`fx-saved-${sv}`, `${WHO[sv]} save${sv === "both" ? "" : "s"}`, sv);
+      if (rc) badge(`fx-recomputed-${rc}`, `${WHO[rc]} recompute${rc === "both" ? "" : "s"}`, rc);
+    } else if (state.overlay) {
+      if (a.saved) badge("fx-saved", "saved", "saved");
+      if (a.recomputed) badge("fx-recomputed", "recomputed", "recomputed");
+      if (a.removed) badge("fx-removed", "removed", "removed");
     }
     const members = unitMembers(state, id, g);
-    if (members.some((n) => { const gr = state.nodes[n] && state.nodes[n].gradient; return gr && !gr.gets && gr.requires_grad && state.nodes[n].role !== "gradient"; })) {
-      g.classList.add("fxviz-nograd");
-      addBadge(g, "no gradient", "fxviz-xmark-nograd");
-    }
+    const noGrad = (n) => { const gr = state.nodes[n] && state.nodes[n].gradient; return gr && !gr.gets && gr.requires_grad && state.nodes[n].role !== "gradient"; };
+    if (members.some(noGrad)) badge("fxviz-nograd", "no gradient", "nograd");
     for (const [s, who] of [[state.status, compare ? "A" : ""], [compare ? state.compare : null, "B"]]) {
-      if (s && s.random && members.some((n) => s.random.includes(n))) {
-        g.classList.add("fxviz-random");
-        addBadge(g, `random, redrawn${who ? ` (${who})` : ""}`, "fxviz-xmark-random");
-      }
+      if (s && s.random && members.some((n) => s.random.includes(n))) badge("fxviz-random", `random, redrawn${who ? ` by ${who}` : ""}`, "random");
     }
+    addBadges(g, parts);
   }
   if (state.overlay) {
     // edges that carry a saved value to the backward

@@ -6,8 +6,16 @@
 // report's strategies) is an overlay the pane applies from data.  Forward and backward views are
 // one drawing per strategy (their graphs differ).
 
-(function startReport() {
-  const data = JSON.parse(document.getElementById("fxviz-data").textContent);
+/** The report's data: JSON, gzipped and base64-encoded by fxviz (render/embed.py, packed_json). */
+async function loadReportData() {
+  const outer = JSON.parse(document.getElementById("fxviz-data").textContent);
+  if (outer.encoding !== "gzip+base64") return outer;
+  const bytes = Uint8Array.from(atob(outer.payload), (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return JSON.parse(await new Response(stream).text());
+}
+
+loadReportData().then(function startReport(data) {
   const root = document.getElementById("fxviz-root");
   const nav = document.getElementById("fxviz-controls");
   const index = data.index || [];
@@ -130,4 +138,4 @@
     if (pending.length) idle(preload);
   };
   idle(preload);
-})();
+});
