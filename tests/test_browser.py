@@ -48,6 +48,15 @@ def _node(page, name: str):
     return page.locator(f".fxviz-viewport g.node:has(> title:text-is('{name}'))")
 
 
+def _show(page, name: str) -> None:
+    """Bring node `name` into view as a reader would: search its exact name (first hit), then
+    clear the search (the view stays)."""
+    box = page.locator(".fxviz-explorer .fxviz-search")
+    box.fill(name)
+    assert page.eval_on_selector(".fxviz-viewport g.node.fxviz-current > title", "t => t.textContent") == name
+    box.fill("")
+
+
 def _role_fills(page) -> dict[str, set[str]]:
     """role -> the fill colors of the drawn nodes of that role (first shape of each node)."""
     return page.evaluate("""() => {
@@ -288,6 +297,20 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
     page.locator(".fxviz-explorer-widget").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / f"explorer-{app}-default.png"))
 
+    # keys typed while the graph has focus stay in the widget: no notebook shortcut fires
+    # ("a"/"b" insert cells, "m" makes markdown, "d d" deletes the cell holding the explorer)
+    cells = page.locator(".jp-Notebook .jp-Cell").count()
+    page.locator(".fxviz-explorer .fxviz-viewport").focus()
+    for key in ("a", "b", "m", "d", "d", "y"):
+        page.keyboard.press(key)
+    page.locator(".fxviz-explorer .fxviz-search").focus()
+    page.keyboard.type("dd")
+    page.keyboard.press("Escape")
+    page.wait_for_timeout(500)
+    assert page.locator(".jp-Notebook .jp-Cell").count() == cells
+    assert page.locator(".jp-Notebook .jp-MarkdownCell").count() == 0
+    assert page.locator(".fxviz-explorer .fxviz-viewport svg g.node").count() > 0
+
     # change the strategy dropdown: the graph and the table change
     before = page.inner_html(".fxviz-viewport")
     _dropdown(page, "strategy").select_option(label="recompute all")
@@ -303,7 +326,8 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
     _wait_key(page, "joint|budget:0.5:dp|-|-|-")
     assert page.locator(".fxviz-explorer-widget .widget-slider:has(label:text-is('budget'))").is_visible()
 
-    # click a node: the details
+    # click a node (brought into view by searching its name): the details
+    _show(page, "convolution")
     _node(page, "convolution").click()
     page.wait_for_selector(".fxviz-details-body .fxviz-node-name", timeout=10_000)
     details = page.inner_text(".fxviz-details-body")
@@ -332,6 +356,20 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
           f"{[round(t, 3) for t in times]}; last SVG swap in the page: {render_ms} ms")
     assert max(times) < 1.0
 
+    # a class at 1024x768: the compare view opens readable, and never compares a strategy with itself
+    page.set_viewport_size({"width": 1024, "height": 768})
+    page.locator(".fxviz-explorer-widget .widget-toggle-buttons button", has_text="compare").click()
+    _wait_key(page, "compare|budget:0.5:dp|min_cut|-|-")
+    _dropdown(page, "strategy").select_option(label="min-cut")
+    _wait_key(page, "compare|min_cut|default|-|-")
+    assert _dropdown(page, "compare with").evaluate("s => s.options[s.selectedIndex].textContent") == "default"
+    page.locator(".fxviz-explorer").scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    labels = _median_label_px(page)
+    print(f"median on-screen label height at 1024x768, explorer in {app}: {labels:.1f} px")
+    assert labels >= 10
+    page.screenshot(path=str(artifacts / f"explorer-{app}-1024-compare.png"))
+
     # no errors anywhere: cell outputs, browser console, page, network
     assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
     assert page.locator(".jp-OutputArea-output .jp-RenderedText[data-mime-type*='error']").count() == 0
@@ -352,7 +390,8 @@ def _median_label_px(page) -> float:
         const hs = [];
         for (const t of document.querySelectorAll('.fxviz-viewport g.node text:not(.fxviz-xmark)')) {
             const r = t.getBoundingClientRect();
-            if (r.width && r.left >= vp.left && r.right <= vp.right && r.top >= vp.top && r.bottom <= vp.bottom)
+            if (r.width && r.left >= vp.left && r.right <= vp.right && r.top >= Math.max(vp.top, 0) &&
+                r.bottom <= Math.min(vp.bottom, window.innerHeight))
                 hs.push(r.height);
         }
         hs.sort((a, b) => a - b);

@@ -1169,7 +1169,8 @@ export function createPane(root, opts = {}) {
     select: (id) => select(id, { reveal: true, notify: false }),
     setSearch,
     setNodes(nodes) { state.nodes = nodes || {}; markSelected(false); marks(); search(); },
-    setStatus(s, cmp) { state.status = s || null; state.compare = cmp || null; marks(); legend(); markSelected(false); },
+    // an empty record (the widget's compare_status outside the compare view) is no strategy
+    setStatus(s, cmp) { state.status = s && s.key ? s : null; state.compare = cmp && cmp.key ? cmp : null; marks(); legend(); markSelected(false); },
     setView(view) { state.view = view || "joint"; el.dataset.view = state.view; table(); legend(); markSelected(false); },
     setTable(t) { state.table = t; table(); },
     setHighlight(key, compareKey) { state.highlight = key || ""; state.compareHighlight = compareKey || ""; table(); },
