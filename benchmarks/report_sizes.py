@@ -22,7 +22,6 @@ import torch
 
 import fxviz
 from benchmarks.ladder import LADDER, build_model
-from fxviz.render.embed import unpack_json
 
 __all__ = ["MODELS", "TARGETS_MB", "measure", "main"]
 
@@ -67,6 +66,10 @@ def measure(name: str) -> dict[str, Any]:
     size = len(text.encode("utf-8"))
     start = text.index('id="fxviz-data">') + len('id="fxviz-data">')
     raw = text[start:text.index("</script>", start)]
+    try:
+        from fxviz.render.embed import unpack_json
+    except ImportError:  # a version of fxviz from before the packed data (for the "before" column)
+        unpack_json = json.loads
     data = unpack_json(raw)
     svgs = sum(len(s.encode("utf-8")) for s in data["svgs"].values())
     fallback = re.search(r'<div id="fxviz-fallback">.*?</div>\s*</main>', text, re.S)

@@ -34,6 +34,7 @@ __all__ = [
     "node_data",
     "status_data",
     "table_data",
+    "table_notes",
     "doctor_data",
     "legend_data",
     "render_view",
@@ -131,9 +132,32 @@ _TABLE_COLUMNS: list[tuple[str, str, str]] = [
 ]
 
 
-def table_data(df: Any) -> dict[str, Any]:
+def table_notes(tr: "Trace", keys: Sequence[str]) -> list[str]:
+    """Why a row's numbers are what they are, where a reader is surprised: what each strategy
+    recomputes (the default recomputes too), and what recompute-all still saves (the outputs of
+    random ops, which must not be redrawn).  Every name comes from the strategy's ``Partition``."""
+    notes = []
+    for key in keys:
+        p = tr.partition(key)
+        if p.error:
+            continue
+        if p.strategy.kind == "recompute_all":
+            kept = [n for n in p.saved if n in tr.graph.info and tr.graph.info[n].role not in theme.INPUT_ROLES]
+            if kept:
+                notes.append(f"{p.label} saves graph inputs, and the outputs of random ops, which the backward "
+                             f"must not draw again: {', '.join(kept[:6])}{' ...' if len(kept) > 6 else ''} "
+                             "(its 'saved' column counts those)")
+        if p.recomputed and p.strategy.kind != "recompute_all":
+            ops = sorted(p.recomputed)
+            notes.append(f"{p.label} recomputes {len(ops)}: {', '.join(ops[:6])}{' ...' if len(ops) > 6 else ''} "
+                         "(forward ops its backward graph runs again instead of reading a saved value)")
+    return notes
+
+
+def table_data(df: Any, tr: "Trace | None" = None) -> dict[str, Any]:
     """The memory table (``tr.memory_table()``) as display strings per strategy row, formatted
-    and best-marked exactly as ``fxviz.render.table`` does for the notebook table."""
+    and best-marked exactly as ``fxviz.render.table`` does for the notebook table; given the
+    ``Trace``, with :func:`table_notes`."""
     from .render.table import best_rows
 
     best = best_rows(df)
@@ -155,6 +179,7 @@ def table_data(df: Any) -> dict[str, Any]:
                      "error": None if is_missing(err) else str(err)})
     return {"columns": [c[1] for c in _TABLE_COLUMNS], "tips": [c[2] for c in _TABLE_COLUMNS], "rows": rows,
             "best_note": "bold: the best (lowest) value of each column",
+            "notes": table_notes(tr, [str(k) for k in df["strategy"]]) if tr is not None else [],
             "caption": df.attrs.get("caption", "").strip()}
 
 
@@ -333,7 +358,7 @@ def report_data(tr: "Trace", strategies: Iterable[StrategyLike] = OFFERED,
         captions[k.text()] = r.caption
     say("memory table")
     try:
-        table = table_data(tr.memory_table(keys))
+        table = table_data(tr.memory_table(keys), tr)
     except FxvizError as exc:
         table = {"message": f"no memory table: {exc.message}"}
 

@@ -147,6 +147,21 @@ def test_report_data_is_the_analysis(alexnet_report):
     df = tr.memory_table(keys)
     assert list(df["strategy"]) == keys
     assert data["doctor"]["healthy"] is True and data["doctor"]["findings"] == []
+    # the notes under the table say what recompute-all still saves (random ops' outputs: AlexNet's
+    # dropout) and what each strategy recomputes, by name, from the Partitions
+    from fxviz.render.theme import INPUT_ROLES
+
+    notes = data["table"]["notes"]
+    ra = tr.partition("recompute_all")
+    kept = [n for n in ra.saved if tr.graph.info[n].role not in INPUT_ROLES]
+    assert kept
+    producers = {n.name: [a.name for a in n.all_input_nodes] for n in tr.joint.graph.nodes}
+    assert all(any("dropout" in a for a in producers[n]) for n in kept)
+    assert any(note.startswith(ra.label) and all(k in note for k in kept[:6]) for note in notes)
+    for k in keys:
+        p = tr.partition(k)
+        if p.recomputed and k != "recompute_all":
+            assert any(note.startswith(f"{p.label} recomputes {len(p.recomputed)}: ") for note in notes), k
 
 
 def test_model_strings_cannot_break_out(tmp_path):

@@ -770,6 +770,7 @@ function renderTable(box, state, onRowClick) {
   const body = t.rows.map((r) => tableRow(r, state, onRowClick));
   box.append(h("table", { class: "fxviz-table" }, h("thead", {}, head), h("tbody", {}, body)));
   if (t.best_note) box.append(h("p", { class: "fxviz-table-note", text: `${t.best_note}; hover a header for what it counts` }));
+  if (t.notes && t.notes.length) box.append(h("ul", { class: "fxviz-table-notes" }, t.notes.map((n) => h("li", { text: n }))));
   if (t.caption) box.append(h("details", { class: "fxviz-table-caption" }, h("summary", { text: "how these are counted" }), h("p", { text: t.caption })));
 }
 

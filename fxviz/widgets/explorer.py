@@ -337,7 +337,7 @@ class Explorer(widgets.VBox):
         if key not in self._tables:
             self.pane.busy = "computing the memory table (first time only)…"
             try:
-                self._tables[key] = table_data(tr.memory_table(strategies))
+                self._tables[key] = table_data(tr.memory_table(strategies), tr)
             except FxvizError as exc:
                 self._tables[key] = {"message": f"no memory table: {exc.message}"}
             finally:
