@@ -103,8 +103,9 @@ def _markdown(rows: list[dict[str, Any]], before: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# sizes the issue measured before this change (issue 15's text), for the table
-BEFORE = {"alexnet": "5.1 MB", "resnet18-train": "23.8 MB (torchvision)", "gpt12": "-"}
+# before this change: this script run on main at 6144881 (one SVG per view, strategy and compare
+# pair, plain JSON), 2026-12-01; issue 15 measured AlexNet 5.1 MB and torchvision's ResNet-18 23.8 MB
+BEFORE = {"alexnet": "5.09 MB (18 drawings)", "resnet18-train": "25.68 MB (18 drawings)", "gpt12": "6.94 MB (18 drawings)"}
 
 
 def main(argv: list[str] | None = None) -> int:
