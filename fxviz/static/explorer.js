@@ -326,7 +326,7 @@ function buildLayout(root) {
   const section = (cls, title, body) => h("section", { class: `fxviz-section ${cls}` }, h("h4", { text: title }), body);
   const sections = {
     details: section("fxviz-details", "Details", details),
-    diff: section("fxviz-diff", "Differences", diffBox),
+    diff: section("fxviz-differences", "Differences", diffBox),
     memory: section("fxviz-memory", "Memory", tableBox),
     doctor: section("fxviz-doctor", "Doctor", doctorBox),
     legend: section("fxviz-legend", "Legend", legendBox),
