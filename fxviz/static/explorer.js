@@ -341,9 +341,19 @@ function buildLayout(root) {
 }
 
 /** Keys typed in the pane stay in the pane: a notebook's command-mode shortcuts ("a", "b", "m",
- *  "d d") must not act on the notebook while the graph or its search box has focus. */
-function swallowKeys(el) {
-  for (const type of ["keydown", "keypress", "keyup"]) el.addEventListener(type, (e) => e.stopPropagation());
+ *  "d d") must not act on the notebook while the graph or its search box has focus.  JupyterLab 4
+ *  reads keys as they bubble up to the document (stopped here, at the pane); Notebook 7 reads them
+ *  on the way down (capture), before the pane sees them, but skips an event whose default is
+ *  prevented: keys aimed at the graph are marked so from the window, first of all listeners (the
+ *  pane's own handlers still run).  Tab stays free, and so do the search box, buttons and links,
+ *  which the notebooks' shortcuts ignore (they are not command-mode targets).  Returns a detach. */
+function swallowKeys(el, viewport) {
+  const stop = (e) => e.stopPropagation();
+  const types = ["keydown", "keypress", "keyup"];
+  for (const type of types) el.addEventListener(type, stop);
+  const mark = (e) => { if (e.key !== "Tab" && viewport.contains(e.target)) e.preventDefault(); };
+  for (const type of types) window.addEventListener(type, mark, true);
+  return () => { for (const type of types) window.removeEventListener(type, mark, true); };
 }
 
 /** Side by side when the pane is wide, the side panel below the graph when it is narrow (a
@@ -1112,7 +1122,7 @@ export function createPane(root, opts = {}) {
   const state = paneState();
   const ui = buildLayout(root);
   const { el } = ui;
-  swallowKeys(el);
+  const freeKeys = swallowKeys(el, ui.viewport);
   const widthObserver = bindWidth(el);
   const zp = new ZoomPan(ui.viewport);
   zp.focus = () => zp.boxAround(focusUnits(state));
@@ -1185,7 +1195,7 @@ export function createPane(root, opts = {}) {
     get lastSearch() { return state.lastSearch; },
     get selected() { return state.selected; },
     zoom: zp,
-    destroy() { detachWheel(); for (const o of [zp.observer, widthObserver]) if (o) o.disconnect(); el.remove(); },
+    destroy() { detachWheel(); freeKeys(); for (const o of [zp.observer, widthObserver]) if (o) o.disconnect(); el.remove(); },
   };
 }
 
