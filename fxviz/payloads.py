@@ -60,7 +60,8 @@ def _gradient_facts(tr: "Trace") -> dict[str, dict[str, Any]]:
         if r is None:
             continue
         if info.role == "gradient":
-            out[name] = {"gets": True, "parameter": r["parameter"], "node": None, "reason": f"the gradient of {r['parameter']}"}
+            out[name] = {"gets": True, "parameter": r["parameter"], "node": None,
+                         "reason": f"the gradient of {r['parameter']}"}
         elif info.role in ("parameter", "constant"):
             out[name] = {"gets": bool(r["gets_gradient"]), "parameter": r["parameter"],
                          "node": r.get("gradient_node") or None, "requires_grad": bool(r["requires_grad"]),
@@ -214,7 +215,7 @@ def doctor_data(tr: "Trace", strategy: Any = "default") -> dict[str, Any]:
             "nodes": nodes,
         })
     order = {"error": 0, "warning": 1, "info": 2}
-    out.sort(key=lambda g: order.get(g["severity"], 3))
+    out.sort(key=lambda g: order.get(str(g["severity"]), 3))
     return {"message": result.headline(), "findings": out, "healthy": bool(result.healthy)}
 
 

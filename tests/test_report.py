@@ -235,6 +235,13 @@ def test_cli_report(tmp_path, capsys):
     assert "parameters closure" in data["summary"]
     assert data["doctor"]["healthy"] is False  # closure capture: the parameters get no gradient
     assert main(["report", "mlp", "-o", str(tmp_path / "x.html"), "--strategies", "nonsense"]) == 2
+    # --group / --depth reach the drawing: module boxes in the joint layout
+    out2 = tmp_path / "mlp-grouped.html"
+    assert main(["report", "mlp", "-o", str(out2), "--strategies", "default,min_cut", "--group", "module",
+                 "--depth", "1"]) == 0
+    data = _data(out2.read_text(encoding="utf-8"))
+    assert data["svg_in_fallback"] == "joint|-|-|module|1" and data["group"] == "module" and data["depth"] == 1
+    assert "fx&#45;group" in out2.read_text(encoding="utf-8")
 
 
 def test_default_strategies_are_the_memory_tables(traces):
