@@ -81,9 +81,11 @@ def report(tr: "Trace", path: str | os.PathLike[str], **kwargs: Any) -> pathlib.
     """Write the self-contained HTML report of ``tr`` to ``path`` and return the path.
 
     One file with everything inline (SVGs, CSS, script, data); it loads nothing from the
-    network.  It switches strategy and view, shows a node's details on click, searches names,
-    ops and modules, and shows the memory table, the doctor's findings and the legend.
-    Keyword arguments go to :func:`build_report` (``strategies``, ``views``, ``compare`` pairs,
-    ``group``, ``depth``, ``title``).  Written to a temporary file, then renamed into place.
+    network.  It switches strategy and view, compares any two of its strategies (marks drawn by
+    the page on one joint layout), shows a node's details on click, searches names, ops,
+    modules, shapes and the labels' text, and shows the memory table, the doctor's findings and
+    the legend.  Keyword arguments go to :func:`build_report` (``strategies``, ``views``,
+    ``compare``: the pair the compare view opens with, ``group``, ``depth``, ``title``).
+    Written to a temporary file, then renamed into place.
     """
     return write_atomic(path, build_report(tr, **kwargs))
