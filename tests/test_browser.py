@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 
 import pytest
 
@@ -555,3 +556,29 @@ def test_engineer_report_at_1024(tmp_path, artifacts):
         page.locator(".fxviz-doctor").scroll_into_view_if_needed()
         page.screenshot(path=str(artifacts / "engineer-1024-doctor.png"))
         assert b.console_errors == [] and b.page_errors == [] and b.blocked == []
+
+
+def test_report_overlay_on_module_boxes(traces, tmp_path):
+    """A collapsed module box carries the union of its members' marks (the page draws them)."""
+    tr = traces[("mini_gpt", "lifted")]
+    path = fxviz.report(tr, tmp_path / "boxes.html", strategies=["default", "min_cut"], group="module", depth=1)
+    with browser(viewport=SMALL_SCREEN) as b:
+        page = b.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".fxviz-viewport svg g.node.fx-group", timeout=LONG)
+        for k in ("default", "min_cut"):
+            page.select_option("#fxviz-strategy", k)
+            _wait_key(page, f"joint|{k}|-|module|1")
+            p = tr.partition(k)
+            boxes = page.eval_on_selector_all(".fxviz-viewport g.node.fx-group", """gs => gs.map(g => [
+                g.querySelector(':scope > title').textContent, g.classList.contains('fx-saved'),
+                g.classList.contains('fx-recomputed')])""")
+            assert boxes and any(saved for _, saved, _ in boxes)
+            for gid, saved, recomputed in boxes:
+                side, _, quoted = gid.partition("/")
+                path_ = urllib.parse.unquote(quoted)
+                members = {n for n, i in tr.graph.info.items() if i.phase == side and i.module and
+                           (i.module == path_ or i.module.startswith(path_ + "."))}
+                assert saved == bool(members & set(p.saved)), (k, gid)
+                assert recomputed == bool(members & p.recomputed), (k, gid)
+        assert b.console_errors == [] and b.page_errors == []
