@@ -278,13 +278,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         run = load_logs(args.logs)
         out = args.output or f"{_stem(args)}.html"
         path = report(run, out, rank=args.rank, compile_id=args.graph, strategies=parse_list(args.strategies),
-                      progress=say)
+                      group=args.group, depth=args.depth, progress=say)
         print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB")
         return 0
     tr = _trace(args)
     strategies = parse_list(args.strategies) or list(tr.offered)
     out = args.output or f"{_stem(args)}.html"
-    path = report(tr, out, strategies=strategies, progress=say)
+    path = report(tr, out, strategies=strategies, group=args.group, depth=args.depth, progress=say)
     note = f" ({len(tr.pieces)} graphs: every piece and a whole-model overview)" if len(tr.pieces) > 1 else ""
     print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB{note}")
     return 0
@@ -294,6 +294,9 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", help="the HTML file to write (default MODEL.html)")
     p.add_argument("--strategies", help=f"comma-separated strategies (default: {DEFAULT_STRATEGIES}); "
                                         f"forms: {STRATEGY_FORMS}")
+    p.add_argument("--group", choices=["module", "none"], help="cluster by module path (module) or draw every "
+                                                               "node (none); default: modules collapse above 600 nodes")
+    p.add_argument("--depth", type=int, help="with module grouping: modules at this depth become one box")
     p.add_argument("-v", "--verbose", action="store_true", help="say what is being computed")
 
 

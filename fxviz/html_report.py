@@ -1,8 +1,9 @@
 """The self-contained HTML report: one file with every view of a trace inline.
 
 The page shows the payloads of :mod:`fxviz.payloads` with the explorer's own front-end code;
-this module only writes the file.  The JSON sits in an inert ``<script type="application/json">``
-element (escaped by ``render.embed.script_json``), the SVGs are checked by ``clean_svg``, and the
+this module only writes the file.  The JSON sits, gzipped and base64-encoded, in an inert
+``<script type="application/json">`` element (``render.embed.packed_json``; the page unpacks it
+with the browser's DecompressionStream), the SVGs are checked by ``clean_svg``, and the
 page's Content-Security-Policy allows exactly fxviz's script, by hash.
 """
 
@@ -18,7 +19,7 @@ from ._io import write_atomic
 from .errors import RenderError
 from .payloads import report_data, run_report_data
 from .render import theme
-from .render.embed import script_json
+from .render.embed import packed_json
 from .render.static_html import static_html
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,10 +43,14 @@ def build_run_report(graphs: list[tuple[int, str, "Trace"]], initial: int = 0, *
 def _html(data: dict[str, Any]) -> str:
     view = data.get("first", data)  # a run's report: the script-free fallback shows its first graph
     first = view["initial"]
-    key = first["key"] if first else None
+    key = first["key"]
     table = view["table"] if view["table"].get("rows") else None
-    fallback = static_html(view["svgs"].get(key, ""), table, first["strategy"] if first else None,
-                           view["captions"].get(key, "") if key else "")
+    # the first drawing is embedded once: as markup in the script-free fallback, where the page's
+    # script reads it back (view["svg_in_fallback"]), not a second time in the JSON
+    svg = view["svgs"].pop(key, "")
+    view["svg_in_fallback"] = key if svg else None
+    note = " (no strategy marks: they need JavaScript)" if key.startswith("joint|-|") else ""
+    fallback = static_html(svg, table, first["strategy"], view["captions"].get(key, "") + note)
     if "first" in data:
         data = {k: v for k, v in data.items() if k != "first"}
     return _render_template(data, fallback)
@@ -76,7 +81,7 @@ def _render_template(data: dict[str, Any], fallback: str) -> str:
         generated=data["generated"],
         palette_css=Markup(theme.css_variables(":root")),
         css=Markup(_asset("explorer.css") + "\n" + _asset("report.css")),
-        data_json=Markup(script_json(data)),
+        data_json=Markup(packed_json(data)),
         script=Markup(script),
         script_hash=f"sha256-{digest}",
         fallback=Markup(fallback),
@@ -88,10 +93,12 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: 
     """Write the self-contained HTML report of ``tr`` to ``path`` and return the path.
 
     One file with everything inline (SVGs, CSS, script, data); it loads nothing from the
-    network.  It switches strategy and view, shows a node's details on click, searches names,
-    ops and modules, and shows the memory table, the doctor's findings and the legend.
-    Keyword arguments go to :func:`build_report` (``strategies``, ``views``, ``compare`` pairs,
-    ``group``, ``depth``, ``title``).  Written to a temporary file, then renamed into place.
+    network.  It switches strategy and view, compares any two of its strategies (marks drawn by
+    the page on one joint layout), shows a node's details on click, searches names, ops,
+    modules, shapes and the labels' text, and shows the memory table, the doctor's findings and
+    the legend.  Keyword arguments go to :func:`build_report` (``strategies``, ``views``,
+    ``compare``: the pair the compare view opens with, ``group``, ``depth``, ``title``).
+    Written to a temporary file, then renamed into place.
     ``tr`` may be a ``Run`` read from a log: the report then holds every graph with a backward on
     every rank, with a rank and a graph selector, and opens on ``compile_id`` of ``rank``
     (default: the first graph with a backward on rank 0).

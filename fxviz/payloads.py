@@ -11,6 +11,7 @@ widget and the report writer, which only ship these payloads.
 from __future__ import annotations
 
 import datetime
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -33,9 +34,11 @@ __all__ = [
     "node_data",
     "status_data",
     "table_data",
+    "table_notes",
     "doctor_data",
     "legend_data",
     "render_view",
+    "render_layout",
     "report_data",
     "pieces_data",
     "overview_data",
@@ -47,9 +50,34 @@ VIEWS = ("joint", "forward", "backward", "compare")
 
 
 # --- data for the front-end ----------------------------------------------------------------------
+def _gradient_facts(tr: "Trace") -> dict[str, dict[str, Any]]:
+    """Per parameter node (lifted or captured as a constant) and per gradient node: whether the
+    parameter gets a gradient, from the doctor's table (``tr.doctor().table``), by real name."""
+    try:
+        table = tr.doctor().table
+    except FxvizError:
+        return {}
+    by_param = {str(r["parameter"]): r for r in table.to_dict("records")}
+    out: dict[str, dict[str, Any]] = {}
+    for name, info in tr.graph.info.items():
+        r = by_param.get(info.qualname or "")
+        if r is None:
+            continue
+        if info.role == "gradient":
+            out[name] = {"gets": True, "parameter": r["parameter"], "node": None,
+                         "reason": f"the gradient of {r['parameter']}"}
+        elif info.role in ("parameter", "constant"):
+            out[name] = {"gets": bool(r["gets_gradient"]), "parameter": r["parameter"],
+                         "node": r.get("gradient_node") or None, "requires_grad": bool(r["requires_grad"]),
+                         "reason": str(r["reason"])}
+    return out
+
+
 def node_data(tr: "Trace") -> dict[str, dict[str, Any]]:
-    """One record per joint-graph node (output excluded): what the details panel shows."""
+    """One record per joint-graph node (output excluded): what the details panel shows, with
+    ``gradient`` (does this parameter get a gradient, and which node) where the doctor knows."""
     graph = tr.graph
+    grads = _gradient_facts(tr)
     out: dict[str, dict[str, Any]] = {}
     for n in graph.gm.graph.nodes:
         if n.op == "output":
@@ -78,6 +106,7 @@ def node_data(tr: "Trace") -> dict[str, dict[str, Any]]:
             "inputs": [a.name for a in n.all_input_nodes],
             "users": users,
             "returned": any(u.op == "output" for u in n.users),
+            "gradient": grads.get(n.name),
         }
     return out
 
@@ -96,21 +125,47 @@ def status_data(p: "Partition") -> dict[str, Any]:
 
 
 # the memory-table columns the side panel shows (the full table is tr.memory_table())
+# (column, short header that fits a 1024 px screen, tooltip saying what and in which unit)
 _TABLE_COLUMNS: list[tuple[str, str, str]] = [
     ("strategy", "strategy", "the partition strategy"),
-    ("saved_activation_bytes", "saved activations", "bytes of unique storages the backward keeps "
+    ("saved_activation_bytes", "saved", "saved activations, bytes of unique storages the backward keeps "
      "(views and aliases count once; parameters and inputs excluded)"),
-    ("saved_tensors", "saved tensors", "values the forward hands to the backward"),
-    ("recomputed_ops", "recomputed ops", "forward ops the backward runs again"),
-    ("recompute_flops", "recompute FLOPs", "FLOPs of the recomputed ops (matmul/conv; pointwise ops count 0)"),
-    ("forward_peak_bytes", "forward peak", "peak live bytes while the forward runs, parameters included"),
-    ("backward_peak_bytes", "backward peak", "peak live bytes while the backward runs"),
+    ("saved_tensors", "tensors", "saved tensors: values the forward hands to the backward (count)"),
+    ("recomputed_ops", "recomp.", "recomputed ops: forward ops the backward runs again (count)"),
+    ("recomputed_random_ops", "random", "recomputed random ops (dropout, rand): the backward redraws them, so "
+     "its mask differs from the forward's unless the RNG state is replayed (count)"),
+    ("recompute_flops", "FLOPs", "FLOPs of the recomputed ops (matmul/conv; pointwise ops count 0)"),
+    ("forward_peak_bytes", "fwd peak", "forward peak: live bytes while the forward runs, parameters included"),
+    ("backward_peak_bytes", "bwd peak", "backward peak: live bytes while the backward runs"),
 ]
 
 
-def table_data(df: Any) -> dict[str, Any]:
+def table_notes(tr: "Trace", keys: Sequence[str]) -> list[str]:
+    """Why a row's numbers are what they are, where a reader is surprised: what each strategy
+    recomputes (the default recomputes too), and what recompute-all still saves (the outputs of
+    random ops, which must not be redrawn).  Every name comes from the strategy's ``Partition``."""
+    notes = []
+    for key in keys:
+        p = tr.partition(key)
+        if p.error:
+            continue
+        if p.strategy.kind == "recompute_all":
+            kept = [n for n in p.saved if n in tr.graph.info and tr.graph.info[n].role not in theme.INPUT_ROLES]
+            if kept:
+                notes.append(f"{p.label} saves graph inputs, and the outputs of random ops, which the backward "
+                             f"must not draw again: {', '.join(kept[:6])}{' ...' if len(kept) > 6 else ''} "
+                             "(its 'saved' column counts those)")
+        if p.recomputed and p.strategy.kind != "recompute_all":
+            ops = sorted(p.recomputed)
+            notes.append(f"{p.label} recomputes {len(ops)}: {', '.join(ops[:6])}{' ...' if len(ops) > 6 else ''} "
+                         "(forward ops its backward graph runs again instead of reading a saved value)")
+    return notes
+
+
+def table_data(df: Any, tr: "Trace | None" = None) -> dict[str, Any]:
     """The memory table (``tr.memory_table()``) as display strings per strategy row, formatted
-    and best-marked exactly as ``fxviz.render.table`` does for the notebook table."""
+    and best-marked exactly as ``fxviz.render.table`` does for the notebook table; given the
+    ``Trace``, with :func:`table_notes`."""
     from .render.table import best_rows
 
     best = best_rows(df)
@@ -131,7 +186,9 @@ def table_data(df: Any) -> dict[str, Any]:
         rows.append({"key": str(rec["strategy"]), "cells": cells, "best": marks,
                      "error": None if is_missing(err) else str(err)})
     return {"columns": [c[1] for c in _TABLE_COLUMNS], "tips": [c[2] for c in _TABLE_COLUMNS], "rows": rows,
-            "caption": (df.attrs.get("caption", "") + " Bold: the best value of each column.").strip()}
+            "best_note": "bold: the best (lowest) value of each column",
+            "notes": table_notes(tr, [str(k) for k in df["strategy"]]) if tr is not None else [],
+            "caption": df.attrs.get("caption", "").strip()}
 
 
 def doctor_data(tr: "Trace", strategy: Any = "default") -> dict[str, Any]:
@@ -142,6 +199,7 @@ def doctor_data(tr: "Trace", strategy: Any = "default") -> dict[str, Any]:
         result = tr.doctor(strategy)
     except FxvizError as exc:
         return {"message": f"the doctor could not run: {exc.message}", "findings": [], "healthy": None}
+    names = {n.name for n in tr.graph.gm.graph.nodes if n.op != "output"}
     groups: dict[tuple[str, str, str], list[Any]] = {}
     for f in result.findings:
         groups.setdefault((f.severity, f.kind, f.fix), []).append(f)
@@ -151,14 +209,39 @@ def doctor_data(tr: "Trace", strategy: Any = "default") -> dict[str, Any]:
         for f in fs:
             if f.graph in (None, tr.index):
                 nodes += [n for n in f.nodes if n not in nodes]
+        items = [_segments(f.message, names) for f in fs]
+        for item in items:  # nodes named in the text (where the path is cut) are nodes of the finding too
+            nodes += [seg["node"] for seg in item if "node" in seg and seg["node"] not in nodes]
         out.append({
             "severity": severity,
-            "title": KIND_TITLES.get(kind, kind) + (f" ({len(fs)})" if len(fs) > 1 else ""),
-            "items": [f.message for f in fs],
+            "kind": kind,
+            "title": KIND_TITLES.get(kind, kind),
+            "count": len(fs),
+            "items": items,
             "hint": fix,
             "nodes": nodes,
         })
+    order = {"error": 0, "warning": 1, "info": 2}
+    out.sort(key=lambda g: order.get(str(g["severity"]), 3))
     return {"message": result.headline(), "findings": out, "healthy": bool(result.healthy)}
+
+
+def _segments(text: str, names: set[str]) -> list[dict[str, str]]:
+    """``text`` split into plain runs and joint-node names (``{"node": name}``), so a page can
+    make every node a finding names into a link; longest names first, whole words only."""
+    if not names:
+        return [{"text": text}]
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    out: list[dict[str, str]] = []
+    pos = 0
+    for m in re.finditer(rf"(?<![\w.])({alternatives})(?![\w])", text):
+        if m.start() > pos:
+            out.append({"text": text[pos:m.start()]})
+        out.append({"node": m.group(1)})
+        pos = m.end()
+    if pos < len(text):
+        out.append({"text": text[pos:]})
+    return out
 
 
 def legend_data() -> dict[str, Any]:
@@ -215,15 +298,20 @@ def render_view(tr: "Trace", key: ViewKey, timeout: float | None = None) -> Rend
                         compare=q)
 
 
-def _compare_pairs(strategies: Sequence[str]) -> list[tuple[str, str]]:
-    """Each strategy against the default; the default against min-cut."""
-    if not strategies:
-        return []
-    base = strategies[0]
-    pairs = [(s, base) for s in strategies[1:]]
-    if len(strategies) > 1:
-        pairs.insert(0, (base, strategies[1]))
-    return pairs
+def render_layout(tr: "Trace", group: str | None = None, depth: int | None = None,
+                  timeout: float | None = None) -> tuple[str, str]:
+    """The joint graph laid out once, with no strategy's marks: the report draws every strategy
+    and every compare pair on it as an overlay (classes and badges from ``status_data``), so it
+    embeds one joint drawing instead of one per strategy and pair.  Returns (svg, caption)."""
+    drawing = tr.draw("joint", group=group, depth=depth, timeout=timeout)
+    return clean_svg(drawing.svg()), drawing.caption
+
+
+def _default_compare(keys: Sequence[str]) -> str | None:
+    """The partner a compare view opens with: min-cut for the default, else the default."""
+    if len(keys) < 2:
+        return None
+    return keys[1] if keys[0] != keys[1] else None
 
 
 def report_data(tr: "Trace", strategies: Iterable[StrategyLike] | None = None,
@@ -231,17 +319,20 @@ def report_data(tr: "Trace", strategies: Iterable[StrategyLike] | None = None,
                 compare: Sequence[tuple[StrategyLike, StrategyLike]] | None = None, group: str | None = None,
                 depth: int | None = None, title: str | None = None,
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Every payload one report holds: each view of each strategy (and each compare pair), the
-    node records, the memory table, the doctor's findings and the legend.  ``strategies``:
-    default ``tr.offered`` (a log's trace shows what the run saved first)."""
+    """Every payload one report holds: one joint layout (strategies and compares are overlays on
+    it, any pair of ``strategies``), each strategy's forward and backward drawing, the node
+    records, the memory table, the doctor's findings and the legend.  ``strategies``: default
+    ``tr.offered`` (a log's trace shows what the run saved first).  ``compare``: the pair the
+    compare view opens with (its first pair; default: the first two strategies)."""
     keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
     if not keys:
         raise InputError("the report needs at least one strategy", "pass strategies=('default', 'min_cut')")
     views = [v for v in views if v in VIEWS]
     if not views:
         raise InputError("the report needs at least one view", f"use views from {', '.join(VIEWS)}")
-    pairs = ([(Strategy.parse(a).name, Strategy.parse(b).name) for a, b in compare] if compare is not None
-             else _compare_pairs(keys))
+    pairs = [(Strategy.parse(a).name, Strategy.parse(b).name) for a, b in compare] if compare else []
+    pairs = [(a, b) for a, b in pairs if a in keys and b in keys and a != b]
+    first_pair = pairs[0] if pairs else (keys[0], _default_compare(keys))
     say = progress or (lambda _m: None)
 
     svgs: dict[str, str] = {}
@@ -251,12 +342,17 @@ def report_data(tr: "Trace", strategies: Iterable[StrategyLike] | None = None,
     for s in keys:
         say(f"partitioning: {s}")
         statuses[s] = status_data(tr.partition(s))
-    todo: list[ViewKey] = []
-    for v in views:
-        if v == "compare":
-            todo += [ViewKey("compare", a, b, group, depth) for a, b in pairs if a in keys and b in keys]
-        else:
-            todo += [ViewKey(v, s, None, group, depth) for s in keys]
+    layout_key = ViewKey("joint", "-", None, group, depth).text()
+    todo: list[ViewKey] = [ViewKey(v, s, None, group, depth) for v in views if v in ("forward", "backward")
+                           for s in keys]
+    if "joint" in views or "compare" in views:
+        say("drawing: the joint layout")
+        try:
+            svgs[layout_key], captions[layout_key] = render_layout(tr, group, depth)
+        except FxvizError as exc:
+            errors[layout_key] = exc.message
+        except Exception as exc:  # one view's bug must not sink the whole report
+            errors[layout_key] = f"fxviz could not draw this view: {type(exc).__name__}: {exc}"
     for k in todo:
         say(f"drawing: {k.text()}")
         try:
@@ -264,26 +360,34 @@ def report_data(tr: "Trace", strategies: Iterable[StrategyLike] | None = None,
         except FxvizError as exc:
             errors[k.text()] = exc.message
             continue
-        except Exception as exc:  # one view's bug must not sink the whole report
+        except Exception as exc:
             errors[k.text()] = f"fxviz could not draw this view: {type(exc).__name__}: {exc}"
             continue
         svgs[k.text()] = r.svg
         captions[k.text()] = r.caption
     say("memory table")
     try:
-        table = table_data(tr.memory_table(keys))
+        table = table_data(tr.memory_table(keys), tr)
     except FxvizError as exc:
         table = {"message": f"no memory table: {exc.message}"}
 
-    first = next((k for k in todo if k.text() in svgs), None)
+    index = [{"view": k.view, "strategy": k.strategy, "key": k.text()} for k in todo]
+    index += [{"view": v, "strategy": "*", "key": layout_key} for v in ("joint", "compare") if v in views]
+    def view_key(v: str) -> str:
+        return layout_key if v in ("joint", "compare") else ViewKey(v, first_pair[0], None, group, depth).text()
+
+    # the view the page opens with: the first one that could be drawn
+    first_view = next((v for v in views if view_key(v) in svgs and (v != "compare" or first_pair[1])), views[0])
     return {
         "title": title or f"fxviz report: {tr.title}",
         "name": tr.title,
         "summary": tr.summary(),
         "strategies": [{"key": s, "label": statuses[s]["label"], "error": statuses[s]["error"]} for s in keys],
         "views": list(views),
-        "pairs": [list(p) for p in pairs if p[0] in keys and p[1] in keys],
-        "index": [{"view": k.view, "strategy": k.strategy, "compare": k.compare, "key": k.text()} for k in todo],
+        "pairs": [list(first_pair)] if first_pair[1] else [],
+        "group": group or "-",
+        "depth": depth if depth is not None else "-",
+        "index": index,
         "svgs": svgs,
         "captions": captions,
         "errors": errors,
@@ -292,8 +396,9 @@ def report_data(tr: "Trace", strategies: Iterable[StrategyLike] | None = None,
         "table": table,
         "doctor": doctor_data(tr),
         "legend": legend_data(),
-        "initial": ({"view": first.view, "strategy": first.strategy, "compare": first.compare, "key": first.text()}
-                    if first else None),
+        "initial": {"view": first_view, "strategy": first_pair[0],
+                    "compare": first_pair[1] if first_view == "compare" else None,
+                    "key": view_key(first_view)},
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         # graph breaks: every other piece's own payloads and the whole-model overview (issue 14)
         "pieces": pieces_data(tr, keys, views, pairs, group, depth, say) if tr.index == 0 else [],

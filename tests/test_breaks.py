@@ -237,12 +237,13 @@ def test_doctor_over_pieces_agrees_with_eager_autograd() -> None:
 
 # --- 2. every view covers every piece -----------------------------------------------------------------
 def _report_json(html_text: str) -> dict:
-    import json
     import re
+
+    from fxviz.render.embed import unpack_json
 
     m = re.search(r'<script type="application/json" id="fxviz-data">(.*?)</script>', html_text, re.S)
     assert m, "no data element"
-    return json.loads(m.group(1))
+    return unpack_json(m.group(1))
 
 
 def test_pieces_in_draw_table_overview_and_report(tmp_path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 
 import pytest
 
@@ -46,6 +47,15 @@ def _selected_row(page) -> str | None:
 
 def _node(page, name: str):
     return page.locator(f".fxviz-viewport g.node:has(> title:text-is('{name}'))")
+
+
+def _show(page, name: str) -> None:
+    """Bring node `name` into view as a reader would: search its exact name (first hit), then
+    clear the search (the view stays)."""
+    box = page.locator(".fxviz-explorer .fxviz-search")
+    box.fill(name)
+    assert page.eval_on_selector(".fxviz-viewport g.node.fxviz-current > title", "t => t.textContent") == name
+    box.fill("")
 
 
 def _role_fills(page) -> dict[str, set[str]]:
@@ -119,18 +129,18 @@ def test_alexnet_report_in_chromium(traces, tmp_path, artifacts):
         page.screenshot(path=str(artifacts / "report-alexnet-details.png"))
 
         # search finds a module
-        page.fill("#fxviz-search", "features.3")
+        page.fill(".fxviz-search", "features.3")
         expected = _search_hits(tr, "features.3")
         assert expected > 0
         page.wait_for_selector(".fxviz-viewport g.node.fxviz-match", timeout=10_000)
         status = page.inner_text(".fxviz-statusline")
-        assert f"{expected} matching node" in status, status
+        assert f"{expected} nodes match" in status, status
         matched = set(page.eval_on_selector_all(".fxviz-viewport g.node.fxviz-match > title",
                                                 "ts => ts.map(t => t.textContent)"))
         assert matched and all((tr.graph.info[m].module or "").startswith("features.3") or "features.3" in
                                (tr.graph.info[m].qualname or "") for m in matched)
         page.screenshot(path=str(artifacts / "report-alexnet-search.png"))
-        page.fill("#fxviz-search", "")
+        page.fill(".fxviz-search", "")
 
         # views: backward, compare; a view that does not exist says why
         page.click("button[data-view='backward']")
@@ -181,7 +191,7 @@ def test_hostile_model_strings_stay_text_in_chromium(tmp_path, artifacts):
         _node(page, name).click()
         details = page.inner_text(".fxviz-details-body")
         assert EVIL in details and '</script><script>alert("code")</script>' in details
-        page.fill("#fxviz-search", "onerror")
+        page.fill(".fxviz-search", "onerror")
         page.wait_for_selector(".fxviz-viewport g.node.fxviz-match", timeout=10_000)
         assert page.eval_on_selector_all("img, iframe, object, embed", "els => els.length") == 0
         assert page.eval_on_selector_all("script", "els => els.length") == 2
@@ -288,6 +298,20 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
     page.locator(".fxviz-explorer-widget").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / f"explorer-{app}-default.png"))
 
+    # keys typed while the graph has focus stay in the widget: no notebook shortcut fires
+    # ("a"/"b" insert cells, "m" makes markdown, "d d" deletes the cell holding the explorer)
+    cells = page.locator(".jp-Notebook .jp-Cell").count()
+    page.locator(".fxviz-explorer .fxviz-viewport").focus()
+    for key in ("a", "b", "m", "d", "d", "y"):
+        page.keyboard.press(key)
+    page.locator(".fxviz-explorer .fxviz-search").focus()
+    page.keyboard.type("dd")
+    page.keyboard.press("Escape")
+    page.wait_for_timeout(500)
+    assert page.locator(".jp-Notebook .jp-Cell").count() == cells
+    assert page.locator(".jp-Notebook .jp-MarkdownCell").count() == 0
+    assert page.locator(".fxviz-explorer .fxviz-viewport svg g.node").count() > 0
+
     # change the strategy dropdown: the graph and the table change
     before = page.inner_html(".fxviz-viewport")
     _dropdown(page, "strategy").select_option(label="recompute all")
@@ -303,7 +327,8 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
     _wait_key(page, "joint|budget:0.5:dp|-|-|-")
     assert page.locator(".fxviz-explorer-widget .widget-slider:has(label:text-is('budget'))").is_visible()
 
-    # click a node: the details
+    # click a node (brought into view by searching its name): the details
+    _show(page, "convolution")
     _node(page, "convolution").click()
     page.wait_for_selector(".fxviz-details-body .fxviz-node-name", timeout=10_000)
     details = page.inner_text(".fxviz-details-body")
@@ -315,10 +340,10 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
     page.locator(".fxviz-explorer-widget").screenshot(path=str(artifacts / f"explorer-widget-{app}.png"))
 
     # the search box highlights matches and says how many
-    page.locator(".fxviz-explorer-widget .widget-text:has(label:text-is('search')) input").fill("features.3")
+    page.locator(".fxviz-explorer .fxviz-search").fill("features.3")
     expected = _search_hits(tr, "features.3")
     page.wait_for_function(f"() => document.querySelector('.fxviz-statusline').textContent"
-                           f".includes('{expected} matching node')", timeout=30_000)
+                           f".includes('{expected} nodes match')", timeout=30_000)
     assert page.locator(".fxviz-viewport g.node.fxviz-match").count() > 0
 
     # views seen before come back from the caches: well under a second, browser to browser
@@ -332,9 +357,228 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
           f"{[round(t, 3) for t in times]}; last SVG swap in the page: {render_ms} ms")
     assert max(times) < 1.0
 
+    # a class at 1024x768: the compare view opens readable, and never compares a strategy with itself
+    page.set_viewport_size({"width": 1024, "height": 768})
+    page.locator(".fxviz-explorer-widget .widget-toggle-buttons button", has_text="compare").click()
+    _wait_key(page, "compare|budget:0.5:dp|min_cut|-|-")
+    _dropdown(page, "strategy").select_option(label="min-cut")
+    _wait_key(page, "compare|min_cut|default|-|-")
+    assert _dropdown(page, "compare with").evaluate("s => s.options[s.selectedIndex].textContent") == "default"
+    page.locator(".fxviz-explorer").scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    labels = _median_label_px(page)
+    print(f"median on-screen label height at 1024x768, explorer in {app}: {labels:.1f} px")
+    assert labels >= 10
+    page.screenshot(path=str(artifacts / f"explorer-{app}-1024-compare.png"))
+
     # no errors anywhere: cell outputs, browser console, page, network
     assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
     assert page.locator(".jp-OutputArea-output .jp-RenderedText[data-mime-type*='error']").count() == 0
     assert _ours(b.page_errors) == []
     assert b.console_errors == [], b.console_errors
     assert b.blocked == [], f"{app} or the widget tried to reach {b.blocked}"
+
+
+# --- issue 19: the teacher's and the engineer's flows at 1024x768 ----------------------------------
+SMALL_SCREEN = (1024, 768)
+
+
+def _median_label_px(page) -> float:
+    """The median height (screen px) of the node labels drawn on screen in the graph's viewport
+    (the page's own badges excluded)."""
+    return page.evaluate("""() => {
+        const vp = document.querySelector('.fxviz-viewport').getBoundingClientRect();
+        const hs = [];
+        for (const t of document.querySelectorAll('.fxviz-viewport g.node text:not(.fxviz-xmark)')) {
+            const r = t.getBoundingClientRect();
+            if (r.width && r.left >= vp.left && r.right <= vp.right && r.top >= Math.max(vp.top, 0) &&
+                r.bottom <= Math.min(vp.bottom, window.innerHeight))
+                hs.push(r.height);
+        }
+        hs.sort((a, b) => a - b);
+        return hs.length ? hs[Math.floor(hs.length / 2)] : 0;
+    }""")
+
+
+def _in_view(page, selector: str) -> bool:
+    return page.evaluate("""(sel) => {
+        const el = document.querySelector(sel);
+        const vp = document.querySelector('.fxviz-viewport').getBoundingClientRect();
+        if (!el) return false;
+        const r = el.getBoundingClientRect();
+        const cx = (r.left + r.right) / 2, cy = (r.top + r.bottom) / 2;
+        return cx >= vp.left && cx <= vp.right && cy >= vp.top && cy <= vp.bottom;
+    }""", selector)
+
+
+def _titles(page, cls: str) -> set[str]:
+    return set(page.eval_on_selector_all(f".fxviz-viewport g.node.{cls} > title", "ts => ts.map(t => t.textContent)"))
+
+
+def _table_columns_visible(page) -> list[str]:
+    """The headers of the memory table that are cut off (outside the window or its scroll box)."""
+    return page.evaluate("""() => {
+        const box = document.querySelector('.fxviz-table-body');
+        const b = box.getBoundingClientRect();
+        return [...document.querySelectorAll('.fxviz-memory .fxviz-table thead th')].filter((th) => {
+            const r = th.getBoundingClientRect();
+            return r.right > Math.min(b.right, window.innerWidth) + 0.5 || r.left < b.left - 0.5;
+        }).map((th) => th.textContent);
+    }""")
+
+
+def test_teacher_report_at_1024(traces, tmp_path, artifacts):
+    """pointwise_chain: readable at the opening zoom, every strategy's marks = its Partition
+    (overlays on one layout), compare any pair but never A = B, search that moves to its hits."""
+    tr = traces[("pointwise_chain", "lifted")]
+    keys = ["default", "min_cut", "budget:0.5:dp", "recompute_all", "eager"]
+    path = fxviz.report(tr, tmp_path / "teacher.html")
+    with browser(viewport=SMALL_SCREEN) as b:
+        page = b.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".fxviz-viewport svg g.node", timeout=LONG)
+        labels = _median_label_px(page)
+        print(f"median on-screen label height at 1024x768, report: {labels:.1f} px")
+        assert labels >= 10
+        graph = page.locator(".fxviz-viewport").bounding_box()
+        assert graph["width"] >= 0.9 * SMALL_SCREEN[0]  # the graph gets the full width
+        assert graph["y"] < 200  # a compact header
+
+        # each strategy's marks in the page are its Partition (the page draws them from data)
+        for k in keys:
+            page.select_option("#fxviz-strategy", k)
+            _wait_key(page, f"joint|{k}|-|-|-")
+            p = tr.partition(k)
+            assert _titles(page, "fx-saved") == set(p.saved), k
+            assert _titles(page, "fx-recomputed") == set(p.recomputed), k
+            assert _titles(page, "fx-removed") == set(p.removed), k
+
+        # compare: any pair, never A = B; marks per pair are the two Partitions
+        page.select_option("#fxviz-strategy", "default")
+        page.click("button[data-view='compare']")
+        _wait_key(page, "compare|default|min_cut|-|-")
+        for a in keys:
+            page.select_option("#fxviz-strategy", a)
+            bkey = page.eval_on_selector("#fxviz-compare", "s => s.value")
+            assert bkey and bkey != a
+            assert page.eval_on_selector(f"#fxviz-compare option[value='{a}']", "o => o.disabled")
+        page.select_option("#fxviz-strategy", "budget:0.5:dp")
+        page.select_option("#fxviz-compare", "min_cut")  # a pair no report offered before
+        _wait_key(page, "compare|budget:0.5:dp|min_cut|-|-")
+        pa, pb = tr.partition("budget:0.5:dp"), tr.partition("min_cut")
+        sa, sb = set(pa.saved), set(pb.saved)
+        assert _titles(page, "fx-saved-A-only") == sa - sb
+        assert _titles(page, "fx-saved-B-only") == sb - sa
+        assert _titles(page, "fx-saved-both") == sa & sb
+        assert _titles(page, "fx-recomputed-A-only") == pa.recomputed - pb.recomputed
+
+        # the teacher's question: what min-cut recomputes that default saves, on one screen
+        page.select_option("#fxviz-strategy", "default")
+        page.select_option("#fxviz-compare", "min_cut")
+        _wait_key(page, "compare|default|min_cut|-|-")
+        pd_, pm = tr.partition("default"), tr.partition("min_cut")
+        answer = {n for n in pd_.saved if n in pm.recomputed}
+        rows = page.eval_on_selector_all(".fxviz-diff-table tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+        table = {r[0]: (r[1], r[2]) for r in rows}
+        assert {n for n, (x, y) in table.items() if x == "saved" and y == "recomputed"} == answer
+        what = lambda p, n: "saved" if n in p.saved else "recomputed" if n in p.recomputed else "\u2014"  # noqa: E731
+        assert all(table[n] == (what(pd_, n), what(pm, n)) for n in table)
+        assert _median_label_px(page) >= 10
+        page.click(".fxviz-diff-toggle")
+        page.screenshot(path=str(artifacts / "teacher-1024-compare-differences.png"))
+
+        # search: exact names first, Enter / Shift+Enter step with "n of N", the hit in view
+        page.fill(".fxviz-search", "primals_1")
+        assert page.eval_on_selector(".fxviz-viewport g.node.fxviz-current > title", "t => t.textContent") == "primals_1"
+        page.fill(".fxviz-search", "mul")
+        status = page.inner_text(".fxviz-statusline")
+        assert status.startswith("1 of "), status
+        total = int(status.split(" of ")[1].split()[0])
+        assert total > 1
+        page.press(".fxviz-search", "Enter")
+        assert page.inner_text(".fxviz-statusline").startswith(f"2 of {total}")
+        assert _in_view(page, ".fxviz-viewport g.node.fxviz-current")
+        page.press(".fxviz-search", "Shift+Enter")
+        assert page.inner_text(".fxviz-statusline").startswith(f"1 of {total}")
+        # text printed on a node finds it: a gradient's label
+        grad = next(n for n, i in tr.graph.info.items() if i.role == "gradient" and i.qualname == "inp.weight")
+        page.fill(".fxviz-search", "grad inp.weight")
+        assert page.eval_on_selector(".fxviz-viewport g.node.fxviz-current > title", "t => t.textContent") == grad
+        assert _in_view(page, ".fxviz-viewport g.node.fxviz-current")
+        page.screenshot(path=str(artifacts / "teacher-1024-search.png"))
+
+        # the table's columns all show at 1024 and at 1440
+        assert _table_columns_visible(page) == []
+        page.set_viewport_size({"width": 1440, "height": 900})
+        page.wait_for_timeout(200)
+        assert _table_columns_visible(page) == []
+        assert b.console_errors == [] and b.page_errors == [] and b.blocked == []
+
+
+def test_engineer_report_at_1024(tmp_path, artifacts):
+    """AlexNet with parameters captured as constants: the doctor's fix on the card's first
+    screen, parameters without gradient marked in the graph, links that bring details into view."""
+    import torch  # noqa: F401
+
+    model, inputs = fxviz.examples.alexnet()
+    tr = fxviz.trace(model, *inputs, params="closure")
+    path = fxviz.report(tr, tmp_path / "engineer.html", strategies=["default", "min_cut"])
+    table = tr.doctor().table
+    missing = set(table.loc[table["requires_grad"] & ~table["gets_gradient"].astype(bool), "parameter"])
+    assert missing
+    with browser(viewport=SMALL_SCREEN) as b:
+        page = b.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".fxviz-viewport svg g.node", timeout=LONG)
+        assert _median_label_px(page) >= 10
+        # the banner says it before any scrolling; the graph marks the parameters with no gradient
+        assert "get no gradient" in page.inner_text(".fxviz-banner")
+        nograd = _titles(page, "fxviz-nograd")
+        assert {tr.graph.info[n].qualname for n in nograd} == missing
+        page.screenshot(path=str(artifacts / "engineer-1024-open.png"))
+        # the card: headline, then the fix, within its first screen
+        fix_bottom = page.evaluate("""() => {
+            const card = document.querySelector('.fxviz-doctor').getBoundingClientRect();
+            return document.querySelector('.fxviz-doctor .fxviz-fix').getBoundingClientRect().bottom - card.top; }""")
+        assert 0 < fix_bottom <= SMALL_SCREEN[1]
+        # the node where the gradient's path is cut is a link; following it shows its details
+        page.locator(".fxviz-doctor .fxviz-finding-items summary").first.click()
+        link = page.locator(".fxviz-doctor a.fxviz-link[data-node^='convolution_backward']").first
+        name = link.get_attribute("data-node")
+        link.click()
+        assert page.inner_text(".fxviz-details-body .fxviz-node-name") == name
+        box = page.locator(".fxviz-details").bounding_box()
+        assert box["y"] >= 0 and box["y"] < SMALL_SCREEN[1]
+        # a parameter's details say whether it gets a gradient
+        const = next(n for n in nograd)
+        page.locator(f".fxviz-doctor a.fxviz-link[data-node='{const}']").first.click()
+        assert "gradient" in page.inner_text(".fxviz-details-body") and "none" in page.inner_text(".fxviz-details-body")
+        page.locator(".fxviz-doctor").scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "engineer-1024-doctor.png"))
+        assert b.console_errors == [] and b.page_errors == [] and b.blocked == []
+
+
+def test_report_overlay_on_module_boxes(traces, tmp_path):
+    """A collapsed module box carries the union of its members' marks (the page draws them)."""
+    tr = traces[("mini_gpt", "lifted")]
+    path = fxviz.report(tr, tmp_path / "boxes.html", strategies=["default", "min_cut"], group="module", depth=1)
+    with browser(viewport=SMALL_SCREEN) as b:
+        page = b.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".fxviz-viewport svg g.node.fx-group", timeout=LONG)
+        for k in ("default", "min_cut"):
+            page.select_option("#fxviz-strategy", k)
+            _wait_key(page, f"joint|{k}|-|module|1")
+            p = tr.partition(k)
+            boxes = page.eval_on_selector_all(".fxviz-viewport g.node.fx-group", """gs => gs.map(g => [
+                g.querySelector(':scope > title').textContent, g.classList.contains('fx-saved'),
+                g.classList.contains('fx-recomputed')])""")
+            assert boxes and any(saved for _, saved, _ in boxes)
+            for gid, saved, recomputed in boxes:
+                side, _, quoted = gid.partition("/")
+                path_ = urllib.parse.unquote(quoted)
+                members = {n for n, i in tr.graph.info.items() if i.phase == side and i.module and
+                           (i.module == path_ or i.module.startswith(path_ + "."))}
+                assert saved == bool(members & set(p.saved)), (k, gid)
+                assert recomputed == bool(members & p.recomputed), (k, gid)
+        assert b.console_errors == [] and b.page_errors == []

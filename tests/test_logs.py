@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import fxviz
+from fxviz.render.embed import unpack_json
 from fxviz import _torch
 from fxviz.errors import FxvizWarning, LogError
 from fxviz.logs.reader import ReadStats, read_records
@@ -252,7 +253,11 @@ def test_cli_on_logs(aot_log, tmp_path, capsys):
     html = tmp_path / "run.html"
     assert main(["report", "--logs", str(aot_log), "--strategies", "logged,min_cut", "-o", str(html)]) == 0
     text = html.read_text()
-    assert '"graphs"' in text and "rank 0, compile 0/0" in text and "min_cut" in text
+    m = re.search(r'<script type="application/json" id="fxviz-data">(.*?)</script>', text, re.S)
+    assert m is not None
+    data = unpack_json(m.group(1))
+    assert data["graphs"] and "rank 0, compile 0/0" in text
+    assert [s["key"] for s in data["graphs"][0]["data"]["strategies"]] == ["logged", "min_cut"]
     capsys.readouterr()
     assert main(["logs", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err

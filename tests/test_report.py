@@ -18,7 +18,7 @@ import fxviz
 from fxviz.cli import main
 from fxviz.errors import InputError, RenderError
 from fxviz.html_report import build_report, report
-from fxviz.render.embed import clean_svg, script_json
+from fxviz.render.embed import clean_svg, script_json, unpack_json
 
 from .conftest import assert_unchanged, snapshot
 
@@ -71,7 +71,7 @@ def _parse(text: str) -> _Elements:
 def _data(text: str) -> dict:
     scripts = _parse(text).scripts
     (data_text,) = [body for attrs, body in scripts if attrs.get("id") == "fxviz-data"]
-    return json.loads(data_text)
+    return unpack_json(data_text)
 
 
 @pytest.fixture(scope="module")
@@ -113,20 +113,24 @@ def test_report_data_is_the_analysis(alexnet_report):
         assert data["status"][k]["saved"] == list(p.saved)
         assert set(data["status"][k]["recomputed"]) == p.recomputed
         assert set(data["status"][k]["removed"]) == p.removed
-    # every graph view of every partitioning strategy is drawn; eager (measured, no graphs) only joint
+    # one joint layout (in the fallback's markup) shared by the joint and compare views of every
+    # strategy and pair: strategies are overlays from data["status"]; forward and backward views
+    # are drawn per partitioning strategy; eager (measured, no graphs) has none
+    layout = "joint|-|-|-|-"
+    assert data["svg_in_fallback"] == layout and layout not in data["svgs"]
+    assert {e["key"] for e in data["index"] if e["view"] in ("joint", "compare")} == {layout}
+    assert not any(k.startswith(("joint|", "compare|")) for k in data["svgs"])
     for k in keys:
-        assert f"joint|{k}|-|-|-" in data["svgs"]
         for side in ("forward", "backward"):
             key = f"{side}|{k}|-|-|-"
             if k == "eager":
                 assert key in data["errors"] and key not in data["svgs"]
             else:
                 assert key in data["svgs"], data["errors"].get(key)
-    assert [p[0] for p in data["pairs"]] == keys  # each strategy can be compared
-    # the drawing marks exactly what the partition saves
-    svg = data["svgs"]["joint|min_cut|-|-|-"]
-    saved_drawn = set(re.findall(r'<g id="node\d+" class="node[^"]*fx&#45;saved[^"]*">\s*<title>([^<]+)</title>', svg))
-    assert saved_drawn == set(tr.partition("min_cut").saved)
+    assert data["pairs"] == [["default", "min_cut"]]  # the pair the compare view opens with
+    # the layout carries no strategy's marks: the page draws them
+    fallback = text[text.index('<div id="fxviz-fallback">'):text.index('<script type="application/json"')]
+    assert "fx&#45;saved" not in fallback and 'class="node fx&#45;node' in fallback
     # node details come from the trace's NodeInfo and the joint graph's edges
     for n in tr.joint.graph.nodes:
         if n.op == "output":
@@ -143,6 +147,21 @@ def test_report_data_is_the_analysis(alexnet_report):
     df = tr.memory_table(keys)
     assert list(df["strategy"]) == keys
     assert data["doctor"]["healthy"] is True and data["doctor"]["findings"] == []
+    # the notes under the table say what recompute-all still saves (random ops' outputs: AlexNet's
+    # dropout) and what each strategy recomputes, by name, from the Partitions
+    from fxviz.render.theme import INPUT_ROLES
+
+    notes = data["table"]["notes"]
+    ra = tr.partition("recompute_all")
+    kept = [n for n in ra.saved if tr.graph.info[n].role not in INPUT_ROLES]
+    assert kept
+    producers = {n.name: [a.name for a in n.all_input_nodes] for n in tr.joint.graph.nodes}
+    assert all(any("dropout" in a for a in producers[n]) for n in kept)
+    assert any(note.startswith(ra.label) and all(k in note for k in kept[:6]) for note in notes)
+    for k in keys:
+        p = tr.partition(k)
+        if p.recomputed and k != "recompute_all":
+            assert any(note.startswith(f"{p.label} recomputes {len(p.recomputed)}: ") for note in notes), k
 
 
 def test_model_strings_cannot_break_out(tmp_path):
@@ -203,8 +222,8 @@ def test_build_report_records_views_that_cannot_be_drawn(traces):
     tr = traces[("mlp", "lifted")]
     data = _data(build_report(tr, strategies=["eager"], views=["backward", "joint"]))
     assert data["errors"]["backward|eager|-|-|-"].startswith("eager")
-    assert "joint|eager|-|-|-" in data["svgs"]
-    assert data["initial"] == {"view": "joint", "strategy": "eager", "compare": None, "key": "joint|eager|-|-|-"}
+    assert data["svg_in_fallback"] == "joint|-|-|-|-"  # the joint layout, eager's marks drawn by the page
+    assert data["initial"] == {"view": "joint", "strategy": "eager", "compare": None, "key": "joint|-|-|-|-"}
 
 
 def test_cli_report(tmp_path, capsys):
@@ -216,6 +235,13 @@ def test_cli_report(tmp_path, capsys):
     assert "parameters closure" in data["summary"]
     assert data["doctor"]["healthy"] is False  # closure capture: the parameters get no gradient
     assert main(["report", "mlp", "-o", str(tmp_path / "x.html"), "--strategies", "nonsense"]) == 2
+    # --group / --depth reach the drawing: module boxes in the joint layout
+    out2 = tmp_path / "mlp-grouped.html"
+    assert main(["report", "mlp", "-o", str(out2), "--strategies", "default,min_cut", "--group", "module",
+                 "--depth", "1"]) == 0
+    data = _data(out2.read_text(encoding="utf-8"))
+    assert data["svg_in_fallback"] == "joint|-|-|module|1" and data["group"] == "module" and data["depth"] == 1
+    assert "fx&#45;group" in out2.read_text(encoding="utf-8")
 
 
 def test_default_strategies_are_the_memory_tables(traces):

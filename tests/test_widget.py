@@ -94,6 +94,16 @@ def test_compare_view(mlp_explorer, traces):
     assert w.pane.compare_highlight == "min_cut"
     w.compare_control.value = "default"
     assert w.pane.compare_status["saved"] == list(tr.partition("default").saved)
+    # never A = B: picking B's strategy as A (or B = A) moves B to another strategy
+    for a in ("default", "min_cut", "budget", "recompute_all"):
+        w.strategy_control.value = a
+        for b in ("default", "min_cut", "budget"):
+            w.compare_control.value = b
+            assert w.pane.highlight != w.pane.compare_highlight, (a, b)
+            assert w.pane.status["key"] != w.pane.compare_status["key"]
+    w.strategy_control.value = "min_cut"
+    w.compare_control.value = "min_cut"
+    assert w.compare_control.value == "default" and w.pane.view_key == "compare|min_cut|default|-|-"
 
 
 def test_forward_and_backward_views_and_an_undrawable_one(mlp_explorer, traces):
@@ -122,8 +132,7 @@ def test_group_by_module_with_depth(traces):
 
 def test_search_selection_and_table_row_clicks(mlp_explorer):
     w = mlp_explorer
-    w.search_control.value = "relu"
-    assert w.pane.search == "relu"
+    w.pane.search = "relu"  # the pane's own search box syncs this both ways
     w.select("relu")
     assert w.pane.selected == "relu"
     # a click on a memory-table row arrives as a custom message from the front-end
@@ -171,6 +180,9 @@ def test_explore_rejects_bad_calls(traces):
         fxviz.explore(tr, strategy="nonsense")
     w = fxviz.explore(tr, strategy="budget:0.25:greedy", view="compare", compare="default")
     assert w.pane.view_key == "compare|budget:0.25:greedy|default|-|-"
+    # the example's (model, inputs) tuple passed whole: one line saying to unpack it
+    with pytest.raises(fxviz.InputError, match="unpack"):
+        fxviz.explore(make_example("mlp"))
 
 
 @pytest.mark.notebook

@@ -183,7 +183,7 @@ UI: dict[str, str] = {
     "row-hover": "#F4F8FC",
     "row-selected": "#DDE9F7",
     "row-compare": "#FBF1DC",
-    "row-compare-bar": COMPARE["both"].color,
+    "row-compare-bar": COMPARE["B-only"].color,  # the compared-with row is B: the graph's B-only color
 }
 
 

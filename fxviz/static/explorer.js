@@ -139,15 +139,53 @@ class ZoomPan {
     }
   }
 
-  /** the whole drawing when its labels stay readable, else its full width from the top;
-   *  never magnified beyond 1:1 */
+  /** The opening window: the whole drawing when its labels stay readable (>= `this.readable`
+   *  screen px per SVG unit, set from the drawing's label font sizes), else that scale, centered
+   *  on `this.focus()` (the region that matters: compare differences, search hits, the doctor's
+   *  nodes) or on the top of the drawing.  Never magnified beyond 4/3. */
   initial() {
     const r = this.viewport.getBoundingClientRect();
     if (!r.width || !r.height) return this.fit(false);
-    const pxPerUnit = Math.min(r.width / this.base.w, r.height / this.base.h);
-    if (pxPerUnit >= 0.6) return this.oneToOne(Math.min(pxPerUnit, 96 / 72));
-    this.fitWidth(false);
-    if (this.unitsPerPixel() < 72 / 96) this.oneToOne(96 / 72);
+    const fitScale = Math.min(r.width / this.base.w, r.height / this.base.h);
+    const readable = this.readable || 1;
+    if (fitScale >= readable) return this.oneToOne(Math.min(fitScale, 96 / 72));
+    const focus = this.focus ? this.focus() : null;
+    this.oneToOne(readable);
+    if (focus) this.centerOn(focus);
+  }
+
+  /** center the window on box `b` (SVG units); a box taller than the window shows its top */
+  centerOn(b) {
+    const cy = b.h > this.vb.h ? b.y + this.vb.h / 2 - 10 : b.y + b.h / 2;
+    this.vb = { ...this.vb, x: b.x + b.w / 2 - this.vb.w / 2, y: cy - this.vb.h / 2 };
+    this.clamp();
+    this.apply();
+  }
+
+  /** the box of element `el` in the drawing's (viewBox) coordinates */
+  boxOf(el) {
+    const ctm = this.svg && this.svg.getScreenCTM();
+    if (!ctm || !el.getBoundingClientRect) return null;
+    const r = el.getBoundingClientRect();
+    if (!r.width && !r.height) return null;
+    const inv = ctm.inverse();
+    const a = new DOMPoint(r.left, r.top).matrixTransform(inv);
+    const b = new DOMPoint(r.right, r.bottom).matrixTransform(inv);
+    return { x: Math.min(a.x, b.x), y: Math.min(a.y, b.y), w: Math.abs(b.x - a.x), h: Math.abs(b.y - a.y) };
+  }
+
+  /** the box around elements `els` (drawing coordinates), or null */
+  boxAround(els) {
+    let out = null;
+    for (const el of els) {
+      const b = this.boxOf(el);
+      if (!b) continue;
+      if (!out) { out = { ...b }; continue; }
+      const x2 = Math.max(out.x + out.w, b.x + b.w);
+      const y2 = Math.max(out.y + out.h, b.y + b.h);
+      out.x = Math.min(out.x, b.x); out.y = Math.min(out.y, b.y); out.w = x2 - out.x; out.h = y2 - out.y;
+    }
+    return out;
   }
 
   /** `px` screen pixels per SVG unit, anchored at the top center */
@@ -156,6 +194,7 @@ class ZoomPan {
     const w = r.width / px;
     const hh = r.height / px;
     this.vb = { x: this.base.x + (this.base.w - w) / 2, y: this.base.y, w, h: hh };
+    this.clamp();
     this.apply();
   }
 
@@ -219,29 +258,20 @@ class ZoomPan {
     return { x: p.x, y: p.y };
   }
 
-  /** bring an element into view (centered), zooming in only when it is unreadably small */
+  /** bring an element into view (centered), zooming in to the readable scale when it is smaller */
   reveal(el) {
-    if (!this.vb || !el || typeof el.getBBox !== "function") return;
+    if (!this.vb || !el) return;
+    const box = this.boxOf(el);
+    if (!box) return;
     this.touched = true;
-    let box;
-    try { box = el.getBBox(); } catch (e) { return; }
-    const ctm = el.getCTM && el.getCTM();
-    const rootCtm = this.svg.getCTM && this.svg.getCTM();
-    let cx = box.x + box.width / 2;
-    let cy = box.y + box.height / 2;
-    if (ctm && rootCtm) {
-      // getBBox is in the element's own coordinates; graphviz's root <g> translates them
-      const m = rootCtm.inverse().multiply(ctm);
-      const p = new DOMPoint(cx, cy).matrixTransform(m);
-      cx = p.x; cy = p.y;
+    const r = this.viewport.getBoundingClientRect();
+    const scale = r.width ? r.width / this.vb.w : 1;
+    const want = this.readable || 1;
+    if (scale < want * 0.98 && r.width) {
+      const k = scale / want;
+      this.vb = { ...this.vb, w: this.vb.w * k, h: this.vb.h * k };
     }
-    const u = this.unitsPerPixel();
-    if (box.height / u < 12) {
-      const w = Math.max(this.vb.w * ((box.height / u) / 24), this.base.w / 200);
-      const k = w / this.vb.w;
-      this.vb = { ...this.vb, w, h: this.vb.h * k };
-    }
-    this.vb = { ...this.vb, x: cx - this.vb.w / 2, y: cy - this.vb.h / 2 };
+    this.vb = { ...this.vb, x: box.x + box.w / 2 - this.vb.w / 2, y: box.y + box.h / 2 - this.vb.h / 2 };
     this.clamp();
     this.apply();
   }
@@ -265,31 +295,79 @@ function buildLayout(root) {
     zoomFit: button("fxviz-zoom-fit", "whole graph (0)", "fit"),
     zoomWidth: button("fxviz-zoom-width", "fit width (w)", "width"),
   };
+  const search = h("input", { type: "search", class: "fxviz-search", placeholder: "search (Enter: next)",
+                              "aria-label": "search nodes (Enter: next hit, Shift+Enter: previous)" });
+  const prev = button("fxviz-search-prev", "previous hit (Shift+Enter)", "\u2191");
+  const next = button("fxviz-search-next", "next hit (Enter)", "\u2193");
+  const diffOnly = h("button", { type: "button", class: "fxviz-diff-toggle", "aria-pressed": "false", hidden: true,
+                                 title: "show only the nodes the two strategies treat differently, with their neighbors",
+                                 text: "differences only" });
+  const panel = h("button", { type: "button", class: "fxviz-panel-toggle", "aria-pressed": "true",
+                              title: "show or hide the side panel (details, memory, doctor, legend)", text: "panel" });
   const status = h("div", { class: "fxviz-statusline", "aria-live": "polite" });
   const caption = h("div", { class: "fxviz-caption" });
-  const hint = h("span", { class: "fxviz-hint", text: "scroll: zoom \u00b7 drag: pan \u00b7 click a node: details" });
-  const toolbar = h("div", { class: "fxviz-toolbar" }, Object.values(buttons), hint, status);
+  const hint = h("span", { class: "fxviz-hint", text: "scroll: zoom \u00b7 drag: pan \u00b7 click: details" });
+  const toolbar = h("div", { class: "fxviz-toolbar" }, Object.values(buttons),
+    h("span", { class: "fxviz-searchbox" }, search, prev, next), diffOnly, panel, hint, status);
+  const banner = h("div", { class: "fxviz-banner", hidden: true });
   const viewport = h("div", { class: "fxviz-viewport", tabindex: "0", role: "application",
                               "aria-label": "graph: scroll to zoom, drag to pan, click a node for details" });
   const busyText = h("span", { class: "fxviz-busy-text" });
   const busy = h("div", { class: "fxviz-busy", hidden: true }, h("span", { class: "fxviz-spinner" }), busyText);
   const errorBox = h("div", { class: "fxviz-error", hidden: true });
-  const graph = h("div", { class: "fxviz-graph" }, toolbar, h("div", { class: "fxviz-stage" }, viewport, busy), errorBox, caption);
+  const stage = h("div", { class: "fxviz-stage" }, viewport, busy);
+  const graph = h("div", { class: "fxviz-graph" }, toolbar, banner, errorBox, stage, caption);
 
   const details = h("div", { class: "fxviz-details-body" }, h("p", { class: "fxviz-muted", text: "Click a node in the graph." }));
+  const diffBox = h("div", { class: "fxviz-diff-body" });
   const tableBox = h("div", { class: "fxviz-table-body" }, h("p", { class: "fxviz-muted", text: "computing\u2026" }));
   const doctorBox = h("div", { class: "fxviz-doctor-body" }, h("p", { class: "fxviz-muted", text: "\u2014" }));
   const legendBox = h("div", { class: "fxviz-legend-body" });
   const section = (cls, title, body) => h("section", { class: `fxviz-section ${cls}` }, h("h4", { text: title }), body);
-  const side = h("div", { class: "fxviz-side" },
-    section("fxviz-details", "Details", details),
-    section("fxviz-memory", "Memory", tableBox),
-    section("fxviz-doctor", "Doctor", doctorBox),
-    section("fxviz-legend", "Legend", legendBox));
-  const el = h("div", { class: "fxviz-explorer" }, h("div", { class: "fxviz-main" }, graph, side));
+  const sections = {
+    details: section("fxviz-details", "Details", details),
+    diff: section("fxviz-differences", "Differences", diffBox),
+    memory: section("fxviz-memory", "Memory", tableBox),
+    doctor: section("fxviz-doctor", "Doctor", doctorBox),
+    legend: section("fxviz-legend", "Legend", legendBox),
+  };
+  sections.diff.hidden = true;
+  const side = h("div", { class: "fxviz-side" }, Object.values(sections));
+  // data-lm-suppress-shortcuts: JupyterLab / Notebook 7 run no shortcut for keys typed in here
+  const el = h("div", { class: "fxviz-explorer", "data-lm-suppress-shortcuts": "true" }, h("div", { class: "fxviz-main" }, graph, side));
   root.append(el);
-  return { el, status, caption, viewport, busy, busyText, errorBox, details, tableBox, doctorBox, legendBox, buttons };
+  return { el, status, caption, viewport, stage, busy, busyText, errorBox, banner, details, diffBox, tableBox, doctorBox,
+           legendBox, buttons, search, prev, next, diffOnly, panel, side, sections };
 }
+
+/** Keys typed in the pane stay in the pane: a notebook's command-mode shortcuts ("a", "b", "m",
+ *  "d d") must not act on the notebook while the graph or its search box has focus.  JupyterLab 4
+ *  reads keys as they bubble up to the document (stopped here, at the pane); Notebook 7 reads them
+ *  on the way down (capture), before the pane sees them, but skips an event whose default is
+ *  prevented: keys aimed at the graph are marked so from the window, first of all listeners (the
+ *  pane's own handlers still run).  Tab stays free, and so do the search box, buttons and links,
+ *  which the notebooks' shortcuts ignore (they are not command-mode targets).  Returns a detach. */
+function swallowKeys(el, viewport) {
+  const stop = (e) => e.stopPropagation();
+  const types = ["keydown", "keypress", "keyup"];
+  for (const type of types) el.addEventListener(type, stop);
+  const mark = (e) => { if (e.key !== "Tab" && viewport.contains(e.target)) e.preventDefault(); };
+  for (const type of types) window.addEventListener(type, mark, true);
+  return () => { for (const type of types) window.removeEventListener(type, mark, true); };
+}
+
+/** Side by side when the pane is wide, the side panel below the graph when it is narrow (a
+ *  1024 px screen): the graph keeps the full width and the table its columns. */
+function bindWidth(el) {
+  if (typeof ResizeObserver === "undefined") return null;
+  const obs = new ResizeObserver(() => {
+    const w = el.getBoundingClientRect().width;
+    if (w) el.classList.toggle("fxviz-narrow", w < NARROW_PX);
+  });
+  obs.observe(el);
+  return obs;
+}
+const NARROW_PX = 1180;
 
 // --- zoom and pan: buttons, wheel, keys, drag ------------------------------------------------------
 const ZOOM_STEP = 1.4;
@@ -363,6 +441,7 @@ function bindDragAndClick(viewport, zp, onNodeClick) {
 
 // --- loading views: parse a drawing once, show it many times ---------------------------------------
 const PARSED_MAX = 64;
+const READABLE_PX = 10.5;  // the opening zoom keeps the median node label at least this tall
 
 /** Ready a freshly parsed drawing for the pane (its class, its own viewBox, the node outlines) and
  *  index its drawn units (nodes and module boxes) by title. */
@@ -370,16 +449,24 @@ function prepareDrawing(svg) {
   svg.classList.add("fxviz-svg");
   svg.dataset.baseViewBox = svg.getAttribute("viewBox") || "";
   const units = new Map();
+  const labels = new Map();  // unit id -> the text printed on it (searchable)
+  const sizes = [];
   for (const g of svg.querySelectorAll("g.node")) {
     const title = g.querySelector(":scope > title");
     if (title) units.set(title.textContent, g);
+    const texts = [...g.querySelectorAll("text")];
+    if (title) labels.set(title.textContent, texts.map((t) => t.textContent).join(" ").toLowerCase());
+    for (const t of texts) sizes.push(parseFloat(t.getAttribute("font-size")) || 14);
     // the node's outline (two for a double border): every shape before its first text
     for (const shape of g.querySelectorAll("path, polygon, ellipse, text")) {
       if (shape.localName === "text") break;
       shape.classList.add("fxviz-outline");
     }
   }
-  return { svg, units };
+  sizes.sort((a, b) => a - b);
+  const median = sizes.length ? sizes[Math.floor(sizes.length / 2)] : 10;
+  // screen px per SVG unit at which the median label is READABLE_PX tall
+  return { svg, units, labels, readable: READABLE_PX / median };
 }
 
 /** `drawing(text)`: the parsed drawing of an SVG text, remembered (the least recently used of more
@@ -402,20 +489,20 @@ function createDrawingCache(max = PARSED_MAX) {
   };
 }
 
-/** Shows one drawing (or none) in the viewport, handed to `zp`: `show(text, keepZoom)` returns its
- *  units, or null; `preload(text)` parses ahead of time. */
+/** Shows one drawing (or none) in the viewport, handed to `zp`: `show(text, keepZoom)` returns the
+ *  parsed drawing ({svg, units, labels, readable}), or null; `preload(text)` parses ahead of time. */
 function createViewLoader(viewport, zp) {
   const drawing = createDrawingCache();
   return {
     preload(text) { if (text) drawing(text); },
-    show(text, keepZoom) {
+    show(text) {
       const entry = text ? drawing(text) : null;
       viewport.replaceChildren();
       if (!entry) { zp.svg = null; return null; }
       if (entry.svg.dataset.baseViewBox) entry.svg.setAttribute("viewBox", entry.svg.dataset.baseViewBox);
       viewport.append(entry.svg);
-      zp.attach(entry.svg, keepZoom);
-      return entry.units;
+      zp.readable = entry.readable;
+      return entry;  // the caller marks it, then hands it to zp.attach (the marks decide the focus)
     },
   };
 }
@@ -517,6 +604,14 @@ function nodeFacts(node, name, state, linkList) {
     row("checkpoint", h("code", { text: node.checkpoint_policy || "no policy" }), muted(`  region ${node.checkpoint_region ?? "?"}`));
   row("module", node.module ? h("code", { text: node.module }) : muted("none recorded"));
   if (node.source) row("source", h("code", { text: node.source }), node.code ? h("div", { class: "fxviz-code", text: node.code }) : null);
+  const g = node.gradient;
+  if (g && node.role === "gradient") {
+    row("gradient", "the gradient of ", h("code", { text: g.parameter }));
+  } else if (g && g.gets) {
+    row("gradient", h("span", { class: "fxviz-yes", text: "yes" }), " ", g.node ? linkList([g.node]) : null, muted(` (${g.parameter})`));
+  } else if (g) {
+    row("gradient", h("span", { class: "fxviz-no", text: g.requires_grad ? "none" : "none (frozen)" }), muted(` \u2014 ${g.reason}`));
+  }
   if (state.view === "compare" && state.compare) {
     row("A", ...status(state.status, state.status ? state.status.label : ""));
     row("B", ...status(state.compare, state.compare.label));
@@ -575,61 +670,103 @@ function createDetailsPanel(box, state, linkList) {
 }
 
 // --- search ------------------------------------------------------------------------------------------
-function matches(node, q) {
-  return [node.name, node.op, node.target, node.module, node.qualname]
-    .some((f) => f && f.toLowerCase().includes(q));
+/** How well node `node` matches query `q` (lower case): 0 its name or real name exactly, 1 a name
+ *  starting with `q`, 2 `q` inside a name, op, module, tensor or the node's printed label; -1 no match. */
+function matchRank(node, q, label) {
+  const names = [node.name, node.qualname].filter(Boolean).map((f) => f.toLowerCase());
+  if (names.includes(q)) return 0;
+  if (names.some((f) => f.startsWith(q))) return 1;
+  const grad = node.gradient && node.role === "gradient" ? `grad ${node.gradient.parameter}` : null;
+  const fields = [node.op, node.target, node.module, node.tensor, grad, label];
+  return names.some((f) => f.includes(q)) || fields.some((f) => f && f.toLowerCase().includes(q)) ? 2 : -1;
 }
 
-/** Mark the drawn units that show a node of `hit` (or a module box whose path matches `q`);
- *  returns how many. */
-function markMatches(state, hit, q) {
-  let drawn = 0;
-  for (const [id, g] of state.units) {
-    let ok;
-    if (g.classList.contains("fx-group")) {
-      const { path, members } = groupMembers(state.nodes, id);
-      ok = path.toLowerCase().includes(q) || members.some((m) => hit.has(m.name));
-    } else {
-      ok = hit.has(baseName(id));
-    }
-    if (ok) { g.classList.add("fxviz-match"); drawn += 1; }
+/** The drawn units matching `q`, best first (exact names, then prefixes, then the rest in graph
+ *  order), and how many nodes match.  A module box matches by its path or by a member. */
+function searchHits(state, q) {
+  const ranked = [];
+  for (const node of Object.values(state.nodes)) {
+    const label = state.labels.get(node.name) || state.labels.get(node.name + RECOMPUTED_SUFFIX) || "";
+    const r = matchRank(node, q, label);
+    if (r >= 0) ranked.push([r, ranked.length, node.name]);
   }
-  return drawn;
+  ranked.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+  const units = [];
+  const seen = new Set();
+  const add = (g) => { if (g && !seen.has(g)) { seen.add(g); units.push(g); } };
+  for (const [, , name] of ranked) {
+    add(unitFor(state.units, state.nodes, name));
+    add(state.units.get(name + RECOMPUTED_SUFFIX));
+  }
+  for (const [id, g] of state.units) {
+    if (g.classList.contains("fx-group") && (groupMembers(state.nodes, id).path.toLowerCase().includes(q) ||
+        (state.labels.get(id) || "").includes(q))) add(g);
+  }
+  return { units, nodes: ranked.length };
 }
 
-/** Highlight the nodes matching `state.query` (names, ops, targets, modules, real names), fade
- *  the rest, say how many on the status line; sets and returns `state.lastSearch`. */
-function applySearch(viewport, statusLine, state) {
+/** Highlight the units matching `state.query` (names, ops, modules, shapes, the printed labels),
+ *  fade the rest, and bring the current hit into view; the status line says "hit k of N".
+ *  `move`: 0 a new query (first hit), +1 / -1 the next / previous hit.  Sets `state.lastSearch`. */
+function applySearch(viewport, statusLine, state, zp, move = 0) {
   const q = state.query.trim().toLowerCase();
-  for (const g of viewport.querySelectorAll(".fxviz-match")) g.classList.remove("fxviz-match");
+  for (const g of viewport.querySelectorAll(".fxviz-match, .fxviz-current")) g.classList.remove("fxviz-match", "fxviz-current");
   const svg = viewport.querySelector("svg");
+  statusLine.classList.remove("fxviz-nomatch");
   if (!q) {
     if (svg) svg.classList.remove("fxviz-searching");
-    state.lastSearch = { query: "", nodes: 0, drawn: 0 };
+    state.lastSearch = { query: "", nodes: 0, drawn: 0, current: 0 };
+    state.hits = [];
     statusLine.textContent = "";
     return state.lastSearch;
   }
-  const hit = new Set(Object.values(state.nodes).filter((n) => matches(n, q)).map((n) => n.name));
-  const drawn = markMatches(state, hit, q);
-  if (svg) svg.classList.add("fxviz-searching");
-  state.lastSearch = { query: state.query, nodes: hit.size, drawn };
-  statusLine.textContent = hit.size
-    ? `search \u201c${state.query}\u201d: ${hit.size} matching node${hit.size === 1 ? "" : "s"}, ${drawn} highlighted in this view`
-    : `search \u201c${state.query}\u201d: no node matches (names, ops, modules)`;
-  statusLine.classList.toggle("fxviz-nomatch", hit.size === 0);
+  if (move === 0 || !state.hits) state.hits = searchHits(state, q).units;
+  const nodes = move === 0 ? searchHits(state, q).nodes : state.lastSearch.nodes;
+  const hits = state.hits;
+  for (const g of hits) g.classList.add("fxviz-match");
+  if (svg) svg.classList.toggle("fxviz-searching", hits.length > 0);
+  let current = move === 0 ? 0 : ((state.lastSearch.current || 1) - 1 + move + hits.length) % Math.max(hits.length, 1);
+  if (!hits.length) current = -1;
+  if (current >= 0) {
+    hits[current].classList.add("fxviz-current");
+    if (zp.svg) zp.reveal(hits[current]);
+  }
+  state.lastSearch = { query: state.query, nodes, drawn: hits.length, current: current + 1 };
+  if (!nodes) {
+    statusLine.textContent = `no node matches \u201c${state.query}\u201d (names, ops, modules, shapes, labels)`;
+    statusLine.classList.add("fxviz-nomatch");
+  } else if (!hits.length) {
+    statusLine.textContent = `${nodes} matching node${nodes === 1 ? "" : "s"}, none drawn in this view`;
+  } else {
+    statusLine.textContent = `${current + 1} of ${hits.length} \u00b7 ${nodes} node${nodes === 1 ? "" : "s"} match` +
+      " \u00b7 Enter: next, Shift+Enter: previous";
+  }
   return state.lastSearch;
 }
 
 // --- memory table ------------------------------------------------------------------------------------
 const TABLE_HINT = "click a row to switch to that strategy";
 
-/** One strategy's row: selected (`state.highlight`), compared with, failed; a click calls `onRowClick(key)`. */
+/** One strategy's row: selected (`state.highlight`; in the compare view A), compared with (B),
+ *  failed; a click calls `onRowClick(key)`.  A and B carry the graph's A-only / B-only colors. */
 function tableRow(r, state, onRowClick) {
   const tr = h("tr", { "data-strategy": r.key, class: "fxviz-row", title: r.error ? r.error : TABLE_HINT });
-  if (r.key === state.highlight) { tr.classList.add("fxviz-row-selected"); tr.setAttribute("aria-selected", "true"); }
-  if (state.view === "compare" && r.key === state.compareHighlight) tr.classList.add("fxviz-row-compare");
+  const compare = state.view === "compare";
+  let tag = null;
+  if (r.key === state.highlight) {
+    tr.classList.add(compare ? "fxviz-row-A" : "fxviz-row-selected");
+    if (compare) tr.classList.add("fxviz-row-selected");
+    tr.setAttribute("aria-selected", "true");
+    if (compare) tag = h("span", { class: "fxviz-ab fxviz-ab-A", text: "A" });
+  } else if (compare && r.key === state.compareHighlight) {
+    tr.classList.add("fxviz-row-compare", "fxviz-row-B");
+    tag = h("span", { class: "fxviz-ab fxviz-ab-B", text: "B" });
+  }
   if (r.error) tr.classList.add("fxviz-row-error");
-  r.cells.forEach((c, i) => tr.append(h(i === 0 ? "th" : "td", { text: c, class: r.best && r.best[i] ? "fxviz-best" : null })));
+  r.cells.forEach((c, i) => {
+    const cell = h(i === 0 ? "th" : "td", { class: r.best && r.best[i] ? "fxviz-best" : null }, i === 0 && tag ? [tag, " "] : null, c);
+    tr.append(cell);
+  });
   tr.addEventListener("click", () => onRowClick(r.key));
   return tr;
 }
@@ -645,21 +782,34 @@ function renderTable(box, state, onRowClick) {
   const head = h("tr", {}, t.columns.map((c, i) => h("th", { text: c, title: (t.tips || [])[i] || null })));
   const body = t.rows.map((r) => tableRow(r, state, onRowClick));
   box.append(h("table", { class: "fxviz-table" }, h("thead", {}, head), h("tbody", {}, body)));
+  if (t.best_note) box.append(h("p", { class: "fxviz-table-note", text: `${t.best_note}; hover a header for what it counts` }));
+  if (t.notes && t.notes.length) box.append(h("ul", { class: "fxviz-table-notes" }, t.notes.map((n) => h("li", { text: n }))));
   if (t.caption) box.append(h("details", { class: "fxviz-table-caption" }, h("summary", { text: "how these are counted" }), h("p", { text: t.caption })));
 }
 
 // --- doctor ------------------------------------------------------------------------------------------
-/** One finding: severity tag and title, its items, the fix, links to its nodes. */
+/** A finding's text with the nodes it names (`{node}` segments) as links. */
+function segmentsText(item, linkList) {
+  if (typeof item === "string") return [item];
+  return item.map((seg) => (seg.node ? linkList([seg.node]) : seg.text));
+}
+
+/** One group of findings (one reason): its title and fix first, the findings folded below. */
 function doctorFinding(f, linkList) {
-  const item = h("div", { class: `fxviz-finding fxviz-severity-${f.severity || "info"}` },
-    h("div", { class: "fxviz-finding-title" }, h("span", { class: "fxviz-severity", text: f.severity || "info" }), " ", f.title || ""));
-  if (f.items && f.items.length) item.append(h("ul", {}, f.items.map((t) => h("li", { text: t }))));
-  if (f.hint) item.append(h("p", { class: "fxviz-hint-text", text: `fix: ${f.hint}` }));
-  if (f.nodes && f.nodes.length) item.append(h("p", {}, "nodes: ", linkList(f.nodes)));
+  const n = f.count || (f.items || []).length;
+  const item = h("div", { class: `fxviz-finding fxviz-severity-${f.severity || "info"}`, "data-kind": f.kind || "" },
+    h("div", { class: "fxviz-finding-title" }, h("span", { class: "fxviz-severity", text: f.severity || "info" }), " ",
+      f.title || "", n > 1 ? ` (${n})` : ""));
+  if (f.hint) item.append(h("p", { class: "fxviz-fix" }, h("b", { text: "fix: " }), f.hint));
+  const fold = h("details", { class: "fxviz-finding-items" },
+    h("summary", { text: n > 1 ? `the ${n} findings and their nodes` : "the finding and its nodes" }));
+  if (f.items && f.items.length) fold.append(h("ul", {}, f.items.map((t) => h("li", {}, segmentsText(t, linkList)))));
+  if (f.nodes && f.nodes.length) fold.append(h("p", {}, "nodes: ", linkList(f.nodes)));
+  item.append(fold);
   return item;
 }
 
-/** The doctor section: the headline (healthy or not) and every finding of `d`. */
+/** The doctor section: the headline (healthy or not), then each reason with its fix. */
 function renderDoctor(box, d, linkList) {
   box.replaceChildren();
   if (!d) { box.append(h("p", { class: "fxviz-muted", text: "\u2014" })); return; }
@@ -670,109 +820,385 @@ function renderDoctor(box, d, linkList) {
   for (const f of d.findings || []) box.append(doctorFinding(f, linkList));
 }
 
+/** Above the graph when the doctor finds parameters without gradient: the headline, the first fix,
+ *  a link to the card.  Hidden when healthy. */
+function renderBanner(banner, d, onOpen) {
+  banner.replaceChildren();
+  const bad = d && d.healthy === false;
+  banner.hidden = !bad;
+  if (!bad) return;
+  const first = (d.findings || []).find((f) => f.hint);
+  banner.append(h("b", { text: d.message.replace(/^fxviz doctor: /, "doctor: ") }));
+  if (first) banner.append(h("span", { text: ` \u2014 fix: ${first.hint}` }));
+  banner.append(" ", h("a", { href: "#", class: "fxviz-link", onclick: (e) => { e.preventDefault(); onOpen(); } }, "doctor card"));
+}
+
 // --- legend ------------------------------------------------------------------------------------------
-/** The legend section: role swatches and status marks; the compare marks in the compare view. */
-function renderLegend(box, l, view) {
+/** The legend section: role swatches and status marks; in the compare view the compare marks,
+ *  naming A and B by their strategies and saying what "only" means (saved or recomputed). */
+function renderLegend(box, l, state) {
   box.replaceChildren();
   if (!l) return;
   const list = () => h("ul", { class: "fxviz-legend-list" });
-  const mark = (k, m, text) => h("li", { title: m.description },
-    h("span", { class: `fxviz-mark fxviz-mark-${k}` }), h("b", { text: k }), h("span", { class: "fxviz-muted", text: ` \u2014 ${text}` }));
+  const mark = (k, text, title) => h("li", { title },
+    h("span", { class: `fxviz-mark fxviz-mark-${k}` }), h("b", { text: k.replace("-", " ") }), h("span", { class: "fxviz-muted", text: ` \u2014 ${text}` }));
   const roles = list();
   for (const [role, r] of Object.entries(l.roles)) {
     roles.append(h("li", { title: r.description }, h("span", { class: `fxviz-swatch fxviz-role-${role}` }), r.label));
   }
+  box.append(roles);
   const marks = list();
-  for (const [k, m] of Object.entries(l.status)) marks.append(mark(k, m, m.cue));
-  box.append(roles, marks);
-  if (view === "compare") {
-    const cmp = list();
-    for (const [k, m] of Object.entries(l.compare)) cmp.append(mark(k, m, m.description));
-    box.append(cmp);
+  if (state.view === "compare" && state.compare) {
+    const a = state.status ? state.status.label : "A";
+    const b = state.compare.label;
+    marks.append(mark("A-only", `A = ${a} saves (or recomputes) it, B does not`, l.compare["A-only"].description));
+    marks.append(mark("B-only", `B = ${b} saves (or recomputes) it, A does not`, l.compare["B-only"].description));
+    marks.append(mark("both", "both save (or both recompute) it; a badge says which", l.compare.both.description));
+  } else {
+    for (const [k, m] of Object.entries(l.status)) marks.append(mark(k, m.cue, m.description));
   }
+  marks.append(h("li", {}, h("span", { class: "fxviz-mark fxviz-mark-nograd" }), h("b", { text: "no gradient" }),
+    h("span", { class: "fxviz-muted", text: " \u2014 a parameter that requires grad and gets none" })));
+  marks.append(h("li", {}, h("span", { class: "fxviz-mark fxviz-mark-random" }), h("b", { text: "random" }),
+    h("span", { class: "fxviz-muted", text: " \u2014 a recomputed random op: the backward redraws it" })));
+  box.append(marks);
+}
+
+// --- marks drawn by the page: strategies as overlays, no-gradient and random badges -----------------
+const OVERLAY_CLASSES = ["fx-saved", "fx-recomputed", "fx-removed", "fx-saved-A-only", "fx-saved-B-only", "fx-saved-both",
+  "fx-recomputed-A-only", "fx-recomputed-B-only", "fx-recomputed-both", "fxviz-nograd", "fxviz-random", "fxviz-diff", "fxviz-diff-near"];
+
+/** The joint nodes a drawn unit shows: itself, or a module box's members. */
+function unitMembers(state, id, g) {
+  if (g.classList.contains("fx-group")) return groupMembers(state.nodes, id).members.map((m) => m.name);
+  return [baseName(id)];
+}
+
+function unitSide(state, id, g) {
+  if (g.classList.contains("fx-group")) return id.slice(0, id.indexOf("/"));
+  if (id.endsWith(RECOMPUTED_SUFFIX)) return "backward";
+  const n = state.nodes[baseName(id)];
+  return n ? n.phase : "";
+}
+
+/** One badge line on unit `g`'s top border, right-aligned: `parts` are [text, class] pairs, shown
+ *  as colored runs ("A saves · B recomputes"); removed by the next `clearMarks`. */
+function addBadges(g, parts) {
+  if (!parts.length) return;
+  const outline = g.querySelector(".fxviz-outline");
+  let box;
+  try { box = (outline || g).getBBox(); } catch (e) { return; }
+  if (!box || (!box.width && !box.height)) return;
+  const t = document.createElementNS(g.namespaceURI, "text");  // the SVG namespace, without writing its URL
+  t.setAttribute("x", String(box.x + box.width - 2));
+  t.setAttribute("y", String(box.y - 1.5));  // just above the node: the rank gap holds one 9 pt line
+  t.setAttribute("text-anchor", "end");
+  t.setAttribute("font-size", "9");
+  t.setAttribute("font-weight", "bold");
+  t.setAttribute("class", "fxviz-xmark");
+  parts.forEach(([text, cls], i) => {
+    const span = document.createElementNS(g.namespaceURI, "tspan");
+    span.setAttribute("class", cls);
+    span.textContent = (i ? " \u00b7 " : "") + text;
+    t.append(span);
+  });
+  g.append(t);
+}
+
+function clearMarks(svg, overlay) {
+  for (const t of svg.querySelectorAll(".fxviz-xmark")) t.remove();
+  const drop = overlay ? OVERLAY_CLASSES : ["fxviz-nograd", "fxviz-random", "fxviz-diff", "fxviz-diff-near"];
+  for (const g of svg.querySelectorAll("g.node, g.edge")) g.classList.remove(...drop);
+}
+
+/** What strategy `s` does with the units of the drawing: unit id -> {saved, recomputed, removed}
+ *  (a module box: the union of its members). */
+function unitStatus(state, s) {
+  const out = new Map();
+  if (!s || s.error) return out;
+  const saved = new Set(s.saved);
+  const recomputed = new Set(s.recomputed);
+  const removed = new Set(s.removed);
+  for (const [id, g] of state.units) {
+    const m = unitMembers(state, id, g);
+    out.set(id, { saved: m.some((n) => saved.has(n)), recomputed: m.some((n) => recomputed.has(n)),
+                  removed: m.length > 0 && m.every((n) => removed.has(n)) });
+  }
+  return out;
+}
+
+const WHO = { "A-only": "A", "B-only": "B", both: "both" };
+const which = (a, b) => (a && b ? "both" : a ? "A-only" : b ? "B-only" : null);
+
+/** Mark the drawing from data: in the report (`state.overlay`) the strategy's (or the two compared
+ *  strategies') saved / recomputed / removed classes and badges on one shared layout; everywhere
+ *  the parameters without gradient, the recomputed random ops and the compare differences. */
+function applyMarks(state, svg) {
+  if (!svg) return;
+  clearMarks(svg, state.overlay);
+  const compare = state.view === "compare" && state.compare;
+  const A = unitStatus(state, state.status);
+  const B = compare ? unitStatus(state, state.compare) : new Map();
+  const sides = new Map();
+  for (const [id, g] of state.units) {
+    sides.set(id, unitSide(state, id, g));
+    const a = A.get(id) || {};
+    const b = B.get(id) || {};
+    const parts = [];
+    const badge = (cls, text, mark) => { g.classList.add(cls); parts.push([text, `fxviz-xmark-${mark}`]); };
+    if (state.overlay && compare) {
+      const sv = which(a.saved, b.saved);
+      const rc = which(a.recomputed, b.recomputed);
+      if (sv) badge(`fx-saved-${sv}`, `${WHO[sv]} save${sv === "both" ? "" : "s"}`, sv);
+      if (rc) badge(`fx-recomputed-${rc}`, `${WHO[rc]} recompute${rc === "both" ? "" : "s"}`, rc);
+    } else if (state.overlay) {
+      if (a.saved) badge("fx-saved", "saved", "saved");
+      if (a.recomputed) badge("fx-recomputed", "recomputed", "recomputed");
+      if (a.removed) badge("fx-removed", "removed", "removed");
+    }
+    const members = unitMembers(state, id, g);
+    const noGrad = (n) => { const gr = state.nodes[n] && state.nodes[n].gradient; return gr && !gr.gets && gr.requires_grad && state.nodes[n].role !== "gradient"; };
+    if (members.some(noGrad)) badge("fxviz-nograd", "no gradient", "nograd");
+    for (const [s, who] of [[state.status, compare ? "A" : ""], [compare ? state.compare : null, "B"]]) {
+      if (s && s.random && members.some((n) => s.random.includes(n))) badge("fxviz-random", `random, redrawn${who ? ` by ${who}` : ""}`, "random");
+    }
+    addBadges(g, parts);
+  }
+  if (state.overlay) {
+    // edges that carry a saved value to the backward
+    for (const e of svg.querySelectorAll("g.edge")) {
+      const t = e.querySelector(":scope > title");
+      if (!t) continue;
+      const [src, dst] = t.textContent.split("->");
+      if (!src || !dst || sides.get(dst) !== "backward" || sides.get(src) !== "forward") continue;
+      const a = (A.get(src) || {}).saved;
+      const b = compare ? (B.get(src) || {}).saved : false;
+      if (compare) { const w = which(a, b); if (w) e.classList.add(`fx-saved-${w}`); } else if (a) e.classList.add("fx-saved");
+    }
+  }
+}
+
+/** Joint nodes that A and B treat differently: [{name, a, b}] with "saved", "recomputed" or "". */
+function differences(state) {
+  const a = state.status;
+  const b = state.compare;
+  if (!a || !b || a.error || b.error) return [];
+  const what = (s, n) => (s.saved.includes(n) ? "saved" : s.recomputed.includes(n) ? "recomputed" : "");
+  const names = new Set([...a.saved, ...a.recomputed, ...b.saved, ...b.recomputed]);
+  const out = [];
+  for (const n of Object.keys(state.nodes)) {
+    if (!names.has(n)) continue;
+    const x = what(a, n);
+    const y = what(b, n);
+    if (x !== y) out.push({ name: n, a: x, b: y });
+  }
+  return out;
+}
+
+/** The compare view's differences: a small table (node, A, B) and the units to focus on. */
+function renderDifferences(box, state, linkList) {
+  box.replaceChildren();
+  const diff = differences(state);
+  const a = state.status ? state.status.label : "A";
+  const b = state.compare ? state.compare.label : "B";
+  if (!diff.length) {
+    box.append(h("p", { text: `A (${a}) and B (${b}) save and recompute the same nodes.` }));
+    return diff;
+  }
+  box.append(h("p", { text: `${diff.length} node${diff.length === 1 ? "" : "s"} treated differently by A (${a}) and B (${b}):` }));
+  const rows = diff.map((d) => h("tr", {}, h("td", {}, linkList([d.name])),
+    h("td", { class: d.a ? "fxviz-ab-cell-A" : null, text: d.a || "\u2014" }), h("td", { class: d.b ? "fxviz-ab-cell-B" : null, text: d.b || "\u2014" })));
+  box.append(h("table", { class: "fxviz-table fxviz-diff-table" },
+    h("thead", {}, h("tr", {}, h("th", { text: "node" }), h("th", {}, h("span", { class: "fxviz-ab fxviz-ab-A", text: "A" })),
+      h("th", {}, h("span", { class: "fxviz-ab fxviz-ab-B", text: "B" })))), h("tbody", {}, rows)));
+  return diff;
+}
+
+/** Mark the units of the differences (and their neighbors) for "differences only". */
+function markDifferences(state, diff) {
+  const units = [];
+  for (const d of diff) {
+    const g = unitFor(state.units, state.nodes, d.name);
+    if (!g) continue;
+    g.classList.add("fxviz-diff");
+    units.push(g);
+    const n = state.nodes[d.name];
+    for (const m of [...n.inputs, ...n.users]) {
+      const u = unitFor(state.units, state.nodes, m);
+      if (u && !u.classList.contains("fxviz-diff")) u.classList.add("fxviz-diff-near");
+    }
+  }
+  return units;
+}
+
+/** The doctor's card, its banner over the graph; a card with something wrong comes before the table. */
+function showDoctor(ui, d, linkList, togglePanel) {
+  renderDoctor(ui.doctorBox, d, linkList);
+  renderBanner(ui.banner, d, () => { togglePanel(true); ui.sections.doctor.scrollIntoView({ block: "start" }); });
+  if (d && d.healthy === false) ui.sections.memory.before(ui.sections.doctor);
+}
+
+function showBusy(ui, msg) {
+  ui.busy.hidden = !msg;
+  ui.busyText.textContent = msg || "";
+  ui.el.classList.toggle("fxviz-is-busy", !!msg);
+}
+
+/** a message in place of the graph (not an empty pane under it) */
+function showError(ui, msg) {
+  ui.errorBox.hidden = !msg;
+  ui.errorBox.textContent = msg || "";
+  ui.stage.hidden = !!msg;
+  ui.el.classList.toggle("fxviz-has-error", !!msg);
+}
+
+/** Everything the pane shows and remembers. */
+function paneState() {
+  return {
+    nodes: {}, status: null, compare: null, view: "joint", selected: "", query: "",
+    units: new Map(), labels: new Map(), table: null, highlight: "", compareHighlight: "", legend: null, doctor: null,
+    lastSearch: { nodes: 0, drawn: 0, current: 0 }, hits: [], overlay: false, diffOnly: false, focusUnits: [],
+  };
+}
+
+/** where the opening zoom looks: compare differences, else search hits, else the doctor's nodes */
+function focusUnits(state) {
+  if (state.view === "compare" && state.focusUnits.length) return state.focusUnits;
+  if (state.hits && state.hits.length) return [state.hits[0]];
+  if (state.doctor && state.doctor.healthy === false) {
+    const names = (state.doctor.findings || []).flatMap((f) => f.nodes || []);
+    return names.map((n) => unitFor(state.units, state.nodes, n)).filter(Boolean);
+  }
+  return [];
+}
+
+/** Re-apply every page-drawn mark of the shown drawing and the compare view's differences. */
+function remark(ui, state, linkList) {
+  const svg = ui.viewport.querySelector("svg");
+  applyMarks(state, svg);
+  const compare = state.view === "compare" && !!state.compare;
+  ui.sections.diff.hidden = !compare;
+  ui.diffOnly.hidden = !compare;
+  state.focusUnits = compare ? markDifferences(state, renderDifferences(ui.diffBox, state, linkList)) : [];
+  if (svg) {
+    svg.classList.toggle("fxviz-diffonly", compare && state.diffOnly);
+    svg.classList.toggle("fxviz-overlay", state.overlay);
+  }
+}
+
+/** The side-panel and "differences only" toggles; returns `togglePanel(show)`. */
+function bindToggles(ui, state, zp, marks) {
+  function togglePanel(show) {
+    ui.side.hidden = !show;
+    ui.panel.setAttribute("aria-pressed", String(show));
+    ui.el.classList.toggle("fxviz-side-hidden", !show);
+  }
+  ui.panel.addEventListener("click", () => togglePanel(ui.side.hidden));
+  ui.diffOnly.addEventListener("click", () => {
+    state.diffOnly = !state.diffOnly;
+    ui.diffOnly.setAttribute("aria-pressed", String(state.diffOnly));
+    marks();
+    const b = state.diffOnly && state.focusUnits.length ? zp.boxAround(state.focusUnits) : null;
+    if (b) zp.centerOn(b);
+  });
+  return togglePanel;
+}
+
+/** The pane's search box: typing searches, Enter / Shift+Enter (or the arrows) step through hits. */
+function bindSearchBox(ui, setSearch) {
+  ui.search.addEventListener("input", () => setSearch(ui.search.value));
+  ui.search.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") { e.preventDefault(); setSearch(ui.search.value, e.shiftKey ? -1 : 1); }
+    if (e.key === "Escape") setSearch("");
+  });
+  ui.next.addEventListener("click", () => setSearch(ui.search.value, 1));
+  ui.prev.addEventListener("click", () => setSearch(ui.search.value, -1));
 }
 
 // --- the pane: wiring ----------------------------------------------------------------------------------
 /**
  * The explorer pane.  `opts.onSelect(id)` is called when the user selects a node,
  * `opts.onRowClick(strategyKey)` when a memory-table row is clicked, `opts.onSearch(result)`
- * after every search.
+ * after every search (`result.query` is what was typed).
  */
 export function createPane(root, opts = {}) {
-  const state = {
-    nodes: {}, status: null, compare: null, view: "joint", selected: "", query: "",
-    units: new Map(), table: null, highlight: "", compareHighlight: "", legend: null, doctor: null,
-    lastSearch: { nodes: 0, drawn: 0 },
-  };
+  const state = paneState();
   const ui = buildLayout(root);
   const { el } = ui;
+  const freeKeys = swallowKeys(el, ui.viewport);
+  const widthObserver = bindWidth(el);
   const zp = new ZoomPan(ui.viewport);
+  zp.focus = () => zp.boxAround(focusUnits(state));
   const loader = createViewLoader(ui.viewport, zp);
-  const linkList = nodeLinks(state, (name) => select(name, { reveal: true, notify: true }));
+  const showDetails = () => { if (ui.side.hidden) togglePanel(true); ui.sections.details.scrollIntoView({ block: "nearest" }); };
+  const linkList = nodeLinks(state, (name) => { select(name, { reveal: true, notify: true }); showDetails(); });
   const details = createDetailsPanel(ui.details, state, linkList);
   const detachWheel = bindZoomControls(ui, zp);
   bindDragAndClick(ui.viewport, zp, (title) => select(title, { reveal: false, notify: true }));
 
-  const search = () => applySearch(ui.viewport, ui.status, state);
+  const search = (move = 0) => applySearch(ui.viewport, ui.status, state, zp, move);
   const table = () => renderTable(ui.tableBox, state, (key) => { if (opts.onRowClick) opts.onRowClick(key); });
-  const legend = () => renderLegend(ui.legendBox, state.legend, state.view);
+  const legend = () => renderLegend(ui.legendBox, state.legend, state);
   const markSelected = (reveal) => {
     const unit = markSelection(ui.viewport, state, zp, reveal);
     if (state.selected) details.render(unit);  // a cleared selection leaves the details as they were
   };
+  const marks = () => remark(ui, state, linkList);
+  const togglePanel = bindToggles(ui, state, zp, marks);
   function select(id, { reveal = true, notify = true } = {}) {
     state.selected = id || "";
     markSelected(reveal);
     if (notify && opts.onSelect) opts.onSelect(state.selected);
   }
-  function setSvg(text, { keepZoom = false, key = "" } = {}) {
+  function setSvg(text, { keepZoom = false, key = "", overlay = false } = {}) {
     const t0 = performance.now();
-    const units = loader.show(text, keepZoom);
-    state.units = units || new Map();
-    if (units) {
-      search();
+    state.overlay = overlay;
+    // marks first (they decide the focus), then the window: re-attach after marking
+    const entry = loader.show(text);
+    state.units = entry ? entry.units : new Map();
+    state.labels = entry ? entry.labels : new Map();
+    if (entry) {
+      marks();
+      state.hits = state.query.trim() ? searchHits(state, state.query.trim().toLowerCase()).units : [];
+      zp.attach(entry.svg, keepZoom);
+      search(0);
       markSelected(false);
       el.dataset.renderMs = (performance.now() - t0).toFixed(1);
     }
     el.dataset.units = String(state.units.size);
     el.dataset.viewKey = key;
   }
-  function setSearch(q) {
+  function setSearch(q, move = 0) {
     state.query = q || "";
-    const r = search();
+    if (ui.search.value !== state.query) ui.search.value = state.query;
+    const r = search(move);
     if (opts.onSearch) opts.onSearch(r);
     return r;
   }
+  bindSearchBox(ui, setSearch);
 
   return {
     el,
     setSvg,
     select: (id) => select(id, { reveal: true, notify: false }),
     setSearch,
-    setNodes(nodes) { state.nodes = nodes || {}; markSelected(false); search(); },
-    setStatus(s, cmp) { state.status = s || null; state.compare = cmp || null; markSelected(false); },
+    setNodes(nodes) { state.nodes = nodes || {}; markSelected(false); marks(); search(); },
+    // an empty record (the widget's compare_status outside the compare view) is no strategy
+    setStatus(s, cmp) { state.status = s && s.key ? s : null; state.compare = cmp && cmp.key ? cmp : null; marks(); legend(); markSelected(false); },
     setView(view) { state.view = view || "joint"; el.dataset.view = state.view; table(); legend(); markSelected(false); },
     setTable(t) { state.table = t; table(); },
     setHighlight(key, compareKey) { state.highlight = key || ""; state.compareHighlight = compareKey || ""; table(); },
-    setDoctor(d) { state.doctor = d; renderDoctor(ui.doctorBox, d, linkList); },
+    setDoctor(d) { state.doctor = d; showDoctor(ui, d, linkList, togglePanel); },
     setLegend(l) { state.legend = l; legend(); },
     setCaption(text) { ui.caption.textContent = text || ""; },
-    setBusy(msg) {
-      ui.busy.hidden = !msg;
-      ui.busyText.textContent = msg || "";
-      el.classList.toggle("fxviz-is-busy", !!msg);
-    },
-    setError(msg) { ui.errorBox.hidden = !msg; ui.errorBox.textContent = msg || ""; el.classList.toggle("fxviz-has-error", !!msg); },
+    setBusy: (msg) => showBusy(ui, msg),
+    setError: (msg) => showError(ui, msg),
     /** parse a drawing ahead of time (idle time), so its first showing is instant too */
     preload: loader.preload,
     get lastSearch() { return state.lastSearch; },
     get selected() { return state.selected; },
     zoom: zp,
-    destroy() {
-      detachWheel();
-      if (zp.observer) zp.observer.disconnect();
-      el.remove();
-    },
+    destroy() { detachWheel(); freeKeys(); for (const o of [zp.observer, widthObserver]) if (o) o.disconnect(); el.remove(); },
   };
 }
 
@@ -785,7 +1211,12 @@ function render({ model, el }) {
   const pane = createPane(el, {
     onSelect: (id) => { model.set("selected", id); model.save_changes(); },
     onRowClick: (key) => { model.send({ event: "row", strategy: key }); },
-    onSearch: (r) => { model.set("matches", r.nodes); model.set("drawn_matches", r.drawn); model.save_changes(); },
+    onSearch: (r) => {
+      model.set("search", r.query || "");
+      model.set("matches", r.nodes);
+      model.set("drawn_matches", r.drawn);
+      model.save_changes();
+    },
   });
   const status = () => pane.setStatus(model.get("status"), model.get("compare_status"));
   const handlers = {

@@ -1,7 +1,22 @@
 // fxviz HTML report: the controls around the explorer pane.  Appended to explorer.js inside one
 // module script element, so createPane is in scope.  All data comes from the inert JSON script
 // element #fxviz-data: one graph's payloads, or (a report of a logged run) a list of graphs, each
-// with its rank and compile id and its own payloads, chosen with a rank and a graph selector.
+// with its rank and compile id and its own payloads, chosen with a rank and a graph selector.  The
+// first drawing is the markup of the script-free fallback, read once.  After graph breaks, a piece
+// selector swaps in each piece's own payloads, and "whole model" shows the overview drawing.
+//
+// The joint and compare views share one layout: the strategy (or the pair A, B, any two of the
+// report's strategies) is an overlay the pane applies from data.  Forward and backward views are
+// one drawing per strategy (their graphs differ).
+
+/** The report's data: JSON, gzipped and base64-encoded by fxviz (render/embed.py, packed_json). */
+async function loadReportData() {
+  const outer = JSON.parse(document.getElementById("fxviz-data").textContent);
+  if (outer.encoding !== "gzip+base64") return outer;
+  const bytes = Uint8Array.from(atob(outer.payload), (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return JSON.parse(await new Response(stream).text());
+}
 
 let reportGeneration = 0;
 
@@ -14,12 +29,12 @@ function startReport(data) {
   const summaryEl = document.querySelector(".fxviz-summary");
   if (summaryEl && data.summary) summaryEl.textContent = data.summary;
   let index = data.index || [];
-  const VIEW_LABELS = { joint: "joint", forward: "forward", backward: "backward", compare: "compare" };
   const state = {
-    view: data.initial ? data.initial.view : "joint",
-    strategy: data.initial ? data.initial.strategy : (data.strategies[0] || {}).key,
-    compare: data.initial ? data.initial.compare : null,
+    view: data.initial.view,
+    strategy: data.initial.strategy,
+    compare: data.initial.compare || (data.pairs[0] || [])[1] || null,
   };
+  const usable = data.strategies.filter((s) => !s.error).map((s) => s.key);
 
   const el = (tag, attrs = {}, text = null) => {
     const e = document.createElement(tag);
@@ -27,36 +42,39 @@ function startReport(data) {
     if (text !== null) e.textContent = text;
     return e;
   };
+  const label = (key) => { const s = data.strategies.find((x) => x.key === key); return s ? s.label : key; };
 
-  // --- controls ----------------------------------------------------------------------------------
-  const viewButtons = el("span", { class: "fxviz-viewbuttons", role: "group", "aria-label": "view" });
-  for (const v of data.views) {
-    const b = el("button", { type: "button", "data-view": v, "aria-pressed": "false" }, VIEW_LABELS[v] || v);
-    b.addEventListener("click", () => { state.view = v; update(); });
-    viewButtons.append(b);
+  // --- controls: one function per selector, so adding one is small -------------------------------
+  function viewButtons() {
+    const group = el("span", { class: "fxviz-viewbuttons", role: "group", "aria-label": "view" });
+    for (const v of data.views) {
+      const b = el("button", { type: "button", "data-view": v, "aria-pressed": "false" }, v);
+      b.addEventListener("click", () => { state.view = v; update(); });
+      group.append(b);
+    }
+    return group;
   }
-  const strategySel = el("select", { id: "fxviz-strategy", "aria-label": "strategy" });
-  for (const s of data.strategies) {
-    const o = el("option", { value: s.key }, s.label + (s.error ? " (failed)" : ""));
-    if (s.error) o.disabled = true;
-    strategySel.append(o);
+  function strategySelect(id, aria, onChange) {
+    const sel = el("select", { id, "aria-label": aria });
+    for (const s of data.strategies) {
+      const o = el("option", { value: s.key }, s.label + (s.error ? " (failed)" : ""));
+      if (s.error) o.disabled = true;
+      sel.append(o);
+    }
+    sel.addEventListener("change", () => onChange(sel.value));
+    return sel;
   }
-  strategySel.addEventListener("change", () => { state.strategy = strategySel.value; update(); });
-  const compareSel = el("select", { id: "fxviz-compare", "aria-label": "compare with" });
-  compareSel.addEventListener("change", () => { state.compare = compareSel.value; update(); });
-  const compareLabel = el("label", {}, "compare with ");
-  compareLabel.append(compareSel);
-  const search = el("input", { type: "search", id: "fxviz-search", placeholder: "search name, op, module",
-                               "aria-label": "search nodes" });
-  search.addEventListener("input", () => pane.setSearch(search.value));
-  search.addEventListener("keydown", (e) => { if (e.key === "Escape") { search.value = ""; pane.setSearch(""); } });
-  const strategyLabel = el("label", {}, "strategy ");
-  strategyLabel.append(strategySel);
-  const viewLabel = el("label", {}, "view ");
-  viewLabel.append(viewButtons);
-  const searchLabel = el("label", {}, "search ");
-  searchLabel.append(search);
-  nav.append(viewLabel, strategyLabel, compareLabel, searchLabel);
+  const labelled = (text, control) => { const l = el("label", {}, text); l.append(control); return l; };
+
+  const views = viewButtons();
+  const strategySel = strategySelect("fxviz-strategy", "strategy (A in the compare view)", (v) => {
+    state.strategy = v;
+    update();
+  });
+  const compareSel = strategySelect("fxviz-compare", "compare with (B)", (v) => { state.compare = v; update(); });
+  const strategyLabel = labelled("strategy ", strategySel);
+  const compareLabel = labelled("vs B ", compareSel);
+  nav.append(labelled("view ", views), strategyLabel, compareLabel);
   nav.hidden = false;
 
   // --- graph pieces (graph breaks): each piece swaps in its own payloads; -1 is the overview ------
@@ -64,12 +82,13 @@ function startReport(data) {
   const own = {};
   for (const k of ["summary", "index", "svgs", "captions", "errors", "status", "nodes", "table", "initial"]) own[k] = data[k];
   state.piece = 0;
-  const pieceSel = el("select", { id: "fxviz-piece", "aria-label": "graph piece" });
   if (pieces.length > 1) {
+    const pieceSel = el("select", { id: "fxviz-piece", "aria-label": "graph piece" });
     if (data.overview) pieceSel.append(el("option", { value: "-1" }, `whole model (${pieces.length} graphs)`));
     for (const p of pieces) {
       const runs = p.runs > 1 ? `, ran ${p.runs}\u00d7` : "";
-      const text = `${p.label}: ${p.nodes} nodes, ${p.has_backward ? "saves " + p.saved : "no backward graph"}${runs}` + (p.reason ? ` \u2014 after: ${p.reason}` : "");
+      const text = `${p.label}: ${p.nodes} nodes, ${p.has_backward ? "saves " + p.saved : "no backward graph"}${runs}` +
+        (p.reason ? ` \u2014 after: ${p.reason}` : "");
       pieceSel.append(el("option", { value: String(p.piece), title: text }, text.length > 90 ? text.slice(0, 88) + "\u2026" : text));
     }
     pieceSel.value = "0";
@@ -80,22 +99,25 @@ function startReport(data) {
       index = data.index || [];
       pane.setNodes(data.nodes);
       pane.setTable(state.piece < 0 ? data.overview.table : data.table);
-      const summary = document.querySelector(".fxviz-summary");
-      if (summary) summary.textContent = data.summary;
+      if (summaryEl) summaryEl.textContent = data.summary;
       update();
     });
-    const pieceLabel = el("label", {}, "graph ");
-    pieceLabel.append(pieceSel);
-    nav.prepend(pieceLabel);
+    nav.prepend(labelled("graph ", pieceSel));
   }
 
   // --- the pane ----------------------------------------------------------------------------------
   const fallback = document.getElementById("fxviz-fallback");
+  if (fallback && data.svg_in_fallback) {
+    const svg = fallback.querySelector("svg");
+    if (svg) data.svgs[data.svg_in_fallback] = svg.outerHTML;
+  }
   if (fallback) fallback.remove();
   const pane = createPane(root, {
     onRowClick: (key) => {
-      const s = data.strategies.find((x) => x.key === key);
-      if (s && !s.error) { state.strategy = key; update(); }
+      if (!usable.includes(key)) return;
+      if (state.view === "compare" && key === state.strategy) return;
+      if (state.view === "compare") state.compare = key; else state.strategy = key;
+      update();
     },
   });
   pane.setNodes(data.nodes);
@@ -103,50 +125,53 @@ function startReport(data) {
   pane.setTable(data.table);
   pane.setDoctor(data.doctor);
 
-  let lastKind = null;
+  /** B is never A: keep B if it differs, else the first other usable strategy */
+  function fixCompare() {
+    if (state.compare && state.compare !== state.strategy && usable.includes(state.compare)) return;
+    const pref = state.strategy === "default" ? "min_cut" : "default";
+    state.compare = usable.includes(pref) && pref !== state.strategy ? pref : usable.find((k) => k !== state.strategy) || null;
+  }
+
+  let lastKey = null;
   function update() {
     if (state.piece < 0) {  // the whole-model overview: one drawing, no strategy or view
       pane.setError("");
       pane.setSvg(data.overview.svg, { key: "overview" });
       pane.setCaption(data.overview.caption || "");
-      lastKind = "overview";
+      lastKey = "overview";
       return;
     }
-    if (state.view === "compare") {
-      let partners = data.pairs.filter((p) => p[0] === state.strategy).map((p) => p[1]);
-      if (!partners.length && data.pairs.length) {
-        state.strategy = data.pairs[0][0];
-        partners = data.pairs.filter((p) => p[0] === state.strategy).map((p) => p[1]);
-      }
-      if (!partners.includes(state.compare)) state.compare = partners[0] || null;
-      compareSel.replaceChildren(...partners.map((k) => {
-        const s = data.strategies.find((x) => x.key === k);
-        return el("option", { value: k }, s ? s.label : k);
-      }));
-      compareSel.value = state.compare || "";
-    }
-    compareLabel.hidden = state.view !== "compare";
+    const compare = state.view === "compare";
+    if (compare) fixCompare();
+    for (const o of compareSel.options) o.disabled = o.value === state.strategy || !usable.includes(o.value);
+    compareLabel.hidden = !compare;
     strategySel.value = state.strategy;
-    for (const b of viewButtons.children) b.setAttribute("aria-pressed", String(b.dataset.view === state.view));
+    compareSel.value = state.compare || "";
+    strategyLabel.firstChild.textContent = compare ? "A " : "strategy ";
+    for (const b of views.children) b.setAttribute("aria-pressed", String(b.dataset.view === state.view));
 
-    const entry = index.find((e) => e.view === state.view && e.strategy === state.strategy &&
-      (state.view !== "compare" || e.compare === state.compare));
+    const overlay = state.view === "joint" || compare;
+    const entry = index.find((e) => e.view === state.view && (overlay || e.strategy === state.strategy));
     const key = entry ? entry.key : null;
-    const kind = state.view;
+    const shown = `${state.view}|${state.strategy}|${compare ? state.compare : "-"}|${data.group}|${data.depth}`;
     pane.setView(state.view);
-    pane.setStatus(data.status[state.strategy], state.view === "compare" ? data.status[state.compare] : null);
-    pane.setHighlight(state.strategy, state.view === "compare" ? state.compare : "");
-    if (key && data.svgs[key]) {
+    pane.setStatus(data.status[state.strategy], compare ? data.status[state.compare] : null);
+    pane.setHighlight(state.strategy, compare ? state.compare : "");
+    if (compare && !state.compare) {
+      pane.setSvg("", { key: shown });
+      pane.setError("the compare view needs two strategies that did not fail");
+    } else if (key && data.svgs[key]) {
       pane.setError("");
-      pane.setSvg(data.svgs[key], { keepZoom: lastKind === kind, key });
+      pane.setSvg(data.svgs[key], { keepZoom: lastKey === key, key: shown, overlay });
       pane.setCaption(data.captions[key] || "");
     } else {
-      pane.setSvg("", { key: key || "" });
+      pane.setSvg("", { key: shown });
       pane.setCaption("");
-      pane.setError((key && data.errors[key]) || "this view is not in the report");
+      pane.setError((key && data.errors[key]) || `the ${state.view} view of ${label(state.strategy)} is not in the report` +
+        (data.status[state.strategy] && !data.status[state.strategy].error && state.view !== "joint"
+          ? ": it is measured, not partitioned; the joint view marks what it saves" : ""));
     }
-    lastKind = kind;
-    pane.setSearch(search.value);
+    lastKey = key;
   }
   update();
 
@@ -161,8 +186,7 @@ function startReport(data) {
   idle(preload);
 }
 
-(function startRun() {
-  const all = JSON.parse(document.getElementById("fxviz-data").textContent);
+loadReportData().then(function startRun(all) {
   if (!all.graphs) { startReport(all); return; }
   const graphs = all.graphs;
   const make = (tag, attrs = {}, text = null) => {
@@ -202,4 +226,4 @@ function startReport(data) {
   });
   graphSel.addEventListener("change", () => show(graphs.find((g) => g.id === graphSel.value)));
   show(current);
-})();
+});

@@ -162,15 +162,13 @@ class Explorer(widgets.VBox):
         self.depth_control = widgets.IntSlider(value=depth or 1, min=1, max=2, description="depth",
                                                continuous_update=False, style=style,
                                                layout=widgets.Layout(width="260px"))
-        self.search_control = widgets.Text(value="", placeholder="name, op or module", description="search",
-                                           continuous_update=True, style=style,
-                                           layout=widgets.Layout(width="300px"))
         self.pane = GraphPane(legend=legend_data())
 
         row = widgets.Layout(flex_flow="row wrap", align_items="center", gap="4px 16px")
         first = [widgets.Label("view"), self.view_control, self.strategy_control, self.budget_control,
                  self.solver_control, self.compare_control]
-        second = [self.group_control, self.depth_control, self.search_control, self.piece_control]
+        # the search box is the pane's own (Enter / Shift+Enter step through the hits there)
+        second = [self.group_control, self.depth_control, self.piece_control]
         if model is not None:
             second[:0] = [widgets.Label("parameters"), self.params_control]
         super().__init__([widgets.HBox(first, layout=row), widgets.HBox(second, layout=row), self.pane],
@@ -183,7 +181,6 @@ class Explorer(widgets.VBox):
                   self.solver_control, self.group_control, self.depth_control, self.piece_control):
             c.observe(self._on_control, "value")
         self.params_control.observe(self._on_params, "value")
-        self.search_control.observe(lambda ch: setattr(self.pane, "search", ch["new"]), "value")
         self.pane.on_msg(self._on_pane_msg)
 
     # --- what is shown ---------------------------------------------------------------------------
@@ -275,8 +272,18 @@ class Explorer(widgets.VBox):
         self.compare_control.layout.display = "" if self.view_control.value == "compare" else "none"
         self.depth_control.layout.display = "" if self.group_control.value == "module" else "none"
 
+    def _avoid_self_compare(self) -> bool:
+        """A compare view never compares a strategy with itself: when B would equal A, B becomes
+        min-cut (or the default when A is min-cut).  True when it changed B (which refreshed)."""
+        if self.view_control.value != "compare" or self._key(self.compare_control.value) != self.strategy:
+            return False
+        self.compare_control.value = "min_cut" if self.strategy_control.value != "min_cut" else "default"
+        return True
+
     def _refresh(self) -> None:
         """Show the view the controls describe: from the caches when seen before."""
+        if self._avoid_self_compare():
+            return
         self._visibility()
         if self.piece_control.value == -1:
             self._show_overview()
@@ -359,7 +366,7 @@ class Explorer(widgets.VBox):
         if key not in self._tables:
             self.pane.busy = "computing the memory table (first time only)…"
             try:
-                self._tables[key] = table_data(tr.memory_table(strategies))
+                self._tables[key] = table_data(tr.memory_table(strategies), tr)
             except FxvizError as exc:
                 self._tables[key] = {"message": f"no memory table: {exc.message}"}
             finally:
@@ -466,6 +473,9 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
     """
     if hasattr(model_or_trace, "trace") and hasattr(model_or_trace, "compare_ranks"):  # a Run read from a log
         return RunExplorer(model_or_trace, **options)
+    if isinstance(model_or_trace, (tuple, list)):
+        raise InputError(f"fxviz.explore got a {type(model_or_trace).__name__} where the model goes",
+                         "unpack it: model, inputs = examples.alexnet(); fxviz.explore(model, *inputs)")
     if isinstance(model_or_trace, Trace):
         if inputs:
             raise InputError("fxviz.explore(trace) takes no example inputs: the trace has them",
