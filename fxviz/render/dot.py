@@ -173,7 +173,8 @@ def _group_label(g: Group, scene: Scene) -> str:
                   f'HEIGHT="7"></TD>' for r in ROLES if counts.get(r))
     saved = [m for m in g.members if m.saved or m.cmp_saved]
     recomputed = sum(1 for m in g.members if m.recomputed or m.cmp_recomputed)
-    rows = [f"<TR><TD><B>{_e(g.path)}</B></TD></TR>",
+    head = {"module": "", "function": "ops of ", "bookkeeping": ""}[g.kind]
+    rows = [f"<TR><TD><B>{head}{_e(g.path)}</B></TD></TR>",
             f'<TR><TD><FONT POINT-SIZE="9">{_plural(total, "node")}: '
             + _e(", ".join(_plural(c, theme.ROLE_LABELS[r]) for r, c in counts.most_common(3)))
             + "</FONT></TD></TR>",
@@ -196,7 +197,9 @@ def _group_label(g: Group, scene: Scene) -> str:
 
 def _group_tooltip(g: Group) -> str:
     counts = Counter(m.info.role for m in g.members)
-    lines = [f"module {g.path} ({g.side}): {_plural(len(g.members), 'node')}",
+    what = {"module": f"module {g.path}", "function": f"ops of no module, from {g.path}",
+            "bookkeeping": "values that only update buffers in place (running statistics, counters)"}[g.kind]
+    lines = [f"{what} ({g.side}): {_plural(len(g.members), 'node')}",
              ", ".join(_plural(c, theme.ROLE_LABELS[r]) for r, c in counts.most_common())]
     saved = [m.joint for m in g.members if m.saved or m.cmp_saved]
     if saved:
@@ -244,10 +247,11 @@ def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
         side = it.side if scene.two_sides else ""
         side_of_unit[unit] = it.side
         if unit in scene.groups:
-            grp = scene.groups[unit]
-            path = tuple(grp.path.split(".")[:-1])
+            path = scene.groups[unit].parent
+        elif scene.grouped:
+            path = scene.place.get(it.id) or tuple(module_path(it.info))
         else:
-            path = tuple(module_path(it.info)) if scene.grouped else ()
+            path = ()
         tree.setdefault((side, path), []).append(unit)
 
     counter = iter(range(1, 10 ** 9))
