@@ -1,8 +1,9 @@
 """Real models built from library configs with random weights (no downloads), kept tiny for a
 2-core machine.  The image models come from transformers, not timm/torchvision: on this machine's
 package index the only torchvision wheels for torch 2.13 are CUDA builds (their ``_C.so`` needs
-``libc10_cuda.so``, and importing them fails on the CPU torch), and timm imports torchvision.  The UNet is written here in diffusers' layout: diffusers'
-UNet2DModel does not compile on torch 2.13 CPU (see ``TinyUNet``).
+``libc10_cuda.so``, and importing them fails on the CPU torch), and timm imports torchvision.
+The UNet is written here in diffusers' layout: diffusers' UNet2DModel does not compile on
+torch 2.13 CPU (see ``TinyUNet``).
 
 Each builder returns ``(model, inputs)``; without transformers the HF builders raise
 ``ImportError`` (tests skip with ``pytest.importorskip``)."""
