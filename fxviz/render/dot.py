@@ -274,6 +274,9 @@ def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
                            and p[:len(prefix)] == prefix}, key=_natural)
         for child in children:
             path = prefix + (child,)
+            if path in scene.unframed:
+                emit_tree(parent, side, path)
+                continue
             with parent.subgraph(name=f"cluster_m{next(counter)}") as c:
                 c.attr(label=f"<{_e('.'.join(path))}>", style="rounded,dashed", color="#888888",
                        fontsize="10", fontcolor="#444444", labeljust="l", penwidth="1",

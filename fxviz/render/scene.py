@@ -105,6 +105,7 @@ class Scene:
     groups: dict[str, Group] = field(default_factory=dict)
     unit_of: dict[str, str] = field(default_factory=dict)  # item id -> drawn unit id
     place: dict[str, tuple[str, ...]] = field(default_factory=dict)  # item id -> module cluster path
+    unframed: set[tuple[str, ...]] = field(default_factory=set)  # containers: no cluster frame of their own
 
 
 def _real_nodes(gm: fx.GraphModule) -> list[fx.Node]:
@@ -562,6 +563,7 @@ def structure_scene(scene: Scene, structure: Structure, level: int, expand: Iter
     opened = frozenset(expand)
     scene.grouped = True
     scene.group_depth = level
+    scene.unframed = set(structure.container)  # ``layers`` around ``layers.0``: one frame less
     groups: dict[str, Group] = {}
     for item_id, (unit, label, box) in structure.units(level, opened).items():
         it = scene.items[item_id]
