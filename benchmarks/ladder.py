@@ -42,12 +42,15 @@ LADDER: dict[str, Spec] = {s.name: s for s in [
     Spec("gpt2", "mini_gpt", {"n_layer": 2, **GPT2_SMALL}, note="2 layers, width 768, 1x128 tokens"),
     Spec("gpt6", "mini_gpt", {"n_layer": 6, **GPT2_SMALL}, note="6 layers, width 768, 1x128 tokens"),
     Spec("gpt12", "mini_gpt", {"n_layer": 12, **GPT2_SMALL}, note="GPT-2 small: 12 layers, width 768"),
+    Spec("gpt62-narrow", "mini_gpt",
+         {"n_layer": 62, "n_embd": 64, "n_head": 4, "vocab": 256, "block_size": 64, "batch": 1, "seq": 32},
+         note="62 layers, width 64, 1x32 tokens: a joint graph of 10,284 nodes"),
     Spec("gpt-1b-meta", "mini_gpt",
          {"n_layer": 20, "n_embd": 2048, "n_head": 16, "vocab": 50257, "block_size": 1024,
           "batch": 1, "seq": 128, "device": "meta"},
          meta=True, views=False, note="1.1e9 parameters on the meta device, token ids only"),
 ]}
-DEFAULT_MODELS = ["mlp", "alexnet", "resnet8", "gpt2", "gpt6", "gpt12", "gpt-1b-meta"]
+DEFAULT_MODELS = ["mlp", "alexnet", "resnet8", "gpt2", "gpt6", "gpt12", "gpt62-narrow", "gpt-1b-meta"]
 QUICK = ["mlp", "gpt-tiny"]
 WARMUP = "mlp"  # both sides run their path once on this before measuring anything
 

@@ -7,16 +7,21 @@ every strategy torch has, tabulate what each saves, and diagnose missing gradien
 from __future__ import annotations
 
 from . import examples
-from .errors import FxvizError, InputError, NoFloatingOutputError, RenderError, StrategyError, TraceError
+from .errors import FxvizError, InputError, LogError, NoFloatingOutputError, RenderError, StrategyError, TraceError
+from .analysis.strategies import partitioner
 from .trace import Trace, trace
+from .logs import Run, load_logs
 from .html_report import report
 from .widgets import explore
 
 __all__ = [
     "trace",
     "Trace",
+    "load_logs",
+    "Run",
     "explore",
     "report",
+    "partitioner",
     "examples",
     "FxvizError",
     "InputError",
@@ -24,6 +29,7 @@ __all__ = [
     "NoFloatingOutputError",
     "StrategyError",
     "RenderError",
+    "LogError",
 ]
 
 __version__ = "0.1.0"

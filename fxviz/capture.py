@@ -41,10 +41,11 @@ from ._state import preserved, private_copy
 from .errors import FxvizWarning, InputError, NoFloatingOutputError, TraceError
 from .roles import InputName, NodeInfo, classify_nodes
 
-__all__ = ["JointGraph", "Capture", "capture", "PARAM_MODES", "CAPTURE_ROUTES"]
+__all__ = ["JointGraph", "Capture", "capture", "PARAM_MODES", "CAPTURE_ROUTES", "BACKENDS"]
 
 PARAM_MODES = ("lifted", "closure")
 CAPTURE_ROUTES = ("auto", "dynamo", "aot")
+BACKENDS = _torch.CAPTURE_BACKENDS
 
 
 @dataclass
@@ -61,6 +62,16 @@ class JointGraph:
     constant_values: dict[str, torch.Tensor]  # get_attr target -> the real tensor it stands for
     index: int = 0
     partitioner_caller: str = "torch.compile"  # whose partitioner arguments were recorded
+    # every time the compiled graph ran during capture (dynamo reuses one graph for each call its
+    # guards accept): (run number across all graphs, the model state / user input each graph
+    # input received, None for a tensor computed at run time).  Empty when not recorded.
+    runs: list[tuple[int, list[str | None]]] = field(default_factory=list)
+    compiler: str | None = None  # the ``compiler`` argument the partitioner got ("inductor" under inductor)
+    backend: str = "aot_eager"  # which torch.compile backend's joint graph this is
+    dynamic: bool = False  # traced with symbolic sizes
+    before_joint_passes: fx.GraphModule | None = None  # inductor: the graph before its joint-graph passes
+    # a graph read from a log: the forward and backward graphs the run itself used (strategy "logged")
+    logged: tuple[fx.GraphModule, fx.GraphModule] | None = None
 
 
 @dataclass
@@ -79,12 +90,35 @@ class Capture:
     reduce: Callable[[Any], torch.Tensor] | None
     input_names: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # things a user must know to read the graph
+    # Python frames dynamo skipped and ran as plain eager code (``forward (model.py:20)``): what
+    # they compute is in no captured graph
+    eager_frames: list[str] = field(default_factory=list)
+    backend: str = "aot_eager"  # whose joint graph this is: "aot_eager" or "inductor" (torch.compile's default)
+    dynamic: bool = False  # traced with symbolic sizes (torch.compile(dynamic=True))
+
+    @property
+    def backend_label(self) -> str:
+        """Which capture the views show, in the words of every caption."""
+        label = ("backend='inductor' (torch.compile's default: inductor decompositions and joint-graph passes)"
+                 if self.backend == "inductor" else "backend='aot_eager' (AOTAutograd's graph, no inductor passes)")
+        return label + (", dynamic shapes" if self.dynamic else "")
+    name: str | None = None  # a log's frame name (no model, no function to name it after)
+    origin: str | None = None  # a log: which rank and compile the graph came from
+    # a log: the parameters its graphs name, as meta tensors with the logged shape, dtype and
+    # requires_grad (what the doctor and the parameter table read when there is no model)
+    state: list[tuple[str, torch.Tensor]] = field(default_factory=list)
+
+    def named_parameters(self) -> list[tuple[str, torch.Tensor]]:
+        """The model's parameters, or (a log) the parameters the log describes."""
+        return list(self.model.named_parameters()) if self.model is not None else list(self.state)
 
     @property
     def title(self) -> str:
-        """What views call the model: its class, or the traced function's name."""
+        """What views call the model: its class, the traced function's name, or a log's frame."""
         if self.model is not None:
             return type(self.model).__name__
+        if self.name is not None:
+            return self.name
         return getattr(self.fn, "__name__", None) or "function"
 
 
@@ -121,7 +155,7 @@ def _make_reducer(out: Any, loss_fn: Callable | None) -> tuple[Callable[[Any], t
                              "make loss_fn return one floating-point number, e.g. out.sum()")
         return (lambda o: loss_fn(o).reshape(())), "loss = loss_fn(outputs)"
     if isinstance(out, torch.Tensor) and out.numel() == 1 and out.is_floating_point():
-        return (lambda o: o.reshape(())), "loss = the model's output (a scalar)"
+        return (lambda o: o if o.dim() == 0 else o.reshape(())), "loss = the model's output (a scalar)"
     paths = [p or "output" for p, v in _leaves(out) if _differentiable(v)]
     if not paths:
         raise NoFloatingOutputError(f"the model returned {_describe(out)}: no floating tensor to "
@@ -140,6 +174,7 @@ def _make_reducer(out: Any, loss_fn: Callable | None) -> tuple[Callable[[Any], t
             if _differentiable(v):
                 part = _as_loss_part(v)
                 total = part if total is None else total + part
+        assert total is not None, "the output has a floating tensor (checked when the loss was chosen)"
         return total
 
     return reduce, desc
@@ -214,7 +249,7 @@ def _module_paths(model: nn.Module | None) -> dict[str, str]:
 
 
 # --- validation ----------------------------------------------------------------------------------
-def _check_call(model_or_fn: Any, params: str, route: str) -> None:
+def _check_call(model_or_fn: Any, params: str, route: str, backend: str = "aot_eager", dynamic: bool = False) -> None:
     if not callable(model_or_fn):
         raise InputError(f"fxviz.trace needs an nn.Module or a function, got {_describe(model_or_fn)}",
                          "call fxviz.trace(model, *example_inputs)")
@@ -225,6 +260,15 @@ def _check_call(model_or_fn: Any, params: str, route: str) -> None:
         raise InputError(f"capture_route={route!r} is not one of {CAPTURE_ROUTES}",
                          "use capture_route='auto' (default), 'dynamo' (torch.compile's capture) or "
                          "'aot' (fake tensors, no graph breaks)")
+    if backend not in BACKENDS:
+        raise InputError(f"backend={backend!r} is not one of {BACKENDS}",
+                         "use backend='aot_eager' (the graph AOTAutograd traces) or backend='inductor' "
+                         "(the graph torch.compile's default backend partitions)")
+    if (backend != "aot_eager" or dynamic) and (params == "closure" or route == "aot"):
+        what = f"backend={backend!r}" if backend != "aot_eager" else "dynamic=True"
+        raise InputError(f"{what} needs torch.compile's capture (capture_route='dynamo', params='lifted')",
+                         "drop params='closure' / capture_route='aot', or trace with backend='aot_eager', "
+                         "dynamic=False")
     if isinstance(model_or_fn, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         raise InputError(f"{type(model_or_fn).__name__} is TorchScript, which torch.compile and AOTAutograd "
                          "cannot see into (the joint graph would hold nothing of it)",
@@ -292,18 +336,19 @@ def _all_meta(model: nn.Module | None, inputs: Sequence[Any]) -> bool:
 
 # --- the routes ----------------------------------------------------------------------------------
 def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: Callable | None = None,
-            params: str = "lifted", route: str = "auto") -> Capture:
+            params: str = "lifted", route: str = "auto", backend: str = "aot_eager",
+            dynamic: bool = False) -> Capture:
     """Capture the joint graph(s) of ``loss(model_or_fn(*example_inputs))`` without changing the
     model or the RNG.  See the module docstring for the routes."""
     # the training graph whatever the caller's grad mode (a notebook cell under no_grad/inference_mode)
     with torch.inference_mode(False), torch.enable_grad():
-        return _capture(model_or_fn, example_inputs, loss_fn, params, route)
+        return _capture(model_or_fn, example_inputs, loss_fn, params, route, backend, dynamic)
 
 
 def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Callable | None, params: str,
-             route: str) -> Capture:
+             route: str, backend: str = "aot_eager", dynamic: bool = False) -> Capture:
     model_or_fn = _uncompiled(model_or_fn)
-    _check_call(model_or_fn, params, route)
+    _check_call(model_or_fn, params, route, backend, dynamic)
     model = model_or_fn if isinstance(model_or_fn, nn.Module) else None
     fn = model_or_fn
     inputs = private_copy(tuple(example_inputs))  # fxviz's own: the caller's tensors are never run
@@ -311,14 +356,14 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
     names = _input_names(target_fn, len(inputs))
     on_meta = _on_meta(model, inputs)
     if route == "auto":
-        route = "aot" if on_meta or params == "closure" else "dynamo"
+        route = "aot" if (on_meta or params == "closure") and backend == "aot_eager" and not dynamic else "dynamo"
     if params == "closure":
         route = "closure"
     elif route == "dynamo" and on_meta:
         raise InputError("capture_route='dynamo' runs the model, and this model or input is on the meta device",
                          "use capture_route='aot' (the default for meta models), which traces with fake tensors")
 
-    with preserved(model, inputs), _torch.quiet_torch():
+    with preserved(model, inputs) as snapshot, _torch.quiet_torch():
         # a meta model's default loss is chosen inside aot_function's own first (fake) pass: a
         # separate fake forward first would cost as much again (15% of a 1e9-parameter trace)
         lazy = _LazyLoss() if on_meta and loss_fn is None and _all_meta(model, inputs) else None
@@ -326,20 +371,25 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
             reduce: Callable[[Any], torch.Tensor] = lazy
             loss_desc = ""
         else:
-            with preserved(model):  # the traced run starts from the state the user handed us
+            try:
                 if on_meta:
                     out = _fake_output(fn, inputs)
                 else:
                     out = _eager_output(fn, private_copy(inputs))
+            finally:
+                snapshot.restore()  # the traced run starts from the state the user handed us
             reduce, loss_desc = _make_reducer(out, loss_fn)
 
         def step(*args: Any) -> torch.Tensor:
             return reduce(fn(*args))
 
         failed: TraceError | None = None
+        eager_frames: list[str] = []
         try:
             if route == "dynamo":
-                graphs, breaks = _via_dynamo(step, inputs, model, names)
+                before = _torch.unimplemented_count()
+                graphs, breaks = _via_dynamo(step, inputs, model, names, backend, dynamic)
+                eager_frames = _torch.skipped_frames(before)
             elif route == "aot":
                 graphs, breaks = _via_aot(step, fn, inputs, model, names, reduce)
             else:
@@ -361,7 +411,7 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
         warnings.warn(note, FxvizWarning, stacklevel=3)
     return Capture(graphs=graphs, route=route, params=params, loss=loss_desc, graph_breaks=breaks,
                    model=model, fn=fn, example_inputs=inputs, loss_fn=loss_fn, reduce=reduce,
-                   input_names=names, warnings=notes)
+                   input_names=names, warnings=notes, eager_frames=eager_frames, backend=backend, dynamic=dynamic)
 
 
 def _gradient_inputs(g: JointGraph) -> list[str]:
@@ -439,13 +489,14 @@ def _trace_failed(exc: Exception, route: str) -> TraceError:
 
 
 def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None,
-                names: list[str]) -> tuple[list[JointGraph], list[str]]:
+                names: list[str], backend: str = "aot_eager",
+                dynamic: bool = False) -> tuple[list[JointGraph], list[str]]:
     by_id, _, _ = _named_state(model)
     for name, t in _named_leaves(inputs, names):
         if isinstance(t, torch.Tensor):
             by_id.setdefault(id(t), InputName("primal", name))
     try:
-        raws, breaks, _ = _torch.capture_with_dynamo(step, inputs, lambda t: None)
+        raws, breaks, _ = _torch.capture_with_dynamo(step, inputs, lambda t: None, backend=backend, dynamic=dynamic)
     except Exception as exc:
         raise _trace_failed(exc, "dynamo") from exc
     if not raws:
@@ -459,7 +510,11 @@ def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None
             known = by_id.get(id(t))
             input_names[i] = known or InputName("primal", _source_label(src, i, k))
         user_names = {0: "loss"} if k == last else {}
-        graphs.append(_joint_graph(raw, input_names, {}, {}, model, k, "torch.compile", user_names))
+        caller = "torch.compile (inductor)" if backend == "inductor" else "torch.compile"
+        g = _joint_graph(raw, input_names, {}, {}, model, k, caller, user_names)
+        g.backend, g.dynamic = backend, dynamic
+        g.runs = [(seq, [by_id[i].qualname if i in by_id else None for i in ids]) for seq, ids in raw.calls]
+        graphs.append(g)
     return graphs, breaks
 
 
@@ -496,7 +551,8 @@ def _joint_graph(raw: _torch.RawJoint, input_names: dict[int, InputName], consta
     return JointGraph(gm=gm, has_backward=has_backward, num_fwd_outputs=num_fwd,
                       static_lifetime_input_indices=list(raw.static_lifetime_input_indices or []),
                       joint_inputs=raw.joint_inputs, info=info, placeholder_values=placeholder_values,
-                      constant_values=constant_values, index=index, partitioner_caller=caller)
+                      constant_values=constant_values, index=index, partitioner_caller=caller,
+                      compiler=raw.compiler, before_joint_passes=raw.before_joint_passes)
 
 
 class _Fakes:

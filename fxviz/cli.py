@@ -18,7 +18,7 @@ from .errors import FxvizError, ModelSpecError
 
 # every strategy form and the default list, from the one registry (fxviz/analysis/strategies.py)
 STRATEGY_FORMS = forms_text()
-DEFAULT_STRATEGIES = ",".join(s.name for s in OFFERED)
+DEFAULT_STRATEGIES = ",".join(s.name for s in OFFERED) + " (from --logs: logged first, no eager)"
 
 __all__ = ["main", "load_model_spec"]
 
@@ -43,6 +43,9 @@ def load_model_spec(spec: str) -> tuple[Any, tuple[Any, ...]]:
             mod_spec = importlib.util.spec_from_file_location("fxviz_user_model", where)
             assert mod_spec is not None and mod_spec.loader is not None
             module = importlib.util.module_from_spec(mod_spec)
+            # registered as Python's import recipe does: dynamo looks a frame's module up by name
+            # when it compiles the code after a graph break (ModuleNotFoundError otherwise)
+            sys.modules[mod_spec.name] = module
             mod_spec.loader.exec_module(module)
         else:
             module = importlib.import_module(where)
@@ -68,8 +71,39 @@ def load_model_spec(spec: str) -> tuple[Any, tuple[Any, ...]]:
 def _trace(args: argparse.Namespace) -> Any:
     from .trace import trace
 
+    if getattr(args, "logs", None):
+        from .logs import load_logs
+
+        if args.model:
+            raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
+        return load_logs(args.logs).trace(rank=args.rank, compile_id=args.graph)
+    if not args.model:
+        raise ModelSpecError("no model and no --logs", "name a model (e.g. mini_gpt) or pass --logs DIR (see 'fxviz COMMAND --help')")
     model, inputs = load_model_spec(args.model)
-    return trace(model, *inputs, params=args.params)
+    return trace(model, *inputs, params=args.params, backend=args.backend, dynamic=args.dynamic)
+
+
+def _stem(args: argparse.Namespace) -> str:
+    """The default output file name: the model's, or ``run`` for a log."""
+    if getattr(args, "logs", None):
+        return f"run_rank{args.rank}"
+    return args.model.rpartition(":")[2].replace(".py", "")
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """The graphs of a logged run (TORCH_TRACE=dir): one row per compiled graph and rank."""
+    import pandas as pd
+
+    from .logs import load_logs
+
+    run = load_logs(args.dir)
+    df = run.graphs.drop(columns=["file"])
+    with pd.option_context("display.width", 250, "display.max_columns", None, "display.max_colwidth", 60):
+        print(repr(run))
+        print(df.to_string(index=False))
+    if run.skipped:
+        print("skipped record kinds: " + ", ".join(f"{k} ({n})" for k, n in sorted(run.skipped.items())))
+    return 0
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
@@ -116,15 +150,41 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_draw(args: argparse.Namespace) -> int:
     """Draw the joint graph (or one side of a partition) to an SVG, PNG or DOT file."""
     tr = _trace(args)
+    stem = _stem(args)
+    if args.piece == "overview":
+        drawing = tr.overview(strategy=args.strategy or "default")
+        path = drawing.save(args.output or f"{stem}_overview.svg")
+        print(f"{path}: {drawing!r}"[:300])
+        return 0
+    piece = _piece_number(args.piece, len(tr.pieces))
     drawing = tr.draw(args.view, strategy=args.strategy, compare=args.compare, group=args.group,
-                      depth=args.depth, highlight=args.highlight or None, timeout=args.timeout)
-    out = args.output or f"{args.model.rpartition(':')[2].replace('.py', '')}_{args.view}.svg"
+                      depth=args.depth, highlight=args.highlight or None, piece=piece, timeout=args.timeout)
+    out = args.output or f"{stem}_{args.view}" + (f"_graph{piece + 1}" if piece else "") + ".svg"
     path = drawing.save(out)
     print(f"{path}: {drawing!r}"[:300])
     return 0
 
 
+def _piece_number(text: str | None, pieces: int) -> int:
+    """``--piece N`` (1-based, as the 'graph N of M' labels count) -> the 0-based ``piece=``."""
+    from .errors import InputError
+
+    if text is None:
+        return 0
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= pieces:
+        raise InputError(f"--piece {text} is not a graph of this model, which has {pieces}",
+                         f"pass --piece 1 to {pieces}, or --piece overview for all of them as boxes")
+    return n - 1
+
+
 def _draw_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--piece", help="after graph breaks: which graph to draw, 1 to N as the 'graph N of M' "
+                                   "labels count (default 1), or 'overview' for every graph as one box in "
+                                   "execution order")
     p.add_argument("-o", "--output", help="file to write: .svg, .png, .dot or .pdf (default MODEL_VIEW.svg)")
     p.add_argument("--view", choices=["joint", "forward", "backward"], default="joint",
                    help="the joint graph, or the forward/backward graph of --strategy")
@@ -185,6 +245,16 @@ def cmd_table(args: argparse.Namespace) -> int:
                 print(pd.DataFrame(df).drop(columns=["error"]).to_string(index=False))
         else:
             print(memory_table_text(df))
+    if len(tr.pieces) > 1:
+        whole = tr.memory_table_by_piece(strategies)
+        totals = whole[whole["piece"] == "total"].drop(columns=["piece", "runs"]).reset_index(drop=True)
+        totals.attrs = dict(whole.attrs)
+        print(f"== whole model: {len(tr.pieces)} graphs, each counted as often as it ran")
+        if args.exact:
+            with pd.option_context("display.width", 250, "display.max_columns", None):
+                print(pd.DataFrame(totals).drop(columns=["error"]).to_string(index=False))
+        else:
+            print(memory_table_text(totals))
     return 0
 
 
@@ -199,12 +269,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     table, doctor's findings; one file that loads nothing from the network."""
     from .html_report import report
 
-    tr = _trace(args)
-    strategies = parse_list(args.strategies) or list(OFFERED)
-    out = args.output or f"{args.model.rpartition(':')[2].replace('.py', '')}.html"
     say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else None
+    if args.logs:  # every graph of the run, with a rank and a graph selector, opening on --rank/--graph
+        from .logs import load_logs
+
+        if args.model:
+            raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
+        run = load_logs(args.logs)
+        out = args.output or f"{_stem(args)}.html"
+        path = report(run, out, rank=args.rank, compile_id=args.graph, strategies=parse_list(args.strategies),
+                      progress=say)
+        print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB")
+        return 0
+    tr = _trace(args)
+    strategies = parse_list(args.strategies) or list(tr.offered)
+    out = args.output or f"{_stem(args)}.html"
     path = report(tr, out, strategies=strategies, progress=say)
-    note = f" (graph 1 of {len(tr.pieces)}: graph breaks)" if len(tr.pieces) > 1 else ""
+    note = f" ({len(tr.pieces)} graphs: every piece and a whole-model overview)" if len(tr.pieces) > 1 else ""
     print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB{note}")
     return 0
 
@@ -229,7 +310,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
 class _OneLineParser(argparse.ArgumentParser):
     """argparse prints usage plus the error; fxviz's promise is one line on stderr."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         print(f"{self.prog}: error: {' '.join(message.split())} (hint: run '{self.prog} --help')", file=sys.stderr)
         raise SystemExit(2)
 
@@ -241,12 +322,25 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help=cmd_demo.__doc__, description=cmd_demo.__doc__)
     demo.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
     demo.set_defaults(func=cmd_demo)
+    logs = sub.add_parser("logs", help=cmd_logs.__doc__, description=cmd_logs.__doc__)
+    logs.add_argument("dir", help="the directory TORCH_TRACE=dir wrote (one file per rank), or one file")
+    logs.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
+    logs.set_defaults(func=cmd_logs)
     for name, (func, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("model", help="built-in example (alexnet, mlp, resnet_block, mini_gpt, "
-                                     "pointwise_chain) or package.module:factory or file.py:factory")
+        p.add_argument("model", nargs="?", help="built-in example (alexnet, mlp, resnet_block, mini_gpt, "
+                                                "pointwise_chain) or package.module:factory or file.py:factory")
+        p.add_argument("--logs", metavar="DIR", help="read the graph from a TORCH_TRACE log of a real run instead "
+                                                     "of a model (a directory of per-rank files, or one file)")
+        p.add_argument("--rank", type=int, default=0, help="with --logs: the rank (default 0)")
+        p.add_argument("--graph", metavar="ID", help="with --logs: the compile id, e.g. 0/0 (default: the first "
+                                                      "graph with a backward); 'fxviz logs DIR' lists them")
         p.add_argument("--params", choices=["lifted", "closure"], default="lifted",
                        help="parameters as graph inputs (lifted) or captured as constants (closure)")
+        p.add_argument("--backend", choices=["aot_eager", "inductor"], default="aot_eager",
+                       help="whose joint graph: AOTAutograd's as traced (aot_eager) or the one torch.compile's "
+                            "default backend partitions (inductor)")
+        p.add_argument("--dynamic", action="store_true", help="trace with symbolic sizes (torch.compile(dynamic=True))")
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
         _EXTRA_ARGS.get(name, lambda _p: None)(p)
         p.set_defaults(func=func)

@@ -14,6 +14,7 @@ __all__ = [
     "StrategyError",
     "RenderError",
     "ModelSpecError",
+    "LogError",
     "FxvizWarning",
 ]
 
@@ -57,7 +58,7 @@ class StrategyError(FxvizError):
 
     hint = (
         "use 'default', 'min_cut', 'budget:B[:dp|greedy|ilp]' with 0<=B<=1, 'eager', "
-        "'recompute_all', or a callable with a torch partitioner's signature"
+        "'recompute_all', 'optimal:B' (a fraction or a size such as 64MiB), or a callable with a torch partitioner's signature"
     )
 
 
@@ -72,6 +73,12 @@ class ModelSpecError(FxvizError):
 
     hint = ("use a built-in example (alexnet, mlp, resnet_block, mini_gpt, pointwise_chain), "
             "'package.module:factory' or 'path/to/file.py:factory', where factory() returns (model, inputs)")
+
+
+class LogError(FxvizError):
+    """A log of a real run that fxviz cannot read: missing, truncated, corrupt, without AOT graphs."""
+
+    hint = "point fxviz at the directory TORCH_TRACE=dir wrote (or one file in it) of a torch.compile training run"
 
 
 class FxvizWarning(UserWarning):

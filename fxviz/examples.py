@@ -38,8 +38,8 @@ class AlexNet(nn.Module):
 
     def __init__(self, num_classes: int = 1000, width: float = 1.0, dropout: float = 0.5) -> None:
         super().__init__()
-        c = [max(1, int(round(n * width))) for n in (64, 192, 384, 256, 256)]
-        hidden = max(1, int(round(4096 * width)))
+        c = [max(1, round(n * width)) for n in (64, 192, 384, 256, 256)]
+        hidden = max(1, round(4096 * width))
         self.features = nn.Sequential(
             nn.Conv2d(3, c[0], kernel_size=11, stride=4, padding=2),
             nn.ReLU(inplace=True),
@@ -249,4 +249,4 @@ def get_example(name: str, **kwargs: object) -> Example:
         factory = EXAMPLES[name]
     except KeyError:
         raise ModelSpecError(f"no built-in example named {name!r}; known: {', '.join(EXAMPLES)}") from None
-    return factory(**kwargs)  # type: ignore[arg-type]
+    return factory(**kwargs)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._io import write_atomic
 from .errors import RenderError
-from .payloads import report_data
+from .payloads import report_data, run_report_data
 from .render import theme
 from .render.embed import script_json
 from .render.static_html import static_html
@@ -24,19 +24,30 @@ from .render.static_html import static_html
 if TYPE_CHECKING:  # pragma: no cover
     from .trace import Trace
 
-__all__ = ["STATIC", "build_report", "report"]
+__all__ = ["STATIC", "build_report", "build_run_report", "report"]
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
 
 
 def build_report(tr: "Trace", **kwargs: Any) -> str:
     """The report as one HTML string (see :func:`report`)."""
-    data = report_data(tr, **kwargs)
-    first = data["initial"]
+    return _html(report_data(tr, **kwargs))
+
+
+def build_run_report(graphs: list[tuple[int, str, "Trace"]], initial: int = 0, **kwargs: Any) -> str:
+    """The report of several graphs of a logged run, with a rank and a graph selector."""
+    return _html(run_report_data(graphs, initial, **kwargs))
+
+
+def _html(data: dict[str, Any]) -> str:
+    view = data.get("first", data)  # a run's report: the script-free fallback shows its first graph
+    first = view["initial"]
     key = first["key"] if first else None
-    table = data["table"] if data["table"].get("rows") else None
-    fallback = static_html(data["svgs"].get(key, ""), table, first["strategy"] if first else None,
-                           data["captions"].get(key, "") if key else "")
+    table = view["table"] if view["table"].get("rows") else None
+    fallback = static_html(view["svgs"].get(key, ""), table, first["strategy"] if first else None,
+                           view["captions"].get(key, "") if key else "")
+    if "first" in data:
+        data = {k: v for k, v in data.items() if k != "first"}
     return _render_template(data, fallback)
 
 
@@ -72,7 +83,8 @@ def _render_template(data: dict[str, Any], fallback: str) -> str:
     )
 
 
-def report(tr: "Trace", path: str | os.PathLike[str], **kwargs: Any) -> pathlib.Path:
+def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: str | None = None,
+           **kwargs: Any) -> pathlib.Path:
     """Write the self-contained HTML report of ``tr`` to ``path`` and return the path.
 
     One file with everything inline (SVGs, CSS, script, data); it loads nothing from the
@@ -80,5 +92,17 @@ def report(tr: "Trace", path: str | os.PathLike[str], **kwargs: Any) -> pathlib.
     ops and modules, and shows the memory table, the doctor's findings and the legend.
     Keyword arguments go to :func:`build_report` (``strategies``, ``views``, ``compare`` pairs,
     ``group``, ``depth``, ``title``).  Written to a temporary file, then renamed into place.
+    ``tr`` may be a ``Run`` read from a log: the report then holds every graph with a backward on
+    every rank, with a rank and a graph selector, and opens on ``compile_id`` of ``rank``
+    (default: the first graph with a backward on rank 0).
     """
+    if hasattr(tr, "trace") and hasattr(tr, "compare_ranks"):  # a Run (fxviz.logs sits above this module)
+        run = tr
+        start = run.trace(rank=rank, compile_id=compile_id)
+        rows = run.graphs
+        rows = rows[rows["joint"] & rows["backward"]]
+        graphs = [(int(r["rank"]), str(r["compile_id"]), run.trace(int(r["rank"]), str(r["compile_id"]), int(r["piece"])))
+                  for _, r in rows.iterrows()]
+        initial = next((i for i, g in enumerate(graphs) if g[2] is start), 0)
+        return write_atomic(path, build_run_report(graphs, initial, **kwargs))
     return write_atomic(path, build_report(tr, **kwargs))

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from .analysis.strategies import OFFERED, Strategy, StrategyLike, parse_list
+from .analysis.strategies import Strategy, StrategyLike, parse_list
 from .errors import FxvizError, InputError
 from .render import theme
 from .render.embed import clean_svg
@@ -37,6 +37,10 @@ __all__ = [
     "legend_data",
     "render_view",
     "report_data",
+    "pieces_data",
+    "overview_data",
+    "piece_options",
+    "run_report_data",
 ]
 
 VIEWS = ("joint", "forward", "backward", "compare")
@@ -68,6 +72,9 @@ def node_data(tr: "Trace") -> dict[str, dict[str, Any]]:
             "qualname": info.qualname,
             "source": info.source,
             "code": info.source_code,
+            "symbolic_shape": info.symbolic_shape,
+            "checkpoint_policy": info.checkpoint_policy,
+            "checkpoint_region": info.checkpoint_region,
             "inputs": [a.name for a in n.all_input_nodes],
             "users": users,
             "returned": any(u.op == "output" for u in n.users),
@@ -219,14 +226,15 @@ def _compare_pairs(strategies: Sequence[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def report_data(tr: "Trace", strategies: Iterable[StrategyLike] = OFFERED,
+def report_data(tr: "Trace", strategies: Iterable[StrategyLike] | None = None,
                 views: Iterable[str] = ("joint", "forward", "backward", "compare"),
                 compare: Sequence[tuple[StrategyLike, StrategyLike]] | None = None, group: str | None = None,
                 depth: int | None = None, title: str | None = None,
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Every payload one report holds: each view of each strategy (and each compare pair), the
-    node records, the memory table, the doctor's findings and the legend."""
-    keys = [s.name for s in parse_list(list(strategies)) or []]
+    node records, the memory table, the doctor's findings and the legend.  ``strategies``:
+    default ``tr.offered`` (a log's trace shows what the run saved first)."""
+    keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
     if not keys:
         raise InputError("the report needs at least one strategy", "pass strategies=('default', 'min_cut')")
     views = [v for v in views if v in VIEWS]
@@ -287,4 +295,86 @@ def report_data(tr: "Trace", strategies: Iterable[StrategyLike] = OFFERED,
         "initial": ({"view": first.view, "strategy": first.strategy, "compare": first.compare, "key": first.text()}
                     if first else None),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        # graph breaks: every other piece's own payloads and the whole-model overview (issue 14)
+        "pieces": pieces_data(tr, keys, views, pairs, group, depth, say) if tr.index == 0 else [],
+        "overview": overview_data(tr, keys) if tr.index == 0 and len(tr.pieces) > 1 else None,
     }
+
+
+# the payload fields that differ from piece to piece (the report swaps them in when one is picked)
+PIECE_FIELDS = ("summary", "index", "svgs", "captions", "errors", "status", "nodes", "table", "initial")
+
+
+def pieces_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Sequence[tuple[str, str]],
+                group: str | None, depth: int | None, say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """One entry per piece of a graph-broken model (empty for one graph): what the piece selector
+    shows (label, break reason, node counts, saved bytes, runs) and, for every piece but the
+    first (whose payloads are the report's own), the same view payloads ``report_data`` builds."""
+    pieces = tr.pieces
+    if len(pieces) < 2:
+        return []
+    out = []
+    for summary, piece in zip(tr.piece_summaries(keys[0]), pieces):
+        entry: dict[str, Any] = {
+            "piece": piece.index, "label": summary.label, "reason": summary.reason, "nodes": summary.nodes,
+            "forward_ops": summary.forward_ops, "backward_ops": summary.backward_ops,
+            "has_backward": summary.has_backward, "saved": format_bytes(summary.saved_bytes, missing="—"),
+            "saved_bytes": summary.saved_bytes, "strategy": summary.strategy, "runs": summary.runs,
+            "modules": [list(m) for m in summary.modules],
+        }
+        if piece.index:
+            say(f"graph {piece.index + 1} of {len(pieces)}")
+            data = report_data(piece, strategies=keys, views=views, compare=list(pairs), group=group,
+                               depth=depth, progress=say)
+            entry["payload"] = {k: data[k] for k in PIECE_FIELDS}
+        out.append(entry)
+    return out
+
+
+def overview_data(tr: Trace, keys: Sequence[str]) -> dict[str, Any]:
+    """The whole-model view: the overview drawing and the per-piece memory table with totals."""
+    drawing = tr.overview(keys[0])
+    try:
+        df = tr.memory_table_by_piece(keys)
+        shown = df.copy()
+        shown["strategy"] = [f"{'whole model' if p == 'total' else f'graph {int(p) + 1}'}: {s}"
+                             + (f" (x{r} runs)" if p != "total" and r > 1 else "")
+                             for p, s, r in zip(df["piece"], df["strategy"], df["runs"])]
+        shown.attrs = dict(df.attrs)
+        table = table_data(shown)
+    except FxvizError as exc:
+        table = {"message": f"no memory table: {exc.message}"}
+    return {"svg": clean_svg(drawing.svg()), "caption": drawing.caption, "table": table}
+
+
+def piece_options(tr: Trace, strategy: StrategyLike = "default") -> list[tuple[str, int]]:
+    """The piece selector's choices: ``whole model`` (-1, the overview), then each piece with its
+    node count, saved bytes, runs and the graph break before it; one graph gives one choice."""
+    pieces = tr.pieces
+    if len(pieces) < 2:
+        return [("graph 1", 0)]
+    options = [(f"whole model ({len(pieces)} graphs)", -1)]
+    for p in tr.piece_summaries(strategy):
+        saves = f"saves {format_bytes(p.saved_bytes, missing='—')}" if p.has_backward else "no backward graph"
+        text = f"{p.label}: {p.nodes} nodes, {saves}"
+        text += f", ran {p.runs}\u00d7" if p.runs > 1 else ""
+        text += f" \u2014 after: {p.reason}" if p.reason else ""
+        options.append((text if len(text) <= 90 else text[:88] + "\u2026", p.index))
+    return options
+def run_report_data(graphs: Sequence[tuple[int, str, "Trace"]], initial: int = 0, title: str | None = None,
+                    progress: Callable[[str], None] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """The payloads of several graphs of a logged run, one ``report_data`` each, for a report
+    with a rank and a graph selector.  ``graphs``: (rank, compile id, trace) in display order."""
+    if not graphs:
+        raise InputError("the report needs at least one graph", "pick graphs with a backward from run.graphs")
+    say = progress or (lambda _m: None)
+    entries: list[dict[str, Any]] = []
+    for rank, compile_id, tr in graphs:
+        say(f"rank {rank}, graph {compile_id}")
+        data = report_data(tr, progress=progress, **kwargs)
+        entries.append({"id": f"{rank}|{compile_id}", "rank": rank, "compile_id": compile_id,
+                        "label": f"{compile_id} ({tr.title})", "data": data})
+    first: dict[str, Any] = entries[initial]["data"]
+    # "first" feeds the script-free fallback and is not written into the page's data
+    return {"title": title or f"fxviz report: a logged run ({len(entries)} graphs)", "summary": first["summary"],
+            "generated": first["generated"], "graphs": entries, "initial": initial, "first": first}

@@ -16,7 +16,11 @@ import torch.fx as fx
 from . import _torch
 from ._fx import output_values
 
-__all__ = ["ROLES", "PHASES", "NodeInfo", "InputName", "classify_nodes", "short_op", "tensor_facts"]
+__all__ = ["ROLES", "PHASES", "NodeInfo", "InputName", "classify_nodes", "short_op", "tensor_facts",
+           "symbolic_shape", "CHECKPOINT_POLICIES"]
+
+CHECKPOINT_POLICIES: tuple[str, ...] = ("must_save", "prefer_save", "must_recompute", "prefer_recompute")
+"""torch.utils.checkpoint's policies, as ``Trace.nodes["checkpoint_policy"]`` names them."""
 
 ROLES: tuple[str, ...] = (
     "primal", "parameter", "buffer", "constant", "tangent", "forward", "backward", "output", "gradient",
@@ -50,6 +54,9 @@ class NodeInfo:
     source: str | None
     source_code: str | None
     seq_nr: int | None
+    checkpoint_policy: str | None = None  # must_save / prefer_save / must_recompute / prefer_recompute
+    checkpoint_region: int | None = None  # torch's ac_graph_id: which checkpoint call the op ran in
+    symbolic_shape: str | None = None  # under dynamic shapes: the size as torch traced it, e.g. "[s77, 16]"
 
 
 def short_op(node: fx.Node) -> str:
@@ -70,6 +77,20 @@ def _concrete(v: Any) -> int:
         hint = v.node.hint if hasattr(v.node, "hint") else None
         return int(hint) if hint is not None else int(str(v)) if str(v).isdigit() else -1
     return int(v)
+
+
+def symbolic_shape(value: Any) -> str | None:
+    """The traced size of a value when it is symbolic (``"[s77, 16]"``, or ``"s77"`` for a SymInt);
+    None when every size is a plain int (then ``shape`` says it all)."""
+    if isinstance(value, torch.SymInt):
+        return str(value)
+    if isinstance(value, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in value.shape):
+        return "[" + ", ".join(str(s) for s in value.shape) + "]"
+    if isinstance(value, (tuple, list)):
+        parts = [symbolic_shape(v) for v in value]
+        if any(parts):
+            return "(" + ", ".join(p or "-" for p in parts) + ")"
+    return None
 
 
 def tensor_facts(value: Any) -> tuple[tuple[int, ...] | None, str | None, int | None]:
@@ -188,7 +209,7 @@ def classify_nodes(
 
     for n in nodes:
         shape, dtype, nbytes = tensor_facts(_torch.meta_val(n))
-        qual: str | None = None
+        qual = None
         module: str | None = None
         if n.op == "placeholder":
             role, qual = placeholder_role[n.name]
@@ -219,7 +240,8 @@ def classify_nodes(
         infos[n.name] = NodeInfo(
             name=n.name, op=n.op, target=_target_str(n), short_op=short_op(n), role=role, phase=phase,
             qualname=qual, module=module, shape=shape, dtype=dtype, bytes=nbytes, source=source,
-            source_code=code, seq_nr=_torch.seq_nr(n),
+            source_code=code, seq_nr=_torch.seq_nr(n), checkpoint_policy=_torch.checkpoint_policy(n),
+            checkpoint_region=_torch.checkpoint_region(n), symbolic_shape=symbolic_shape(_torch.meta_val(n)),
         )
     return infos
 

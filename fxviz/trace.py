@@ -11,22 +11,31 @@ from typing import TYPE_CHECKING, Any, Callable
 import pandas as pd
 import torch.fx as fx
 
-from .analysis.strategies import Strategy, StrategyLike, parse_list
+from .analysis.pieces import piece_facts
+from .analysis.strategies import Strategy, StrategyLike, offered, parse_list
 from .capture import Capture, JointGraph, capture
 from .roles import ROLES
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch.nn as nn
+
+    from .analysis.code import GraphCode
     from .analysis.partition import Partition
+    from .analysis.pieces import PieceSummary
+    from .render.doctor_view import DoctorReport
     from .render.drawing import Drawing
+    from .render.plots import MemorySweep
+    from .render.table import MemoryTable
 
 __all__ = ["Trace", "trace"]
 
 NODE_COLUMNS = ["op", "target", "short_op", "role", "phase", "qualname", "module", "shape", "dtype",
-                "bytes", "source", "source_code", "seq_nr"]
+                "bytes", "source", "source_code", "seq_nr", "symbolic_shape", "checkpoint_policy", "checkpoint_region"]
 
 
 def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None = None,
-          params: str = "lifted", capture_route: str = "auto") -> "Trace":
+          params: str = "lifted", capture_route: str = "auto", backend: str = "aot_eager",
+          dynamic: bool = False) -> "Trace":
     """Trace ``model_or_fn(*example_inputs)`` into its joint forward+backward graph.
 
     Args:
@@ -40,14 +49,23 @@ def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None 
         capture_route: ``"auto"`` (dynamo, or aot for meta-device models and closure mode),
             ``"dynamo"`` (torch.compile's capture: module paths, source lines, graph breaks) or
             ``"aot"`` (aot_function over fake tensors: no weights touched, no graph breaks).
+        backend: whose joint graph to capture.  ``"aot_eager"`` (default): the graph AOTAutograd
+            traces with its own decompositions.  ``"inductor"``: the graph torch.compile's default
+            backend partitions (inductor's decompositions, e.g. gelu as erf; its joint-graph
+            passes), with min-cut called as inductor calls it.  No kernel is generated.
+        dynamic: torch.compile's flag: trace with symbolic sizes (SymInts saved for the backward
+            are listed; bytes are evaluated at the example sizes).
 
     Returns:
-        A :class:`Trace`.  With graph breaks, it is the first graph; ``tr.pieces`` has them all.
+        A :class:`Trace`.  With graph breaks, it is the first graph; ``tr.pieces`` has them all,
+        ``tr.draw(piece=i)`` draws one, ``tr.overview()`` all of them in execution order,
+        ``tr.memory_table_by_piece()`` tabulates each and the whole step, and ``tr.doctor()``
+        reasons over all of them (code that ran outside every graph, graphs reused for several modules).
 
     The model, its ``.grad`` fields, buffers, ``training`` flags and the RNG are left untouched.
     """
     return Trace(capture(model_or_fn, tuple(example_inputs), loss_fn=loss_fn, params=params,
-                         route=capture_route))
+                         route=capture_route, backend=backend, dynamic=dynamic))
 
 
 class Trace:
@@ -76,19 +94,69 @@ class Trace:
                 p._pieces = self._pieces
         return self._pieces
 
+    def piece(self, index: int) -> Trace:
+        """The ``index``-th graph of the model (0-based), with a clear error when there is none."""
+        from .errors import InputError
+
+        pieces = self.pieces
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(pieces):
+            raise InputError(f"piece={index!r} is not a graph of this trace, which has {len(pieces)} "
+                             f"(graph breaks: {len(self.graph_breaks)})",
+                             f"pass a piece from 0 to {len(pieces) - 1}" if len(pieces) > 1 else
+                             "this model is one graph: leave piece out")
+        return pieces[index]
+
+    def overview(self, strategy: Any = "default") -> Drawing:
+        """The whole model as boxes, one per piece (graph), in execution order: edges follow
+        execution, a graph dynamo ran for several modules has a double border and numbered runs,
+        code that ran outside every graph is a dashed box.  Returns a ``Drawing``."""
+        from .render.overview import draw_overview
+
+        root = self.pieces[0]
+        key = ("overview", Strategy.parse(strategy))
+        if key not in root._cache:
+            root._cache[key] = draw_overview(root.piece_summaries(strategy), piece_facts(self.capture),
+                                             name=self.title)
+        return root._cache[key]
+
+    def piece_summaries(self, strategy: Any = "default") -> list[PieceSummary]:
+        """One ``PieceSummary`` per piece: label, node and op counts, saved activation bytes under
+        ``strategy`` (one run), how often its graph ran and for which modules."""
+        from .analysis.pieces import piece_summaries
+
+        s = Strategy.parse(strategy)
+        saved: list[int | None] = []
+        for p in self.pieces:
+            value = None
+            if p.has_backward:
+                row = p.memory_table([s]).iloc[0]
+                value = None if pd.isna(row["saved_activation_bytes"]) else int(row["saved_activation_bytes"])
+            saved.append(value)
+        return piece_summaries(self.capture, saved, s.name)
+
     @property
     def graph_breaks(self) -> list[str]:
         """Why dynamo split the model into several graphs (empty when it is one graph)."""
         return list(self.capture.graph_breaks)
 
     @property
-    def model(self) -> Any:
+    def model(self) -> nn.Module | None:
         return self.capture.model
 
     @property
     def title(self) -> str:
         """What views call the model: its class, or the traced function's name."""
         return self.capture.title
+
+    @property
+    def from_log(self) -> bool:
+        """True for a graph read from a log of a real run (no model: nothing can be run)."""
+        return self.capture.route == "log"
+
+    @property
+    def offered(self) -> tuple[Strategy, ...]:
+        """The strategies views show by default for this trace (``strategies.offered``)."""
+        return offered(has_model=self.capture.fn is not None, from_log=self.from_log)
 
     @property
     def params(self) -> str:
@@ -110,6 +178,7 @@ class Trace:
         df["role"] = pd.Categorical(df["role"], categories=list(ROLES))
         df["bytes"] = df["bytes"].astype("Int64")
         df["seq_nr"] = df["seq_nr"].astype("Int64")
+        df["checkpoint_region"] = df["checkpoint_region"].astype("Int64")
         return df
 
     def role_counts(self) -> dict[str, int]:
@@ -118,9 +187,9 @@ class Trace:
 
     def parameters(self) -> pd.DataFrame:
         """Per model parameter: how it appears in the graph and which node is its gradient."""
-        model = self.capture.model
+        named = self.capture.named_parameters()  # a log's parameters when there is no model
         rows = []
-        if model is None:
+        if not named:
             return pd.DataFrame(columns=["parameter", "shape", "dtype", "requires_grad", "graph_role",
                                          "graph_nodes", "gradient_node"])
         by_name: dict[str, list[str]] = {}
@@ -138,12 +207,12 @@ class Trace:
                     by_name.setdefault(info.qualname, []).append(f"{info.name} (graph {t.index})")
                 elif info.qualname and info.role == "gradient":
                     grads.setdefault(info.qualname, f"{info.name} (graph {t.index})")
-        for name, p in model.named_parameters():
+        for name, p in named:
             nodes = by_name.get(name, [])
             role = "—"
-            for info in (self.graph.info.get(n) for n in nodes):
-                if info is not None:
-                    role = info.role
+            for found in (self.graph.info.get(n) for n in nodes):
+                if found is not None:
+                    role = found.role
                     break
             else:
                 if nodes:
@@ -159,10 +228,12 @@ class Trace:
         counts = self.role_counts()
         ops_f = sum(1 for i in info if i.op == "call_function" and i.phase == "forward")
         ops_b = sum(1 for i in info if i.op == "call_function" and i.phase == "backward")
-        model = self.capture.model
         title = self.title
         route = {"dynamo": "torch.compile (dynamo) + AOTAutograd", "aot": "aot_function over fake tensors",
-                 "closure": "aot_function on a closure (parameters captured as constants)"}[self.capture.route]
+                 "closure": "aot_function on a closure (parameters captured as constants)",
+                 "log": f"torch.compile in a real run, read from its log ({self.capture.origin})"}[self.capture.route]
+        if self.capture.route != "log":
+            route += f", {self.capture.backend_label}"
         lines = [
             f"{title}: joint graph of {len(self.graph.info)} nodes "
             f"({ops_f} forward ops, {ops_b} backward ops), parameters {self.params}, captured with {route}",
@@ -171,12 +242,23 @@ class Trace:
         ]
         if not self.has_backward:
             lines.append("  no backward graph: nothing the loss depends on requires grad")
-        if model is not None:
+        if self.capture.named_parameters():
             params = self.parameters()
             n_grad = int((params["gradient_node"] != "none").sum()) if len(params) else 0
             n_req = int(params["requires_grad"].sum()) if len(params) else 0
-            lines.append(f"  parameters: {len(params)} ({n_req} require grad); "
-                         f"{n_grad} get a gradient from the backward graph")
+            facts = piece_facts(self.capture)
+            if len(self.capture.graphs) > 1 and facts.recorded:
+                # a graph dynamo reused returns a later run's gradients through its own nodes
+                graded = set(params[params["gradient_node"] != "none"]["parameter"]) if len(params) else set()
+                reused = {p for p, first in facts.counterpart.items() if first in graded and p not in graded}
+                outside = [p for p in facts.outside if p not in graded]
+                lines.append(f"  parameters: {len(params)} ({n_req} require grad); {len(graded | reused)} get a "
+                             f"gradient from the captured graphs ({len(reused)} through a graph reused for "
+                             f"another module), {len(outside)} are used only outside every graph (eager "
+                             "code; tr.doctor() says which)")
+            else:
+                lines.append(f"  parameters: {len(params)} ({n_req} require grad); "
+                             f"{n_grad} get a gradient from the backward graph")
         if len(self.capture.graphs) > 1:
             lines.append(f"  graph {self.index + 1} of {len(self.capture.graphs)}; "
                          f"{len(self.graph_breaks)} graph break(s): " + "; ".join(self.graph_breaks[:3]))
@@ -194,7 +276,8 @@ class Trace:
     # --- analysis ---------------------------------------------------------------------------------
     def partition(self, strategy: StrategyLike = "default") -> Partition:
         """Partition the joint graph with ``strategy`` (cached): ``"default"``, ``"min_cut"``,
-        ``"budget:0.3"`` / ``"budget:0.3:greedy"``, ``"eager"``, ``"recompute_all"``, a callable
+        ``"budget:0.3"`` / ``"budget:0.3:greedy"``, ``"eager"``, ``"recompute_all"``,
+        ``"optimal:0.5"`` / ``"optimal:64MiB"`` (the exact MILP optimum), a callable
         with a torch partitioner's signature, or a :class:`~fxviz.analysis.strategies.Strategy`
         (every form: ``fxviz.analysis.strategies.forms_text()``)."""
         from .analysis.partition import partition
@@ -206,32 +289,85 @@ class Trace:
         result: Partition = self._cache[key]
         return result
 
-    def memory_table(self, strategies: Any = None) -> pd.DataFrame:
+    def memory_table(self, strategies: Any = None, gaps: bool | None = None) -> MemoryTable:
         """One row per strategy: saved activation / parameter / input bytes (storage-aware),
         recompute FLOPs and bytes, op counts, forward and backward peaks, torch's own estimate.
 
         ``strategies``: a list (or comma-separated string) of strategies as for :meth:`partition`;
-        default ``default, min_cut, budget:0.5, recompute_all, eager``.  A strategy that fails on
-        this graph gives a row with ``error`` set.  The frame keeps exact integers and displays
+        default ``Trace.offered`` (``default, min_cut, budget:0.5, recompute_all, eager``; read from a
+        log: ``logged`` first, no ``eager``).  A strategy that fails on this graph gives a row with ``error`` set.  The frame keeps exact integers and displays
         styled (MiB/GiB, best value per column marked) in a notebook; ``df.attrs["caption"]`` says
-        which partitioner arguments were passed and how bytes are counted."""
+        which partitioner arguments were passed and how bytes are counted.
+
+        ``gaps``: fill ``gap_to_optimal_flops`` / ``gap_to_optimal_bytes`` (how far each row is from
+        the exact optimum, two MILP solves per row); default: when an ``optimal:B`` strategy is
+        listed."""
         from .analysis.memory import memory_table
         from .render.table import MemoryTable
 
-        chosen = parse_list(strategies)
-        key = ("memory_table", None if chosen is None else tuple(chosen))
+        chosen = parse_list(strategies) or list(self.offered)
+        key = ("memory_table", tuple(chosen), gaps)
         if key not in self._cache:
-            self._cache[key] = memory_table(self.graph, self.partition, chosen)
+            self._cache[key] = memory_table(self.graph, self.partition, chosen, gaps=gaps)
         df = self._cache[key]
         table = MemoryTable(df.copy())
         table.attrs = dict(df.attrs)
         return table
 
-    def memory_sweep(self, budgets: Any = None, solver: str = "dp", progress: bool | None = None) -> pd.DataFrame:
+    def memory_table_by_piece(self, strategies: Any = None) -> pd.DataFrame:
+        """:meth:`memory_table` for every piece (graph) of the model, one row per piece and strategy,
+        then one ``total`` row per strategy: the whole training step.
+
+        ``runs`` is how often dynamo ran the piece's graph in the captured step (a graph reused for
+        several layers runs once per layer, each run holding its own saved values), so the totals
+        of count, byte and FLOP columns are sums of ``runs`` x the piece's value; peaks and resident
+        bytes are not additive and stay empty there.  The eager reference is measured on the whole
+        model at once: it has only a total row."""
+        from .analysis.memory import COLUMNS
+
+        facts = piece_facts(self.capture)
+        additive = [c for c in COLUMNS if c not in ("strategy", "error", "forward_peak_bytes",
+                                                    "backward_peak_bytes", "resident_bytes")]
+        frames = []
+        for piece in self.pieces:
+            df = pd.DataFrame(piece.memory_table(strategies))
+            df.insert(0, "runs", max(1, len(facts.runs_of(piece.index))))
+            df.insert(0, "piece", piece.index)
+            frames.append(df)
+        rows = pd.concat(frames, ignore_index=True)
+        eager = rows["strategy"] == Strategy.parse("eager").name
+        per_piece = rows[~eager]
+        with_backward = {p.index for p in self.pieces if p.has_backward}
+        totals = []
+        for name, group in per_piece[per_piece["piece"].isin(with_backward)].groupby("strategy", sort=False):
+            total: dict[str, Any] = {"piece": "total", "runs": int(group["runs"].sum()), "strategy": name}
+            failed = group["error"].notna()
+            reasons = zip(group["piece"][failed], group["error"][failed])
+            total["error"] = "; ".join(f"graph {p}: {e}" for p, e in reasons) or None
+            for c in additive:
+                values = group[c] * group["runs"] if c != "seconds" else group[c]
+                total[c] = values.sum() if not failed.any() and group[c].notna().all() else pd.NA
+            totals.append(total)
+        whole_eager = rows[eager].head(1).assign(piece="total", runs=pd.NA)
+        out = pd.concat([per_piece, pd.DataFrame(totals), whole_eager], ignore_index=True)
+        out = out[["piece", "runs"] + COLUMNS]
+        out.attrs["caption"] = (
+            "One row per piece (graph) and strategy, then the whole step per strategy: count, byte and FLOP "
+            "columns summed over pieces, each piece's value times the runs of its graph; peaks are per piece "
+            "only; a piece without a backward graph saves nothing and is left out. Code that ran outside every "
+            "graph is in no piece row (tr.doctor() names it); the eager row "
+            "is measured on the whole model.")
+        return out
+
+    def memory_sweep(self, budgets: Any = None, solver: Any = "dp", progress: bool | None = None,
+                     optimal: bool = False) -> MemorySweep:
         """The memory / recompute trade-off: min-cut under ``activation_memory_budget`` for each
-        of ``budgets`` (default 0, 0.1, ..., 1) with ``solver`` (``dp``, ``greedy``, ``ilp``).
-        Budgets giving identical partitions share one row.  ``progress``: a tqdm bar (default: on
-        for more than five budgets).  ``.pareto_plot()`` on the result draws the trade-off."""
+        of ``budgets`` (default 0, 0.1, ..., 1) with ``solver`` (``dp``, ``greedy``, ``ilp``, or a
+        list of them).  Budgets giving identical partitions share one row.  ``optimal=True`` adds
+        the exact optimum at each budget (``optimal:B``, an MILP) and torch's ``default`` and
+        ``min_cut`` points: the frontier and how far each torch strategy is from it.
+        ``progress``: a tqdm bar (default: on for more than five budgets).  ``.pareto_plot()`` on
+        the result draws the trade-off."""
         from .analysis.sweep import DEFAULT_BUDGETS, memory_sweep
         from .render.plots import MemorySweep
 
@@ -243,15 +379,15 @@ class Trace:
             def wrap(items: Any) -> Any:
                 return tqdm(items, desc=f"budget sweep ({solver})", unit="budget", leave=False)
 
-        df = memory_sweep(self.graph, self.partition, chosen, solver=solver, progress=wrap)
+        df = memory_sweep(self.graph, self.partition, chosen, solver=solver, progress=wrap, optimal=optimal)
         sweep = MemorySweep(df)
         sweep.attrs = dict(df.attrs)
         return sweep
 
     # --- drawing ---------------------------------------------------------------------------------
     def draw(self, view: str = "joint", strategy: Any = None, compare: Any = None, group: str | None = None,
-             depth: int | None = None, highlight: Any = None, *, expand: Any = None,
-             node_limit: int | None = None, timeout: float | None = None) -> Any:
+             depth: int | None = None, highlight: Any = None, *, piece: int | None = None,
+             expand: Any = None, node_limit: int | None = None, timeout: float | None = None) -> Drawing:
         """Draw the graph: nodes colored by role, with a legend; returns a ``Drawing`` that shows
         itself in Jupyter and has ``.save('g.svg' | 'g.png' | 'g.dot')`` and ``.source``.
 
@@ -264,10 +400,16 @@ class Trace:
                 default: every node up to ``node_limit`` nodes, module boxes above.
             depth: with module grouping, modules at this depth become one box each.
             highlight: a node name, op, parameter or module (or a list): emphasise matches.
+            piece: after graph breaks, which graph to draw (0-based index into ``pieces``);
+                default: this one.  :meth:`overview` draws all of them as boxes.
             expand: a module path (or a list) whose box is opened to show what is inside.
         """
         from .render.drawing import DEFAULT_TIMEOUT
         from .render.views import NODE_LIMIT, draw
+
+        if piece is not None:
+            return self.piece(piece).draw(view, strategy, compare, group, depth, highlight, expand=expand,
+                                          node_limit=node_limit, timeout=timeout)
 
         if strategy is None and (compare is not None or view in ("forward", "backward")):
             strategy = "default"
@@ -293,10 +435,14 @@ class Trace:
     def check_gradients(self, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
         """Per parameter: ``parameter, has_gradient, max_abs_diff, ok`` against eager autograd."""
         from .analysis.gradients import check_gradients
+        from .errors import FxvizError
 
+        if self.from_log:
+            raise FxvizError("check_gradients runs the model against eager autograd, and a log of a run has no model",
+                             "trace the model itself: fxviz.trace(model, *inputs).check_gradients()")
         return check_gradients(self.capture, rtol=rtol, atol=atol)
 
-    def doctor(self, strategy: Any = "default") -> Any:
+    def doctor(self, strategy: Any = "default") -> DoctorReport:
         """Why parameters get no gradient, across every graph of the trace (all ``pieces``): each
         finding names the parameter, the joint-graph node where the path is cut, why, and the fix.
         ``strategy``: the partition whose backward graphs are checked for dropped gradients.
@@ -312,7 +458,7 @@ class Trace:
             root._cache[key] = DoctorReport(diagnose(self.capture, parts))
         return root._cache[key]
 
-    def code(self, part: str = "backward", strategy: Any = "default") -> Any:
+    def code(self, part: str = "backward", strategy: Any = "default") -> GraphCode:
         """The ``forward`` or ``backward`` graph of a partition (or the ``joint`` graph) as Python
         whose inputs and outputs carry real names (``features_0_weight``,
         ``grad_features_0_weight``, ``tangent_loss``); saved values keep their joint-graph names.

@@ -13,9 +13,10 @@ partitioner's logs use), three significant digits; FLOPs in decimal units.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
-__all__ = ["BYTE_UNITS", "format_bytes", "format_flops", "byte_unit", "is_missing"]
+__all__ = ["BYTE_UNITS", "format_bytes", "format_flops", "byte_unit", "is_missing", "parse_size", "exact_size"]
 
 BYTE_UNITS: tuple[tuple[str, int], ...] = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 _FLOP_UNITS: tuple[tuple[str, int], ...] = (("TFLOP", 10**12), ("GFLOP", 10**9), ("MFLOP", 10**6), ("kFLOP", 10**3))
@@ -60,3 +61,30 @@ def byte_unit(largest: Any) -> tuple[str, int]:
         if top >= size:
             return unit, size
     return "B", 1
+
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(b|kib|mib|gib|tib)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int | None:
+    """``'64MiB'`` -> ``67108864``, ``'1.5GiB'``, ``'1048576B'`` (binary units, any case); None
+    when ``text`` is not a size.  Fractions of a byte round down.
+
+        >>> parse_size("64MiB"), parse_size("1.5gib"), parse_size("1048576B"), parse_size("0.5")
+        (67108864, 1610612736, 1048576, None)
+    """
+    m = _SIZE.match(text)
+    if m is None:
+        return None
+    unit = m.group(2).lower()
+    scale = 1 if unit == "b" else dict((u.lower(), n) for u, n in BYTE_UNITS)[unit]
+    return int(float(m.group(1)) * scale)
+
+
+def exact_size(n: int) -> str:
+    """A byte count written exactly, in the largest binary unit that divides it (``parse_size``
+    reads it back): ``67108864`` -> ``'64MiB'``, ``1610612736`` -> ``'1536MiB'``, ``1000`` -> ``'1000B'``."""
+    for unit, size in BYTE_UNITS:
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n}B"

@@ -9,6 +9,8 @@ VENV="${FXVIZ_VENV:-.venv}"
 need_apt=()
 command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
 if [ "${1:-}" = "test" ] && ! command -v chromium >/dev/null 2>&1; then need_apt+=(chromium); fi
+# tests/test_inductor.py runs a real torch.compile (inductor, CPU) step: it compiles C++ kernels
+if [ "${1:-}" = "test" ] && ! command -v g++ >/dev/null 2>&1; then need_apt+=(g++); fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${need_apt[*]} with apt-get"

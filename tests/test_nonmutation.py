@@ -230,3 +230,24 @@ def test_the_check_catches_each_kind_of_change():
                 _check(case, what, change)
         finally:
             torch.set_grad_enabled(True)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("name", ["mlp", "mini_gpt"])
+def test_inductor_capture_leaves_model_and_session_alone(name, dynamic):
+    """backend='inductor' patches inductor's config (its partitioner hook, caches) and dynamo's
+    remembered sizes only while it traces: the user's are exactly as before afterwards."""
+    import torch._dynamo.pgo as pgo
+    import torch._inductor.config as inductor_config
+
+    def inductor_values() -> dict[str, Any]:
+        return {k: v for k, v in inductor_config.get_config_copy().items()
+                if isinstance(v, (bool, int, float, str, type(None), list, tuple))}
+
+    case = _Case(name, "lifted")
+    before, code_state = inductor_values(), (pgo._CODE_STATE, pgo._INIT_CODE_STATE)
+    tr = _check(case, f"fxviz.trace(backend='inductor', dynamic={dynamic})",
+                lambda: fxviz.trace(case.model, *case.inputs, backend="inductor", dynamic=dynamic))
+    assert tr.capture.backend == "inductor" and tr.graph.compiler == "inductor"
+    assert inductor_values() == before
+    assert (pgo._CODE_STATE, pgo._INIT_CODE_STATE) == code_state

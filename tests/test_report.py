@@ -204,7 +204,7 @@ def test_build_report_records_views_that_cannot_be_drawn(traces):
     data = _data(build_report(tr, strategies=["eager"], views=["backward", "joint"]))
     assert data["errors"]["backward|eager|-|-|-"].startswith("eager")
     assert "joint|eager|-|-|-" in data["svgs"]
-    assert data["initial"] == {"view": "joint", "strategy": "eager", "compare": None}
+    assert data["initial"] == {"view": "joint", "strategy": "eager", "compare": None, "key": "joint|eager|-|-|-"}
 
 
 def test_cli_report(tmp_path, capsys):

@@ -86,6 +86,7 @@ def test_the_registry_is_the_one_place_a_strategy_lives():
         assert (kind.partitioner is None) != (kind.measure is None), kind.name
         assert kind.forms and kind.describe
     assert [s.name for s in OFFERED] == ["default", "min_cut", "budget:0.5:dp", "recompute_all", "eager"]
+    assert "optimal" in KINDS and not any(s.kind == "optimal" for s in OFFERED)  # the default table stays fast
     assert Strategy.parse("eager").needs_model and not Strategy.parse("min_cut").needs_model
     assert set(strategies.SOLVERS) == {"dp", "greedy", "ilp"}
 
@@ -94,3 +95,53 @@ def test_equal_strategies_share_one_cached_partition(traces):
     tr = traces[("mlp", "lifted")]
     assert tr.partition("budget:0.5") is tr.partition("budget:0.5:dp") is tr.partition(Strategy.parse("budget:.5"))
     assert tr.partition("min-cut").name == "min_cut"
+
+
+@pytest.mark.parametrize("text, budget, budget_bytes, name", [
+    ("optimal:0.5", 0.5, None, "optimal:0.5"),
+    ("optimal:.25", 0.25, None, "optimal:0.25"),
+    ("optimal:0", 0.0, None, "optimal:0"),
+    ("optimal:1", 1.0, None, "optimal:1"),
+    ("Optimal:0.50", 0.5, None, "optimal:0.5"),
+    ("optimal:64MiB", None, 64 << 20, "optimal:64MiB"),
+    ("optimal:64mib", None, 64 << 20, "optimal:64MiB"),
+    ("optimal:1.5GiB", None, 1536 << 20, "optimal:1536MiB"),
+    ("optimal:1048576B", None, 1 << 20, "optimal:1MiB"),
+    ("optimal:1000B", None, 1000, "optimal:1000B"),
+    ("optimal:0B", None, 0, "optimal:0B"),
+    ("optimal:2KiB", None, 2048, "optimal:2KiB"),
+])
+def test_optimal_forms(text, budget, budget_bytes, name):
+    s = Strategy.parse(text)
+    assert (s.kind, s.budget, s.budget_bytes, s.name) == ("optimal", budget, budget_bytes, name)
+    assert Strategy.parse(s.name) == s
+    assert "optimal" in s.label and "MILP" in s.label
+    assert not s.needs_model
+
+
+@pytest.mark.parametrize("bad, words", [
+    ("optimal", "needs a budget"),
+    ("optimal:", "needs a budget"),
+    ("optimal:2", "outside 0..1"),
+    ("optimal:-1", "neither a fraction nor a size"),
+    ("optimal:half", "neither a fraction nor a size"),
+    ("optimal:64MB", "neither a fraction nor a size"),
+    ("optimal:64 parsecs", "neither a fraction nor a size"),
+    ("optimal:0.5:dp", "too many ':'"),
+])
+def test_bad_optimal_forms(bad, words):
+    with pytest.raises(fxviz.StrategyError) as err:
+        Strategy.parse(bad)
+    assert words in err.value.message
+    assert "optimal:64MiB" in err.value.hint or "unit" in err.value.hint
+
+
+def test_partitioner_returns_torch_signature_callables():
+    from fxviz.analysis.optimal import OptimalPartitioner
+
+    fn = fxviz.partitioner("optimal:0.5")
+    assert isinstance(fn, OptimalPartitioner) and fn.budget == 0.5 and fn.solution is None
+    assert fxviz.partitioner("optimal:1MiB").budget_bytes == 1 << 20
+    assert fxviz.partitioner("default") is _torch.default_partition
+    with pytest.raises(fxviz.StrategyError):
+        fxviz.partitioner("eager")

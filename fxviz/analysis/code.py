@@ -166,7 +166,7 @@ def _rebuild(gm: fx.GraphModule, to_joint: dict[str, str], names: dict[str, tupl
         else:
             args = fx.map_arg(n.args, lambda a: env[a])
             kwargs = fx.map_arg(n.kwargs, lambda a: env[a])
-            env[n] = new.create_node(n.op, n.target, args, kwargs, name=want)  # type: ignore[arg-type]
+            env[n] = new.create_node(n.op, n.target, args, kwargs, name=want)
     rebuilt = fx.GraphModule(gm, new)
     return rebuilt, inputs, outputs
 
@@ -179,6 +179,7 @@ def graph_code(graph: JointGraph, part: str, partition: Partition | None, title:
     names = real_names(graph)
     saved: set[str] = set()
     strategy = None
+    gm: fx.GraphModule | None
     if part == "joint":
         gm, to_joint = graph.gm, {}
         what = "joint forward+backward graph (as the partitioner receives it)"

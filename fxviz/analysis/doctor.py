@@ -10,7 +10,7 @@ per-parameter table.  Rendering lives in ``fxviz.render.doctor_view``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, TypeGuard
 
 import pandas as pd
 import torch
@@ -32,10 +32,12 @@ from .gradient_paths import (
 )
 from .gradients import gradient_outputs
 from .partition import Partition
+from .pieces import PieceFacts, PieceRun, modules_of, piece_facts
 
 __all__ = ["Finding", "Diagnosis", "diagnose", "KINDS", "SEVERITIES", "TABLE_COLUMNS"]
 
-KINDS = ("captured_as_constant", "no_path", "unused", "gradient_dropped", "duplicate_data", "frozen")
+KINDS = ("captured_as_constant", "no_path", "unused", "gradient_dropped", "outside_graphs", "eager_frame",
+         "reused_graph", "duplicate_data", "frozen")
 SEVERITIES = ("error", "warning", "info")
 TABLE_COLUMNS = ["parameter", "requires_grad", "gets_gradient", "gradient_node", "in_graph", "reason"]
 
@@ -58,7 +60,8 @@ _CAUSE_WORDS = {
     "zero_derivative": ("goes through an op whose derivative is zero everywhere",
                         "use a straight-through estimator (x + (round(x) - x).detach()) if the rounding is intended"),
     "overwrite": ("is overwritten in place before the loss reads it",
-                  "write into a new tensor (torch.where, out = x.clone()) instead of overwriting the parameter's result"),
+                  "write into a new tensor (torch.where, out = x.clone()) instead of overwriting the parameter's "
+                  "result"),
     "shape_only": ("is used only for its shape", "use the value itself if it should influence the loss"),
     "ignored_output": ("reaches an output that the loss ignores",
                        "include that output in the loss (or pass loss_fn=...), or drop the unused module"),
@@ -141,18 +144,15 @@ def _gradient_nodes(graph: JointGraph) -> list[tuple[str | None, str | None, str
 
 
 def _collect(cap: Capture) -> dict[str, _Param]:
-    model = cap.model
     params: dict[str, _Param] = {}
-    if model is None:
-        return params
-    for name, p in model.named_parameters():
+    for name, p in cap.named_parameters():  # a log's parameters when there is no model
         params[name] = _Param(name, p)
     for g in cap.graphs:
         for n, info in g.info.items():
             if info.qualname in params and info.role in ("parameter", "constant"):
-                p = params[info.qualname]
-                p.nodes.setdefault(g.index, []).append(n)
-                p.role = "constant" if info.role == "constant" or p.role == "constant" else "parameter"
+                entry = params[info.qualname]
+                entry.nodes.setdefault(g.index, []).append(n)
+                entry.role = "constant" if info.role == "constant" or entry.role == "constant" else "parameter"
         dep = tangent_dependent(g) if g.has_backward else set()
         for qual, node, role in _gradient_nodes(g):
             if qual in params and role == "parameter" and node is not None:
@@ -280,12 +280,12 @@ def _no_gradient_finding(p: _Param, cap: Capture, eager: dict[str, EagerPath] | 
                        "remove the parameter (or its module), freeze it (requires_grad_(False)), or use it "
                        "in forward", cause="unused")
     if ep is not None and ep.cuts:
-        c = ep.cuts[0]
-        g, node = _map_eager_cut(cap, p, c.module, c.source)
-        msg = _cut_message(p.name, c.cause, node, None, c.module, c.source, c.source_code, zero)
+        ec = ep.cuts[0]
+        cut_graph, node = _map_eager_cut(cap, p, ec.module, ec.source)
+        msg = _cut_message(p.name, ec.cause, node, None, ec.module, ec.source, ec.source_code, zero)
         return Finding("no_path", "error", p.name, (node,) if node else (), msg,
-                       _CAUSE_WORDS.get(c.cause, _CAUSE_WORDS["other"])[1], cause=c.cause, graph=g,
-                       module=c.module, source=c.source)
+                       _CAUSE_WORDS.get(ec.cause, _CAUSE_WORDS["other"])[1], cause=ec.cause, graph=cut_graph,
+                       module=ec.module, source=ec.source)
     if ep is not None and ep.used and not ep.reaches_loss:
         msg = _cut_message(p.name, "ignored_output", None, None, ep.last_module, ep.last_source,
                            ep.last_source_code, zero)
@@ -417,7 +417,7 @@ def _lost_by_partitioner(graph: JointGraph, part: Partition) -> list[Finding]:
 
 
 # --- constants that hold the same data ------------------------------------------------------------
-def _real(t: Any) -> bool:
+def _real(t: Any) -> TypeGuard[torch.Tensor]:
     return isinstance(t, torch.Tensor) and not _torch.is_fake(t) and t.device.type != "meta"
 
 
@@ -469,6 +469,18 @@ def _view_words(graph: JointGraph, node: str) -> str:
     return _VIEW_WORDS.get(op, f"a {op} view of it") + ", same storage"
 
 
+def _holders(cap: Capture, items: list[tuple[int, str, torch.Tensor]], names: list[str]) -> str:
+    """``2 constant nodes (...)`` / ``2 graph inputs (...)``: a placeholder is an input (in a
+    graph-broken model, often a tensor one graph hands the next), never a constant."""
+    ops = {cap.graphs[g].info[n].op for g, n, _ in items}
+    noun = ("constant node" if ops == {"get_attr"} else "graph input" if ops == {"placeholder"}
+            else "constant node or graph input")
+    if len(items) == 1:
+        return f"{noun} {names[0]}"
+    between = "; passed between graphs" if "placeholder" in ops and len({g for g, _, _ in items}) > 1 else ""
+    return f"{len(items)} {noun}s ({', '.join(names)}{between})"
+
+
 def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding]:
     model = cap.model
     param_of = {}
@@ -498,9 +510,9 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
                 qual = g.info[n.name].qualname
                 labels[n.name] = f"{qual} ({n.name})" if qual and qual != n.name and n.op == "placeholder" else n.name
     views: dict[int, list[tuple[int, str, int]]] = {}
-    for g, saved, const, nbytes in _saved_views(cap, parts):
-        if (g, const) in storage_of:
-            views.setdefault(storage_of[(g, const)], []).append((g, saved, nbytes))
+    for gi, saved_node, const, nbytes in _saved_views(cap, parts):
+        if (gi, const) in storage_of:
+            views.setdefault(storage_of[(gi, const)], []).append((gi, saved_node, nbytes))
     findings = []
     many = len(cap.graphs) > 1
     for key, items in held.items():
@@ -512,7 +524,7 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
             continue
         nb = max(_nbytes(t) for _, _, t in items)
         counted = nb * len(items) + sum(b for _, _, b in saved)
-        what = f"{len(items)} constant nodes ({', '.join(names)})" if len(items) > 1 else f"constant {names[0]}"
+        what = _holders(cap, items, names)
         if saved:
             shown = ", ".join((f"{n} (graph {g}, " if many else f"{n} (") + _view_words(cap.graphs[g], n) + ")"
                               for g, n, _ in saved)
@@ -530,7 +542,7 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
     for i, k in enumerate(keys):
         if k in param_of:
             continue
-        g, node, t = held[k][0]
+        gi, node, t = held[k][0]
         others: list[tuple[str, torch.Tensor, bool]] = [(n, p, True) for n, p in params
                                                          if p.untyped_storage().data_ptr() != k]
         others += [(held[k2][0][1], held[k2][0][2], False) for k2 in keys[i + 1:] if k2 not in param_of]
@@ -541,11 +553,12 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
             what = f"parameter {other}" if is_param else f"constant {labels.get(other, other)}"
             findings.append(Finding(
                 "duplicate_data", "warning", other if is_param else None, (node,) if is_param else (node, other),
-                f"{labels.get(node, node)} holds the same data as {what} ({how}) in a separate copy: {format_bytes(_nbytes(t))} "
+                f"{labels.get(node, node)} holds the same data as {what} ({how}) in a separate copy: "
+                f"{format_bytes(_nbytes(t))} "
                 "duplicated" + (", and the copy neither follows the parameter's updates nor gives it a gradient"
                                if is_param else "") + ".",
                 "compute it from the parameter inside forward (e.g. self.fc.weight.t()) instead of keeping a copy",
-                cause=how, graph=g, bytes=_nbytes(t)))
+                cause=how, graph=gi, bytes=_nbytes(t)))
             break
     return findings
 
@@ -558,17 +571,32 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
     dropped gradients), or None."""
     parts = list(parts) if parts is not None else [None] * len(cap.graphs)
     params = _collect(cap)
+    facts = piece_facts(cap)
+    many = len(cap.graphs) > 1
     findings: list[Finding] = []
     rows = []
     missing = [p for p in params.values() if p.tensor.requires_grad and p.role != "constant" and not p.grads]
     try:
-        eager = eager_paths(cap, [p.name for p in missing if _needs_eager(p, cap)]) if missing else {}
+        # eager autograd is the judge of "gets a gradient" wherever the graphs cannot tell alone:
+        # after graph breaks a graph's cut may sit on one path of several, and a parameter may be
+        # used only in code that ran outside every graph or in a graph reused for another module
+        probe = [p.name for p in missing if many or not p.nodes or _needs_eager(p, cap)]
+        eager = eager_paths(cap, probe) if probe else {}
     except Exception:  # the probe is an aid: a model it cannot run is still diagnosed from its graphs
         eager = {}
     dropped = _dropped(cap, parts, params)
     computed = {f.parameter for f in dropped}
+    outside: list[str] = []
     for p in params.values():
         reason = "gets a gradient"
+        gets = bool(p.grads)
+        grad_node = ", ".join(n for _, n in (p.grads or p.zero_grads)) or None
+        in_graph = _in_graph(p, cap)
+        ep = eager.get(p.name)
+        eager_grad = ep is not None and ep.gets_gradient and not p.zero_grads
+        # a later run of a graph dynamo reused returns this parameter's gradient (torch's runtime)
+        run = facts.run_of_parameter(p.name)
+        reused_from = _template(params, facts, run, p.name)
         if not p.tensor.requires_grad:
             f = Finding("frozen", "info", p.name, tuple(n for ns in p.nodes.values() for n in ns),
                         f"{p.name} is frozen (requires_grad=False): no gradient is expected.",
@@ -580,14 +608,33 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
             f = _constant_finding(p, cap, p.name in computed)
             findings.append(f)
             reason = "captured as a constant (closure)"
+        elif not p.grads and not p.zero_grads and (reused_from is not None or (eager_grad and (many or not p.nodes))):
+            gets = True
+            if run is not None and reused_from is not None:
+                template = reused_from
+                reason = (f"gets a gradient from graph {run.graph} (run {run.run + 1}, the graph compiled for "
+                          f"{', '.join(facts.runs_of(run.graph)[0].modules) or 'another module'})")
+                grad_node = f"{template} (graph {run.graph}, run {run.run + 1})"
+                in_graph = f"graph {run.graph}, run {run.run + 1}: parameter"
+            elif run is not None or p.nodes:
+                # in a graph that returns no gradient for it, yet eager autograd gives one: its path to
+                # the loss leaves the graph and runs through code outside every graph
+                reason = ("gets a gradient from eager autograd through code outside the captured graphs "
+                          "(its graph returns none for it)")
+            else:
+                reason = "gets a gradient from eager code that ran outside every captured graph"
+                in_graph = "in no graph (ran as eager Python)"
+                outside.append(p.name)
         elif not p.grads:
             f = _no_gradient_finding(p, cap, eager)
             findings.append(f)
             reason = _reason(f)
-        grad_node = ", ".join(n for _, n in (p.grads or p.zero_grads)) or None
         rows.append({"parameter": p.name, "requires_grad": bool(p.tensor.requires_grad),
-                     "gets_gradient": bool(p.grads), "gradient_node": grad_node,
-                     "in_graph": _in_graph(p, cap), "reason": reason})
+                     "gets_gradient": gets, "gradient_node": grad_node,
+                     "in_graph": in_graph, "reason": reason})
+    findings += _outside_findings(outside, eager, facts)
+    findings += _frame_findings(facts)
+    findings += _reuse_findings(facts, cap)
     findings += dropped
     findings += _duplicates(cap, parts)
     order = {s: i for i, s in enumerate(SEVERITIES)}
@@ -597,6 +644,71 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
     strategy = next((p.name for p in parts if p is not None), "default")
     return Diagnosis(findings=findings, table=table, strategy=strategy, graphs=len(cap.graphs), title=cap.title,
                      params_mode=cap.params)
+
+
+# --- graph breaks: code outside the graphs, graphs run for several modules -------------------------
+def _template(params: dict[str, _Param], facts: PieceFacts, run: PieceRun | None, name: str) -> str | None:
+    """The gradient node of graph ``run.graph`` that returns ``name``'s gradient in that run: the
+    gradient of the parameter its first run received at the same input position."""
+    owner = facts.counterpart.get(name)
+    if run is None or owner is None or owner not in params:
+        return None
+    nodes = [n for g, n in params[owner].grads if g == run.graph]
+    return nodes[0] if nodes else None
+
+
+def _outside_findings(names: list[str], eager: dict[str, EagerPath], facts: PieceFacts) -> list[Finding]:
+    """One finding per module whose parameters get their gradient from code outside every graph."""
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(modules_of([n])[0], []).append(n)
+    findings = []
+    frames = (" (in " + ", ".join(facts.eager_frames) + ", a frame dynamo ran as plain Python)"
+              if facts.eager_frames else "")
+    for module, members in groups.items():
+        ep = eager.get(members[0])
+        first = ep.first_use if ep is not None else None
+        where = ""
+        if first is not None and first[1]:
+            where = f", called at {first[1]}" + (f": {first[2]}" if first[2] else "")
+        shown = ", ".join(members[:4]) + (" ..." if len(members) > 4 else "")
+        findings.append(Finding(
+            "outside_graphs", "warning", None, (),
+            f"{module} ran outside every captured graph{where}{frames}. Its parameters ({shown}) get their "
+            "gradient from eager autograd, but no graph fxviz shows contains its ops: the drawings, the "
+            "graph rows of the memory table and the per-piece saved bytes leave it out (only the eager row "
+            "counts what it saves).",
+            "nothing to fix for correctness; for graphs that cover it, remove the graph break that makes dynamo "
+            "skip the frame (a graph break inside a for/while loop skips the whole frame)",
+            cause="outside", module=module))
+    return findings
+
+
+def _frame_findings(facts: PieceFacts) -> list[Finding]:
+    return [Finding(
+        "eager_frame", "info", None, (),
+        f"dynamo skipped the frame {frame} and ran it as plain eager Python (torch: 'graph break in a "
+        "for/while loop ... Skipping the frame and falling back to eager'): the functions it calls are "
+        "compiled on their own, each into its own graphs, and what it computes itself is in no graph.",
+        "move the graph break out of the loop (or the loop into a function of its own) for one graph per "
+        "iteration", cause="skipped_frame") for frame in facts.eager_frames]
+
+
+def _reuse_findings(facts: PieceFacts, cap: Capture) -> list[Finding]:
+    findings = []
+    for g, runs in facts.reused.items():
+        mods = ["; ".join(r.modules) or "(no parameters)" for r in runs]
+        first = mods[0]
+        others = ", ".join(mods[1:])
+        findings.append(Finding(
+            "reused_graph", "info", None, (),
+            f"graph {g} was compiled once, for {first}, and ran {len(runs)} times: also for {others}, each run "
+            f"with that module's own parameters. Their gradients come from the same backward graph, run again; "
+            f"fxviz draws and measures one run of graph {g}, so this step holds its saved values "
+            f"{len(runs)} times.",
+            "nothing to fix: dynamo reuses a graph for every call its guards accept", cause="reused",
+            graph=g, module=first))
+    return findings
 
 
 def _reason(f: Finding) -> str:

@@ -13,11 +13,19 @@ sequences, so ops that exist on only one side do not shift the rest).  What cann
 listed as unmapped.  Eager and compiled graphs legitimately differ: on CPU, eager dropout draws a
 float mask (``bernoulli_``, ``div_``, ``mul``) where the traced graph's ``native_dropout`` keeps a
 bool mask; in-place ops (``relu_``) are matched to their functional twin (``relu``).
+
+Under ``torch.utils.checkpoint`` the hooks see only part of what eager keeps: inside a region
+checkpoint's own hooks win, and a selective-checkpoint policy keeps the values it saves in its own
+cache.  So after the forward every storage a forward op produced is probed (``StorageWeakRef``):
+one still alive that no hook saw, and that is not an output, a parameter or an input, is held by
+checkpoint and counted.  One real backward then measures what checkpoint recomputes: the engine
+runs derivative formulas with grad mode off, checkpoint re-runs a region's forward with it on.
 """
 
 from __future__ import annotations
 
 import difflib
+import gc
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +36,8 @@ from .._torch import pytree
 from .. import _torch
 from .._state import preserved
 from ..capture import Capture, JointGraph
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
+
 from .measured import EagerMeasurement, SavedTensor
 from .partition import Partition
 from .strategies import Strategy
@@ -46,7 +56,7 @@ _SAME_OP = {
 def _op_name(func: Any) -> str:
     """``aten.relu_.default`` -> ``relu`` (in-place ops match their functional twin)."""
     packet = getattr(func, "overloadpacket", None)
-    name = getattr(packet, "__name__", None) or getattr(func, "__name__", str(func))
+    name = getattr(packet, "__name__", "") or getattr(func, "__name__", str(func))
     name = name[:-1] if name.endswith("_") and not name.endswith("__") else name
     return _SAME_OP.get(name, name)
 
@@ -102,8 +112,31 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
     saves = 0
 
     masks: set[int] = set()  # storages of CPU dropout's float masks
+    # every storage a forward op produced: (probe, event index, shape, dtype, numel bytes)
+    probes: dict[int, tuple[_torch.StorageProbe, int, tuple[int, ...], str, int]] = {}
+    recompute = {"ops": 0, "flops": 0, "bytes": 0}
 
-    def on_op(func: Any, args: Any, out: Any) -> None:
+    def on_op(func: Any, args: Any, out: Any, kwargs: Any) -> None:
+        first = len(events)
+        _record(func, args, out)
+        for i, t in enumerate(pytree.tree_leaves(out)):
+            if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                key = _torch.storage_key(t)
+                old = probes.get(key)
+                if old is None or not old[0].alive():
+                    event = producer.get(_sig(t), first + i)
+                    probes[key] = (_torch.StorageProbe(t), event, tuple(t.shape), _dtype(t), t.numel() * t.element_size())
+
+    def on_backward_op(func: Any, args: Any, out: Any, kwargs: Any) -> None:
+        # the engine runs backward formulas with grad mode off; torch.utils.checkpoint re-runs a
+        # region's forward under enable_grad: a grad-enabled op in the backward is a recomputation
+        if not torch.is_grad_enabled() or _op_name(func) in _BOOKKEEPING:
+            return
+        recompute["ops"] += 1
+        recompute["flops"] += _op_flops(func, args, kwargs)
+        recompute["bytes"] += _op_traffic(func, args, out)
+
+    def _record(func: Any, args: Any, out: Any) -> None:
         name = _op_name(func)
         if name == "bernoulli" and isinstance(out, torch.Tensor):
             masks.add(_torch.storage_key(out))  # eager CPU dropout: empty_like().bernoulli_(1-p)
@@ -157,24 +190,40 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
                 owners[_torch.storage_key(state[qual])] = "parameter"
                 if id(b) in placeholder_of:
                     leaf_names[_torch.storage_key(state[qual])] = placeholder_of[id(b)]
-        inputs = []
-        for x in cap.example_inputs:
-            if isinstance(x, torch.Tensor):
-                c = _clone(x, x.requires_grad or (closure and (x.is_floating_point() or x.is_complex())))
-                if c.requires_grad:  # a non-leaf, so a model that writes into its input in place can
-                    c = c.clone()    # (as it can under AOTAutograd, which functionalizes the write)
-                owners[_torch.storage_key(c)] = "input"
-                if id(x) in placeholder_of:
-                    leaf_names[_torch.storage_key(c)] = placeholder_of[id(x)]
-                inputs.append(c)
-            else:
-                inputs.append(x)
-        with torch.autograd.graph.saved_tensors_hooks(pack, unpack), _torch.OpRecorder(on_op):
+        def input_copy(x: Any) -> Any:
+            if not isinstance(x, torch.Tensor):
+                return x
+            c = _clone(x, x.requires_grad or (closure and (x.is_floating_point() or x.is_complex())))
+            if c.requires_grad:  # a non-leaf, so a model that writes into its input in place can
+                c = c.clone()    # (as it can under AOTAutograd, which functionalizes the write)
+            owners[_torch.storage_key(c)] = "input"
+            if id(x) in placeholder_of:
+                leaf_names[_torch.storage_key(c)] = placeholder_of[id(x)]
+            return c
+
+        # every tensor leaf is an input, also inside list, tuple or dict arguments (issue 14)
+        inputs = [pytree.tree_map(input_copy, x) for x in cap.example_inputs]
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack), _torch.OpRecorder(on_op, with_kwargs=True):
             if model is not None:
                 out = torch.func.functional_call(model, state, tuple(inputs))
             else:
+                assert cap.fn is not None  # a capture without a model was made from its function
                 out = cap.fn(*inputs)
+            assert cap.reduce is not None
             loss = cap.reduce(out)
+        # what else eager holds for the backward: torch.utils.checkpoint keeps its regions'
+        # inputs and a selective-checkpoint policy's saved outputs in its own cache, which
+        # saved_tensors_hooks never see (inside a region its own hooks win); any storage a
+        # forward op made that is still alive now is held by autograd or by checkpoint
+        gc.collect()
+        outputs = {_torch.storage_key(t) for t in pytree.tree_leaves((out, loss)) if isinstance(t, torch.Tensor)}
+        hooked = {sig[0] for sig in packed}
+        held = [(key, probe) for key, probe in probes.items()
+                if probe[0].alive() and key not in hooked and key not in outputs and key not in owners]
+        if loss.requires_grad:
+            seed = torch.ones_like(loss)  # made here: backward() would make it under grad mode
+            with _torch.OpRecorder(on_backward_op, with_kwargs=True):
+                loss.backward(seed)
         del loss, out
 
     mapping: dict[int, str | None] = {}
@@ -220,8 +269,52 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
         else:
             m.activation_bytes += nbytes
     packed.clear()
+    for key, (probe, event, shape, dtype, numel_bytes) in held:
+        joint_name = mapping.get(event) if event < len(events) else None
+        op = events[event][0] if event < len(events) else "?"
+        m.saved.append(SavedTensor(op=op, shape=shape, dtype=dtype, owner="activation", storage_bytes=probe.nbytes,
+                                   numel_bytes=numel_bytes, joint=joint_name, held_by="checkpoint"))
+        m.estimate_bytes += numel_bytes
+        if key in seen_storage:
+            continue
+        seen_storage.add(key)
+        m.storages += 1
+        m.activation_bytes += probe.nbytes
+        m.checkpoint_bytes += probe.nbytes
+        m.checkpoint_storages += 1
+    m.recomputed_ops, m.recompute_flops, m.recompute_bytes = recompute["ops"], recompute["flops"], recompute["bytes"]
     m.notes = _notes(m, closure, len(cap.graphs))
     return m
+
+
+# ops torch.utils.checkpoint itself runs around a recomputation (detaching the saved inputs)
+_BOOKKEEPING = {"detach", "alias"}
+
+
+def _meta_like(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
+    return x
+
+
+def _op_flops(func: Any, args: Any, kwargs: Any) -> int:
+    """FLOPs of one op as ``torch.utils.flop_counter`` counts them, on meta copies (nothing runs)."""
+    if getattr(func, "overloadpacket", None) not in flop_registry:
+        return 0
+    margs, mkwargs = pytree.tree_map(_meta_like, (args, kwargs))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        func(*margs, **mkwargs)
+    return int(counter.get_total_flops())
+
+
+def _op_traffic(func: Any, args: Any, out: Any) -> int:
+    """Bytes an op reads and writes (0 for a view), as the graph rows count ``recompute_bytes``."""
+    schema = getattr(func, "_schema", None)
+    if schema is not None and any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
+        return 0
+    tensors = [t for t in pytree.tree_leaves((args, out)) if isinstance(t, torch.Tensor)]
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _count_ops(events: list[tuple[Any, ...]]) -> int:
@@ -230,7 +323,13 @@ def _count_ops(events: list[tuple[Any, ...]]) -> int:
 
 
 def _notes(m: EagerMeasurement, closure: bool, pieces: int) -> list[str]:
-    notes = ["eager: measured on real tensors with saved_tensors_hooks (no graphs, so no peaks or recompute)."]
+    notes = ["eager: measured on real tensors with saved_tensors_hooks and one real backward (no graphs, so no "
+             "peaks); its recompute columns are the forward ops torch.utils.checkpoint ran again in that backward."]
+    if m.checkpoint_bytes:
+        notes.append(f"eager under torch.utils.checkpoint: {m.checkpoint_bytes} bytes in {m.checkpoint_storages} "
+                     "storage(s) are held by checkpoint itself (region inputs, a selective-checkpoint policy's "
+                     "cache), which saved_tensors_hooks do not see; found as forward storages still alive after "
+                     "the forward, and counted in saved_activation_bytes.")
     if m.float_mask_bytes:
         notes.append(f"eager CPU dropout saves float masks ({m.float_mask_bytes} bytes) where the graph's "
                      "native_dropout saves bool masks (a quarter of that): the eager and graph rows "

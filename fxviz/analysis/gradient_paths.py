@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, Iterable
 
 import torch
@@ -237,6 +238,7 @@ class EagerPath:
     last_module: str | None = None  # where its values were last computed (when they are ignored)
     last_source: str | None = None
     last_source_code: str | None = None
+    first_use: tuple[str | None, str | None, str | None] | None = None  # (module, source, code) of its first op
 
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -248,7 +250,7 @@ def _user_frame() -> tuple[str | None, str | None]:
     """('file.py:12', code) of the innermost frame outside torch and fxviz's own machinery."""
     import linecache
 
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         fname = frame.f_code.co_filename
         inside_torch = fname.startswith(_TORCH_DIR)
@@ -282,6 +284,7 @@ class _Probe(TorchFunctionMode):
         self.last: dict[str, tuple[str | None, str | None, str | None]] = {}
         self.tracked_names = frozenset(tracked.values())
         self.param_ids = dict(tracked)
+        self.first: dict[str, tuple[str | None, str | None, str | None]] = {}
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -293,13 +296,16 @@ class _Probe(TorchFunctionMode):
         params = dep & self.tracked_names
         if not params:
             return out
-        self.used |= {self.param_ids[id(t)] for t in ins if id(t) in self.param_ids}
+        direct = {self.param_ids[id(t)] for t in ins if id(t) in self.param_ids}
+        self.used |= direct
         outs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
         carrying = frozenset(p for t in ins if t.requires_grad
                              for p in self.deps.get(id(t), frozenset()) & self.tracked_names)
         name = _func_name(func)
         module = self.modules[-1] if self.modules else None
         source, code = _user_frame()
+        for p in direct:
+            self.first.setdefault(p, (module, source, code))
         for o in outs:
             tag = dep
             if carrying and not o.requires_grad:
@@ -340,6 +346,7 @@ def eager_paths(cap: Capture, names: list[str]) -> dict[str, EagerPath]:
     result = {n: EagerPath(n) for n in names}
     if model is None or not names:
         return result
+    assert cap.fn is not None and cap.reduce is not None  # set whenever the model is
     params = dict(model.named_parameters())
     tracked = {id(params[n]): n for n in names if n in params}
     paths = {id(m): p for p, m in model.named_modules()}
@@ -372,6 +379,7 @@ def eager_paths(cap: Capture, names: list[str]) -> dict[str, EagerPath]:
         path.cuts = [c for k, (c, who) in enumerate(probe.cuts) if n in who and ("cut", k) in loss_dep]
         if n in probe.last:
             path.last_module, path.last_source, path.last_source_code = probe.last[n]
+        path.first_use = probe.first.get(n)
     probe.keep.clear()
     return result
 
@@ -382,7 +390,7 @@ def _reachable_leaves(loss: Any) -> set[int]:
         return set()
     seen: set[Any] = set()
     leaves: set[int] = set()
-    todo = [loss.grad_fn]
+    todo: list[torch.autograd.graph.Node | None] = [loss.grad_fn]
     while todo:
         fn = todo.pop()
         if fn is None or fn in seen:

@@ -32,7 +32,7 @@ def _clones(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, torch.
 
 def eager_gradients(cap: Capture, rng: dict[str, object]) -> dict[str, torch.Tensor | None]:
     """Gradients of the loss w.r.t. every parameter, by plain eager autograd on clones."""
-    assert cap.model is not None
+    assert cap.model is not None and cap.reduce is not None
     params, buffers = _clones(cap.model)
     restore_rng(rng)
     loss = cap.reduce(torch.func.functional_call(cap.model, {**params, **buffers}, cap.example_inputs))
@@ -140,9 +140,11 @@ def traced_gradients(cap: Capture, rng: dict[str, object]) -> tuple[dict[str, to
                 result[qual] = outs[j]
         return result, "the captured joint graph, executed with torch.fx.Interpreter"
     params, buffers = _clones(cap.model)
+    model, reduce = cap.model, cap.reduce
+    assert reduce is not None
 
     def step(*args: Any) -> torch.Tensor:
-        return cap.reduce(torch.func.functional_call(cap.model, {**params, **buffers}, args))
+        return reduce(torch.func.functional_call(model, {**params, **buffers}, args))
 
     restore_rng(rng)
     _torch.run_compiled_backward(step, cap.example_inputs)

@@ -22,6 +22,7 @@ class SavedTensor:
     storage_bytes: int
     numel_bytes: int
     joint: str | None  # the joint-graph node it corresponds to, when matched
+    held_by: str = "autograd"  # autograd (seen by saved_tensors_hooks) | checkpoint (its own cache / inputs)
 
 
 @dataclass
@@ -35,6 +36,11 @@ class EagerMeasurement:
     estimate_bytes: int = 0  # numel*itemsize over the saved tensors, blind to aliasing (torch's way)
     forward_ops: int = 0  # aten ops eager ran in the forward (and the loss)
     float_mask_bytes: int = 0  # CPU dropout's float masks among the saved activations
+    checkpoint_bytes: int = 0  # activation storages held by torch.utils.checkpoint, not seen by the hooks
+    checkpoint_storages: int = 0
+    recomputed_ops: int | None = None  # forward ops eager checkpointing ran again in the backward
+    recompute_flops: int | None = None  # None: not measured
+    recompute_bytes: int | None = None
     notes: list[str] = field(default_factory=list)
 
     @property

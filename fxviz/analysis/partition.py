@@ -51,6 +51,7 @@ class Partition:
     unmapped: list[str] = field(default_factory=list)  # saved values with no joint node (eager)
     recomputed_random: set[str] = field(default_factory=set)  # random ops the backward redraws
     measurement: EagerMeasurement | None = None  # the eager reference: measured, no graphs
+    solution: Any = None  # what an optimizing partitioner reports (optimal: an optimal.Solution)
 
     @property
     def ok(self) -> bool:
@@ -76,12 +77,15 @@ def _call(fn: Callable[..., Any], gm: fx.GraphModule, graph: JointGraph) -> tupl
     kwargs: dict[str, Any] = {"num_fwd_outputs": graph.num_fwd_outputs}
     try:
         accepts = inspect.signature(fn).parameters
-        takes_static = "static_lifetime_input_indices" in accepts or any(
-            p.kind == p.VAR_KEYWORD for p in accepts.values())
+        any_kw = any(p.kind == p.VAR_KEYWORD for p in accepts.values())
+        takes_static = "static_lifetime_input_indices" in accepts or any_kw
+        takes_compiler = "compiler" in accepts or any_kw
     except (TypeError, ValueError):
-        takes_static = True
+        takes_static = takes_compiler = True
     if takes_static:
         kwargs["static_lifetime_input_indices"] = list(graph.static_lifetime_input_indices)
+    if takes_compiler and graph.compiler is not None:
+        kwargs["compiler"] = graph.compiler  # inductor calls min-cut with compiler="inductor"
     result = fn(gm, graph.joint_inputs, **kwargs)
     if not (isinstance(result, tuple) and len(result) == 2 and all(isinstance(g, fx.GraphModule) for g in result)):
         raise StrategyError(f"the partitioner returned {type(result).__name__}, not (forward, backward) GraphModules")
@@ -147,5 +151,8 @@ def partition(graph: JointGraph, strategy: StrategyLike = "default", capture: Ca
         raise
     except Exception as exc:  # a solver needing a missing package, a partitioner bug, ...
         return Partition(strategy=s, forward=None, backward=None, caller=graph.partitioner_caller,
-                         error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
-    return from_graphs(graph, s, fwd, bwd, time.perf_counter() - start)
+                         error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+                         solution=getattr(fn, "solution", None))
+    p = from_graphs(graph, s, fwd, bwd, time.perf_counter() - start)
+    p.solution = getattr(fn, "solution", None)
+    return p

@@ -16,11 +16,12 @@ import torch.fx as fx
 from .. import _torch
 from .._fx import output_values
 
-__all__ = ["recompute_all_partition"]
+__all__ = ["recompute_all_partition", "drop_dead_random"]
 
 
 def recompute_all_partition(joint: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int,
-                            static_lifetime_input_indices: list[int] | None = None) -> tuple[fx.GraphModule, fx.GraphModule]:
+                            static_lifetime_input_indices: list[int] | None = None
+                            ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """A partitioner that saves only graph inputs (and random ops' outputs, which must not be
     redrawn) and recomputes every other forward op the backward needs: the floor of activation
     memory.  Built from torch's own extraction helper, so the graphs are as torch would build them.
@@ -60,10 +61,19 @@ def recompute_all_partition(joint: fx.GraphModule, _joint_inputs: Any, *, num_fw
             else:
                 saved.append(n)
     fwd, bwd = _torch.extract_fwd_bwd_modules(joint, saved, sym, num_fwd_outputs=num_fwd_outputs)
-    # torch's extraction keeps dead random ops (they are impure); in the backward they would only
-    # burn RNG, so drop the ones nothing reads
+    drop_dead_random(bwd)
+    return fwd, bwd
+
+
+def drop_dead_random(bwd: fx.GraphModule) -> None:
+    """torch's extraction keeps dead random ops (they are impure); in the backward they would only
+    burn RNG, so drop the ones nothing reads (fxviz's own partitioners call this), and then what
+    only they read (a dropout's input, recomputed for nothing)."""
+    erased = False
     for n in reversed(list(bwd.graph.nodes)):
         if n.op == "call_function" and _torch.is_random(n) and not n.users:
             bwd.graph.erase_node(n)
+            erased = True
+    if erased:
+        bwd.graph.eliminate_dead_code()
     bwd.recompile()
-    return fwd, bwd

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .. import _torch
 from ..errors import StrategyError
+from ..units import exact_size, format_bytes, parse_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..capture import Capture, JointGraph
@@ -31,9 +32,11 @@ __all__ = [
     "KINDS",
     "SOLVERS",
     "OFFERED",
+    "offered",
     "parse",
     "parse_list",
     "forms_text",
+    "partitioner",
 ]
 
 SOLVERS: tuple[str, ...] = ("dp", "greedy", "ilp")
@@ -48,14 +51,16 @@ class Strategy:
     """One way to partition a joint graph, parsed.  Equal strategies have equal ``name``s.
 
     ``kind``: a key of ``KINDS``.  ``budget``: the fraction of min-cut's saved activation bytes
-    (``budget`` kind).  ``solver``: the knapsack solver.  ``fn``: the user's partitioner
-    (``callable`` kind; compared by identity).
+    (``budget`` and ``optimal`` kinds).  ``budget_bytes``: an absolute byte budget (``optimal``
+    kind, instead of ``budget``).  ``solver``: the knapsack solver.  ``fn``: the user's
+    partitioner (``callable`` kind; compared by identity).
     """
 
     kind: str
     budget: float | None = None
     solver: str | None = None
     fn: PartitionFn | None = field(default=None, repr=False)
+    budget_bytes: int | None = None
 
     @classmethod
     def parse(cls, spec: "StrategyLike") -> "Strategy":
@@ -82,6 +87,8 @@ class Strategy:
         """The canonical name: cache keys, table rows, SVG view keys, the report's data."""
         if self.kind == "budget":
             return f"budget:{self.budget:g}:{self.solver}"
+        if self.kind == "optimal":
+            return f"optimal:{self.budget:g}" if self.budget_bytes is None else f"optimal:{exact_size(self.budget_bytes)}"
         if self.kind == "callable":
             return f"callable:{getattr(self.fn, '__qualname__', repr(self.fn))}"
         return self.kind
@@ -91,6 +98,10 @@ class Strategy:
         """What a person reads: the name and what it means."""
         if self.kind == "budget":
             return f"budget {self.budget:g} ({self.solver} solver)"
+        if self.kind == "optimal":
+            where = (f"{self.budget:g} of min-cut's activations" if self.budget_bytes is None
+                     else f"{format_bytes(self.budget_bytes) or '0 B'} of activations")
+            return f"optimal at {where} (exact MILP)"
         return KINDS[self.kind].label or self.name
 
     @property
@@ -107,7 +118,7 @@ class Strategy:
         return self.name
 
 
-StrategyLike = Union[str, PartitionFn, Strategy]
+StrategyLike = str | PartitionFn | Strategy
 
 
 # --- the registry ----------------------------------------------------------------------------------
@@ -143,6 +154,32 @@ def _budget_args(args: list[str], spec: str) -> Strategy:
     return Strategy("budget", budget=budget, solver=solver)
 
 
+def _optimal_args(args: list[str], spec: str) -> Strategy:
+    forms = "write optimal:B with 0 <= B <= 1 (a fraction of min-cut's activation memory) or a size, " \
+            "e.g. optimal:0.5, optimal:64MiB, optimal:1048576B"
+    if not args or not args[0]:
+        raise StrategyError(f"strategy {spec!r} needs a budget", forms)
+    if len(args) > 1:
+        raise StrategyError(f"too many ':' in strategy {spec!r}", forms)
+    size = parse_size(args[0])
+    if size is not None:
+        return Strategy("optimal", budget_bytes=size)
+    if not _NUMBER.match(args[0]):
+        raise StrategyError(f"budget {args[0]!r} in strategy {spec!r} is neither a fraction nor a size", forms)
+    budget = float(args[0])
+    if not 0.0 <= budget <= 1.0:
+        raise StrategyError(f"budget {budget:g} is outside 0..1 in strategy {spec!r}",
+                            "a fraction of min-cut's activation memory is 0 <= B <= 1; "
+                            "for bytes add a unit: optimal:64MiB")
+    return Strategy("optimal", budget=budget)
+
+
+def _optimal_partitioner(s: Strategy) -> PartitionFn:
+    from .optimal import OptimalPartitioner
+
+    return OptimalPartitioner(budget=s.budget, budget_bytes=s.budget_bytes)
+
+
 def _torch_partitioner(fn: PartitionFn) -> Callable[[Strategy], PartitionFn]:
     return lambda _s: fn
 
@@ -172,10 +209,23 @@ def _user_partitioner(s: Strategy) -> PartitionFn:
 def _measure_eager(_s: Strategy, graph: "JointGraph", capture: "Capture | None") -> "Partition":
     from .eager import eager_partition
 
+    if capture is not None and capture.route == "log":
+        raise StrategyError("the eager strategy runs the model, and a log of a run has no model",
+                            "compare with 'logged' (what the run saved), or trace the model with fxviz.trace")
     if capture is None or capture.fn is None:
         raise StrategyError("the eager strategy needs the model and its inputs",
                             "use Trace.partition('eager') on a trace of a model")
     return eager_partition(capture, graph)
+
+
+def _measure_logged(s: Strategy, graph: "JointGraph", capture: "Capture | None") -> "Partition":
+    from .partition import from_graphs
+
+    if graph.logged is None:
+        raise StrategyError("the 'logged' strategy is what a real run saved, read from its log; this trace was "
+                            "not read from a log", "use fxviz.load_logs(dir).trace() on a TORCH_TRACE log")
+    forward, backward = graph.logged
+    return from_graphs(graph, s, forward, backward)
 
 
 def _unparsable(args: list[str], spec: str) -> Strategy:
@@ -201,6 +251,7 @@ class Kind:
     partitioner: Callable[[Strategy], PartitionFn] | None = None
     measure: Callable[[Strategy, "JointGraph", "Capture | None"], "Partition"] | None = None
     needs_model: bool = False
+    needs_log: bool = False
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
@@ -217,10 +268,17 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "save only graph inputs (and random ops' outputs); recompute every other forward op",
          "recompute_all (save graph inputs only)", "recompute all", _no_args("recompute_all"),
          partitioner=_recompute_all),
+    Kind("optimal", ("optimal:B", "optimal:64MiB"),
+         "the exact optimum (MILP, HiGHS): least recompute FLOPs with saved activations <= B of min-cut's, "
+         "or <= a size",
+         "optimal", "optimal (MILP)", _optimal_args, partitioner=_optimal_partitioner),
     Kind("eager", ("eager",), "what eager autograd saves for the same model and inputs (measured)",
          "eager autograd (measured with saved_tensors_hooks)", "eager autograd", _no_args("eager"),
          measure=_measure_eager,
          needs_model=True),
+    Kind("logged", ("logged",), "what the real run saved: its logged forward and backward graphs",
+         "logged (what the run's partitioner chose)", "logged (the run)", _no_args("logged"),
+         measure=_measure_logged, needs_log=True),
     Kind("callable", ("<callable>",), "your function with a torch partitioner's signature",
          "", "your partitioner", _unparsable, partitioner=_user_partitioner),
 )}
@@ -231,8 +289,17 @@ OFFERED: tuple[Strategy, ...] = (
     Strategy("default"), Strategy("min_cut"), Strategy("budget", budget=0.5, solver="dp"),
     Strategy("recompute_all"), Strategy("eager"),
 )
-"""The strategies fxviz shows by default: the memory table's rows, the report's and the
-explorer's choices."""
+"""The strategies fxviz shows by default for a traced model: the memory table's rows, the
+report's and the explorer's choices.  ``offered`` adapts it to where a trace came from."""
+
+
+def offered(*, has_model: bool = True, from_log: bool = False) -> tuple[Strategy, ...]:
+    """The default strategies for a trace: the one rule.  A trace read from a log shows what the
+    run saved (``logged``) first; a strategy that needs the model (eager) is left out without one."""
+    chosen = [s for s in OFFERED if has_model or not s.needs_model]
+    if from_log:
+        chosen.insert(0, Strategy("logged"))
+    return tuple(chosen)
 
 
 def parse(spec: StrategyLike) -> Strategy:
@@ -252,3 +319,20 @@ def parse_list(specs: str | Sequence[StrategyLike] | None) -> list[Strategy] | N
 def forms_text() -> str:
     """Every form a strategy can be written in, for help texts and errors."""
     return ", ".join(f for k in KINDS.values() for f in k.forms)
+
+
+def partitioner(spec: StrategyLike, time_limit: float | None = None) -> PartitionFn:
+    """A function with a torch partitioner's signature for ``spec``, usable as ``partition_fn``
+    in ``aot_function`` / ``aot_autograd``: ``fxviz.partitioner("optimal:0.5")``.  Strategies that
+    measure a model (``eager``) have none.  ``time_limit``: seconds per MILP solve (``optimal``;
+    default 30)."""
+    s = Strategy.parse(spec)
+    if s.spec.partitioner is None:
+        raise StrategyError(f"strategy {s.name!r} measures a model; it is not a partitioner",
+                            "use default, min_cut, budget:B, recompute_all or optimal:B")
+    fn = s.spec.partitioner(s)
+    if time_limit is not None:
+        if s.kind != "optimal":
+            raise StrategyError(f"time_limit applies to optimal:B, not to {s.name!r}", "drop time_limit")
+        fn.time_limit = float(time_limit)  # type: ignore[attr-defined]
+    return fn

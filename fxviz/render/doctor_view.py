@@ -27,6 +27,9 @@ KIND_TITLES = {
     "no_path": "no differentiable path to the loss",
     "unused": "parameters never used in the forward",
     "gradient_dropped": "gradients computed but not returned",
+    "outside_graphs": "code that ran outside every captured graph",
+    "eager_frame": "frames dynamo ran as plain Python",
+    "reused_graph": "one graph run for several modules",
     "duplicate_data": "the same data held more than once",
     "frozen": "frozen parameters (requires_grad=False)",
 }

@@ -69,6 +69,8 @@ def _badges(it: Item, scene: Scene) -> list[tuple[str, str]]:
         out.append((theme.STATUS["recomputed"].ink, "recomputed"))
     if it.removed:
         out.append((theme.STATUS["removed"].ink, "removed"))
+    if _checkpointed(it):
+        out.append((theme.CHECKPOINT.ink, _checkpoint_text(it)))
     if scene.compare_names is not None:
         a, b = scene.compare_names
         who = {"A-only": f"{a} only", "B-only": f"{b} only", "both": "both"}
@@ -78,6 +80,15 @@ def _badges(it: Item, scene: Scene) -> list[tuple[str, str]]:
         if it.cmp_recomputed:
             out.append((theme.COMPARE[it.cmp_recomputed].ink, f"recomputed: {who[it.cmp_recomputed]}"))
     return out
+
+
+def _checkpointed(it: Item) -> bool:
+    return it.info.checkpoint_policy is not None or it.info.checkpoint_region is not None
+
+
+def _checkpoint_text(it: Item) -> str:
+    region = it.info.checkpoint_region
+    return f"ckpt {region if region is not None else '?'}: {it.info.checkpoint_policy or 'no policy'}"
 
 
 def _label(it: Item, scene: Scene) -> str:
@@ -108,6 +119,8 @@ def _tooltip(it: Item, scene: Scene) -> str:
         lines.append(f"value: {format_tensor(i)} ({format_bytes(i.bytes)})")
     elif i.bytes:
         lines.append(f"value: a tuple of tensors ({format_bytes(i.bytes)})")
+    if i.symbolic_shape:
+        lines.append(f"symbolic size: {i.symbolic_shape} (bytes at the example sizes)")
     lines.append(f"module: {i.module}" if i.module else "module: (none recorded)")
     if i.source:
         lines.append(f"source: {i.source}" + (f"  {i.source_code}" if i.source_code else ""))
@@ -139,6 +152,8 @@ def _node_attrs(it: Item, scene: Scene) -> dict[str, object]:
         if border is None:
             border = theme.STATUS["recomputed"].color
             attrs["penwidth"] = "2"
+    if _checkpointed(it):
+        classes.append("fx-checkpoint")
     if it.removed:
         fill = theme.faded(fill)
         style.append("dashed")
@@ -218,7 +233,8 @@ def _legend_and_caption(scene: Scene) -> str:
              if any(m in (it.cmp_saved, it.cmp_recomputed) for it in scene.items.values())]
     rows = [f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="16"><B>{_e(scene.title)}</B></FONT></TD></TR>'] \
         if scene.title else []  # graphviz rejects an empty <B></B>
-    rows.append(theme.legend_dot(roles, statuses, scene.compare_names, marks))
+    rows.append(theme.legend_dot(roles, statuses, scene.compare_names, marks,
+                                 checkpoint=any(_checkpointed(it) for it in scene.items.values())))
     for line in scene.caption:
         rows.append(f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="11">{_e(line)}</FONT></TD></TR>')
     return '<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="2">' + "".join(rows) + "</TABLE>>"
@@ -266,7 +282,7 @@ def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
                          penwidth="2" if saved else "1", tooltip=_esc_string(_group_tooltip(grp)),
                          **{"class": "fx-group"})
             else:
-                sub.node(u, **_node_attrs(scene.items[u], scene))  # type: ignore[arg-type]
+                sub.node(u, **_node_attrs(scene.items[u], scene))
 
     def emit_tree(parent: graphviz.Digraph, side: str, prefix: tuple[str, ...]) -> None:
         emit_units(parent, tree.get((side, prefix), []))
@@ -336,7 +352,7 @@ def _emit_edges(g: graphviz.Digraph, scene: Scene, unit_of: dict[str, str], side
             attrs["label"] = f"×{len(pairs)}"
             attrs["fontsize"] = "9"
         tip = ", ".join(f"{p.id} → {c.id}" for p, c in pairs[:6]) + (" ..." if len(pairs) > 6 else "")
-        attrs["tooltip"] = _esc_string(tip)  # type: ignore[assignment]
+        attrs["tooltip"] = _esc_string(tip)
         reverse = scene.two_sides and side_of.get(ua) == "backward" and side_of.get(ub) == "backward"
         if reverse:
             attrs["dir"] = "back"

@@ -52,7 +52,7 @@ def run_dot(source: str, fmt: str, timeout: float, nodes: int | None = None, ext
         raise RenderError(f"could not run graphviz's 'dot': {exc}", INSTALL_HINT) from exc
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise RenderError(f"graphviz's 'dot' failed: {err[0] if err else 'exit code %d' % proc.returncode}",
+        raise RenderError(f"graphviz's 'dot' failed: {err[0] if err else f'exit code {proc.returncode}'}",
                           "this is a bug in fxviz's DOT output; please report it with drawing.source")
     return proc.stdout
 

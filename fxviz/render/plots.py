@@ -42,8 +42,10 @@ def _DisplayFigure(**kwargs: Any) -> Any:
 def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
                 title: str | None = None) -> Any:
     """Saved activation memory (x, bytes) against the recompute cost (y): one point per distinct
-    partition, labelled with its budget(s); the Pareto front drawn as a line.  Returns the
-    ``Figure``."""
+    partition, labelled with its budget(s); the Pareto front drawn as a line.  A sweep with
+    ``optimal`` rows draws the exact optimal frontier instead, and every torch strategy's point
+    against it (one marker per knapsack solver; ``default`` and ``min_cut`` named; partitions that
+    redraw random values crossed out).  Returns the ``Figure``."""
     from matplotlib.ticker import FuncFormatter
 
     if cost not in ("recompute_flops", "recompute_bytes"):
@@ -58,18 +60,24 @@ def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
     y_unit, y_scale = byte_unit(ok[cost].max()) if cost == "recompute_bytes" else ("", 1)
     x = ok["saved_activation_bytes"].astype(float) / x_scale
     y = ok[cost].astype(float) / y_scale
-    on_front = ok["pareto"].fillna(False).astype(bool) if "pareto" in ok else pd.Series(True, index=ok.index)
-    if (~on_front).any():
-        ax.scatter(x[~on_front], y[~on_front], s=36, color=EDGE_COLOR, alpha=0.6, label="dominated", zorder=2)
-    ax.scatter(x[on_front], y[on_front], s=48, color=ROLE_COLORS["forward"], edgecolor="#000000",
-               linewidth=0.8, label="Pareto-optimal", zorder=3)
-    order = x[on_front].sort_values().index
-    ax.plot(x[order], y[order], color=STATUS["saved"].color, linewidth=1.5, drawstyle="steps-post", zorder=1,
-            label="front")
-    for i, r in ok.iterrows():
-        budgets = r["budgets"] if isinstance(r["budgets"], list) else [r["budget"]]
-        text = f"{budgets[0]:g}" if len(budgets) == 1 else f"{min(budgets):g}–{max(budgets):g}"
-        ax.annotate(text, (x[i], y[i]), fontsize=8, xytext=(4, 4), textcoords="offset points")
+    with_optimal = "kind" in ok and bool((ok["kind"] == "optimal").any())
+    if with_optimal:
+        _frontier_points(ax, ok, x, y)
+    else:
+        on_front = ok["pareto"].fillna(False).astype(bool) if "pareto" in ok else pd.Series(True, index=ok.index)
+        if (~on_front).any():
+            ax.scatter(x[~on_front], y[~on_front], s=36, color=EDGE_COLOR, alpha=0.6, label="dominated", zorder=2)
+        ax.scatter(x[on_front], y[on_front], s=48, color=ROLE_COLORS["forward"], edgecolor="#000000",
+                   linewidth=0.8, label="Pareto-optimal", zorder=3)
+        order = x[on_front].sort_values().index
+        ax.plot(x[order], y[order], color=STATUS["saved"].color, linewidth=1.5, drawstyle="steps-post", zorder=1,
+                label="front")
+        for i, r in ok.iterrows():
+            budgets = r["budgets"] if isinstance(r["budgets"], list) else [r["budget"]]
+            text = f"{budgets[0]:g}" if len(budgets) == 1 else f"{min(budgets):g}–{max(budgets):g}"
+            # pandas-stubs type iterrows() labels as Hashable, which Series indexing does not accept
+            ax.annotate(text, (x[i], y[i]), fontsize=8, xytext=(4, 4),  # type: ignore[index]
+                        textcoords="offset points")
     ax.set_xlabel(f"saved activation memory ({x_unit}, storage-aware)")
     if cost == "recompute_flops":
         ax.set_ylabel("recompute FLOPs")
@@ -77,10 +85,52 @@ def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
     else:
         ax.set_ylabel(f"recompute bytes read + written ({y_unit})")
     solver = df.attrs.get("solver", "")
-    ax.set_title(title or f"memory budget sweep ({solver} solver): labels are budgets", fontsize=10)
+    default_title = (f"torch's strategies against the optimal frontier ({solver} knapsack)" if with_optimal
+                     else f"memory budget sweep ({solver} solver): labels are budgets")
+    ax.set_title(title or default_title, fontsize=10)
     ax.grid(True, color="#DDDDDD", linewidth=0.6)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=7 if with_optimal else 8, loc="upper right")
     return fig
+
+
+_SOLVER_MARKERS = {"dp": "o", "greedy": "s", "ilp": "^"}
+
+
+def _frontier_points(ax: Any, ok: pd.DataFrame, x: pd.Series, y: pd.Series) -> None:
+    """The optimal frontier as a step line (the optimum at budget b holds until the next
+    breakpoint), torch's points on top."""
+    opt = ok["kind"] == "optimal"
+    bound = opt & (ok["status"] == "bound") if "status" in ok else opt & False
+    order = x[opt].sort_values().index
+    xs, ys = list(x[order]), list(y[order])
+    if xs:
+        right = float(x.max()) * 1.04
+        ax.plot(xs + [right], ys + [ys[-1]], color="#000000", linewidth=1.6, drawstyle="steps-post", zorder=1,
+                label="optimal frontier (MILP)")
+        ax.scatter(x[opt & ~bound], y[opt & ~bound], s=14, marker="D", color="#000000", zorder=4)
+    if bound.any():
+        ax.scatter(x[bound], y[bound], s=40, marker="D", facecolor="none", edgecolor="#000000", zorder=4,
+                   label="bound (time limit: not proven optimal)")
+    redraw = ok["recomputed_random_ops"].fillna(0).astype(int) > 0
+    palette = [ROLE_COLORS["forward"], ROLE_COLORS["gradient"], STATUS["recomputed"].color]
+    budget_rows = (ok["kind"] == "budget") & ~redraw
+    for k, sv in enumerate(sorted(ok.loc[ok["kind"] == "budget", "solver"].dropna().unique())):
+        these = budget_rows & (ok["solver"] == sv)
+        ax.scatter(x[these], y[these], s=70, marker=_SOLVER_MARKERS.get(sv, "o"), color=palette[k % len(palette)],
+                   edgecolor="#000000", linewidth=0.6, alpha=0.9, zorder=3, label=f"torch budget ({sv})")
+    if ((ok["kind"] == "budget") & redraw).any():
+        bad = (ok["kind"] == "budget") & redraw
+        ax.scatter(x[bad], y[bad], s=40, marker="x", color=STATUS["removed"].color, zorder=3,
+                   label="torch budget, redraws dropout (not comparable)")
+    for kind, marker in (("default", "*"), ("min_cut", "P")):
+        rows = ok["kind"] == kind
+        if rows.any():
+            ax.scatter(x[rows], y[rows], s=110, marker=marker, color=STATUS["saved"].color, edgecolor="#000000",
+                       linewidth=0.6, zorder=5, label=f"torch {kind}")
+    for i, r in ok[ok["kind"] == "budget"].iterrows():
+        budgets = r["budgets"] if isinstance(r["budgets"], list) else [r["budget"]]
+        text = f"{budgets[0]:g}" if len(budgets) == 1 else f"{min(budgets):g}–{max(budgets):g}"
+        ax.annotate(text, (x.loc[i], y.loc[i]), fontsize=7, xytext=(4, 3), textcoords="offset points", color="#555555")
 
 
 class MemorySweep(pd.DataFrame):
@@ -91,5 +141,6 @@ class MemorySweep(pd.DataFrame):
         return MemorySweep
 
     def pareto_plot(self, cost: str = "recompute_flops", ax: Any = None, title: str | None = None) -> Any:
-        """Saved activation memory against ``cost`` (``recompute_flops`` or ``recompute_bytes``)."""
+        """Saved activation memory against ``cost`` (``recompute_flops`` or ``recompute_bytes``);
+        with ``optimal`` rows, the exact frontier and torch's points against it."""
         return pareto_plot(self, cost=cost, ax=ax, title=title)

@@ -143,7 +143,7 @@ def _edges(nodes: Sequence[fx.Node], ids: dict[str, str]) -> list[tuple[str, str
 
 
 def _users(nodes: Sequence[fx.Node], ids: dict[str, str]) -> dict[str, list[str]]:
-    return {ids[n.name]: [ids[u.name] if u.name in ids else "output" for u in n.users] for n in nodes
+    return {ids[n.name]: [ids.get(u.name, "output") for u in n.users] for n in nodes
             if n.name in ids}
 
 
@@ -212,7 +212,7 @@ def partition_scene(graph: JointGraph, partition: Partition, side: str, title: s
     for n in nodes:
         joint = mapping.get(n.name)
         info = graph.info.get(joint) if joint is not None else None
-        if info is None:
+        if joint is None or info is None:
             joint, info = n.name, _fallback_info(n, side)
         recomputed = (side == "backward" and n.op == "call_function" and info.phase == "forward")
         ident = joint + RECOMPUTED_SUFFIX if recomputed and joint in in_forward else joint

@@ -21,7 +21,7 @@ __all__ = ["MemoryTable", "best_rows", "style_memory_table",
 # columns where a smaller number is plainly better (the ones whose best value is marked)
 LOWER_IS_BETTER: tuple[str, ...] = (
     "saved_activation_bytes", "recomputed_ops", "recompute_flops", "recompute_bytes",
-    "forward_peak_bytes", "backward_peak_bytes",
+    "forward_peak_bytes", "backward_peak_bytes", "gap_to_optimal_flops", "gap_to_optimal_bytes",
 )
 BEST_FILL = faded(ROLE_COLORS["gradient"])  # mint, at 25%: the same palette as every view
 ERROR_COLOR = STATUS["removed"].color
@@ -128,7 +128,7 @@ class MemoryTable(pd.DataFrame):
         """The pandas ``Styler`` the notebook shows."""
         return style_memory_table(self)
 
-    def _repr_html_(self) -> str:  # type: ignore[override]
+    def _repr_html_(self) -> str:
         return style_memory_table(self).to_html()
 
     def to_text(self, width: int = 100) -> str:

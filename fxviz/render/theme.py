@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..roles import ROLES
 
@@ -35,6 +35,7 @@ __all__ = [
     "css_variables",
     "legend_html",
     "legend_dot",
+    "CHECKPOINT",
     "faded",
 ]
 
@@ -109,6 +110,11 @@ STATUS: dict[str, Mark] = {
     "removed": Mark("removed", "#999999", "faded fill, dashed border, badge 'removed'",
                     "dead code: in neither the forward nor the backward graph", text="#666666"),
 }
+
+CHECKPOINT = Mark("checkpoint", "#EE7733", "badge 'ckpt R: policy'",
+                  "traced inside torch.utils.checkpoint region R; the policy (must_save, prefer_recompute...) "
+                  "tells the partitioner whether to save or recompute it", text="#A84A10")
+"""The mark of an op traced inside a ``torch.utils.checkpoint`` region (drawn whatever the strategy)."""
 
 COMPARE: dict[str, Mark] = {
     "A-only": Mark("A-only", "#BB5566", "border and edges in this color, badge 'A only'",
@@ -186,7 +192,7 @@ def faded(color: str) -> str:
     return color[:7] + FADE_ALPHA
 
 
-def as_dict() -> dict[str, dict[str, dict[str, str]]]:
+def as_dict() -> dict[str, dict[str, Any]]:
     """The palette as plain data (for the HTML report, the widget and JSON)."""
     return {
         "roles": {r: {"color": ROLE_COLORS[r], "label": ROLE_LABELS[r], "description": ROLE_DESCRIPTIONS[r]}
@@ -239,7 +245,7 @@ def legend_html(roles: Iterable[str] = ROLES) -> str:
 
 
 def legend_dot(roles: Iterable[str], statuses: Iterable[str] = (), compare: tuple[str, str] | None = None,
-               compare_marks: Iterable[str] = ()) -> str:
+               compare_marks: Iterable[str] = (), checkpoint: bool = False) -> str:
     """The legend as graphviz HTML-like table rows (to sit inside a ``<TABLE>``): one colored
     swatch per role present, then the overlays present, each naming its non-color cue.
 
@@ -269,6 +275,9 @@ def legend_dot(roles: Iterable[str], statuses: Iterable[str] = (), compare: tupl
         names = {"A-only": f"only A ({a})", "B-only": f"only B ({b})", "both": "both A and B"}
         for k in compare_marks:
             marks.append(swatch(COMPARE[k].color, names[k] + ": border and edges", bold=True, ink=COMPARE[k].ink))
+    if checkpoint:
+        marks.append(swatch(CHECKPOINT.color, "checkpointed: badge 'ckpt region: policy'", bold=True,
+                            ink=CHECKPOINT.ink))
     if marks:
         rows.append(row("marks", marks))
     return "".join(rows)

@@ -74,7 +74,8 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
         scene = sc.partition_scene(graph, partition, view)
         what = f"{view} graph of strategy {partition.name}"
     n_nodes = len(scene.items)
-    scene.title = f"{name}: {what} ({n_nodes} nodes)"
+    capture = f"backend={graph.backend!r}" + (", dynamic shapes" if graph.dynamic else "")
+    scene.title = f"{name}: {what} ({n_nodes} nodes; {capture})"
 
     if isinstance(highlight, str):
         highlight = [highlight]

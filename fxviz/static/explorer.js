@@ -509,9 +509,12 @@ function nodeFacts(node, name, state, linkList) {
   row("role", h("span", { class: `fxviz-swatch fxviz-role-${node.role}` }), node.role_label, muted(` (${node.phase} phase)`));
   row("op", h("code", { text: node.op }), node.target && node.target !== node.op ? muted(`  ${node.target}`) : null);
   if (node.shape) row("shape", h("code", { class: "fxviz-shape", text: `[${node.shape.join(", ")}]` }));
+  if (node.symbolic_shape) row("symbolic size", h("code", { text: node.symbolic_shape }), muted("  (bytes at the example sizes)"));
   if (node.dtype) row("dtype", h("code", { text: node.dtype }));
   if (node.bytes !== null && node.bytes !== undefined) row("bytes", `${node.bytes_text} (${node.bytes.toLocaleString("en-US")} B)`);
   if (node.qualname) row("real name", h("code", { text: node.qualname }));
+  if (node.checkpoint_policy || node.checkpoint_region !== null && node.checkpoint_region !== undefined)
+    row("checkpoint", h("code", { text: node.checkpoint_policy || "no policy" }), muted(`  region ${node.checkpoint_region ?? "?"}`));
   row("module", node.module ? h("code", { text: node.module }) : muted("none recorded"));
   if (node.source) row("source", h("code", { text: node.source }), node.code ? h("div", { class: "fxviz-code", text: node.code }) : null);
   if (state.view === "compare" && state.compare) {

@@ -13,7 +13,8 @@ __all__ = ["explore"]
 
 def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: Callable | None = None,
             capture_route: str = "auto", **options: Any) -> "Explorer":
-    """The notebook explorer of a model (traced with ``inputs``) or of a ``Trace``: controls for
+    """The notebook explorer of a model (traced with ``inputs``), of a ``Trace``, or of a logged
+    ``Run`` (then with a rank and a graph selector; ``rank=``, ``compile_id=`` choose the first): controls for
     view, strategy, compare-with, memory budget, grouping, search and parameter capture mode
     around a zoomable graph, node details, the memory table, the doctor's findings and the
     legend.  See :func:`fxviz.widgets.explorer.explore` for the options."""

@@ -30,6 +30,8 @@ from ..payloads import (
     doctor_data,
     legend_data,
     node_data,
+    overview_data,
+    piece_options,
     render_view,
     status_data,
     table_data,
@@ -45,7 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the note
     raise InputError("the explorer needs ipywidgets and anywidget",
                      "pip install 'fxviz[notebook]' (or: pip install ipywidgets anywidget)") from exc
 
-__all__ = ["Explorer", "GraphPane", "SwitchTiming", "explore", "STRATEGY_CHOICES"]
+__all__ = ["Explorer", "RunExplorer", "GraphPane", "SwitchTiming", "explore", "STRATEGY_CHOICES"]
 
 # the strategies fxviz offers (one registry: fxviz/analysis/strategies.py), by kind: the budget
 # kind's number and solver come from the slider and the solver control
@@ -112,8 +114,10 @@ class Explorer(widgets.VBox):
                              "call fxviz.explore(model, x) or fxviz.explore(fxviz.trace(model, x))")
         if view not in VIEWS:
             raise InputError(f"unknown view {view!r}", f"use one of {', '.join(VIEWS)}")
-        strategy, budget, solver = _choice(strategy, budget, solver)
-        compare, _, _ = _choice(compare, budget, solver)
+        # the strategies this trace offers (a log's: what the run saved first, no eager)
+        self._choices = ([(x.spec.short, x.kind) for x in tr.offered] if tr is not None else list(STRATEGY_CHOICES))
+        strategy, budget, solver = _choice(strategy, budget, solver, self._choices)
+        compare, _, _ = _choice(compare, budget, solver, self._choices)
         self._model = model
         self._inputs = tuple(inputs)
         self._trace_kwargs = dict(trace_kwargs or {})
@@ -144,9 +148,9 @@ class Explorer(widgets.VBox):
         # ToggleButtons put their description above the buttons: a Label beside them instead
         self.view_control = widgets.ToggleButtons(options=list(VIEWS), value=view,
                                                   style={**style, "button_width": "92px"}, layout=wide())
-        self.strategy_control = widgets.Dropdown(options=STRATEGY_CHOICES, value=strategy, description="strategy",
+        self.strategy_control = widgets.Dropdown(options=self._choices, value=strategy, description="strategy",
                                                  style=style, layout=wide())
-        self.compare_control = widgets.Dropdown(options=STRATEGY_CHOICES, value=compare, description="compare with",
+        self.compare_control = widgets.Dropdown(options=self._choices, value=compare, description="compare with",
                                                 style=style, layout=wide())
         self.budget_control = widgets.FloatSlider(value=budget, min=0.0, max=1.0, step=0.05, description="budget",
                                                   continuous_update=False, readout_format=".2f", style=style,
@@ -187,7 +191,7 @@ class Explorer(widgets.VBox):
     def trace(self) -> Trace:
         """The Trace (graph piece) currently shown."""
         base = self._traces[self.params_control.value]
-        return base.pieces[min(self.piece_control.value, len(base.pieces) - 1)]
+        return base.pieces[max(0, min(self.piece_control.value, len(base.pieces) - 1))]  # -1: overview
 
     @property
     def strategy(self) -> str:
@@ -214,7 +218,7 @@ class Explorer(widgets.VBox):
         return Strategy.parse(choice).name
 
     def _table_strategies(self) -> list[str]:
-        return [self._key(c) for _, c in STRATEGY_CHOICES]
+        return [self._key(c) for _, c in self._choices]
 
     # --- reacting to the controls ----------------------------------------------------------------
     def _on_control(self, _change: dict[str, Any]) -> None:
@@ -248,13 +252,16 @@ class Explorer(widgets.VBox):
                 self.solver_control.value = s.solver
             self.strategy_control.value = "budget"
             self._refresh()
-        elif s.kind in dict((v, k) for k, v in STRATEGY_CHOICES):
+        elif s.kind in dict((v, k) for k, v in self._choices):
             self.strategy_control.value = s.kind
 
     def _sync_trace_controls(self) -> None:
         base = self._traces[self.params_control.value]
         pieces = base.pieces
-        self.piece_control.options = [(f"graph {i + 1} of {len(pieces)}", i) for i in range(len(pieces))]
+        shown = self.piece_control.value
+        options = piece_options(base)
+        self.piece_control.options = options  # resets the value to the first choice (the overview)
+        self.piece_control.value = shown if shown in [v for _, v in options] else 0
         self.piece_control.layout.display = "" if len(pieces) > 1 else "none"
         depth = _max_depth(self.trace)
         self.depth_control.max = max(depth, 1)
@@ -271,6 +278,9 @@ class Explorer(widgets.VBox):
     def _refresh(self) -> None:
         """Show the view the controls describe: from the caches when seen before."""
         self._visibility()
+        if self.piece_control.value == -1:
+            self._show_overview()
+            return
         tr = self.trace
         vk = self.view_key
         trace_id = (self.params_control.value, self.piece_control.value)
@@ -315,6 +325,25 @@ class Explorer(widgets.VBox):
         self._shown = key
         self.timings.append(SwitchTiming(vk.text(), time.perf_counter() - t0, cached))
 
+    def _show_overview(self) -> None:
+        """The whole-model overview of a graph-broken model (the piece selector's first choice)."""
+        base = self._traces[self.params_control.value]
+        key = (self.params_control.value, "overview")
+        if key not in self._tables:
+            self.pane.busy = "drawing the whole-model overview (first time only)…"
+            try:
+                self._tables[key] = overview_data(base, self._table_strategies())
+            finally:
+                self.pane.busy = ""
+        data = self._tables[key]
+        with self.pane.hold_sync():
+            self.pane.error = ""
+            self.pane.svg = data["svg"]
+            self.pane.view_key = "overview"
+            self.pane.caption = data["caption"]
+            self.pane.table = data["table"]
+        self._shown = key
+
     def _show_error(self, message: str, vk: ViewKey) -> None:
         with self.pane.hold_sync():
             self.pane.busy = ""
@@ -347,7 +376,7 @@ class Explorer(widgets.VBox):
         """The current graph, the memory table and the legend as script-free HTML."""
         key = self._shown
         r = self._svgs.get(key) if key is not None else None
-        if r is None:
+        if key is None or r is None:
             return "<p>fxviz explorer: run the notebook to see the graph</p>"
         table = self._tables.get(key[:2] + tuple(self._table_strategies()))
         return static_html(r.svg, table, r.partition.name, r.caption,
@@ -361,13 +390,63 @@ class Explorer(widgets.VBox):
         return bundle
 
 
-def _choice(strategy: StrategyLike, budget: float, solver: str) -> tuple[str, float, str]:
+class RunExplorer(widgets.VBox):
+    """The explorer of a logged run: a rank and a graph (compile id) selector above the explorer
+    of the chosen graph (graphs with a backward only; each explorer is built once and kept)."""
+
+    def __init__(self, run: Any, rank: int = 0, compile_id: str | None = None, **options: Any) -> None:
+        rows = run.graphs
+        rows = rows[rows["joint"] & rows["backward"]]
+        self.run = run
+        self._graphs = [(int(r["rank"]), str(r["compile_id"]), int(r["piece"])) for _, r in rows.iterrows()]
+        self._options = {"strategy": "logged", "compare": "min_cut", **options}
+        self._explorers: dict[tuple[int, str, int], Explorer] = {}
+        start = run.trace(rank=rank, compile_id=compile_id)
+        first = next((g for g in self._graphs if run.trace(*g) is start), self._graphs[0])
+        style = {"description_width": "initial"}
+        ranks = sorted({g[0] for g in self._graphs})
+        self.rank_control = widgets.Dropdown(options=[(f"rank {r}", r) for r in ranks], value=first[0],
+                                             description="rank", style=style)
+        self.graph_control = widgets.Dropdown(options=self._graph_options(first[0]), value=first,
+                                              description="graph", style=style)
+        self.rank_control.observe(self._on_rank, names="value")
+        self.graph_control.observe(self._on_graph, names="value")
+        self.selectors = widgets.HBox([self.rank_control, self.graph_control])
+        super().__init__([self.selectors, self._explorer(first)])
+
+    def _graph_options(self, rank: int) -> list[tuple[str, tuple[int, str, int]]]:
+        return [(f"{g[1]}" + (f" piece {g[2]}" if g[2] else ""), g) for g in self._graphs if g[0] == rank]
+
+    def _explorer(self, key: tuple[int, str, int]) -> "Explorer":
+        if key not in self._explorers:
+            self._explorers[key] = Explorer(self.run.trace(*key), **self._options)
+        return self._explorers[key]
+
+    @property
+    def explorer(self) -> "Explorer":
+        """The explorer of the graph shown now."""
+        return self._explorer(self.graph_control.value)
+
+    def _on_rank(self, change: dict[str, Any]) -> None:
+        rank = change["new"]
+        options = self._graph_options(rank)
+        same = next((v for _, v in options if v[1] == self.graph_control.value[1]), options[0][1])
+        self.graph_control.options = options
+        self.graph_control.value = same
+        self._on_graph({"new": same})
+
+    def _on_graph(self, change: dict[str, Any]) -> None:
+        self.children = (self.selectors, self._explorer(change["new"]))
+
+
+def _choice(strategy: StrategyLike, budget: float, solver: str,
+            choices: Sequence[tuple[str, str]] = tuple(STRATEGY_CHOICES)) -> tuple[str, float, str]:
     """The explorer's controls for a strategy: ``"budget:0.3:greedy"`` -> ``("budget", 0.3, "greedy")``;
     ``"budget"`` alone keeps the slider's budget and solver."""
     if isinstance(strategy, str) and strategy.strip().lower() == "budget":
         return "budget", budget, solver
     s = Strategy.parse(strategy)
-    offered = [v for _, v in STRATEGY_CHOICES]
+    offered = [v for _, v in choices]
     if s.kind not in offered:
         raise InputError(f"the explorer offers the strategies {', '.join(offered)}, not {s.name!r}",
                          "draw other strategies with tr.draw(strategy=...)")
@@ -385,6 +464,8 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
     ``solver``, ``group`` (module, none) and ``depth``.  Given a model, the explorer can also
     switch between parameters lifted and captured as constants.
     """
+    if hasattr(model_or_trace, "trace") and hasattr(model_or_trace, "compare_ranks"):  # a Run read from a log
+        return RunExplorer(model_or_trace, **options)
     if isinstance(model_or_trace, Trace):
         if inputs:
             raise InputError("fxviz.explore(trace) takes no example inputs: the trace has them",

@@ -1,0 +1,376 @@
+"""Rebuild an ``fx.GraphModule`` from the ``print_readable`` text a log holds.
+
+torch logs each graph as the Python ``GraphModule.print_readable(include_stride=True,
+include_device=True, expanded_def=True)`` prints: one line per node, annotated with its value
+(``f32[16, 8][8, 1]cpu``, ``Sym(s77)``), placeholders and outputs with their AOT descriptors
+(``# PlainAOTInput(idx=0)``), and ``# File: path:line in fn, code: ...`` comments before each
+group of nodes from one source line.
+
+The text is parsed with ``ast`` and never executed: an op is found by walking attribute names
+under ``torch.ops`` (or ``operator`` for ``x[0]`` and arithmetic on sizes), a descriptor by a small
+evaluator that only calls the descriptor classes with literal arguments.  Every node gets a fake
+value: the op run on its inputs' fake values (so views share their base's storage, as in a
+traced graph), or, when that fails or disagrees with the annotation, a fake tensor made from the
+annotation itself (shape, stride, dtype, device; symbolic sizes stay symbolic).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from .. import _torch
+from ..errors import LogError
+
+__all__ = ["ParsedGraph", "parse_graph", "parse_annotation", "parse_def_names"]
+
+_ANNOT = re.compile(r"^([a-z0-9]+)\[(.*?)\]\[(.*?)\]([a-z]+(?::\d+)?)$")
+_FILE = re.compile(r"^#\s*File:\s*(.+?):(\d+) in (\S+), code: (.*)$")
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+           ast.Mod: operator.mod, ast.Div: operator.truediv, ast.Pow: operator.pow}
+_CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+           ast.Gt: operator.gt, ast.GtE: operator.ge}
+_TORCH_NAMES = frozenset({
+    "float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "complex64",
+    "complex128", "float8_e4m3fn", "float8_e5m2", "contiguous_format", "channels_last", "channels_last_3d",
+    "preserve_format", "strided", "sparse_coo", "sym_float", "sym_int", "sym_max", "sym_min", "sym_not", "sym_sum",
+})
+_SIZE_FUNCTIONS = frozenset({"getitem", "add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "neg", "eq", "ne",
+                             "lt", "le", "gt", "ge", "and_", "or_", "floor", "ceil", "trunc", "sqrt"})
+_NAMES: dict[str, Any] = {"inf": math.inf, "nan": math.nan, "None": None, "True": True, "False": False}
+
+
+@dataclass
+class ParsedGraph:
+    """A graph rebuilt from a log, with what its text said beyond the nodes."""
+
+    gm: fx.GraphModule
+    annotations: dict[str, str] = field(default_factory=dict)  # node name -> the logged annotation
+    mismatches: list[str] = field(default_factory=list)  # nodes whose fake value came from the annotation
+    ops: int = 0
+
+
+def parse_annotation(text: str, builder: _torch.LogGraphBuilder) -> Any:
+    """``f32[16, 8][8, 1]cpu`` -> a fake tensor; ``Sym(s77)`` -> a SymInt; else None."""
+    text = text.strip()
+    if text.startswith("Sym(") and text.endswith(")"):
+        try:
+            return builder.symint(text[4:-1])
+        except Exception:
+            return None
+    m = _ANNOT.match(text)
+    if m is None:
+        return None
+    dtype = builder.dtype(m.group(1))
+    if dtype is None:
+        return None
+    sizes = [s for s in m.group(2).split(",") if s.strip()]
+    strides = [s for s in m.group(3).split(",") if s.strip()]
+    try:
+        return builder.tensor(sizes, strides, dtype, m.group(4))
+    except Exception:
+        return None
+
+
+def parse_def_names(code: str) -> list[str]:
+    """The placeholder names of a graph's ``def forward(self, a: "...", b: "..."):`` line(s)."""
+    tree = _parse(code)
+    fn = _forward(tree)
+    return [a.arg for a in fn.args.args[1:]]
+
+
+def _parse(code: str) -> ast.Module:
+    try:
+        return ast.parse(code)
+    except SyntaxError as exc:
+        raise LogError(f"a logged graph's code does not parse (line {exc.lineno}): the log is truncated or corrupt",
+                       "re-run with TORCH_TRACE and let the process finish writing") from exc
+
+
+def _forward(tree: ast.Module) -> ast.FunctionDef:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "forward":
+            return node
+    raise LogError("a logged graph has no forward method: not a print_readable graph",
+                   "fxviz reads TORCH_TRACE logs of torch >= 2.9")
+
+
+def _comment(line: str) -> str | None:
+    """The trailing ``# ...`` of a code line (outside string literals)."""
+    in_str: str | None = None
+    for i, ch in enumerate(line):
+        if in_str:
+            if ch == in_str:
+                in_str = None
+        elif ch in "\"'":
+            in_str = ch
+        elif ch == "#":
+            return line[i + 1:].strip()
+    return None
+
+
+def _descriptor(text: str | None) -> Any:
+    """``PlainAOTInput(idx=0)`` -> the descriptor object; literals only, nothing executed."""
+    if not text or text == "None":
+        return None
+    try:
+        expr = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+
+    def build(e: ast.AST) -> Any:
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
+            cls = _torch.DESCRIPTOR_CLASSES.get(e.func.id)
+            if cls is None:
+                raise ValueError(e.func.id)
+            return cls(*[build(a) for a in e.args], **{k.arg: build(k.value) for k in e.keywords if k.arg})
+        return ast.literal_eval(e)
+
+    try:
+        return build(expr)
+    except Exception:
+        return None
+
+
+def _stack_trace(m: re.Match[str]) -> str:
+    """The ``# File:`` comment in the format torch records (``File "x.py", line 3, in f``)."""
+    return f'  File "{m.group(1)}", line {m.group(2)}, in {m.group(3)}\n    {m.group(4)}\n'
+
+
+class _Builder:
+    def __init__(self, lines: list[str], builder: _torch.LogGraphBuilder) -> None:
+        self.lines = lines
+        self.b = builder
+        self.graph = fx.Graph()
+        self.env: dict[str, fx.Node] = {}
+        self.attrs: dict[str, torch.Tensor] = {}
+        self.parsed = ParsedGraph(gm=None)  # type: ignore[arg-type]
+        self.trace: str | None = None
+        self.comment_upto = 0
+
+    # comments between statements: track the current ``# File:`` block
+    def advance(self, lineno: int) -> None:
+        for i in range(self.comment_upto, min(lineno - 1, len(self.lines))):
+            text = self.lines[i].strip()
+            if text.startswith("# File:"):
+                m = _FILE.match(text)
+                self.trace = _stack_trace(m) if m else None
+            elif text.startswith("# No stacktrace"):
+                self.trace = None
+        self.comment_upto = max(self.comment_upto, lineno - 1)
+
+    def line(self, lineno: int) -> str:
+        return self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
+
+    def placeholder(self, name: str, annotation: str | None, lineno: int) -> None:
+        node = self.graph.placeholder(name)
+        self.env[name] = node
+        if annotation:
+            self.parsed.annotations[name] = annotation
+            _torch.LogGraphBuilder.set_val(node, parse_annotation(annotation, self.b))
+        desc = _descriptor(_comment(self.line(lineno)))
+        if desc is not None:
+            _torch.LogGraphBuilder.set_desc(node, desc)
+
+    def value(self, e: ast.AST) -> Any:
+        if isinstance(e, ast.Name):
+            if e.id in self.env:
+                return self.env[e.id]
+            if e.id in _NAMES:
+                return _NAMES[e.id]
+            raise LogError(f"a logged graph uses {e.id!r} before defining it", "the log is corrupt")
+        if isinstance(e, ast.Constant):
+            return e.value
+        if isinstance(e, (ast.List, ast.Tuple)):
+            items = [self.value(x) for x in e.elts]
+            return items if isinstance(e, ast.List) else tuple(items)
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            v = self.value(e.operand)
+            if isinstance(v, fx.Node):
+                return self.call(operator.neg, (v,), {}, None)
+            return -v
+        if isinstance(e, ast.Attribute):
+            return self.dotted(e)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "device":
+            kw = {k.arg: self.value(k.value) for k in e.keywords}
+            index = kw.get("index")
+            return torch.device(str(kw.get("type", "cpu")), int(index)) if index is not None else \
+                torch.device(str(kw.get("type", "cpu")))
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "slice":
+            return slice(*[self.value(a) for a in e.args])
+        raise LogError(f"fxviz cannot read this argument in a logged graph: {ast.unparse(e)[:80]}",
+                       "report it to fxviz with the log line")
+
+    def dotted(self, e: ast.AST) -> Any:
+        parts: list[str] = []
+        while isinstance(e, ast.Attribute):
+            parts.append(e.attr)
+            e = e.value
+        if not isinstance(e, ast.Name):
+            raise LogError("a logged graph calls something fxviz cannot name", "the log is corrupt")
+        parts.append(e.id)
+        parts.reverse()
+        roots = {"torch": torch, "operator": operator, "math": math}
+        allowed = (parts[0] == "torch" and len(parts) > 1 and (parts[1] == "ops" or parts[1] in _TORCH_NAMES)) or (
+            len(parts) == 2 and parts[0] in ("operator", "math") and parts[1] in _SIZE_FUNCTIONS)
+        if any(p.startswith("__") for p in parts):
+            allowed = False  # dunders: never (aten's own names have at most one leading underscore)
+        if not allowed:  # a log is data: nothing else it names is ever looked up, let alone called
+            raise LogError(f"a logged graph calls {'.'.join(parts)}, which fxviz does not resolve",
+                           "only torch.ops.* and size arithmetic are rebuilt")
+        obj: Any = roots[parts[0]]
+        for p in parts[1:]:
+            try:
+                obj = getattr(obj, p)
+            except (AttributeError, RuntimeError) as exc:
+                raise LogError(f"this torch has no {'.'.join(parts)} (the log was written by another torch build "
+                               "or uses a custom op that is not loaded)",
+                               "import the library that defines the op before reading the log") from exc
+        if parts[1:2] == ["ops"] and callable(obj) and not isinstance(
+                obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator)):
+            raise LogError(f"{'.'.join(parts)} in a logged graph is not a torch operator", "the log is corrupt")
+        return obj
+
+    def call(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str | None,
+             annotation: str | None = None) -> fx.Node:
+        # torch's own names: the forward, backward and joint graphs agree on them
+        node = self.graph.create_node("call_function", target, args, kwargs, name=name)
+        if name:
+            self.env[name] = node
+        if self.trace:
+            _torch.LogGraphBuilder.set_stack_trace(node, self.trace)
+        self.parsed.ops += 1
+        expected = parse_annotation(annotation, self.b) if annotation else None
+        val = None
+        try:
+            fa = fx.node.map_arg(args, lambda n: _torch.meta_val(n))
+            fk = fx.node.map_arg(kwargs, lambda n: _torch.meta_val(n))
+            val = self.b.run_op(target, fa, fk)
+        except Exception:
+            val = None
+        if expected is not None and not _agrees(val, expected):
+            if val is not None:
+                self.parsed.mismatches.append(node.name)
+            val = expected
+        if annotation:
+            self.parsed.annotations[node.name] = annotation
+        _torch.LogGraphBuilder.set_val(node, val)
+        return node
+
+    def statement(self, st: ast.stmt) -> None:
+        self.advance(st.lineno)
+        if isinstance(st, ast.AnnAssign) and st.value is None and isinstance(st.target, ast.Name):
+            ann = st.annotation.value if isinstance(st.annotation, ast.Constant) else None
+            self.placeholder(st.target.id, ann if isinstance(ann, str) else None, st.lineno)
+            return
+        if isinstance(st, ast.Assign) and isinstance(st.value, ast.Constant) and st.value.value is None:
+            return  # ``a = b = None``: freeing, not a node
+        if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Tuple):
+            return  # ``primals_1, ... = fx_pytree.tree_flatten_spec(...)``
+        if isinstance(st, ast.Return):
+            self.output(st)
+            return
+        if isinstance(st, (ast.AnnAssign, ast.Assign)):
+            target = st.target if isinstance(st, ast.AnnAssign) else st.targets[0]
+            ann = (st.annotation.value if isinstance(st, ast.AnnAssign) and isinstance(st.annotation, ast.Constant)
+                   else None)
+            assert isinstance(target, ast.Name)
+            self.assign(target.id, st.value, ann)  # type: ignore[arg-type]
+            return
+        if isinstance(st, ast.Expr):
+            return  # docstrings
+        raise LogError(f"fxviz cannot read this line of a logged graph: {ast.unparse(st)[:80]}",
+                       "report it to fxviz with the log line")
+
+    def assign(self, name: str, e: ast.expr, ann: str | None) -> None:
+        if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+            node = self.graph.create_node("get_attr", e.attr, name=name)
+            self.env[name] = node
+            fake = parse_annotation(ann, self.b) if ann else None
+            if isinstance(fake, torch.Tensor):
+                self.attrs[e.attr] = torch.empty_strided(tuple(_torch_int(s) for s in fake.shape),
+                                                         tuple(_torch_int(s) for s in fake.stride()),
+                                                         dtype=fake.dtype, device="meta")
+            _torch.LogGraphBuilder.set_val(node, fake)
+            return
+        if isinstance(e, ast.Call):
+            target = self.dotted(e.func)
+            args = tuple(self.value(a) for a in e.args)
+            kwargs = {k.arg: self.value(k.value) for k in e.keywords if k.arg}
+            self.call(target, args, kwargs, name, ann)
+            return
+        if isinstance(e, ast.Subscript):
+            self.call(operator.getitem, (self.value(e.value), self.value(e.slice)), {}, name, ann)
+            return
+        if isinstance(e, ast.BinOp) and type(e.op) in _BINOPS:
+            self.call(_BINOPS[type(e.op)], (self.value(e.left), self.value(e.right)), {}, name, ann)
+            return
+        if isinstance(e, ast.Compare) and len(e.ops) == 1 and type(e.ops[0]) in _CMPOPS:
+            self.call(_CMPOPS[type(e.ops[0])], (self.value(e.left), self.value(e.comparators[0])), {}, name, ann)
+            return
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            self.call(operator.neg, (self.value(e.operand),), {}, name, ann)
+            return
+        if isinstance(e, ast.Name) and e.id in self.env:  # dynamo graphs: ``l_x_ = L_x_``
+            self.env[name] = self.env[e.id]
+            return
+        raise LogError(f"fxviz cannot read this node of a logged graph: {name} = {ast.unparse(e)[:80]}",
+                       "report it to fxviz with the log line")
+
+    def output(self, st: ast.Return) -> None:
+        e = st.value
+        # joint: ``return pytree.tree_unflatten([...], self._out_spec)``; fw/bw: ``return (...)``
+        if isinstance(e, ast.Call) and e.args:
+            e = e.args[0]
+        elts = list(e.elts) if isinstance(e, (ast.List, ast.Tuple)) else [e] if e is not None else []
+        values = [self.value(x) for x in elts]
+        descs = [_descriptor(_comment(self.line(x.lineno))) for x in elts]
+        node = self.graph.output(tuple(values) if isinstance(e, ast.Tuple) else values)
+        if any(d is not None for d in descs):
+            _torch.LogGraphBuilder.set_desc(node, descs)
+
+
+def _torch_int(s: Any) -> int:
+    try:
+        return int(s)
+    except Exception:
+        return 1
+
+
+def _agrees(val: Any, expected: Any) -> bool:
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(val, torch.Tensor):
+            return False
+        return (val.dtype == expected.dtype and str(list(val.shape)) == str(list(expected.shape))
+                and (val.numel() <= 1 or str(list(val.stride())) == str(list(expected.stride()))))
+    return val is not None
+
+
+def parse_graph(code: str, builder: _torch.LogGraphBuilder) -> ParsedGraph:
+    """The ``GraphModule`` a logged ``print_readable`` text describes (see the module docstring)."""
+    tree = _parse(code)
+    fn = _forward(tree)
+    lines = code.splitlines()
+    b = _Builder(lines, builder)
+    args = fn.args.args[1:]
+    expanded = [a.arg for a in args] in (["primals", "tangents"], ["primals"], ["args"])
+    if not expanded:  # fw/bw/dynamo graphs: the placeholders are the def's arguments
+        for a in args:
+            ann = a.annotation.value if isinstance(a.annotation, ast.Constant) else None
+            b.placeholder(a.arg, ann if isinstance(ann, str) else None, a.lineno)
+    for st in fn.body:
+        b.statement(st)
+    if not any(n.op == "output" for n in b.graph.nodes):
+        raise LogError("a logged graph has no return: the log is truncated", "re-run and let the process finish")
+    root = torch.nn.Module()
+    for k, v in b.attrs.items():
+        root.register_buffer(k, v)
+    b.parsed.gm = fx.GraphModule(root, b.graph)
+    return b.parsed

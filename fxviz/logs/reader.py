@@ -1,0 +1,149 @@
+"""Stream the records of a structured trace log (``TORCH_TRACE=dir``), one at a time.
+
+A log is a sequence of records.  Each starts with a glog-style line whose tail is a JSON
+envelope (``{"aot_joint_graph": {}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0,
+"has_payload": "<md5>"}``); a record with a payload continues with tab-indented lines.  The
+writer is torch's structured-trace handler (read it in torch's ``_logging/_internal.py``).
+
+The reader holds one line at a time: payloads are handed to the caller line by line (or kept,
+for the kinds it asks for), and each record carries the byte offset of its payload so a later
+pass can seek straight to it.  A 1 GB log therefore never needs 1 GB of memory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import IO, Any, Callable, Iterator
+
+__all__ = ["Record", "ReadStats", "read_records", "read_payload", "ENVELOPE_KEYS"]
+
+# glog prefix: level letter, MMDD hh:mm:ss.micro, thread/process id, file:line] -- optional [rankN]:
+_HEADER = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]]*\] (\{.*\})\s*$")
+
+ENVELOPE_KEYS = frozenset({
+    "frame_id", "frame_compile_id", "attempt", "has_payload", "rank", "compiled_autograd_id", "stack",
+    "payload_filename",
+})
+"""Envelope fields that are not the record's kind."""
+
+
+@dataclass
+class Record:
+    """One record: its kind (``aot_joint_graph``, ``artifact``...), the kind's metadata, the
+    envelope, and where its payload starts in the file (``payload_offset``, -1 when none)."""
+
+    kind: str
+    metadata: Any
+    envelope: dict[str, Any]
+    payload_offset: int = -1
+    payload: str | None = None  # kept only for the kinds the caller asked for
+    tally: dict[str, Any] = field(default_factory=dict)  # what ``on_payload_line`` counted
+
+    @property
+    def compile_key(self) -> tuple[int | None, int | None, int, int | None]:
+        """(frame_id, frame_compile_id, attempt, compiled_autograd_id) of the compile it belongs to."""
+        e = self.envelope
+        return (e.get("frame_id"), e.get("frame_compile_id"), int(e.get("attempt") or 0),
+                e.get("compiled_autograd_id"))
+
+    @property
+    def artifact_name(self) -> str | None:
+        return self.metadata.get("name") if self.kind == "artifact" and isinstance(self.metadata, dict) else None
+
+
+@dataclass
+class ReadStats:
+    """What the reader met besides well-formed records."""
+
+    records: int = 0
+    corrupt_lines: int = 0  # neither a record header nor a payload line, or a header with bad JSON
+    truncated: bool = False  # the file ends in the middle of a line or of a record's payload
+    kinds: dict[str, int] = field(default_factory=dict)
+    bytes: int = 0
+
+
+def _kind(envelope: dict[str, Any]) -> tuple[str, Any]:
+    for k, v in envelope.items():
+        if k not in ENVELOPE_KEYS:
+            return k, v
+    return "unknown", None
+
+
+def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] = lambda r: False,
+                 on_payload_line: Callable[[Record, str], None] | None = None) -> Iterator[Record]:
+    """Yield every record of a binary file object, in order.
+
+    ``keep(record)`` says whether to collect the record's payload into ``record.payload``
+    (only then is it held in memory); ``on_payload_line(record, line)`` sees every payload line
+    of every record (without its leading tab), for counting on the fly.  A record is yielded
+    once its payload has been read.
+    """
+    offset = 0
+    current: Record | None = None
+    lines: list[str] | None = None
+    expect_payload = False
+    got_payload = False
+    for raw in f:
+        start = offset
+        offset += len(raw)
+        if not raw.endswith(b"\n"):
+            stats.truncated = True
+        if raw.startswith(b"\t"):
+            if current is None:
+                stats.corrupt_lines += 1
+                continue
+            text = raw[1:].decode("utf-8", "replace").rstrip("\n")
+            got_payload = True
+            if current.payload_offset < 0:
+                current.payload_offset = start
+            if lines is not None:
+                lines.append(text)
+            if on_payload_line is not None:
+                on_payload_line(current, text)
+            continue
+        if current is not None:
+            if lines is not None:
+                current.payload = "\n".join(lines)
+            yield current
+            current, lines = None, None
+        m = _HEADER.match(raw)
+        if m is None:
+            if raw.strip():
+                stats.corrupt_lines += 1
+            continue
+        try:
+            envelope = json.loads(m.group(1))
+        except ValueError:
+            stats.corrupt_lines += 1
+            continue
+        if not isinstance(envelope, dict):
+            stats.corrupt_lines += 1
+            continue
+        kind, meta = _kind(envelope)
+        current = Record(kind, meta, envelope)
+        stats.records += 1
+        stats.kinds[kind] = stats.kinds.get(kind, 0) + 1
+        expect_payload = "has_payload" in envelope
+        got_payload = False
+        lines = [] if keep(current) else None
+    stats.bytes = offset
+    if current is not None:
+        if expect_payload and not got_payload:
+            stats.truncated = True
+        if lines is not None:
+            current.payload = "\n".join(lines)
+        yield current
+
+
+def read_payload(path: str, offset: int) -> str:
+    """The payload that starts at byte ``offset`` of ``path`` (up to the next record)."""
+    out: list[str] = []
+    with open(path, "rb") as f:
+        f.seek(offset)
+        for raw in f:
+            if not raw.startswith(b"\t"):
+                break
+            out.append(raw[1:].decode("utf-8", "replace").rstrip("\n"))
+    return "\n".join(out)

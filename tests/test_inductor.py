@@ -1,0 +1,164 @@
+"""``backend="inductor"`` (and ``dynamic=True``) against the log of a real ``torch.compile`` run.
+
+The reference is a real inductor (CPU) training step of each model, run in a subprocess with
+``TORCH_TRACE`` set (kernels generated and compiled with the C++ compiler): its ``aot_joint_graph``
+(the graph AOTAutograd traced, before inductor's joint-graph passes), ``aot_forward_graph`` and
+``aot_backward_graph`` (what min-cut made of the graph after those passes).  fxviz must show the
+same joint graph, and ``tr.partition("min_cut")`` must produce the same forward, backward and saved
+values.  One real compile per (static / dynamic) covers all three models.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+import torch.fx as fx
+
+import fxviz
+from fxviz.errors import InputError
+
+from .compile_log import LoggedStep, run_real_steps
+from .compile_models import MODELS
+
+NAMES = list(MODELS)
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                                reason="a real inductor compile needs a C++ compiler (scripts/run.sh installs g++)")
+
+
+@pytest.fixture(scope="module")
+def real_runs(tmp_path_factory) -> dict[bool, dict[str, LoggedStep]]:
+    """{dynamic: {model: logged graphs}}: the static and the dynamic run, side by side."""
+    dirs = {d: tmp_path_factory.mktemp(f"torch_trace_{'dynamic' if d else 'static'}") for d in (False, True)}
+    with ThreadPoolExecutor(2) as pool:
+        futures = {d: pool.submit(run_real_steps, NAMES, d, dirs[d]) for d in (False, True)}
+        return {d: f.result() for d, f in futures.items()}
+
+
+@pytest.fixture(scope="module")
+def traces() -> dict[tuple[str, bool], fxviz.Trace]:
+    out = {}
+    for name, make in MODELS.items():
+        for dynamic in (False, True):
+            model, inputs = make()
+            out[name, dynamic] = fxviz.trace(model, *inputs, backend="inductor", dynamic=dynamic)
+    return out
+
+
+def _ops(gm: fx.GraphModule) -> Counter:
+    """torch ops by overload (``aten.mul.Tensor``), as the log prints them (``torch.ops.<op>``)."""
+    return Counter(str(n.target) for n in gm.graph.nodes
+                   if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload))
+
+
+def _sym_ops(gm: fx.GraphModule) -> int:
+    """Python arithmetic on SymInts (``primals_1 * primals_2``): printed without ``torch.ops``."""
+    return sum(1 for n in gm.graph.nodes
+               if n.op == "call_function" and not isinstance(n.target, torch._ops.OpOverload)
+               and isinstance(n.meta.get("val"), torch.SymInt))
+
+
+def _log_sym_ops(code: str) -> int:
+    import re
+
+    return sum(1 for line in code.splitlines()
+               if re.match(r'^\s*\w+: "Sym\([^"]*\)" = (?!torch\.ops)', line))
+
+
+CASES = [(name, dynamic) for dynamic in (False, True) for name in NAMES]
+IDS = [f"{name}-{'dynamic' if d else 'static'}" for name, d in CASES]
+
+
+@pytest.mark.parametrize("name,dynamic", CASES, ids=IDS)
+def test_joint_graph_is_the_real_runs(real_runs, traces, name, dynamic):
+    logged = real_runs[dynamic][name]
+    tr = traces[name, dynamic]
+    traced = tr.graph.before_joint_passes
+    assert traced is not None
+    assert _ops(traced) == logged.joint_ops
+    assert _sym_ops(traced) == _log_sym_ops(logged.graphs["aot_joint_graph"])
+    # what min-cut receives is that graph after inductor's joint-graph passes (CSE of gelu's
+    # recomputed erf, ...): never more ops than traced
+    assert sum(_ops(tr.joint).values()) <= sum(_ops(traced).values())
+
+
+@pytest.mark.parametrize("name,dynamic", CASES, ids=IDS)
+def test_min_cut_is_the_real_runs(real_runs, traces, name, dynamic):
+    logged = real_runs[dynamic][name]
+    tr = traces[name, dynamic]
+    p = tr.partition("min_cut")
+    assert p.ok, p.error
+    assert _ops(p.forward) == logged.forward_ops
+    assert _ops(p.backward) == logged.backward_ops
+    if dynamic:  # the backward graph lists saved SymInts first, the forward returns them last
+        assert Counter(p.saved) == Counter(logged.saved)
+    else:
+        assert p.saved == logged.saved
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_partitioner_called_as_inductor_calls_it(traces, name):
+    tr = traces[name, False]
+    assert tr.graph.compiler == "inductor"
+    caption = tr.memory_table(["min_cut"]).attrs["caption"]
+    assert "backend='inductor'" in caption and "compiler='inductor'" in caption
+    # torch.compile passes the parameter (and buffer) inputs as static-lifetime
+    static = tr.graph.static_lifetime_input_indices
+    placeholders = [n for n in tr.joint.graph.nodes if n.op == "placeholder"]
+    assert static and all(tr.graph.info[placeholders[i].name].role in ("parameter", "buffer") for i in static)
+
+
+def test_gelu_aot_eager_is_not_what_inductor_runs(real_runs):
+    """The issue's story: aot_eager keeps gelu (and saves it), the real run decomposes it into
+    erf and saves a mul instead; fxviz's inductor capture shows the real run's."""
+    logged = real_runs[False]["gelu_mlp"]
+    model, inputs = MODELS["gelu_mlp"]()
+    eager_style = fxviz.trace(model, *inputs)
+    assert "aot_eager" in eager_style.summary()
+    gelu = "aten.gelu.default"
+    assert _ops(eager_style.joint)[gelu] == 1 and logged.joint_ops[gelu] == 0
+    assert logged.joint_ops["aten.erf.default"] >= 1
+    assert eager_style.partition("min_cut").saved != logged.saved
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_dynamic_symints_listed_and_counted(real_runs, traces, name):
+    import re
+
+    logged = real_runs[True][name]
+    tr = traces[name, True]
+    sym_saved = [s for s in logged.saved
+                 if re.search(rf'^\s*{s}: "Sym\(', logged.graphs["aot_backward_graph"], re.M)]
+    row = tr.memory_table(["min_cut"]).iloc[0]
+    assert row["saved_symints"] == len(sym_saved)
+    assert set(sym_saved) <= set(tr.partition("min_cut").saved)
+    assert "Symbolic sizes were evaluated" in tr.memory_table(["min_cut"]).attrs["caption"]
+    # every symbolic value says so, and its bytes are the example sizes'
+    model, inputs = MODELS[name]()
+    nodes = tr.nodes
+    symbolic = nodes[nodes["symbolic_shape"].notna()]
+    assert len(symbolic) > 0
+    first = inputs[0]
+    row_x = nodes[(nodes["role"] == "primal") & nodes["shape"].map(lambda s: s == tuple(first.shape))]
+    assert len(row_x) and int(row_x["bytes"].iloc[0]) == first.numel() * first.element_size()
+
+
+def test_backend_errors_are_one_line():
+    model, inputs = MODELS["gelu_mlp"]()
+    with pytest.raises(InputError, match="backend='tvm' is not one of"):
+        fxviz.trace(model, *inputs, backend="tvm")
+    with pytest.raises(InputError, match="needs torch.compile's capture"):
+        fxviz.trace(model, *inputs, backend="inductor", params="closure")
+    with pytest.raises(InputError, match="needs torch.compile's capture"):
+        fxviz.trace(model, *inputs, dynamic=True, capture_route="aot")
+
+
+def test_cli_names_the_backend(capsys):
+    from fxviz.cli import main
+
+    assert main(["table", "mlp", "--backend", "inductor", "--strategies", "min_cut"]) in (0, None)
+    out = capsys.readouterr().out
+    assert "backend='inductor'" in out and "compiler='inductor'" in out

@@ -1,0 +1,368 @@
+"""Logs of real runs (issue 13): every log here is written by the test itself, with real
+torch.compile in a fresh process (TORCH_TRACE=dir), and every fact fxviz reads from it is
+checked against the log's own text or against torch run on the same model."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+import torch
+
+import fxviz
+from fxviz import _torch
+from fxviz.errors import FxvizWarning, LogError
+from fxviz.logs.reader import ReadStats, read_records
+
+from .logs_util import (BREAK_AND_RECOMPILE, DISTRIBUTED, INFERENCE_ONLY, MINI_GPT, MISSING_GRADIENTS, free_port,
+                        make_log)
+
+_ANNOT = re.compile(r'^\s+(\w+): "(\w+)\[([^\]]*)\]\[[^\]]*\]\w+"')
+_OP = re.compile(r"^\s+(\w+)(?:: \"[^\"]*\")? = (torch\.ops\.[\w.]+)\(")
+
+
+@pytest.fixture(scope="module")
+def aot_log(tmp_path_factory):
+    return make_log(MINI_GPT, tmp_path_factory.mktemp("aot") / "trace", "aot_eager")
+
+
+@pytest.fixture(scope="module")
+def inductor_log(tmp_path_factory):
+    return make_log(MINI_GPT, tmp_path_factory.mktemp("ind") / "trace", "inductor")
+
+
+@pytest.fixture(scope="module")
+def break_log(tmp_path_factory):
+    return make_log(BREAK_AND_RECOMPILE, tmp_path_factory.mktemp("brk") / "trace")
+
+
+def _payloads(directory, kind):
+    """The payload texts of every record of ``kind`` (read with the plain reader)."""
+    out = []
+    for f in sorted(directory.iterdir()):
+        with open(f, "rb") as fh:
+            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind == kind):
+                if rec.kind == kind:
+                    out.append((rec.compile_key, rec.payload))
+    return out
+
+
+def _text_facts(payload):
+    """(node -> shape list, node -> op) as the log's text states them."""
+    shapes, ops = {}, {}
+    for line in payload.splitlines():
+        m = _ANNOT.match(line)
+        if m:
+            shapes[m.group(1)] = [s.strip() for s in m.group(3).split(",") if s.strip()]
+        m = _OP.match(line)
+        if m:
+            ops[m.group(1)] = m.group(2)[len("torch.ops."):]
+    return shapes, ops
+
+
+def _backward_reads(payload):
+    """The backward graph's inputs that are not tangents: what the run saved."""
+    names = []
+    for line in payload.splitlines():
+        m = re.match(r'^\s+(\w+): "[^"]*",\s*(?:#\s*(.*))?$', line)
+        if m and not (m.group(2) or "").startswith("TangentAOTInput"):
+            names.append(m.group(1))
+    return names
+
+
+def _check_rebuilt(tr, joint_text):
+    shapes, ops = _text_facts(joint_text)
+    nodes = {n.name: n for n in tr.joint.graph.nodes}
+    assert set(ops) <= set(nodes)
+    for name, op in ops.items():
+        assert str(nodes[name].target).replace("aten::", "aten.").startswith(op.rsplit(".", 1)[0]), (name, op)
+        assert str(nodes[name].target) == str(eval("torch.ops." + op)), (name, op)  # noqa: S307 - test's own log
+    for name, sizes in shapes.items():
+        val = _torch.meta_val(nodes[name])
+        assert [str(s) for s in val.shape] == sizes, (name, val.shape, sizes)
+
+
+def _check_logged(tr, bwd_text):
+    p = tr.partition("logged")
+    assert p.ok, p.error
+    # the forward returns saved tensors then sizes; the backward takes sizes first
+    assert sorted(p.saved) == sorted(_backward_reads(bwd_text))
+    return p
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_one_process_mini_gpt(backend, request):
+    log = request.getfixturevalue("aot_log" if backend == "aot_eager" else "inductor_log")
+    run = fxviz.load_logs(log)
+    g = run.graphs
+    assert list(g["rank"]) == [0] and list(g["compile_id"]) == ["0/0"]
+    assert g["joint"].all() and g["forward"].all() and g["backward"].all()
+    assert g["frame"].iloc[0] == "forward" and g["source"].iloc[0].endswith("examples.py:184")
+    tr = run.trace()
+    (_, joint_text), = _payloads(log, "aot_joint_graph")
+    (_, bwd_text), = _payloads(log, "aot_backward_graph")
+    _check_rebuilt(tr, joint_text)
+    assert int(g["nodes"].iloc[0]) == len(tr.joint.graph.nodes)
+    p = _check_logged(tr, bwd_text)
+    assert int(g["saved"].iloc[0]) == len(p.saved)
+    model, (idx, tgt) = fxviz.examples.mini_gpt(n_layer=1, n_embd=16, n_head=2, vocab=32, block_size=16, batch=2,
+                                                seq=8, dropout=0.0)
+    params = {n for n, i in tr.graph.info.items() if i.role == "parameter"}
+    assert {tr.graph.info[n].qualname for n in params} == {n for n, _ in model.named_parameters()}
+    grads = {i.qualname for i in tr.graph.info.values() if i.role == "gradient"}
+    assert grads == {n for n, _ in model.named_parameters()}
+    assert tr.title == "forward"
+    table = tr.memory_table()
+    assert list(table["strategy"]) == [s.name for s in tr.offered] and "eager" not in list(table["strategy"])
+    assert table["error"].isna().all()
+    if backend == "aot_eager":
+        # aot_eager partitions with min-cut: fxviz.trace of the same model, min-cut, saves the same
+        # values; the rebuilt joint graph partitioned by torch again gives the run's choice
+        live = fxviz.trace(model, idx, tgt)
+        assert live.partition("min_cut").saved == p.saved
+        assert tr.partition("min_cut").saved == p.saved
+        assert live.partition("default").saved == tr.partition("default").saved
+        mine = tr.memory_table(["logged", "default", "min_cut"]).set_index("strategy")
+        theirs = live.memory_table(["default", "min_cut"]).set_index("strategy")
+        for col in ("saved_activation_bytes", "saved_param_bytes", "saved_input_bytes", "torch_estimate_bytes"):
+            assert mine.loc["min_cut", col] == theirs.loc["min_cut", col], col
+            assert mine.loc["default", col] == theirs.loc["default", col], col
+            assert mine.loc["logged", col] == theirs.loc["min_cut", col], col
+    with pytest.raises(fxviz.FxvizError, match="a log of a run has no model"):
+        tr.check_gradients()
+    with pytest.raises(fxviz.StrategyError, match="a log of a run has no model"):
+        tr.partition("eager")
+
+
+def test_views_work_on_a_log(aot_log, tmp_path):
+    tr = fxviz.load_logs(aot_log).trace()
+    assert "primals_2" in str(tr.code("backward", strategy="logged")) or "wte_weight" in str(
+        tr.code("backward", strategy="logged"))
+    doc = tr.doctor("logged")
+    assert doc.healthy
+    d = tr.draw(strategy="logged")
+    assert "<svg" in d.svg()
+    sweep = tr.memory_sweep([0.0, 1.0], progress=False)
+    assert len(sweep) >= 1
+
+
+def test_recompile_and_graph_break(break_log):
+    run = fxviz.load_logs(break_log)
+    g = run.graphs
+    assert list(g["compile_id"]) == ["0/0", "1/0", "0/1", "1/1"]
+    assert g["joint"].all() and g["backward"].all()
+    reasons = dict(zip(g["compile_id"], g["recompile_reason"]))
+    assert reasons["0/0"] is None and reasons["1/0"] is None
+    assert "size mismatch at index 0. expected 4, actual 6" in reasons["0/1"]
+    assert "size mismatch at index 0. expected 4, actual 6" in reasons["1/1"]
+    breaks = dict(zip(g["compile_id"], g["graph_break_reason"]))
+    assert "Data-dependent branching" in breaks["0/0"] and "Data-dependent branching" in breaks["0/1"]
+    assert breaks["1/0"] is None
+    assert set(g["frame"]) == {"forward", "torch_dynamo_resume_in_forward_at_10"}
+    joints = dict((f"{k[0]}/{k[1]}", t) for k, t in _payloads(break_log, "aot_joint_graph"))
+    bwds = dict((f"{k[0]}/{k[1]}", t) for k, t in _payloads(break_log, "aot_backward_graph"))
+    for cid in g["compile_id"]:
+        tr = run.trace(compile_id=cid)
+        _check_rebuilt(tr, joints[cid])
+        _check_logged(tr, bwds[cid])
+        assert tr.partition("min_cut").saved == tr.partition("logged").saved  # aot_eager: min-cut
+    # the recompile is dynamic: the batch size is a symbol in the rebuilt graph, with the run's value
+    tr = run.trace(compile_id="0/1")
+    x = next(n for n in tr.joint.graph.nodes if tr.graph.info[n.name].qualname == "x")
+    size = _torch.meta_val(x).shape[0]
+    assert isinstance(size, torch.SymInt) and str(size).startswith("s")
+    assert tr.graph.info[x.name].shape == (6, 8)
+    names = {i.qualname for i in run.trace(compile_id="0/0").graph.info.values() if i.role == "parameter"}
+    assert names == {"a.weight", "a.bias"}
+    assert "Data-dependent branching" in run.trace(compile_id="0/0").graph_breaks[0]
+
+
+def test_bad_logs(tmp_path, aot_log):
+    with pytest.raises(LogError, match="no such log"):
+        fxviz.load_logs(tmp_path / "nope")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(LogError, match="empty"):
+        fxviz.load_logs(empty)
+    junk = tmp_path / "junk.log"
+    junk.write_bytes(b"\x00\x01 not a log\n" * 10)
+    with pytest.raises(LogError, match="no TORCH_TRACE log records"):
+        with pytest.warns(FxvizWarning, match="not a TORCH_TRACE log"):
+            fxviz.load_logs(junk)
+    eager = make_log(INFERENCE_ONLY, tmp_path / "eager")
+    with pytest.raises(LogError, match="no AOT graph"):
+        fxviz.load_logs(eager)
+
+    (src,) = list(aot_log.iterdir())
+    data = src.read_bytes()
+    # truncated inside the joint graph: a warning when read, a one-line error for that graph
+    cut = data.index(b"aot_joint_graph")
+    cut = data.index(b"\n", cut + 2000)
+    trunc = tmp_path / "trunc.log"
+    trunc.write_bytes(data[:cut + 20])
+    with pytest.warns(FxvizWarning, match="truncated"):
+        run = fxviz.load_logs(trunc)
+    with pytest.raises(LogError, match="truncated or corrupt"):
+        run.trace()
+    # corrupt lines and unknown record kinds are skipped and counted
+    bad = tmp_path / "bad.log"
+    extra = (b'V1201 01:03:06.148000 1 x.py:1] {"fxviz_unknown_kind": {}, "frame_id": 0}\n'
+             b"garbage that is no record\n")
+    bad.write_bytes(extra + data)
+    with pytest.warns(FxvizWarning, match="1 corrupt line"):
+        run = fxviz.load_logs(bad)
+    assert run.skipped["fxviz_unknown_kind"] == 1
+    assert run.trace().partition("logged").ok
+    # another torch's log: a warning naming the version
+    old = tmp_path / "old.log"
+    old.write_bytes(re.sub(rb'"pytorch_version": "[^"]*"', b'"pytorch_version": "2.1.0"', data))
+    with pytest.warns(FxvizWarning, match="torch 2.1.0"):
+        fxviz.load_logs(old)
+    # graphs without AOT descriptors (older torch): a one-line error
+    nodesc = tmp_path / "nodesc.log"
+    nodesc.write_bytes(re.sub(rb"  # \w+AOTInput\([^\n]*", b"", data))
+    with pytest.raises(LogError, match="no AOT descriptors"):
+        fxviz.load_logs(nodesc).trace()
+    # a log is data: code smuggled into a graph's text is refused, never run
+    for evil in (b"__import__('os').system", b"builtins.exec", b"torch.ops.__class__", b"os.system"):
+        hostile = tmp_path / "hostile.log"
+        hostile.write_bytes(data.replace(b"torch.ops.aten.arange.default", evil, 1))
+        with pytest.raises(LogError):
+            fxviz.load_logs(hostile).trace()
+    run = fxviz.load_logs(aot_log)
+    with pytest.raises(LogError, match="no rank 3"):
+        run.trace(rank=3)
+    with pytest.raises(LogError, match="no compile '9/9'"):
+        run.trace(compile_id="9/9")
+
+
+def test_cli_on_logs(aot_log, tmp_path, capsys):
+    from fxviz.cli import main
+
+    assert main(["logs", str(aot_log)]) == 0
+    out = capsys.readouterr().out
+    assert "0/0" in out and "forward" in out
+    assert main(["table", "--logs", str(aot_log), "--exact"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].split()[0] == "logged"
+    svg = tmp_path / "g.svg"
+    assert main(["draw", "--logs", str(aot_log), "--strategy", "logged", "-o", str(svg)]) == 0
+    assert svg.read_text().lstrip().startswith("<?xml") or "<svg" in svg.read_text()
+    html = tmp_path / "run.html"
+    assert main(["report", "--logs", str(aot_log), "--strategies", "logged,min_cut", "-o", str(html)]) == 0
+    text = html.read_text()
+    assert '"graphs"' in text and "rank 0, compile 0/0" in text and "min_cut" in text
+    capsys.readouterr()
+    assert main(["logs", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such log" in err
+    assert main(["table", "--logs", str(aot_log), "--graph", "7/7"]) == 2
+    assert "no compile '7/7'" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def ddp_log(tmp_path_factory):
+    return make_log(DISTRIBUTED, tmp_path_factory.mktemp("ddp") / "trace", "ddp", str(free_port()))
+
+
+def test_two_ranks_ddp(ddp_log):
+    run = fxviz.load_logs(ddp_log)
+    assert run.ranks == [0, 1]
+    g = run.graphs
+    assert list(g["rank"]) == [0, 1] and list(g["compile_id"]) == ["0/0", "0/0"]
+    joints = {}
+    for f in sorted(ddp_log.iterdir()):
+        rank = int(re.search(r"rank_(\d+)_", f.name).group(1))
+        with open(f, "rb") as fh:
+            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind in ("aot_joint_graph", "aot_backward_graph")):
+                if rec.payload:
+                    joints.setdefault(rank, {})[rec.kind] = rec.payload
+    for rank in (0, 1):
+        tr = run.trace(rank=rank)
+        _check_rebuilt(tr, joints[rank]["aot_joint_graph"])
+        _check_logged(tr, joints[rank]["aot_backward_graph"])
+        x = next(i for i in tr.graph.info.values() if i.qualname == "x")
+        assert x.shape == (4 + 2 * rank, 8)
+        assert {i.qualname for i in tr.graph.info.values() if i.role == "parameter"} == {
+            "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}
+    diff = run.compare_ranks("0/0")
+    x_name = next(n for n, i in run.trace(rank=0).graph.info.items() if i.qualname == "x")
+    row = diff[(diff["what"] == "shape") & (diff["node"] == x_name)].iloc[0]
+    assert row["rank 0"] == (4, 8) and row["rank 1"] == (6, 8)
+    saved = diff[diff["what"] == "saved_bytes"].iloc[0]
+    # the saved activations scale with each rank's batch (checked against the memory table per rank)
+    for rank in (0, 1):
+        table = run.trace(rank=rank).memory_table(["logged"])
+        assert saved[f"rank {rank}"] == int(table["saved_activation_bytes"].iloc[0])
+    assert saved["rank 1"] > saved["rank 0"]
+
+
+def test_fsdp2_compiled_root_logs_only_the_glue(tmp_path):
+    """FSDP2 as its docs arrange it (fully_shard each block, then the root, then torch.compile the
+    root), on CPU with gloo: dynamo breaks the graph at FSDP's hooks, so the AOT graphs it logs
+    are the code between the sharded blocks (the ReLU, the sum), not the blocks' Linear layers,
+    whose parameters never enter a compiled graph.  fxviz lists every compile with its break
+    and rebuilds each AOT graph there is."""
+    log = make_log(DISTRIBUTED, tmp_path / "fsdp", "fsdp", str(free_port()))
+    run = fxviz.load_logs(log)
+    assert run.ranks == [0, 1]
+    g = run.graphs
+    assert g["graph_break_reason"].notna().any()
+    assert any("fsdp" in (r or "").lower() for r in g["graph_break_reason"])
+    with_joint = g[g["joint"]]
+    assert len(with_joint) >= 2
+    for _, row in with_joint.iterrows():
+        tr = run.trace(rank=int(row["rank"]), compile_id=row["compile_id"])
+        assert tr.partition("logged").ok
+        assert not [i for i in tr.graph.info.values() if i.role == "parameter"]
+
+
+def test_explorer_of_a_run(ddp_log):
+    pytest.importorskip("ipywidgets")
+    run = fxviz.load_logs(ddp_log)
+    ex = fxviz.explore(run, rank=1)
+    assert [v for _, v in ex.rank_control.options] == [0, 1]
+    assert ex.explorer.trace is run.trace(rank=1)
+    assert [v for _, v in ex.explorer.strategy_control.options][0] == "logged"
+    assert "eager" not in [v for _, v in ex.explorer.strategy_control.options]
+    ex.rank_control.value = 0
+    assert ex.explorer.trace is run.trace(rank=0)
+    assert ex.children[1] is ex.explorer
+
+
+def test_doctor_on_a_log_finds_missing_and_frozen(tmp_path):
+    """The doctor's graph facts from a log alone: parameters, requires_grad and shapes come from
+    the log's tensor descriptions; which gradient the backward returns from its descriptors."""
+    run = fxviz.load_logs(make_log(MISSING_GRADIENTS, tmp_path / "miss"))
+    tr = run.trace()
+    table = tr.doctor("logged").table.set_index("parameter")
+    assert set(table.index) == {"a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias"}
+    assert not table.loc["a.weight", "gets_gradient"] and table.loc["a.weight", "requires_grad"]
+    assert table.loc["b.weight", "gets_gradient"]
+    assert not table.loc["c.weight", "requires_grad"] and table.loc["c.weight", "reason"].startswith("frozen")
+    assert not tr.doctor("logged").healthy
+    params = tr.parameters().set_index("parameter")
+    assert params.loc["b.weight", "shape"] == (4, 8) and params.loc["b.weight", "gradient_node"] != "none"
+    assert params.loc["a.weight", "gradient_node"] == "none"
+
+
+def test_fsdp2_compiled_block_forwards_log_the_blocks(tmp_path):
+    """FSDP2 with each block's ``forward`` compiled (not the module call, so FSDP's hooks stay
+    eager around it): every block is an AOT graph holding its all-gathered (unsharded)
+    parameters, on both ranks, and the ranks differ by their batch."""
+    log = make_log(DISTRIBUTED, tmp_path / "fsdpf", "fsdp_forward", str(free_port()))
+    run = fxviz.load_logs(log)
+    g = run.graphs
+    assert run.ranks == [0, 1] and g["joint"].all() and len(g) == 4  # fc1 and fc2 on each rank
+    shapes = {}
+    for _, row in g.iterrows():
+        tr = run.trace(rank=int(row["rank"]), compile_id=row["compile_id"])
+        assert tr.partition("logged").ok
+        params = {i.qualname: i.shape for i in tr.graph.info.values() if i.role == "parameter"}
+        shapes[(int(row["rank"]), row["compile_id"])] = params
+    assert shapes[(0, "0/0")] == shapes[(1, "0/0")] == {"weight": (16, 8), "bias": (16,)}  # fc1, unsharded
+    assert shapes[(0, "0/1")] == {"weight": (4, 16), "bias": (4,)}  # fc2
+    diff = run.compare_ranks("0/0")
+    x = diff[(diff["what"] == "shape") & (diff["node"] == "primals_3")].iloc[0]
+    assert x["rank 0"] == (4, 8) and x["rank 1"] == (6, 8)

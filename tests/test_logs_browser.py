@@ -1,0 +1,60 @@
+"""The report of a two-rank DDP log in Chromium; its screenshot is docs/report_two_ranks.png."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+
+import pytest
+
+import fxviz
+
+from .browser_util import browser, chromium_path
+from .logs_util import DISTRIBUTED, free_port, make_log
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed (apt-get install chromium)"),
+]
+pytest.importorskip("playwright.sync_api")
+
+DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
+
+
+def _saved(page):
+    return set(page.eval_on_selector_all(".fxviz-viewport g.node.fx-saved > title", "ts => ts.map(t => t.textContent)"))
+
+
+def _x_shape(page):
+    """The drawn label of the input ``x`` (its shape is the rank's batch)."""
+    return page.eval_on_selector_all(".fxviz-viewport g.node", "gs => gs.map(g => g.textContent)")
+
+
+def test_two_rank_report_in_chromium(tmp_path, artifacts):
+    log = make_log(DISTRIBUTED, tmp_path / "ddp", "ddp", str(free_port()))
+    run = fxviz.load_logs(log)
+    path = fxviz.report(run, tmp_path / "run.html", rank=1)
+    with browser() as b:
+        page = b.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".fxviz-viewport svg g.node", timeout=120_000)
+        key = page.eval_on_selector(".fxviz-explorer", "e => e.dataset.viewKey || ''")
+        assert key == "joint|logged|-|-|-"
+        assert page.eval_on_selector("#fxviz-rank", "s => s.value") == "1"
+        assert page.eval_on_selector_all("#fxviz-rank option", "os => os.map(o => o.value)") == ["0", "1"]
+        assert page.eval_on_selector_all("#fxviz-graph option", "os => os.map(o => o.textContent)") == [
+            "0/0 (forward)"]
+        assert _saved(page) == set(run.trace(rank=1).partition("logged").saved)
+        assert "rank 1, compile 0/0" in page.inner_text(".fxviz-summary")
+        assert any("f32[6, 8]" in t for t in _x_shape(page))
+        shot = artifacts / "report-two-ranks.png"
+        page.screenshot(path=str(shot))
+        # the rank selector switches to rank 0's graph: its batch of 4, its summary, its saved set
+        page.select_option("#fxviz-rank", "0")
+        page.wait_for_function("() => document.body.dataset.graph === '0|0/0'")
+        page.wait_for_selector(".fxviz-viewport svg g.node", timeout=120_000)
+        assert "rank 0, compile 0/0" in page.inner_text(".fxviz-summary")
+        assert any("f32[4, 8]" in t for t in _x_shape(page))
+        assert _saved(page) == set(run.trace(rank=0).partition("logged").saved)
+    DOCS.mkdir(exist_ok=True)
+    shutil.copy(shot, DOCS / "report_two_ranks.png")
