@@ -23,6 +23,7 @@ class Measure:
     height: float
     patterns: int  # boxes marked "pattern X ×N"
     boxes: int
+    loose_names: list[str]
 
 
 def _bbox(g: ET.Element) -> tuple[float, float, float, float] | None:
@@ -41,7 +42,7 @@ def measure(svg: str) -> Measure:
     height = float(root.get("height", "0").removesuffix("pt"))
     modules: list[tuple[float, float, float, float]] = []
     units = loose = patterns = boxes = 0
-    ops: list[tuple[float, float, float, float]] = []
+    ops: list[tuple[str, tuple[float, float, float, float]]] = []
     for g in root.iter(SVG + "g"):
         classes = g.get("class", "").split()
         title = g.find(SVG + "title")
@@ -58,9 +59,11 @@ def measure(svg: str) -> Measure:
         elif any(c in classes for c in _OPS):
             box = _bbox(g)
             if box:
-                ops.append(box)
-    for x0, y0, x1, y1 in ops:
-        inside = any(a <= x0 and b <= y0 and x1 <= c and y1 <= d for a, b, c, d in modules)
-        loose += not inside
+                ops.append((title.text or "" if title is not None else "", box))
+    names = []
+    for name, (x0, y0, x1, y1) in ops:
+        if not any(a <= x0 and b <= y0 and x1 <= c and y1 <= d for a, b, c, d in modules):
+            names.append(name)
+    loose = len(names)
     return Measure(units=units, loose=loose, aspect=width / height if height else 0.0, width=width,
-                   height=height, patterns=patterns, boxes=boxes)
+                   height=height, patterns=patterns, boxes=boxes, loose_names=names)

@@ -482,6 +482,17 @@ class Structure:
             kind = kinds.get(".".join(parent))
             if parent and (kind in _CONTAINERS or (kind is None and all(k.isdigit() for k in kids))):
                 self.container.add(parent)
+        # a gradient summed over uses in unrelated modules (a UNet's time embedding, read by every
+        # res block) has no shared module, or only a container (``up_blocks``, drawn without a
+        # frame): it belongs where the sum flows next, towards the module that produced the tensor
+        users: dict[str, list[str]] = {}
+        for a, b in scene.edges:
+            users.setdefault(a, []).append(b)
+        for it in reversed(list(scene.items.values())):
+            if (not self.path[it.id] or self.path[it.id] in self.container) and not it.info.module \
+                    and it.info.op == "call_function" and it.side == "backward":
+                onward = _common_prefix([self.path[u] for u in users.get(it.id, ()) if self.path.get(u)])
+                self.path[it.id] = onward or self.path[it.id]
         self.level: dict[tuple[str, ...], int] = {}
         for p in set(self.path.values()):
             for k in range(1, len(p) + 1):
