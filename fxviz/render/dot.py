@@ -19,9 +19,9 @@ from collections import Counter
 
 import graphviz
 
-from . import theme
 from ..roles import ROLES
 from ..units import format_bytes
+from . import theme
 from .scene import RECOMPUTED_SUFFIX, Group, Item, Scene, format_tensor, module_path
 
 # format_* and RECOMPUTED_SUFFIX are re-exported: the report formats sizes the same way

@@ -11,15 +11,15 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import torch.fx as fx
 
 from ..analysis.partition import Partition
-from ..units import format_bytes
 from ..capture import JointGraph
 from ..roles import NodeInfo
+from ..units import format_bytes
 
 __all__ = [
     "RECOMPUTED_SUFFIX",

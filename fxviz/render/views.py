@@ -4,12 +4,13 @@ highlight and module grouping (automatic above ``NODE_LIMIT`` nodes), and writes
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..analysis.partition import Partition
 from ..capture import JointGraph
 from ..errors import InputError, RenderError
-from . import dot, scene as sc
+from . import dot
+from . import scene as sc
 from .drawing import DEFAULT_TIMEOUT, Drawing
 
 __all__ = ["draw", "aspect_of", "NODE_LIMIT", "AUTO_UNITS", "UNIT_LIMIT", "ASPECT", "GROUPS"]
