@@ -556,13 +556,42 @@ class Structure:
                     and (not path or not fn.endswith(".forward")):
                 loose.setdefault((it.side, path, fn), []).append(it.id)
         for (side, path, fn), ids in loose.items():
-            if len(ids) < _FN_BOX_MIN:
-                continue
-            label = f"{fn}()"
-            key = ".".join(path + (label,)) if path else label
-            for i in ids:
-                out[i] = (f"{side}/{urllib.parse.quote(key, safe='._-()')}", label, None)
+            parts = self._connected(ids)
+            for k, part in enumerate(parts):
+                if len(part) < _FN_BOX_MIN:
+                    continue
+                label = f"{fn}()" if len(parts) == 1 else f"{fn}() #{k + 1}"
+                key = ".".join(path + (label,)) if path else label
+                for i in part:
+                    out[i] = (f"{side}/{urllib.parse.quote(key, safe='._-()#')}", label, None)
         return out
+
+    def _connected(self, ids: list[str]) -> list[list[str]]:
+        """``ids`` split into pieces joined by edges among themselves, in graph order: one box
+        for a whole function whose ops feed modules in between (a UNet's forward: the time
+        embedding, then each upsampling) would be a hub every edge runs through."""
+        rest = set(ids)
+        links: dict[str, set[str]] = {i: set() for i in ids}
+        for a, b in self.scene.edges:
+            if a in rest and b in rest:
+                links[a].add(b)
+                links[b].add(a)
+        parts = []
+        for i in ids:
+            if i not in rest:
+                continue
+            part, todo = [], [i]
+            rest.discard(i)
+            while todo:
+                x = todo.pop()
+                part.append(x)
+                for y in links[x]:
+                    if y in rest:
+                        rest.discard(y)
+                        todo.append(y)
+            order = {x: n for n, x in enumerate(ids)}
+            parts.append(sorted(part, key=order.__getitem__))
+        return parts
 
     def count(self, level: int, expand: frozenset[str] = frozenset()) -> int:
         return len({u for u, _, _ in self.units(level, expand).values()})
