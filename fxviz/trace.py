@@ -387,7 +387,7 @@ class Trace:
     # --- drawing ---------------------------------------------------------------------------------
     def draw(self, view: str = "joint", strategy: Any = None, compare: Any = None, group: str | None = None,
              depth: int | None = None, highlight: Any = None, *, piece: int | None = None,
-             node_limit: int | None = None, timeout: float | None = None) -> Drawing:
+             expand: Any = None, node_limit: int | None = None, timeout: float | None = None) -> Drawing:
         """Draw the graph: nodes colored by role, with a legend; returns a ``Drawing`` that shows
         itself in Jupyter and has ``.save('g.svg' | 'g.png' | 'g.dot')`` and ``.source``.
 
@@ -402,12 +402,13 @@ class Trace:
             highlight: a node name, op, parameter or module (or a list): emphasise matches.
             piece: after graph breaks, which graph to draw (0-based index into ``pieces``);
                 default: this one.  :meth:`overview` draws all of them as boxes.
+            expand: a module path (or a list) whose box is opened to show what is inside.
         """
         from .render.drawing import DEFAULT_TIMEOUT
         from .render.views import NODE_LIMIT, draw
 
         if piece is not None:
-            return self.piece(piece).draw(view, strategy, compare, group, depth, highlight,
+            return self.piece(piece).draw(view, strategy, compare, group, depth, highlight, expand=expand,
                                           node_limit=node_limit, timeout=timeout)
 
         if strategy is None and (compare is not None or view in ("forward", "backward")):
@@ -415,7 +416,8 @@ class Trace:
         first = None if strategy is None else Strategy.parse(strategy)
         second = None if compare is None else Strategy.parse(compare)
         marks = tuple([highlight] if isinstance(highlight, str) else highlight or ())
-        key = ("draw", view, first, second, group, depth, marks, node_limit, timeout)
+        opened = tuple([expand] if isinstance(expand, str) else expand or ())
+        key = ("draw", view, first, second, group, depth, marks, opened, node_limit, timeout)
         cached: Drawing | None = self._cache.get(key)
         if cached is not None:
             return cached
@@ -424,7 +426,7 @@ class Trace:
             name += f" (graph {self.index + 1} of {len(self.capture.graphs)})"
         drawing = draw(self.graph, view=view, partition=self.partition(first) if first is not None else None,
                        compare=self.partition(second) if second is not None else None, group=group, depth=depth,
-                       highlight=list(marks), name=name,
+                       highlight=list(marks), name=name, expand=list(opened),
                        node_limit=NODE_LIMIT if node_limit is None else node_limit,
                        timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
         self._cache[key] = drawing

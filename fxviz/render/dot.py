@@ -19,9 +19,9 @@ from collections import Counter
 
 import graphviz
 
-from . import theme
 from ..roles import ROLES
 from ..units import format_bytes
+from . import theme
 from .scene import RECOMPUTED_SUFFIX, Group, Item, Scene, format_tensor, module_path
 
 # format_* and RECOMPUTED_SUFFIX are re-exported: the report formats sizes the same way
@@ -188,7 +188,8 @@ def _group_label(g: Group, scene: Scene) -> str:
                   f'HEIGHT="7"></TD>' for r in ROLES if counts.get(r))
     saved = [m for m in g.members if m.saved or m.cmp_saved]
     recomputed = sum(1 for m in g.members if m.recomputed or m.cmp_recomputed)
-    rows = [f"<TR><TD><B>{_e(g.path)}</B></TD></TR>",
+    head = {"module": "", "function": "ops of ", "bookkeeping": ""}[g.kind]
+    rows = [f"<TR><TD><B>{head}{_e(g.path)}</B></TD></TR>",
             f'<TR><TD><FONT POINT-SIZE="9">{_plural(total, "node")}: '
             + _e(", ".join(_plural(c, theme.ROLE_LABELS[r]) for r, c in counts.most_common(3)))
             + "</FONT></TD></TR>",
@@ -211,7 +212,9 @@ def _group_label(g: Group, scene: Scene) -> str:
 
 def _group_tooltip(g: Group) -> str:
     counts = Counter(m.info.role for m in g.members)
-    lines = [f"module {g.path} ({g.side}): {_plural(len(g.members), 'node')}",
+    what = {"module": f"module {g.path}", "function": f"ops of no module, from {g.path}",
+            "bookkeeping": "values that only update buffers in place (running statistics, counters)"}[g.kind]
+    lines = [f"{what} ({g.side}): {_plural(len(g.members), 'node')}",
              ", ".join(_plural(c, theme.ROLE_LABELS[r]) for r, c in counts.most_common())]
     saved = [m.joint for m in g.members if m.saved or m.cmp_saved]
     if saved:
@@ -260,10 +263,11 @@ def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
         side = it.side if scene.two_sides else ""
         side_of_unit[unit] = it.side
         if unit in scene.groups:
-            grp = scene.groups[unit]
-            path = tuple(grp.path.split(".")[:-1])
+            path = scene.groups[unit].parent
+        elif scene.grouped:
+            path = scene.place.get(it.id) or tuple(module_path(it.info))
         else:
-            path = tuple(module_path(it.info)) if scene.grouped else ()
+            path = ()
         tree.setdefault((side, path), []).append(unit)
 
     counter = iter(range(1, 10 ** 9))
@@ -286,6 +290,9 @@ def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
                            and p[:len(prefix)] == prefix}, key=_natural)
         for child in children:
             path = prefix + (child,)
+            if path in scene.unframed:
+                emit_tree(parent, side, path)
+                continue
             with parent.subgraph(name=f"cluster_m{next(counter)}") as c:
                 c.attr(label=f"<{_e('.'.join(path))}>", style="rounded,dashed", color="#888888",
                        fontsize="10", fontcolor="#444444", labeljust="l", penwidth="1",

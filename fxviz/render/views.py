@@ -3,38 +3,47 @@ highlight and module grouping (automatic above ``NODE_LIMIT`` nodes), and writes
 
 from __future__ import annotations
 
-from typing import Iterable
+import re
+from collections.abc import Iterable, Sequence
 
 from ..analysis.partition import Partition
 from ..capture import JointGraph
-from ..errors import InputError
-from . import dot, scene as sc
+from ..errors import InputError, RenderError
+from . import dot
+from . import scene as sc
 from .drawing import DEFAULT_TIMEOUT, Drawing
 
-__all__ = ["draw", "NODE_LIMIT", "AUTO_UNITS", "GROUPS"]
+__all__ = ["draw", "aspect_of", "NODE_LIMIT", "AUTO_UNITS", "UNIT_LIMIT", "ASPECT", "GROUPS"]
 
-# Above this many nodes the default view collapses modules into boxes.  Measured on a 2-core
-# machine (docs/rendering-timings.md): fxviz's two-sided layout of a joint graph takes ~1 s in
-# ``dot -Tsvg`` at 560 nodes, 1.5 s at 729, then bends upward (3.4 s at 898, 5 s at 1067, 25-30 s
-# at 2081); PNG takes 3-5x longer.  Past a few hundred nodes a picture of every op is also no
-# longer readable, so 600 keeps the default view about a second and legible.
-NODE_LIMIT = 600
-# When the default view collapses, it picks the deepest module depth with at most this many boxes
-# and nodes (GPT-2 small: depth 2, one box per transformer block and side, ~100 drawn).
-AUTO_UNITS = 120
+# Above this many nodes the default view collapses modules into boxes.  Layout time is not the
+# limit (docs/rendering-timings.md: ~1 s in ``dot -Tsvg`` at 560 nodes): readability is.  A
+# 2-layer HF GPT-2 drawn node by node (396 nodes) is 1656 x 5219 pt, a strip no screen shows
+# legibly; ResNet-18 in train mode (528) was 13,427 pt wide.  fxviz's AlexNet (127 nodes) stays
+# drawn op by op.
+NODE_LIMIT = 150
+# When the default view collapses, it picks the deepest level of the model's structure with at
+# most AUTO_UNITS drawn units whose layout is between 1:3 and 3:1 (``ASPECT``); failing that, a
+# level of at most UNIT_LIMIT units.  About 60 boxes is what a laptop screen shows with every label
+# legible: on a 2-layer HF GPT-2 it is one box per attention, MLP and norm of each block (54);
+# the next level (118 units) draws every projection and reads as a 1:2.4 strip.
+AUTO_UNITS = 60
+UNIT_LIMIT = 150
+ASPECT = (1 / 3, 3.0)
 GROUPS = (None, "module", "none")
 
 
 def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None = None,
          compare: Partition | None = None, group: str | None = None, depth: int | None = None,
          highlight: str | Iterable[str] | None = None, name: str = "model", node_limit: int = NODE_LIMIT,
-         timeout: float = DEFAULT_TIMEOUT) -> Drawing:
+         timeout: float = DEFAULT_TIMEOUT, expand: Sequence[str] = ()) -> Drawing:
     """Draw ``graph`` (the joint graph, or one side of ``partition``) as a :class:`Drawing`.
 
     ``compare``: a second partition; the joint graph is then marked with what ``partition`` (A)
     and ``compare`` (B) save and recompute.  ``group``: ``"module"`` (clusters by module path,
     boxes at ``depth``), ``"none"`` (every node, however many), or ``None`` (every node up to
-    ``node_limit``, module boxes above it).
+    ``node_limit``, module boxes above it, collapsed along the model's structure: see
+    ``scene.Structure``).  ``expand``: module paths (``"model.layers.0"``) whose box is opened to
+    show the boxes or ops inside; it implies collapsing (at ``depth`` as a structure level if given).
     """
     if view not in sc.VIEWS:
         raise InputError(f"unknown view {view!r}", f"use one of {', '.join(sc.VIEWS)}")
@@ -75,15 +84,71 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
         hits = sc.apply_highlight(scene, highlight)
         scene.caption.append(f"highlighted: {', '.join(highlight)} ({hits} nodes)")
 
-    if depth is not None and group is None:
+    if isinstance(expand, str):
+        expand = [expand]
+    if expand and group == "none":
+        raise InputError("expand=... opens module boxes, but group='none' draws no boxes", "leave group out")
+    if depth is not None and group is None and not expand:
         group = "module"
-    if group == "module":
+    if group == "module" and not expand:
         sc.group_scene(scene, depth)
-    elif group is None and n_nodes > node_limit:
-        chosen = sc.auto_depth(scene, min(node_limit, AUTO_UNITS))
-        sc.group_scene(scene, chosen)
-        scene.caption.append(
-            f"{n_nodes} nodes is more than {node_limit}: modules are collapsed into boxes below depth "
-            f"{chosen}. draw(depth=k) chooses the depth; draw(group='none') draws every node (slow).")
+    elif expand or (group is None and n_nodes > node_limit):
+        structure = sc.Structure(scene, graph)
+        unknown = [m for m in expand if m not in {".".join(q) for q in structure.level}]
+        if unknown:
+            raise InputError(f"expand={unknown[0]!r} is not a module of this graph",
+                             "pass a module path as the boxes show it, e.g. expand=['model.layers.0']")
+        return _auto_structure(scene, structure, depth, list(expand), n_nodes, node_limit, timeout)
     units = len(set(scene.unit_of.values())) if scene.unit_of else n_nodes
     return Drawing(dot.to_digraph(scene), nodes=units, timeout=timeout, caption=scene.title)
+
+
+_SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
+
+
+def aspect_of(svg: str) -> float:
+    """Width / height of a laid-out SVG."""
+    m = _SIZE.search(svg)
+    return float(m.group(1)) / float(m.group(2)) if m else 1.0
+
+
+def _auto_structure(scene: sc.Scene, structure: sc.Structure, level: int | None, expand: list[str], n_nodes: int,
+                    node_limit: int, timeout: float) -> Drawing:
+    """Collapse along the model's structure: at ``level`` if given, else the deepest level with at
+    most ``AUTO_UNITS`` units whose layout is screen-shaped (``ASPECT``), laying out candidates
+    from the deepest fitting level up (each layout of ~60 units takes a fraction of a second);
+    if none is, the one closest to the bounds."""
+    opened = frozenset(expand)
+    top = max(structure.max_level, 1)
+    counts = {lvl: structure.count(lvl, opened) for lvl in range(1, top + 1)}
+    if level is not None:
+        order = [level]
+    else:  # the level is chosen as if nothing were opened: opening a box keeps the rest as it was
+        closed = {lvl: structure.count(lvl) for lvl in counts} if opened else counts
+        fitting = [lvl for lvl in sorted(closed, reverse=True) if closed[lvl] <= AUTO_UNITS]
+        fitting += sorted((lvl for lvl in closed if AUTO_UNITS < closed[lvl] <= UNIT_LIMIT), key=closed.__getitem__)
+        order = fitting or [min(closed, key=closed.__getitem__)]
+    best: tuple[float, Drawing] | None = None
+    caption = list(scene.caption)
+    for lvl in order:
+        scene.unit_of, scene.place, scene.groups, scene.caption = {}, {}, {}, list(caption)
+        sc.structure_scene(scene, structure, lvl, opened)
+        why = (f"{n_nodes} nodes is more than {node_limit}: " if n_nodes > node_limit else "") + \
+            f"modules are collapsed into boxes at level {lvl} of the model's structure"
+        scene.caption.append(why + (f" (opened: {', '.join(expand)})" if expand else "") +
+                             ". draw(expand=['<module>']) opens a box; draw(depth=k) picks the level; "
+                             "draw(group='none') draws every node (slow).")
+        drawing = Drawing(dot.to_digraph(scene), nodes=counts[lvl], timeout=timeout, caption=scene.title)
+        if len(order) == 1:
+            return drawing
+        try:
+            ratio = aspect_of(drawing.svg())
+        except RenderError:  # a layout that times out here fails the same way when shown
+            return drawing
+        off = max(ASPECT[0] / ratio, ratio / ASPECT[1])  # <= 1 inside the bounds
+        if off <= 1:
+            return drawing
+        if best is None or off < best[0]:
+            best = (off, drawing)
+    assert best is not None
+    return best[1]
