@@ -24,6 +24,13 @@ function startReport(data) {
   const generation = ++reportGeneration;
   const root = document.getElementById("fxviz-root");
   const nav = document.getElementById("fxviz-controls");
+  // the first drawing is the script-free fallback's markup (inside root): read it before clearing
+  const fallback = document.getElementById("fxviz-fallback");
+  if (fallback && data.svg_in_fallback) {
+    const svg = fallback.querySelector("svg");
+    if (svg) data.svgs[data.svg_in_fallback] = svg.outerHTML;
+  }
+  if (fallback) fallback.remove();
   root.replaceChildren();
   nav.replaceChildren();
   const summaryEl = document.querySelector(".fxviz-summary");
@@ -106,12 +113,6 @@ function startReport(data) {
   }
 
   // --- the pane ----------------------------------------------------------------------------------
-  const fallback = document.getElementById("fxviz-fallback");
-  if (fallback && data.svg_in_fallback) {
-    const svg = fallback.querySelector("svg");
-    if (svg) data.svgs[data.svg_in_fallback] = svg.outerHTML;
-  }
-  if (fallback) fallback.remove();
   const pane = createPane(root, {
     onRowClick: (key) => {
       if (!usable.includes(key)) return;
