@@ -122,12 +122,13 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
 
 def traced_gradients(cap: Capture, rng: dict[str, object]) -> tuple[dict[str, torch.Tensor | None], str]:
     """Parameter gradients from the traced graphs.  One graph: run its joint graph directly.
-    Several (graph breaks): dynamo's glue is needed between them, so run the same capture through
+    Several, or one after a graph break (code outside it may carry the gradient): dynamo's glue is
+    needed between them, so run the same capture through
     torch.compile + AOTAutograd on parameter clones."""
     assert cap.model is not None
     names = [n for n, _ in cap.model.named_parameters()]
     result: dict[str, torch.Tensor | None] = {n: None for n in names}
-    if len(cap.graphs) == 1:
+    if len(cap.graphs) == 1 and not cap.graph_breaks:
         graph = cap.graphs[0]
         if not graph.has_backward:
             return result, "joint graph (no backward: nothing required grad)"
@@ -160,6 +161,23 @@ def _dense(g: torch.Tensor | None) -> torch.Tensor | None:
     return g.to_dense() if g is not None and g.layout != torch.strided else g
 
 
+def _compare(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> tuple[float, bool]:
+    """(largest difference, within tolerance).  NaN where eager has NaN (``x ** 0.5`` at a negative
+    x) and equal infinities count as equal; an empty gradient (``nn.Linear(0, 3)``) is equal to
+    another of its shape.  The tolerance scales with the gradient's size."""
+    if got.shape != want.shape:
+        return float("nan"), False
+    if got.numel() == 0:
+        return 0.0, True
+    got, want = got.detach().to(want.dtype), want.detach()
+    same = (got == want) | (torch.isnan(got) & torch.isnan(want))
+    finite = torch.isfinite(want)
+    diff = float(torch.where(same, torch.zeros_like(want), (got - want)).abs().max())
+    scale = float(want[finite].abs().max()) if bool(finite.any()) else 1.0
+    ok = bool(torch.allclose(got, want, rtol=rtol, atol=atol * max(1.0, scale), equal_nan=True))
+    return diff, ok
+
+
 def check_gradients(cap: Capture, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
     """One row per parameter: does the traced backward produce its gradient, and does it match?"""
     if cap.model is None:
@@ -178,12 +196,10 @@ def check_gradients(cap: Capture, rtol: float = 1e-4, atol: float = 1e-5) -> pd.
     rows = []
     for name, p in cap.model.named_parameters():
         ge, gt = _dense(eager.get(name)), _dense(traced.get(name))
-        diff = float((ge - gt).abs().max()) if ge is not None and gt is not None and ge.numel() else (
-            0.0 if ge is not None and gt is not None else float("nan"))
         if ge is None or gt is None:
-            ok = ge is None and gt is None
+            diff, ok = float("nan"), ge is None and gt is None
         else:
-            ok = bool(torch.allclose(gt, ge, rtol=rtol, atol=atol * max(1.0, float(ge.abs().max()))))
+            diff, ok = _compare(gt, ge, rtol, atol)
         rows.append({"parameter": name, "requires_grad": p.requires_grad, "has_gradient": gt is not None,
                      "eager_has_gradient": ge is not None, "max_abs_diff": diff, "ok": ok})
     df = pd.DataFrame(rows, columns=COLUMNS)
