@@ -441,7 +441,8 @@ def run_compiled_backward(step: Callable, inputs: Sequence[Any], partition_fn: C
         automatic_dynamic_shapes=False, assume_static_by_default=True, suppress_errors=False
     ):
         result = torch.compile(step, backend=backend, dynamic=False)(*inputs)
-        result.backward()
+        if result.requires_grad:  # nothing requiring grad reaches the loss: no backward to run
+            result.backward()
     return result
 
 

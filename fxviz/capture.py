@@ -37,7 +37,7 @@ from torch import nn
 from ._torch import pytree
 
 from . import _torch
-from ._fx import output_values
+from ._fx import output_node, output_values
 from ._state import preserved, private_copy
 from .errors import FxvizWarning, InputError, NoFloatingOutputError, TraceError
 from .roles import InputName, NodeInfo, classify_nodes
@@ -428,6 +428,17 @@ def _gradient_inputs(g: JointGraph) -> list[str]:
     """
     if not g.has_backward:
         return []
+    out_node = output_node(g.gm)
+    descs = _torch.output_descs(out_node)
+    if descs:  # by descriptor: effect tokens (linalg.cholesky) are inputs with no gradient slot
+        by_desc = {repr(_torch.node_desc(n)): n for n in g.gm.graph.nodes if n.op == "placeholder"}
+        names = []
+        for desc, out in list(zip(descs, output_values(g.gm)))[g.num_fwd_outputs:]:
+            kind = _torch.describe_output(desc)
+            ph = by_desc.get(repr(getattr(desc, "grad_of", None))) if kind.kind == "grad" else None
+            if ph is not None and out is not None:
+                names.append(g.info[ph.name].qualname or ph.name)
+        return names
     grads = output_values(g.gm)[g.num_fwd_outputs:]
     primals = [n for n in g.gm.graph.nodes if n.op == "placeholder" and g.info[n.name].role != "tangent"]
     return [g.info[p.name].qualname or p.name for p, out in zip(primals, grads) if out is not None]

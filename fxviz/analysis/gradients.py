@@ -63,6 +63,17 @@ def gradient_outputs(graph: JointGraph) -> list[tuple[int, str | None, str]]:
     return res
 
 
+def _is_token(n: fx.Node) -> bool:
+    """An effect token (ops with side effects, e.g. ``_linalg_check_errors`` in ``linalg.cholesky``,
+    are threaded through ``with_effects``): AOTAutograd's runtime feeds it an empty tensor."""
+    desc = _torch.node_desc(n)
+    return desc is not None and _torch.describe_input(desc).kind == "token"
+
+
+def _token() -> torch.Tensor:
+    return torch.empty(0)
+
+
 def run_joint(graph: JointGraph, values: dict[str, Any] | None = None) -> list[Any]:
     """Execute the joint graph on real tensors: primals from the capture, each tangent = 1 for
     the loss (the only differentiable output fxviz's wrapper returns), zeros otherwise."""
@@ -71,7 +82,9 @@ def run_joint(graph: JointGraph, values: dict[str, Any] | None = None) -> list[A
     for n in graph.gm.graph.nodes:
         if n.op != "placeholder":
             continue
-        if graph.info[n.name].role == "tangent":
+        if _is_token(n):
+            args.append(_token())
+        elif graph.info[n.name].role == "tangent":
             fake = _torch.meta_val(n)
             args.append(torch.ones(fake.shape, dtype=fake.dtype, device=fake.device))
         elif n.name in values:
@@ -92,7 +105,9 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
     fwd, bwd = part.forward, part.backward
     fw_args = []
     for n in fwd.graph.nodes:
-        if n.op == "placeholder":
+        if n.op == "placeholder" and _is_token(n) and part.fw_to_joint.get(n.name, n.name) not in values:
+            fw_args.append(_token())
+        elif n.op == "placeholder":
             v = values[part.fw_to_joint.get(n.name, n.name)]
             fw_args.append(v.detach() if isinstance(v, torch.Tensor) else v)
     with torch.no_grad():
@@ -104,7 +119,9 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
         if n.op != "placeholder":
             continue
         joint = part.bw_to_joint.get(n.name, n.name)
-        if graph.info.get(joint) is not None and graph.info[joint].role == "tangent":
+        if joint not in handed and _is_token(n):
+            bw_args.append(_token())
+        elif graph.info.get(joint) is not None and graph.info[joint].role == "tangent":
             fake = _torch.meta_val(n)
             bw_args.append(torch.ones(fake.shape, dtype=fake.dtype, device=fake.device))
         else:
@@ -191,8 +208,22 @@ def check_gradients(cap: Capture, rtol: float = 1e-4, atol: float = 1e-5) -> pd.
     with preserved(cap.model, cap.example_inputs), _torch.quiet_torch():
         rng = rng_state()
         with preserved(None, cap.example_inputs):
-            eager = eager_gradients(cap, rng)
-        traced, how = traced_gradients(cap, rng)
+            try:
+                eager = eager_gradients(cap, rng)
+            except Exception as exc:  # torch's own backward on the user's model: say so, in one line
+                raise FxvizError(f"eager autograd raised {type(exc).__name__} computing the reference gradients: "
+                                 f"{' '.join(str(exc).split())[:300]}",
+                                 "the loss may be ill-defined for this model (e.g. the sum of eigenvectors); "
+                                 "trace with loss_fn=... that torch can differentiate") from exc
+        try:
+            traced, how = traced_gradients(cap, rng)
+        except FxvizError:
+            raise
+        except Exception as exc:
+            raise FxvizError(f"running the traced graphs raised {type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:300]}",
+                             "the joint graph could not be executed on real tensors; report this model to fxviz"
+                             ) from exc
     rows = []
     for name, p in cap.model.named_parameters():
         ge, gt = _dense(eager.get(name)), _dense(traced.get(name))
