@@ -40,10 +40,17 @@ MAX_NUMEL = 20_000
 
 FAILURES = ("raw", "mismatch", "changed", "poisoned")
 
-# Ops on which torch itself disagrees with eager autograd or cannot trace the sample, with why.  One
-# place; each entry is checked to still fail in the way described (a fixed torch makes the sweep
-# say so, so the list cannot go stale silently).
-KNOWN_LIMITATIONS: dict[str, str] = {}
+# Ops whose first float32 sample torch itself cannot trace or differentiate (torch 2.13 CPU), with why.
+# fxviz refuses each with a one-line FxvizError saying so; the sweep counts them here instead of
+# among the refusals.  One place; an entry that starts passing fails the sweep (remove it then).
+KNOWN_LIMITATIONS: dict[str, str] = {
+    "to_sparse": "dynamo cannot wrap the sparse output ('Attempted to wrap sparse Tensor'), so torch.compile "
+                 "captures no graph",
+    "sparse.sampled_addmm": "the sample's input is a CSR tensor, which dynamo cannot wrap, so torch.compile "
+                            "captures no graph (and fake CSR tensors abort the process on the aot route)",
+    "linalg.eig": "eager autograd itself rejects the default loss: the sum of eigenvectors depends on their "
+                  "arbitrary phase e^{i phi} (linalg_eig_backward raises), so there is no reference gradient",
+}
 
 
 @dataclass
@@ -52,6 +59,7 @@ class Result:
     cls: str  # ok | refused | known | skipped | raw | mismatch | changed | poisoned
     detail: str = ""
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # this process's CPU time: what the op costs on an idle machine
 
 
 def differentiable_ops() -> list[Any]:
@@ -171,10 +179,10 @@ class Canary:
 def _reason_class(exc: FxvizError) -> str:
     """A short stable label for a refusal: the error class and what torch or fxviz said first."""
     text = exc.message
-    m = re.search(r"\): (\w+): ([^:(]{0,60})", text)
+    m = re.search(r"\((?:dynamo|aot|closure)\): (\w+): ([^:(]{0,60})", text)
     if m:
         return f"{type(exc).__name__}: {m.group(1)}: {m.group(2).strip()}"
-    return f"{type(exc).__name__}: {text[:70]}"
+    return f"{type(exc).__name__}: {text[:110]}"
 
 
 @contextlib.contextmanager
@@ -186,20 +194,22 @@ def _stderr() -> Iterator[io.StringIO]:
         yield buf
 
 
-def sweep_op(op: Any, canary: Canary | None = None) -> Result:
+def sweep_op(op: Any, canary: Canary | None = None, check_canary: bool = True) -> Result:
+    """Sweep one op.  The canary is traced after it when ``check_canary``, and always after an op
+    that was not plainly fine (refused, graph breaks, failures): those are what leave dynamo state."""
     name = op_name(op)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     res = _sweep_op(op, name)
-    if canary is not None and res.cls not in ("skipped",):
+    if canary is not None and res.cls != "skipped" and (check_canary or res.cls != "ok" or "break" in res.detail):
         poisoned = canary.check()
         if poisoned:
             res = Result(name, "poisoned", f"after {res.cls} ({res.detail}): {poisoned}")
     if name in KNOWN_LIMITATIONS:
-        if res.cls in ("mismatch", "raw"):
+        if res.cls in ("refused", "mismatch"):
             res = Result(name, "known", KNOWN_LIMITATIONS[name] + f" [{res.detail}]")
         elif res.cls == "ok":
             res = Result(name, "mismatch", "listed in KNOWN_LIMITATIONS but now fully right: remove it")
-    res.seconds = time.perf_counter() - start
+    res.seconds, res.cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     return res
 
 
@@ -245,7 +255,8 @@ def _sweep_op(op: Any, name: str) -> Result:
         return Result(name, "changed", "analysis changed the model, its inputs or the RNG")
     if err.getvalue().strip():
         return Result(name, "raw", "printed to stderr: " + err.getvalue().strip().splitlines()[-1][:200])
-    return Result(name, "ok", f"{len(tr.pieces)} graph(s)")
+    breaks = f", {len(tr.graph_breaks)} graph break(s)" if tr.graph_breaks else ""
+    return Result(name, "ok", f"{len(tr.pieces)} graph(s){breaks}")
 
 
 def _check_trace(tr: Any) -> str:
@@ -272,8 +283,10 @@ def _check_trace(tr: Any) -> str:
 
 def summarize(results: list[Result]) -> str:
     counts = Counter(r.cls for r in results)
-    lines = [f"op_db sweep: {len(results)} differentiable ops, first float32 CPU sample each, "
-             f"grad-requiring tensors as parameters: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
+    ran = len(results) - counts.get("skipped", 0)
+    lines = [f"op_db sweep (torch {torch.__version__}): {len(results)} differentiable ops, {ran} ran (first float32 "
+             "CPU sample each, grad-requiring tensors as module parameters, canary traced after each): "
+             + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
     refused = Counter(r.detail for r in results if r.cls == "refused")
     for reason, n in refused.most_common():
         lines.append(f"  refused {n:3d}  {reason}")
@@ -288,5 +301,5 @@ def summarize(results: list[Result]) -> str:
             lines.append(f"  FAIL {r.cls}  {r.op}: {r.detail}")
     slow = sorted(results, key=lambda r: -r.seconds)[:5]
     lines.append("  slowest: " + ", ".join(f"{r.op} {r.seconds:.1f}s" for r in slow))
-    lines.append(f"  total {sum(r.seconds for r in results):.0f}s")
+    lines.append(f"  total {sum(r.seconds for r in results):.0f}s wall, {sum(r.cpu_seconds for r in results):.0f}s CPU")
     return "\n".join(lines)
