@@ -370,18 +370,22 @@ def _fresh_dynamo_caches() -> Iterator[None]:
 
     tracker = convert_frame.input_codes
     handed: dict[int, Any] = {}
-    track = type(tracker).add
+    outer = tracker.__dict__.get("add")  # a recorder of an enclosing block, if nested
+    track = tracker.add
 
     def add(code: Any) -> None:
         handed[id(code)] = code
-        track(tracker, code)
+        track(code)
 
     before = {k: n for k, (_, n) in entries().items()}
     tracker.add = add  # type: ignore[method-assign]  # an instance attribute, removed below
     try:
         yield
     finally:
-        del tracker.add
+        if outer is not None:
+            tracker.add = outer  # type: ignore[method-assign]
+        else:
+            del tracker.add
         for key, (code, n) in entries().items():
             if n > before.get(key, 0):
                 handed[key] = code
