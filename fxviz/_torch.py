@@ -378,12 +378,12 @@ def _fresh_dynamo_caches() -> Iterator[None]:
         track(code)
 
     before = {k: n for k, (_, n) in entries().items()}
-    tracker.add = add  # type: ignore[method-assign]  # an instance attribute, removed below
+    tracker.add = add  # type: ignore[method-assign,assignment]  # an instance attribute, removed below
     try:
         yield
     finally:
         if outer is not None:
-            tracker.add = outer  # type: ignore[method-assign]
+            tracker.add = outer  # type: ignore[method-assign,assignment]
         else:
             del tracker.add
         for key, (code, n) in entries().items():
