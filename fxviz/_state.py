@@ -44,8 +44,12 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.device.type == "meta" or a.numel() == 0:
         return True
-    if a.is_sparse or b.is_sparse or a.is_quantized or b.is_quantized:
-        return bool(torch.equal(a.to_dense() if a.is_sparse else a, b.to_dense() if b.is_sparse else b))
+    if a.layout != b.layout:
+        return False
+    if a.layout != torch.strided:  # COO, CSR, CSC, BSR, BSC: no strides to view as bytes
+        return same_bits(a.detach().to_dense(), b.detach().to_dense())
+    if a.is_quantized or b.is_quantized:
+        return bool(torch.equal(a, b))
     if a.is_complex():
         a, b = torch.view_as_real(a), torch.view_as_real(b)
     if a.dtype == torch.bool:

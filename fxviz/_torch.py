@@ -105,7 +105,9 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch._functorch.aot_autograd.aot_function",
     "torch._dynamo.backends.common.aot_autograd",
     "torch._dynamo.utils.counters",
+    "torch._dynamo.utils.graph_break_reasons",
     "torch._dynamo.convert_frame.input_codes",
+    "torch._dynamo.convert_frame.Tracker",
     "torch._dynamo.eval_frame.reset_code",
     "torch._C._dynamo.eval_frame._debug_get_cache_entry_list",
     "torch._inductor.compile_fx.compile_fx",
@@ -443,13 +445,48 @@ def _graph_break_count() -> dict[str, int]:
     return dict(counters["graph_break"])
 
 
+def _break_reasons() -> list[Any]:
+    from torch._dynamo.utils import graph_break_reasons
+
+    return graph_break_reasons
+
+
+def _distinct_breaks(reasons: Sequence[Any], counted: list[str]) -> list[str]:
+    """One line per place the program was split, ``reason (file.py:line)``.
+
+    Dynamo records a break once in every frame it passes through on the way to the op (fxviz's
+    wrapper calling the model, the model calling a helper), so ``counters["graph_break"]`` gave
+    one ``torch._dynamo.graph_break()`` as two to four breaks; the innermost user frame of each
+    ``GraphCompileReason`` names the place itself.  Reasons dynamo counted without a compile
+    reason (a frame skipped whole) are kept as counted.
+    """
+    out: dict[tuple[str, Any], str] = {}
+    for r in reasons:
+        first = _first_line(getattr(r, "reason", ""))
+        stack = list(getattr(r, "user_stack", None) or [])
+        where = (stack[-1].filename, stack[-1].lineno) if stack else None
+        label = f"{first} ({where[0].rsplit('/', 1)[-1]}:{where[1]})" if where else first
+        out.setdefault((first, where), label)
+    seen = {first for first, _ in out}
+    for first in counted:
+        if first not in seen:
+            seen.add(first)
+            out.setdefault((first, None), first)
+    return list(out.values())
+
+
 @contextlib.contextmanager
 def _fresh_dynamo_caches() -> Iterator[None]:
-    """Afterwards, drop the dynamo cache entries of every code object compiled during the block.
+    """Afterwards, forget everything dynamo stored on the code objects it saw during the block.
 
     fxviz compiles its wrapper (and, at graph breaks, the user's own frames) with its own
-    backend.  Left behind, those entries would pile up until dynamo's recompile limit made a later
-    trace silently run eagerly, and would keep fxviz's backend attached to the user's code.
+    backend.  Left behind, those cache entries would pile up until dynamo's recompile limit made a
+    later trace silently run eagerly, and would keep fxviz's backend attached to the user's code.
+    Dynamo also marks a frame it could not compile (a sparse input it cannot wrap, a frame that
+    produced no graph) "skip from now on": that mark adds no cache entry, so every code object
+    dynamo was handed (``convert_frame.input_codes.add`` is called for each) is reset, not only
+    those whose entry count grew.  Without this one sparse-input trace made every later trace of
+    the session capture only the loss.
     """
     from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
     from torch._dynamo import convert_frame
@@ -463,13 +500,29 @@ def _fresh_dynamo_caches() -> Iterator[None]:
                 out[id(code)] = (code, len(_debug_get_cache_entry_list(code)))
         return out
 
+    tracker = convert_frame.input_codes
+    handed: dict[int, Any] = {}
+    outer = tracker.__dict__.get("add")  # a recorder of an enclosing block, if nested
+    track = tracker.add
+
+    def add(code: Any) -> None:
+        handed[id(code)] = code
+        track(code)
+
     before = {k: n for k, (_, n) in entries().items()}
+    tracker.add = add  # type: ignore[method-assign,assignment]  # an instance attribute, removed below
     try:
         yield
     finally:
+        if outer is not None:
+            tracker.add = outer  # type: ignore[method-assign]
+        else:
+            del tracker.add
         for key, (code, n) in entries().items():
             if n > before.get(key, 0):
-                reset_code(code)
+                handed[key] = code
+        for code in handed.values():
+            reset_code(code)
 
 
 def _recording_runs(compiled: Callable, record: dict[str, Any], counter: Iterator[int]) -> Callable:
@@ -602,12 +655,14 @@ def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable
     if not dynamic:
         shapes.update(automatic_dynamic_shapes=False, assume_static_by_default=True)
     before = _graph_break_count()
+    first_reason = len(_break_reasons())
     with _fresh_dynamo_caches(), _fresh_code_state(), patches, \
             torch._dynamo.config.patch(suppress_errors=False, **shapes):
         compiled = torch.compile(step, backend=recording_backend, dynamic=dynamic)
         result = compiled(*inputs)
     after = _graph_break_count()
-    reasons = [_first_line(k) for k, v in after.items() for _ in range(v - before.get(k, 0))]
+    counted = [_first_line(k) for k, v in after.items() if v > before.get(k, 0)]
+    reasons = _distinct_breaks(_break_reasons()[first_reason:], counted)
     # a compile dynamo restarted (a new attempt, e.g. after inductor specialized a dynamic size)
     # leaves a record that never reached a partitioner: the retry has its own
     reached = [r for r in records if "joint" in r or "forward_only" in r]
@@ -626,7 +681,8 @@ def run_compiled_backward(step: Callable, inputs: Sequence[Any], partition_fn: C
         automatic_dynamic_shapes=False, assume_static_by_default=True, suppress_errors=False
     ):
         result = torch.compile(step, backend=backend, dynamic=False)(*inputs)
-        result.backward()
+        if result.requires_grad:  # nothing requiring grad reaches the loss: no backward to run
+            result.backward()
     return result
 
 
@@ -640,7 +696,7 @@ def quiet_torch() -> Iterator[None]:
     # torch._higher_order_ops: "Detected that context_fn is passed to torch.utils.checkpoint under
     # torch.compile" (selective checkpointing), said about fxviz's own compile, not the user's
     loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._functorch", "torch.fx", "torch._inductor",
-                                              "torch._higher_order_ops")]
+                                              "torch._higher_order_ops", "torch._subclasses")]
     levels = [lg.level for lg in loggers]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", module=r"torch\.")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -36,7 +37,7 @@ from torch import nn
 from ._torch import pytree
 
 from . import _torch
-from ._fx import output_values
+from ._fx import output_node, output_values
 from ._state import preserved, private_copy
 from .errors import FxvizWarning, InputError, NoFloatingOutputError, TraceError
 from .roles import InputName, NodeInfo, classify_nodes
@@ -139,10 +140,38 @@ def _differentiable(t: Any) -> bool:
 
 
 def _as_loss_part(t: torch.Tensor) -> torch.Tensor:
-    return torch.view_as_real(t).sum() if t.is_complex() else t.sum()
+    # view_as_real refuses a lazily conjugated tensor (torch.fft.ifft's output): resolve it first
+    return torch.view_as_real(t.resolve_conj()).sum() if t.is_complex() else t.sum()
 
 
-def _make_reducer(out: Any, loss_fn: Callable | None) -> tuple[Callable[[Any], torch.Tensor], str]:
+def _storages(x: Any) -> set[int]:
+    keys = set()
+    for t in pytree.tree_leaves(x):
+        if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type != "meta":
+            keys.add(_torch.storage_key(t))
+    return keys
+
+
+def _own_copy(scalar: Callable[[Any], torch.Tensor]) -> Callable[[Any], torch.Tensor]:
+    """A loss that is a view of an input (``x.squeeze()`` of a 1x1 x) is handled by AOTAutograd
+    outside the graph, which then has no backward; a copy makes it a value of the graph."""
+    return lambda o: scalar(o).clone()
+
+
+def _make_reducer(out: Any, loss_fn: Callable | None, inputs: Any = ()
+                  ) -> tuple[Callable[[Any], torch.Tensor], str]:
+    """The loss: ``loss_fn``, the output itself when it is a scalar, else the sum of every
+    floating output.  ``inputs`` are the tensors ``out`` was computed from (to spot a loss that
+    is a view of one of them)."""
+    reduce, desc = _reducer(out, loss_fn)
+    if loss_fn is not None or (isinstance(out, torch.Tensor) and out.numel() == 1 and out.is_floating_point()):
+        loss = loss_fn(out) if loss_fn is not None else out
+        if isinstance(loss, torch.Tensor) and _storages(loss) & _storages(inputs):
+            return _own_copy(reduce), desc
+    return reduce, desc
+
+
+def _reducer(out: Any, loss_fn: Callable | None) -> tuple[Callable[[Any], torch.Tensor], str]:
     if loss_fn is not None:
         try:
             loss = loss_fn(out)
@@ -334,6 +363,26 @@ def _all_meta(model: nn.Module | None, inputs: Sequence[Any]) -> bool:
     return all(t.device.type == "meta" for t in tensors)
 
 
+_COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
+def _refuse_compressed(model: nn.Module | None, inputs: tuple[Any, ...], names: list[str], route: str) -> None:
+    """The fake-tensor routes cannot take compressed sparse tensors: torch's fake CSR tensors abort
+    the whole Python process (torch 2.13, reproducible with ``aot_function`` alone), so they are
+    refused before torch sees them.  COO tensors trace."""
+    named = _named_leaves(inputs, names)
+    if model is not None:
+        named += list(model.named_parameters()) + list(model.named_buffers())
+    for name, t in named:
+        if isinstance(t, torch.Tensor) and t.layout in _COMPRESSED:
+            who = "params='closure'" if route == "closure" else "capture_route='aot'"
+            layout = str(t.layout).replace("torch.", "")
+            raise InputError(f"{name} is a {layout} tensor, and {who} traces with fake tensors, which "
+                             f"crash the process on {layout} tensors (a torch bug)",
+                             f"pass {name}.to_dense() (or .to_sparse() for COO), or use params='lifted' with "
+                             "capture_route='dynamo', which runs sparse ops outside the graph")
+
+
 # --- the routes ----------------------------------------------------------------------------------
 def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: Callable | None = None,
             params: str = "lifted", route: str = "auto", backend: str = "aot_eager",
@@ -363,6 +412,9 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
         raise InputError("capture_route='dynamo' runs the model, and this model or input is on the meta device",
                          "use capture_route='aot' (the default for meta models), which traces with fake tensors")
 
+    if route in ("aot", "closure"):
+        _refuse_compressed(model, inputs, names, route)
+
     with preserved(model, inputs) as snapshot, _torch.quiet_torch():
         # a meta model's default loss is chosen inside aot_function's own first (fake) pass: a
         # separate fake forward first would cost as much again (15% of a 1e9-parameter trace)
@@ -371,14 +423,17 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
             reduce: Callable[[Any], torch.Tensor] = lazy
             loss_desc = ""
         else:
+            sources: Any = ()  # what the probe's output may be a view of
             try:
                 if on_meta:
                     out = _fake_output(fn, inputs)
                 else:
-                    out = _eager_output(fn, private_copy(inputs))
+                    probe = private_copy(inputs)
+                    out = _eager_output(fn, probe)
+                    sources = (probe, list(model.parameters()) + list(model.buffers()) if model is not None else [])
             finally:
                 snapshot.restore()  # the traced run starts from the state the user handed us
-            reduce, loss_desc = _make_reducer(out, loss_fn)
+            reduce, loss_desc = _make_reducer(out, loss_fn, sources)
 
         def step(*args: Any) -> torch.Tensor:
             return reduce(fn(*args))
@@ -406,7 +461,7 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
         if lazy is not None:
             assert lazy.reduce is not None
             reduce, loss_desc = lazy.reduce, lazy.desc
-    notes = _gradient_warnings(graphs, model, params, on_meta)
+    notes = _gradient_warnings(graphs, model, params, on_meta, breaks)
     for note in notes:
         warnings.warn(note, FxvizWarning, stacklevel=3)
     return Capture(graphs=graphs, route=route, params=params, loss=loss_desc, graph_breaks=breaks,
@@ -423,15 +478,35 @@ def _gradient_inputs(g: JointGraph) -> list[str]:
     """
     if not g.has_backward:
         return []
+    out_node = output_node(g.gm)
+    descs = _torch.output_descs(out_node)
+    if descs:  # by descriptor: effect tokens (linalg.cholesky) are inputs with no gradient slot
+        by_desc = {repr(_torch.node_desc(n)): n for n in g.gm.graph.nodes if n.op == "placeholder"}
+        names = []
+        for desc, out in list(zip(descs, output_values(g.gm)))[g.num_fwd_outputs:]:
+            kind = _torch.describe_output(desc)
+            ph = by_desc.get(repr(getattr(desc, "grad_of", None))) if kind.kind == "grad" else None
+            if ph is not None and out is not None:
+                names.append(g.info[ph.name].qualname or ph.name)
+        return names
     grads = output_values(g.gm)[g.num_fwd_outputs:]
     primals = [n for n in g.gm.graph.nodes if n.op == "placeholder" and g.info[n.name].role != "tangent"]
     return [g.info[p.name].qualname or p.name for p, out in zip(primals, grads) if out is not None]
 
 
 def _gradient_warnings(graphs: list[JointGraph], model: nn.Module | None, params: str,
-                       on_meta: bool) -> list[str]:
+                       on_meta: bool, breaks: Sequence[str] = ()) -> list[str]:
     """Say so when the backward is empty although something requires grad, instead of showing an
-    empty backward without comment (the meta-device ``cross_entropy`` quirk, ``no_grad``, ``detach``)."""
+    empty backward without comment (the meta-device ``cross_entropy`` quirk, ``no_grad``, ``detach``,
+    or an op that ran outside the graphs at a graph break)."""
+    got = {name for g in graphs for name in _gradient_inputs(g)}
+    if breaks:
+        wanted = [n for n, p in model.named_parameters() if p.requires_grad] if model is not None else []
+        if wanted and not got.intersection(wanted):
+            return [f"the captured graph(s) compute no gradient for the {len(wanted)} parameter(s) that require "
+                    f"grad: dynamo split the model at a graph break ({breaks[0]}), and the ops that use them ran "
+                    "outside the graphs, where eager autograd differentiates them"]
+        return []
     if on_meta:
         why = ("on the meta device some torch ops (nll_loss, hence cross_entropy) have no autograd kernel "
                "and drop the grad_fn" + ("; params='lifted' traces meta tensors as fake CPU tensors, "
@@ -439,7 +514,6 @@ def _gradient_warnings(graphs: list[JointGraph], model: nn.Module | None, params
                                          "; trace a small real-device copy of the model"))
     else:
         why = "a torch.no_grad block, .detach() or an op without a derivative cuts them off the loss"
-    got = {name for g in graphs for name in _gradient_inputs(g)}
     if params == "lifted" and model is not None:
         wanted = [n for n, p in model.named_parameters() if p.requires_grad]
         if wanted and not got.intersection(wanted):
@@ -467,7 +541,8 @@ def _data_dependent(exc: BaseException) -> bool:
     seen = 0
     while exc is not None and seen < 8:
         name, text = type(exc).__name__, str(exc)
-        if "DataDependent" in name or "data-dependent" in text.lower() or "_local_scalar_dense" in text:
+        if ("DataDependent" in name or "DynamicOutputShape" in name or "data-dependent" in text.lower()
+                or "_local_scalar_dense" in text):
             return True
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
         seen += 1
@@ -477,7 +552,8 @@ def _data_dependent(exc: BaseException) -> bool:
 def _trace_failed(exc: Exception, route: str) -> TraceError:
     if _data_dependent(exc) and route != "dynamo":
         who = "closure capture (plain aot_function)" if route == "closure" else "capture_route='aot'"
-        hint = (f"{who} cannot follow Python that depends on tensor values (.item(), if on a tensor); "
+        hint = (f"{who} cannot follow Python that depends on tensor values (.item(), if on a tensor), nor an op "
+                "whose output shape does (masked_select, nonzero); "
                 "use params='lifted' with capture_route='dynamo', which splits the graph there")
     elif route == "dynamo":
         hint = ("check that model(*inputs) runs eagerly; torch.compile could not capture it "
@@ -500,8 +576,7 @@ def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None
     except Exception as exc:
         raise _trace_failed(exc, "dynamo") from exc
     if not raws:
-        raise TraceError("torch.compile captured no graph: the whole model ran as plain Python",
-                         "make sure the model calls torch operations on its inputs")
+        raise _no_graph(breaks)
     graphs = []
     last = len(raws) - 1
     for k, raw in enumerate(raws):
@@ -518,9 +593,26 @@ def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None
     return graphs, breaks
 
 
+def _no_graph(breaks: list[str]) -> TraceError:
+    """Dynamo compiled nothing: say why it skipped the frames (``Attempted to wrap sparse Tensor``)."""
+    if not breaks:
+        return TraceError("torch.compile captured no graph: the whole model ran as plain Python",
+                          "make sure the model calls torch operations on its inputs")
+    reasons = "; ".join(dict.fromkeys(breaks))
+    if any("sparse" in b.lower() for b in breaks):
+        hint = ("dynamo cannot take sparse tensors as graph inputs; pass x.to_dense(), or use "
+                "capture_route='aot', which traces COO tensors")
+    else:
+        hint = "dynamo skipped every frame for the reason shown; capture_route='aot' is another route"
+    return TraceError(f"torch.compile captured no graph: dynamo ran every frame as plain Python ({reasons})", hint)
+
+
 def _source_label(source: str | None, i: int, k: int) -> str:
     if source is None:
         return f"graph {k} input {i}"
+    stack = re.fullmatch(r"L\[['\"]___stack(\d+)['\"]\]", source)
+    if stack:  # a value dynamo carried across a graph break: computed by code outside the graphs
+        return f"value from outside the graph ({stack.group(1)})"
     label = _torch.module_path_from_stack_entry(source) or source
     return label if k == 0 else f"{label} (from graph {k - 1})"
 

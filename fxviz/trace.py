@@ -259,9 +259,10 @@ class Trace:
             else:
                 lines.append(f"  parameters: {len(params)} ({n_req} require grad); "
                              f"{n_grad} get a gradient from the backward graph")
-        if len(self.capture.graphs) > 1:
-            lines.append(f"  graph {self.index + 1} of {len(self.capture.graphs)}; "
-                         f"{len(self.graph_breaks)} graph break(s): " + "; ".join(self.graph_breaks[:3]))
+        if len(self.capture.graphs) > 1 or self.graph_breaks:
+            where = (f"graph {self.index + 1} of {len(self.capture.graphs)}" if len(self.capture.graphs) > 1
+                     else "one graph captured; the code at the break ran outside it")
+            lines.append(f"  {where}; {len(self.graph_breaks)} graph break(s): " + "; ".join(self.graph_breaks[:3]))
         lines += [f"  warning: {w}" for w in getattr(self.capture, "warnings", [])]
         return "\n".join(lines)
 

@@ -17,12 +17,15 @@ def _norm(req: str) -> str:
 
 def test_environment_yml_matches_pyproject():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    wanted = set(map(_norm, pyproject["project"]["dependencies"] + pyproject["project"]["optional-dependencies"]["notebook"]))
+    extras = pyproject["project"]["optional-dependencies"]
+    wanted = set(map(_norm, pyproject["project"]["dependencies"] + extras["notebook"]))
+    dev = {_norm(d.split("#")[0]) for d in extras["dev"]}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     deps = env["dependencies"]
     assert "graphviz" in deps, "conda users need the graphviz `dot` binary"
     pip = next(d["pip"] for d in deps if isinstance(d, dict) and "pip" in d)
-    assert set(map(_norm, pip)) == wanted
+    # every runtime and notebook requirement, plus dev ones the test suite cannot do without, pinned alike
+    assert wanted <= set(map(_norm, pip)) <= wanted | dev
 
 
 def test_readme_starts_with_the_two_commands_and_ci_uses_the_second():

@@ -66,6 +66,9 @@ _CAUSE_WORDS = {
     "ignored_output": ("reaches an output that the loss ignores",
                        "include that output in the loss (or pass loss_fn=...), or drop the unused module"),
     "other": ("goes through a non-differentiable operation", "make that operation differentiable"),
+    "graph_break": ("is used by code that ran outside the captured graph(s) at a graph break",
+                    "nothing is wrong in a real run (eager autograd differentiates that code); to see it in "
+                    "the graph, avoid the graph break (or try capture_route='aot')"),
 }
 
 
@@ -293,6 +296,13 @@ def _no_gradient_finding(p: _Param, cap: Capture, eager: dict[str, EagerPath] | 
         return Finding("no_path", "error", p.name, tuple(n for ns in p.nodes.values() for n in ns), msg,
                        _CAUSE_WORDS["ignored_output"][1], cause="ignored_output", module=ep.last_module,
                        source=ep.last_source)
+    if cap.graph_breaks and (ep is None or ep.gets_gradient):
+        breaks = "; ".join(cap.graph_breaks[:2]) + (" ..." if len(cap.graph_breaks) > 2 else "")
+        msg = (f"{p.name} gets no gradient from the captured graph(s): dynamo split the model at a graph "
+               f"break ({breaks}), and the ops that use {p.name} ran outside the graphs, where eager "
+               "autograd differentiates them (a real torch.compile run does give it a gradient).")
+        return Finding("no_path", "warning", p.name, tuple(n for ns in p.nodes.values() for n in ns), msg,
+                       _CAUSE_WORDS["graph_break"][1], cause="graph_break")
     if ep is not None and ep.gets_gradient:
         msg = (f"{p.name} gets a gradient from eager autograd but none from the traced graph(s); "
                "fxviz cannot tell where the traced path is cut.")

@@ -343,6 +343,11 @@ def _notes(m: EagerMeasurement, closure: bool, pieces: int) -> list[str]:
     return notes
 
 
+def _tensors(cap: Capture) -> list[torch.Tensor]:
+    found = [t for t in pytree.tree_leaves(cap.example_inputs) if isinstance(t, torch.Tensor)]
+    return found + (list(cap.model.parameters()) if cap.model is not None else [])
+
+
 def eager_partition(cap: Capture, graph: JointGraph) -> Partition:
     """The ``eager`` strategy as a ``Partition``: ``saved`` are the joint nodes eager's saved tensors
     correspond to (in save order), ``unmapped`` describes those with no joint node."""
@@ -350,9 +355,16 @@ def eager_partition(cap: Capture, graph: JointGraph) -> Partition:
     try:
         m = measure_eager(cap, graph)
     except Exception as exc:  # the user's model under eager autograd: a row with the reason
+        text = " ".join(str(exc).split())
+        sparse = [t.layout for t in _tensors(cap) if t.layout != torch.strided]
+        if sparse or "Sparse" in text:
+            what = f" (a {sparse[0]} input)" if sparse else ""
+            reason = (f"the eager reference cannot measure sparse tensors{what}: it counts the storages autograd "
+                      "saves, and a sparse tensor exposes none; the graph strategies' rows are exact")
+        else:
+            reason = f"eager autograd raised {type(exc).__name__}: {text[:300]}"
         return Partition(strategy=Strategy("eager"), forward=None, backward=None, caller="eager autograd",
-                         error=f"eager autograd raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
-                         seconds=time.perf_counter() - start)
+                         error=reason, seconds=time.perf_counter() - start)
     saved = list(dict.fromkeys(s.joint for s in m.saved if s.joint is not None))
     unmapped = [f"{s.op} {list(s.shape)} {s.dtype} ({s.owner})" for s in m.saved if s.joint is None]
     return Partition(strategy=Strategy("eager"), forward=None, backward=None, saved=saved, unmapped=unmapped,

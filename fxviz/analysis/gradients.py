@@ -63,6 +63,17 @@ def gradient_outputs(graph: JointGraph) -> list[tuple[int, str | None, str]]:
     return res
 
 
+def _is_token(n: fx.Node) -> bool:
+    """An effect token (ops with side effects, e.g. ``_linalg_check_errors`` in ``linalg.cholesky``,
+    are threaded through ``with_effects``): AOTAutograd's runtime feeds it an empty tensor."""
+    desc = _torch.node_desc(n)
+    return desc is not None and _torch.describe_input(desc).kind == "token"
+
+
+def _token() -> torch.Tensor:
+    return torch.empty(0)
+
+
 def run_joint(graph: JointGraph, values: dict[str, Any] | None = None) -> list[Any]:
     """Execute the joint graph on real tensors: primals from the capture, each tangent = 1 for
     the loss (the only differentiable output fxviz's wrapper returns), zeros otherwise."""
@@ -71,7 +82,9 @@ def run_joint(graph: JointGraph, values: dict[str, Any] | None = None) -> list[A
     for n in graph.gm.graph.nodes:
         if n.op != "placeholder":
             continue
-        if graph.info[n.name].role == "tangent":
+        if _is_token(n):
+            args.append(_token())
+        elif graph.info[n.name].role == "tangent":
             fake = _torch.meta_val(n)
             args.append(torch.ones(fake.shape, dtype=fake.dtype, device=fake.device))
         elif n.name in values:
@@ -92,7 +105,9 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
     fwd, bwd = part.forward, part.backward
     fw_args = []
     for n in fwd.graph.nodes:
-        if n.op == "placeholder":
+        if n.op == "placeholder" and _is_token(n) and part.fw_to_joint.get(n.name, n.name) not in values:
+            fw_args.append(_token())
+        elif n.op == "placeholder":
             v = values[part.fw_to_joint.get(n.name, n.name)]
             fw_args.append(v.detach() if isinstance(v, torch.Tensor) else v)
     with torch.no_grad():
@@ -104,7 +119,9 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
         if n.op != "placeholder":
             continue
         joint = part.bw_to_joint.get(n.name, n.name)
-        if graph.info.get(joint) is not None and graph.info[joint].role == "tangent":
+        if joint not in handed and _is_token(n):
+            bw_args.append(_token())
+        elif graph.info.get(joint) is not None and graph.info[joint].role == "tangent":
             fake = _torch.meta_val(n)
             bw_args.append(torch.ones(fake.shape, dtype=fake.dtype, device=fake.device))
         else:
@@ -122,12 +139,13 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
 
 def traced_gradients(cap: Capture, rng: dict[str, object]) -> tuple[dict[str, torch.Tensor | None], str]:
     """Parameter gradients from the traced graphs.  One graph: run its joint graph directly.
-    Several (graph breaks): dynamo's glue is needed between them, so run the same capture through
+    Several, or one after a graph break (code outside it may carry the gradient): dynamo's glue is
+    needed between them, so run the same capture through
     torch.compile + AOTAutograd on parameter clones."""
     assert cap.model is not None
     names = [n for n, _ in cap.model.named_parameters()]
     result: dict[str, torch.Tensor | None] = {n: None for n in names}
-    if len(cap.graphs) == 1:
+    if len(cap.graphs) == 1 and not cap.graph_breaks:
         graph = cap.graphs[0]
         if not graph.has_backward:
             return result, "joint graph (no backward: nothing required grad)"
@@ -162,6 +180,23 @@ def _dense(g: torch.Tensor | None) -> torch.Tensor | None:
     return g.to_dense() if g is not None and g.layout != torch.strided else g
 
 
+def _compare(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> tuple[float, bool]:
+    """(largest difference, within tolerance).  NaN where eager has NaN (``x ** 0.5`` at a negative
+    x) and equal infinities count as equal; an empty gradient (``nn.Linear(0, 3)``) is equal to
+    another of its shape.  The tolerance scales with the gradient's size."""
+    if got.shape != want.shape:
+        return float("nan"), False
+    if got.numel() == 0:
+        return 0.0, True
+    got, want = got.detach().to(want.dtype), want.detach()
+    same = (got == want) | (torch.isnan(got) & torch.isnan(want))
+    finite = torch.isfinite(want)
+    diff = float(torch.where(same, torch.zeros_like(want), (got - want)).abs().max())
+    scale = float(want[finite].abs().max()) if bool(finite.any()) else 1.0
+    ok = bool(torch.allclose(got, want, rtol=rtol, atol=atol * max(1.0, scale), equal_nan=True))
+    return diff, ok
+
+
 def check_gradients(cap: Capture, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
     """One row per parameter: does the traced backward produce its gradient, and does it match?"""
     if cap.model is None:
@@ -175,17 +210,29 @@ def check_gradients(cap: Capture, rtol: float = 1e-4, atol: float = 1e-5) -> pd.
     with preserved(cap.model, cap.example_inputs), _torch.quiet_torch():
         rng = rng_state()
         with preserved(None, cap.example_inputs):
-            eager = eager_gradients(cap, rng)
-        traced, how = traced_gradients(cap, rng)
+            try:
+                eager = eager_gradients(cap, rng)
+            except Exception as exc:  # torch's own backward on the user's model: say so, in one line
+                raise FxvizError(f"eager autograd raised {type(exc).__name__} computing the reference gradients: "
+                                 f"{' '.join(str(exc).split())[:300]}",
+                                 "the loss may be ill-defined for this model (e.g. the sum of eigenvectors); "
+                                 "trace with loss_fn=... that torch can differentiate") from exc
+        try:
+            traced, how = traced_gradients(cap, rng)
+        except FxvizError:
+            raise
+        except Exception as exc:
+            raise FxvizError(f"running the traced graphs raised {type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:300]}",
+                             "the joint graph could not be executed on real tensors; report this model to fxviz"
+                             ) from exc
     rows = []
     for name, p in cap.model.named_parameters():
         ge, gt = _dense(eager.get(name)), _dense(traced.get(name))
-        diff = float((ge - gt).abs().max()) if ge is not None and gt is not None and ge.numel() else (
-            0.0 if ge is not None and gt is not None else float("nan"))
         if ge is None or gt is None:
-            ok = ge is None and gt is None
+            diff, ok = float("nan"), ge is None and gt is None
         else:
-            ok = bool(torch.allclose(gt, ge, rtol=rtol, atol=atol * max(1.0, float(ge.abs().max()))))
+            diff, ok = _compare(gt, ge, rtol, atol)
         rows.append({"parameter": name, "requires_grad": p.requires_grad, "has_gradient": gt is not None,
                      "eager_has_gradient": ge is not None, "max_abs_diff": diff, "ok": ok})
     df = pd.DataFrame(rows, columns=COLUMNS)
