@@ -107,13 +107,15 @@ def plot(models: list[str], path: pathlib.Path) -> None:
 
 
 def _md(results: list[dict[str, Any]]) -> str:
-    lines = ["| model | joint nodes | forward values | MILP decisions | trace | frontier (11 solves) | slowest solve | all proven |",
+    lines = ["| model | joint nodes | forward values | MILP decisions | trace | frontier (11 solves) | slowest solve "
+             "| all proven |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
         lines.append(f"| {r['model']} | {r['joint_nodes']} | {r['forward_values']} | {r['decisions']} | "
                      f"{r['trace_s']:.1f} s | {r['frontier_s']:.1f} s | {r['largest_solve_s']:.2f} s | "
                      f"{'yes' if r['all_optimal'] else 'no'} |")
-    lines += ["", "| model | strategy | saved activations | recompute FLOPs | gap FLOPs (same bytes) | gap bytes (same FLOPs) |",
+    lines += ["", "| model | strategy | saved activations | recompute FLOPs | gap FLOPs (same bytes) "
+              "| gap bytes (same FLOPs) |",
               "|---|---|---:|---:|---:|---:|"]
     for r in results:
         for p in r["torch"]:

@@ -7,11 +7,11 @@ every strategy torch has, tabulate what each saves, and diagnose missing gradien
 from __future__ import annotations
 
 from . import examples
-from .errors import FxvizError, InputError, LogError, NoFloatingOutputError, RenderError, StrategyError, TraceError
 from .analysis.strategies import partitioner
-from .trace import Trace, trace
-from .logs import Run, load_logs
+from .errors import FxvizError, InputError, LogError, NoFloatingOutputError, RenderError, StrategyError, TraceError
 from .html_report import report
+from .logs import Run, load_logs
+from .trace import Trace, trace
 from .widgets import explore
 
 __all__ = [

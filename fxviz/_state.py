@@ -11,10 +11,12 @@ version counters and break an autograd graph the user still holds.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import nn
+
 from ._torch import pytree
 
 __all__ = ["preserved", "Snapshot", "rng_state", "restore_rng", "private_copy", "same_bits"]

@@ -12,8 +12,9 @@ import copy
 import functools
 import itertools
 import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -28,8 +29,8 @@ from torch._functorch.aot_autograd import make_boxed_func as _make_boxed_func
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
 from torch.utils._dtype_abbrs import dtype_abbrs as _dtype_abbrs
+from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
 
 __all__ = [
     "SUPPORTED_TORCH",

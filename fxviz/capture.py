@@ -28,17 +28,18 @@ import dataclasses
 import inspect
 import re
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
 from torch import nn
-from ._torch import pytree
 
 from . import _torch
 from ._fx import output_node, output_values
 from ._state import preserved, private_copy
+from ._torch import pytree
 from .errors import FxvizWarning, InputError, NoFloatingOutputError, TraceError
 from .roles import InputName, NodeInfo, classify_nodes
 

@@ -11,7 +11,8 @@ import importlib.util
 import os
 import sys
 import traceback
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .analysis.strategies import OFFERED, forms_text, parse_list
 from .errors import FxvizError, ModelSpecError
@@ -78,7 +79,8 @@ def _trace(args: argparse.Namespace) -> Any:
             raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
         return load_logs(args.logs).trace(rank=args.rank, compile_id=args.graph)
     if not args.model:
-        raise ModelSpecError("no model and no --logs", "name a model (e.g. mini_gpt) or pass --logs DIR (see 'fxviz COMMAND --help')")
+        raise ModelSpecError("no model and no --logs",
+                             "name a model (e.g. mini_gpt) or pass --logs DIR (see 'fxviz COMMAND --help')")
     model, inputs = load_model_spec(args.model)
     return trace(model, *inputs, params=args.params, backend=args.backend, dynamic=args.dynamic)
 

@@ -8,7 +8,7 @@ the defaults are the faithful sizes (AlexNet is torchvision's layout at 224x224)
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

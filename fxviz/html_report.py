@@ -30,12 +30,12 @@ __all__ = ["STATIC", "build_report", "build_run_report", "report"]
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
 
 
-def build_report(tr: "Trace", **kwargs: Any) -> str:
+def build_report(tr: Trace, **kwargs: Any) -> str:
     """The report as one HTML string (see :func:`report`)."""
     return _html(report_data(tr, **kwargs))
 
 
-def build_run_report(graphs: list[tuple[int, str, "Trace"]], initial: int = 0, **kwargs: Any) -> str:
+def build_run_report(graphs: list[tuple[int, str, Trace]], initial: int = 0, **kwargs: Any) -> str:
     """The report of several graphs of a logged run, with a rank and a graph selector."""
     return _html(run_report_data(graphs, initial, **kwargs))
 
@@ -108,7 +108,8 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: 
         start = run.trace(rank=rank, compile_id=compile_id)
         rows = run.graphs
         rows = rows[rows["joint"] & rows["backward"]]
-        graphs = [(int(r["rank"]), str(r["compile_id"]), run.trace(int(r["rank"]), str(r["compile_id"]), int(r["piece"])))
+        graphs = [(int(r["rank"]), str(r["compile_id"]),
+                   run.trace(int(r["rank"]), str(r["compile_id"]), int(r["piece"])))
                   for _, r in rows.iterrows()]
         initial = next((i for i, g in enumerate(graphs) if g[2] is start), 0)
         return write_atomic(path, build_run_report(graphs, initial, **kwargs))

@@ -13,8 +13,9 @@ from __future__ import annotations
 import datetime
 import re
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .analysis.strategies import Strategy, StrategyLike, parse_list
 from .errors import FxvizError, InputError
@@ -50,7 +51,7 @@ VIEWS = ("joint", "forward", "backward", "compare")
 
 
 # --- data for the front-end ----------------------------------------------------------------------
-def _gradient_facts(tr: "Trace") -> dict[str, dict[str, Any]]:
+def _gradient_facts(tr: Trace) -> dict[str, dict[str, Any]]:
     """Per parameter node (lifted or captured as a constant) and per gradient node: whether the
     parameter gets a gradient, from the doctor's table (``tr.doctor().table``), by real name."""
     try:
@@ -73,7 +74,7 @@ def _gradient_facts(tr: "Trace") -> dict[str, dict[str, Any]]:
     return out
 
 
-def node_data(tr: "Trace") -> dict[str, dict[str, Any]]:
+def node_data(tr: Trace) -> dict[str, dict[str, Any]]:
     """One record per joint-graph node (output excluded): what the details panel shows, with
     ``gradient`` (does this parameter get a gradient, and which node) where the doctor knows."""
     graph = tr.graph
@@ -111,7 +112,7 @@ def node_data(tr: "Trace") -> dict[str, dict[str, Any]]:
     return out
 
 
-def status_data(p: "Partition") -> dict[str, Any]:
+def status_data(p: Partition) -> dict[str, Any]:
     """What one strategy did, by joint-node name (straight from the ``Partition``)."""
     return {
         "key": p.name,
@@ -140,7 +141,7 @@ _TABLE_COLUMNS: list[tuple[str, str, str]] = [
 ]
 
 
-def table_notes(tr: "Trace", keys: Sequence[str]) -> list[str]:
+def table_notes(tr: Trace, keys: Sequence[str]) -> list[str]:
     """Why a row's numbers are what they are, where a reader is surprised: what each strategy
     recomputes (the default recomputes too), and what recompute-all still saves (the outputs of
     random ops, which must not be redrawn).  Every name comes from the strategy's ``Partition``."""
@@ -162,7 +163,7 @@ def table_notes(tr: "Trace", keys: Sequence[str]) -> list[str]:
     return notes
 
 
-def table_data(df: Any, tr: "Trace | None" = None) -> dict[str, Any]:
+def table_data(df: Any, tr: Trace | None = None) -> dict[str, Any]:
     """The memory table (``tr.memory_table()``) as display strings per strategy row, formatted
     and best-marked exactly as ``fxviz.render.table`` does for the notebook table; given the
     ``Trace``, with :func:`table_notes`."""
@@ -191,7 +192,7 @@ def table_data(df: Any, tr: "Trace | None" = None) -> dict[str, Any]:
             "caption": df.attrs.get("caption", "").strip()}
 
 
-def doctor_data(tr: "Trace", strategy: Any = "default") -> dict[str, Any]:
+def doctor_data(tr: Trace, strategy: Any = "default") -> dict[str, Any]:
     """The doctor's findings (``tr.doctor()``), grouped as its card groups them, as plain records."""
     from .render.doctor_view import KIND_TITLES
 
@@ -271,12 +272,12 @@ class RenderedView:
     svg: str
     caption: str
     seconds: float
-    partition: "Partition"
-    compare: "Partition | None" = None
+    partition: Partition
+    compare: Partition | None = None
     notes: list[str] = field(default_factory=list)
 
 
-def render_view(tr: "Trace", key: ViewKey, timeout: float | None = None) -> RenderedView:
+def render_view(tr: Trace, key: ViewKey, timeout: float | None = None) -> RenderedView:
     """Partition (cached on the Trace), draw and lay out one view; returns its cleaned SVG."""
     if key.view not in VIEWS:
         raise InputError(f"unknown view {key.view!r}", f"use one of {', '.join(VIEWS)}")
@@ -298,7 +299,7 @@ def render_view(tr: "Trace", key: ViewKey, timeout: float | None = None) -> Rend
                         compare=q)
 
 
-def render_layout(tr: "Trace", group: str | None = None, depth: int | None = None,
+def render_layout(tr: Trace, group: str | None = None, depth: int | None = None,
                   timeout: float | None = None) -> tuple[str, str]:
     """The joint graph laid out once, with no strategy's marks: the report draws every strategy
     and every compare pair on it as an overlay (classes and badges from ``status_data``), so it
@@ -314,7 +315,7 @@ def _default_compare(keys: Sequence[str]) -> str | None:
     return keys[1] if keys[0] != keys[1] else None
 
 
-def report_data(tr: "Trace", strategies: Iterable[StrategyLike] | None = None,
+def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
                 views: Iterable[str] = ("joint", "forward", "backward", "compare"),
                 compare: Sequence[tuple[StrategyLike, StrategyLike]] | None = None, group: str | None = None,
                 depth: int | None = None, title: str | None = None,
@@ -466,7 +467,7 @@ def piece_options(tr: Trace, strategy: StrategyLike = "default") -> list[tuple[s
         text += f" \u2014 after: {p.reason}" if p.reason else ""
         options.append((text if len(text) <= 90 else text[:88] + "\u2026", p.index))
     return options
-def run_report_data(graphs: Sequence[tuple[int, str, "Trace"]], initial: int = 0, title: str | None = None,
+def run_report_data(graphs: Sequence[tuple[int, str, Trace]], initial: int = 0, title: str | None = None,
                     progress: Callable[[str], None] | None = None, **kwargs: Any) -> dict[str, Any]:
     """The payloads of several graphs of a logged run, one ``report_data`` each, for a report
     with a rank and a graph selector.  ``graphs``: (rank, compile id, trace) in display order."""

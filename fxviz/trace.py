@@ -5,8 +5,9 @@ presentation layers; every fact it shows is computed once and cached here, keyed
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch.fx as fx
@@ -35,7 +36,7 @@ NODE_COLUMNS = ["op", "target", "short_op", "role", "phase", "qualname", "module
 
 def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None = None,
           params: str = "lifted", capture_route: str = "auto", backend: str = "aot_eager",
-          dynamic: bool = False) -> "Trace":
+          dynamic: bool = False) -> Trace:
     """Trace ``model_or_fn(*example_inputs)`` into its joint forward+backward graph.
 
     Args:
@@ -71,7 +72,7 @@ def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None 
 class Trace:
     """One captured joint graph, with its nodes named and classified, and every view of it."""
 
-    def __init__(self, captured: Capture, index: int = 0, pieces: list["Trace"] | None = None) -> None:
+    def __init__(self, captured: Capture, index: int = 0, pieces: list[Trace] | None = None) -> None:
         self.capture = captured
         self.graph: JointGraph = captured.graphs[index]
         self.index = index
@@ -86,7 +87,7 @@ class Trace:
         return self.graph.gm
 
     @property
-    def pieces(self) -> list["Trace"]:
+    def pieces(self) -> list[Trace]:
         """One Trace per captured graph, in execution order (several after graph breaks)."""
         if self._pieces is None:
             self._pieces = [self] + [Trace(self.capture, i) for i in range(1, len(self.capture.graphs))]
@@ -296,7 +297,8 @@ class Trace:
 
         ``strategies``: a list (or comma-separated string) of strategies as for :meth:`partition`;
         default ``Trace.offered`` (``default, min_cut, budget:0.5, recompute_all, eager``; read from a
-        log: ``logged`` first, no ``eager``).  A strategy that fails on this graph gives a row with ``error`` set.  The frame keeps exact integers and displays
+        log: ``logged`` first, no ``eager``).  A strategy that fails on this graph gives a row with
+        ``error`` set.  The frame keeps exact integers and displays
         styled (MiB/GiB, best value per column marked) in a notebook; ``df.attrs["caption"]`` says
         which partitioner arguments were passed and how bytes are counted.
 

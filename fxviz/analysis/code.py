@@ -12,8 +12,9 @@ from __future__ import annotations
 import builtins
 import keyword
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch.fx as fx
 
@@ -61,7 +62,7 @@ class GraphCode:
         ``self`` bound to a module holding the graph's constants."""
         code = self.module.graph.python_code(root_module="self")
         namespace: dict[str, Any] = dict(code.globals)
-        exec(compile(self.src, f"<fxviz {self.part} graph>", "exec"), namespace)  # noqa: S102
+        exec(compile(self.src, f"<fxviz {self.part} graph>", "exec"), namespace)
         fn = namespace["forward"]
         module = self.module
 

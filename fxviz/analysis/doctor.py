@@ -9,8 +9,9 @@ per-parameter table.  Rendering lives in ``fxviz.render.doctor_view``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence, TypeGuard
+from typing import Any, TypeGuard
 
 import pandas as pd
 import torch
@@ -18,9 +19,9 @@ import torch.fx as fx
 
 from .. import _torch
 from .._fx import output_values
-from ..units import format_bytes
 from ..capture import Capture, JointGraph
 from ..roles import short_op
+from ..units import format_bytes
 from .gradient_paths import (
     VIEW_OPS,
     Cut,
@@ -267,7 +268,7 @@ def _no_gradient_finding(p: _Param, cap: Capture, eager: dict[str, EagerPath] | 
         cuts += gp.cuts
         differentiable |= gp.differentiable
         used_in_graph |= gp.used
-    if cuts and not differentiable or zero and cuts:
+    if (cuts and not differentiable) or (zero and cuts):
         c = cuts[0]
         nodes = tuple(dict.fromkeys(x.node for x in cuts))
         msg = _cut_message(p.name, c.cause, c.node, c.op, c.module, c.source, c.source_code, zero)

@@ -27,17 +27,15 @@ from __future__ import annotations
 import difflib
 import gc
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from .._torch import pytree
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from .. import _torch
 from .._state import preserved
+from .._torch import pytree
 from ..capture import Capture, JointGraph
-from torch.utils.flop_counter import FlopCounterMode, flop_registry
-
 from .measured import EagerMeasurement, SavedTensor
 from .partition import Partition
 from .strategies import Strategy
@@ -125,7 +123,8 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
                 old = probes.get(key)
                 if old is None or not old[0].alive():
                     event = producer.get(_sig(t), first + i)
-                    probes[key] = (_torch.StorageProbe(t), event, tuple(t.shape), _dtype(t), t.numel() * t.element_size())
+                    probes[key] = (_torch.StorageProbe(t), event, tuple(t.shape), _dtype(t),
+                                   t.numel() * t.element_size())
 
     def on_backward_op(func: Any, args: Any, out: Any, kwargs: Any) -> None:
         # the engine runs backward formulas with grad mode off; torch.utils.checkpoint re-runs a

@@ -18,18 +18,19 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 import torch.fx as fx
 from torch.overrides import TorchFunctionMode
-from .._torch import pytree
 
 from .. import _torch
 from .._fx import output_values
 from .._state import preserved
+from .._torch import pytree
 from ..capture import Capture, JointGraph
 from ..roles import short_op
 

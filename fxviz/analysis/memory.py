@@ -10,8 +10,9 @@ evaluated at the example inputs' sizes (the caption says so when it happened).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 import torch

@@ -341,7 +341,8 @@ class Solution:
                 f"moved); {self.variables} variables, {self.constraints} constraints, {self.seconds:.2f} s")
 
 
-def _milp(c: np.ndarray, integrality: np.ndarray, lb: np.ndarray, ub: np.ndarray, rows: list[tuple[dict[int, float], float, float]],
+def _milp(c: np.ndarray, integrality: np.ndarray, lb: np.ndarray, ub: np.ndarray,
+          rows: list[tuple[dict[int, float], float, float]],
           time_limit: float) -> Any:
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
@@ -539,7 +540,8 @@ class OptimalPartitioner:
         self.__qualname__ = (f"optimal_{budget:g}" if budget is not None else f"optimal_{budget_bytes}B")
 
     def __call__(self, joint: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int,
-                 static_lifetime_input_indices: list[int] | None = None, **_: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+                 static_lifetime_input_indices: list[int] | None = None,
+                 **_: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         with _torch.quiet_torch():
             _torch.cse_like_min_cut(joint)  # as min-cut does (partitioners may mutate their joint graph)
         model = model_of(joint, num_fwd_outputs)
@@ -548,7 +550,7 @@ class OptimalPartitioner:
             budget = int(self.budget_bytes)
         else:
             reference = min_cut_activation_bytes(joint, model, num_fwd_outputs, static_lifetime_input_indices)
-            budget = int(math.floor(float(self.budget or 0.0) * reference))
+            budget = math.floor(float(self.budget or 0.0) * reference)
         solution = solve(model, budget, self.time_limit, reference_bytes=reference)
         self.solution = solution
         if solution.status == "timeout":

@@ -14,8 +14,9 @@ its label, whether it needs the model or a log, and how it partitions a joint gr
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .. import _torch
 from ..errors import StrategyError
@@ -63,7 +64,7 @@ class Strategy:
     budget_bytes: int | None = None
 
     @classmethod
-    def parse(cls, spec: "StrategyLike") -> "Strategy":
+    def parse(cls, spec: StrategyLike) -> Strategy:
         """A strategy from a string (``"min_cut"``, ``"budget:0.3:greedy"``), a callable with a
         torch partitioner's signature, or a ``Strategy``; raises ``StrategyError`` naming the
         valid forms."""
@@ -88,7 +89,9 @@ class Strategy:
         if self.kind == "budget":
             return f"budget:{self.budget:g}:{self.solver}"
         if self.kind == "optimal":
-            return f"optimal:{self.budget:g}" if self.budget_bytes is None else f"optimal:{exact_size(self.budget_bytes)}"
+            if self.budget_bytes is None:
+                return f"optimal:{self.budget:g}"
+            return f"optimal:{exact_size(self.budget_bytes)}"
         if self.kind == "callable":
             return f"callable:{getattr(self.fn, '__qualname__', repr(self.fn))}"
         return self.kind
@@ -206,7 +209,7 @@ def _user_partitioner(s: Strategy) -> PartitionFn:
     return s.fn
 
 
-def _measure_eager(_s: Strategy, graph: "JointGraph", capture: "Capture | None") -> "Partition":
+def _measure_eager(_s: Strategy, graph: JointGraph, capture: Capture | None) -> Partition:
     from .eager import eager_partition
 
     if capture is not None and capture.route == "log":
@@ -218,7 +221,7 @@ def _measure_eager(_s: Strategy, graph: "JointGraph", capture: "Capture | None")
     return eager_partition(capture, graph)
 
 
-def _measure_logged(s: Strategy, graph: "JointGraph", capture: "Capture | None") -> "Partition":
+def _measure_logged(s: Strategy, graph: JointGraph, capture: Capture | None) -> Partition:
     from .partition import from_graphs
 
     if graph.logged is None:
@@ -249,7 +252,7 @@ class Kind:
     short: str
     parse_args: Callable[[list[str], str], Strategy]
     partitioner: Callable[[Strategy], PartitionFn] | None = None
-    measure: Callable[[Strategy, "JointGraph", "Capture | None"], "Partition"] | None = None
+    measure: Callable[[Strategy, JointGraph, Capture | None], Partition] | None = None
     needs_model: bool = False
     needs_log: bool = False
 

@@ -28,7 +28,8 @@ __all__ = ["DEFAULT_BUDGETS", "SWEEP_COLUMNS", "memory_sweep", "pareto_mask"]
 DEFAULT_BUDGETS: tuple[float, ...] = tuple(round(i / 10, 2) for i in range(11))
 
 SWEEP_COLUMNS: list[str] = [
-    "strategy", "kind", "budget", "budgets", "solver", "status", "saved_tensors", "saved_activation_bytes", "saved_param_bytes",
+    "strategy", "kind", "budget", "budgets", "solver", "status", "saved_tensors", "saved_activation_bytes",
+    "saved_param_bytes",
     "recomputed_ops", "recomputed_random_ops", "recompute_flops", "recompute_bytes", "backward_peak_bytes",
     "torch_estimate_bytes", "monotone", "pareto", "error",
 ]

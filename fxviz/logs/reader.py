@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any
 
 __all__ = ["Record", "ReadStats", "read_records", "read_payload", "ENVELOPE_KEYS"]
 

@@ -109,7 +109,7 @@ class _FileIndex:
         self.default_rank = default_rank
 
     def compile(self, rec: Record) -> _Compile | None:
-        frame, fcid, attempt, ca = rec.compile_key
+        frame, fcid, _attempt, ca = rec.compile_key
         if frame is None:
             return None
         key = (frame, fcid, 0, ca)
@@ -134,14 +134,15 @@ class _FileIndex:
                         if m.group(1) and "TangentAOTInput" in m.group(1):
                             t["tangents"] = t.get("tangents", 0) + 1
             elif r.artifact_name == "aot_forward_graph_fw_metadata" and ("static_input_indices" in line
-                                                                        or "static" in t and "]" not in t["static"]):
+                                                                        or ("static" in t and "]" not in t["static"])):
                 text = t.get("static", "") + line.strip()
                 t["static"] = text[text.index("static_input_indices"):] if "static_input_indices" in text else text
 
         try:
-            f = open(self.path, "rb")
+            f = open(self.path, "rb")  # noqa: SIM115 - only the open's OSError becomes a LogError; read below in `with`
         except OSError as exc:
-            raise LogError(f"cannot read log file {self.path}: {exc.strerror}", "check the path and permissions") from exc
+            raise LogError(f"cannot read log file {self.path}: {exc.strerror}",
+                           "check the path and permissions") from exc
         with f:
             for rec in read_records(f, self.stats, keep, on_line):
                 self.record(rec)
@@ -427,7 +428,7 @@ class Run:
         ids = ", ".join(dict.fromkeys(c.compile_id for c in mine))
         raise LogError(f"rank {rank} has no compile {compile_id!r}", f"compile ids on rank {rank}: {ids}")
 
-    def trace(self, rank: int = 0, compile_id: str | None = None, piece: int = 0) -> "Trace":
+    def trace(self, rank: int = 0, compile_id: str | None = None, piece: int = 0) -> Trace:
         """The ``Trace`` of one logged graph (default: the first graph with a backward on ``rank``):
         every view of ``fxviz.trace`` works on it; strategy ``"logged"`` is the run's own partition."""
         from ..trace import Trace
@@ -532,9 +533,10 @@ class Run:
 
     def __repr__(self) -> str:
         n = sum(len(c.pieces) for c in self._compiles)
-        return (f"<fxviz.Run {self.path}: {len(self.ranks)} rank(s), {len(self._compiles)} compile(s), {n} AOT graph(s)"
-                + (f", skipped {sum(self.skipped.values())} records of {len(self.skipped)} kinds" if self.skipped else "")
-                + ">")
+        skipped = (f", skipped {sum(self.skipped.values())} records of {len(self.skipped)} kinds"
+                   if self.skipped else "")
+        return (f"<fxviz.Run {self.path}: {len(self.ranks)} rank(s), {len(self._compiles)} compile(s), "
+                f"{n} AOT graph(s){skipped}>")
 
 
 def _returned_names(code: str) -> dict[int, str]:

@@ -11,8 +11,9 @@ dashes, badge text) for readers who cannot tell the colors apart at all.
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..roles import ROLES
 

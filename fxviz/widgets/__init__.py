@@ -3,7 +3,8 @@ an explorer is made, so ``import fxviz`` works without the notebook extra."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from .explorer import Explorer
@@ -12,7 +13,7 @@ __all__ = ["explore"]
 
 
 def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: Callable | None = None,
-            capture_route: str = "auto", **options: Any) -> "Explorer":
+            capture_route: str = "auto", **options: Any) -> Explorer:
     """The notebook explorer of a model (traced with ``inputs``), of a ``Trace``, or of a logged
     ``Run`` (then with a rank and a graph selector; ``rank=``, ``compile_id=`` choose the first): controls for
     view, strategy, compare-with, memory budget, grouping, search and parameter capture mode
