@@ -28,6 +28,7 @@ from torch._functorch.aot_autograd import aot_function as _aot_function
 from torch._functorch.aot_autograd import make_boxed_func as _make_boxed_func
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx._lazy_graph_module import _LazyGraphModule
+from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 from torch.utils._dtype_abbrs import dtype_abbrs as _dtype_abbrs
 from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
@@ -46,6 +47,7 @@ __all__ = [
     "default_partition",
     "min_cut_partition",
     "extract_fwd_bwd_modules",
+    "reparametrized",
     "pytree",
     "functorch_config",
     "budget_config",
@@ -85,6 +87,7 @@ SUPPORTED_TORCH = ">=2.9,<2.15"
 REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch.utils._python_dispatch.TorchDispatchMode",
     "torch.fx._lazy_graph_module._LazyGraphModule",
+    "torch.nn.utils.stateless._reparametrize_module",
     "torch._functorch.partitioners.default_partition",
     "torch._functorch.partitioners.min_cut_rematerialization_partition",
     "torch._functorch.partitioners._size_of",
@@ -351,6 +354,13 @@ class RawJoint:
     calls: list[tuple[int, list[int]]] = field(default_factory=list)  # (run number, input ids) per run
     compiler: str | None = None  # the ``compiler`` argument the partitioner got (inductor passes "inductor")
     before_joint_passes: fx.GraphModule | None = None  # inductor only: the joint graph before its rewrites
+
+
+def reparametrized(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> contextlib.AbstractContextManager:
+    """``model`` with its parameters and buffers swapped for ``state`` while the block runs: what
+    ``torch.func.functional_call`` does for one call, kept open so that a backward that re-runs the
+    forward (``torch.utils.checkpoint``) sees the same tensors as the forward did."""
+    return _reparametrize_module(model, state, tie_weights=True, strict=False)
 
 
 def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:

@@ -24,6 +24,7 @@ runs derivative formulas with grad mode off, checkpoint re-runs a region's forwa
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import gc
 import time
@@ -202,28 +203,34 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
 
         # every tensor leaf is an input, also inside list, tuple or dict arguments (issue 14)
         inputs = [pytree.tree_map(input_copy, x) for x in cap.example_inputs]
-        with torch.autograd.graph.saved_tensors_hooks(pack, unpack), _torch.OpRecorder(on_op, with_kwargs=True):
-            if model is not None:
-                out = torch.func.functional_call(model, state, tuple(inputs))
-            else:
-                assert cap.fn is not None  # a capture without a model was made from its function
-                out = cap.fn(*inputs)
-            assert cap.reduce is not None
-            loss = cap.reduce(out)
-        # what else eager holds for the backward: torch.utils.checkpoint keeps its regions'
-        # inputs and a selective-checkpoint policy's saved outputs in its own cache, which
-        # saved_tensors_hooks never see (inside a region its own hooks win); any storage a
-        # forward op made that is still alive now is held by autograd or by checkpoint
-        gc.collect()
-        outputs = {_torch.storage_key(t) for t in pytree.tree_leaves((out, loss)) if isinstance(t, torch.Tensor)}
-        hooked = {sig[0] for sig in packed}
-        held = [(key, probe) for key, probe in probes.items()
-                if probe[0].alive() and key not in hooked and key not in outputs and key not in owners]
-        if loss.requires_grad:
-            seed = torch.ones_like(loss)  # made here: backward() would make it under grad mode
-            with _torch.OpRecorder(on_backward_op, with_kwargs=True):
-                loss.backward(seed)
-        del loss, out
+        # the model runs on the clones for the forward AND the backward: checkpoint re-runs
+        # regions of the forward during the backward, and must see the same tensors
+        swapped = contextlib.ExitStack()
+        if model is not None:
+            swapped.enter_context(_torch.reparametrized(model, state))
+        with swapped:
+            with torch.autograd.graph.saved_tensors_hooks(pack, unpack), _torch.OpRecorder(on_op, with_kwargs=True):
+                if model is not None:
+                    out = model(*inputs)
+                else:
+                    assert cap.fn is not None  # a capture without a model was made from its function
+                    out = cap.fn(*inputs)
+                assert cap.reduce is not None
+                loss = cap.reduce(out)
+            # what else eager holds for the backward: torch.utils.checkpoint keeps its regions'
+            # inputs and a selective-checkpoint policy's saved outputs in its own cache, which
+            # saved_tensors_hooks never see (inside a region its own hooks win); any storage a
+            # forward op made that is still alive now is held by autograd or by checkpoint
+            gc.collect()
+            outputs = {_torch.storage_key(t) for t in pytree.tree_leaves((out, loss)) if isinstance(t, torch.Tensor)}
+            hooked = {sig[0] for sig in packed}
+            held = [(key, probe) for key, probe in probes.items()
+                    if probe[0].alive() and key not in hooked and key not in outputs and key not in owners]
+            if loss.requires_grad:
+                seed = torch.ones_like(loss)  # made here: backward() would make it under grad mode
+                with _torch.OpRecorder(on_backward_op, with_kwargs=True):
+                    loss.backward(seed)
+            del loss, out
 
     mapping: dict[int, str | None] = {}
     if graph is not None:
