@@ -45,7 +45,7 @@ def test_two_rank_report_in_chromium(tmp_path, artifacts):
         assert page.eval_on_selector_all("#fxviz-graph option", "os => os.map(o => o.textContent)") == [
             "0/0 (forward)"]
         assert _saved(page) == set(run.trace(rank=1).partition("logged").saved)
-        assert "rank 1, compile 0/0" in page.inner_text(".fxviz-summary")
+        assert "rank 1, compile 0/0" in page.text_content(".fxviz-summary")
         assert any("f32[6, 8]" in t for t in _x_shape(page))
         shot = artifacts / "report-two-ranks.png"
         page.screenshot(path=str(shot))
@@ -53,7 +53,7 @@ def test_two_rank_report_in_chromium(tmp_path, artifacts):
         page.select_option("#fxviz-rank", "0")
         page.wait_for_function("() => document.body.dataset.graph === '0|0/0'")
         page.wait_for_selector(".fxviz-viewport svg g.node", timeout=120_000)
-        assert "rank 0, compile 0/0" in page.inner_text(".fxviz-summary")
+        assert "rank 0, compile 0/0" in page.text_content(".fxviz-summary")
         assert any("f32[4, 8]" in t for t in _x_shape(page))
         assert _saved(page) == set(run.trace(rank=0).partition("logged").saved)
     DOCS.mkdir(exist_ok=True)
