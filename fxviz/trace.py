@@ -236,7 +236,8 @@ class Trace:
         if self.capture.route != "log":
             route += f", {self.capture.backend_label}"
         lines = [
-            f"{title}: joint graph of {len(self.graph.info)} nodes "
+            # nodes as every drawing counts them: the graph's output node is not one
+            f"{title}: joint graph of {sum(1 for i in info if i.op != 'output')} nodes "
             f"({ops_f} forward ops, {ops_b} backward ops), parameters {self.params}, captured with {route}",
             "  " + ", ".join(f"{counts[r]} {r}" for r in ROLES if counts[r]),
             f"  {self.loss}",

@@ -7,6 +7,8 @@ dashes, edge titles.
 
 from __future__ import annotations
 
+import html
+
 import os
 import pathlib
 import re
@@ -510,3 +512,22 @@ def test_forward_only_graph_and_graph_breaks_draw():
     for piece in tr.pieces:
         text = "".join(parse(piece.draw(strategy="min_cut").svg()).itertext())
         assert f"graph {piece.index + 1} of {len(tr.pieces)}" in text
+
+
+@pytest.mark.parametrize("strategy", ["default", "min_cut", "budget:0.5"])
+def test_saved_badges_add_up_to_the_memory_table(strategy):
+    """Aliases of a saved storage (pointwise_chain's detach of each sigmoid) and saved views of a
+    parameter are labelled '0 B new': the bytes the badges show add up to the table's activations."""
+    from fxviz.render import scene as sc
+
+    model, inputs = fxviz.examples.pointwise_chain()
+    tr = fxviz.trace(model, *inputs)
+    p = tr.partition(strategy)
+    scene = sc.joint_scene(tr.graph, p)
+    shown = sum(it.info.bytes or 0 for it in scene.items.values()
+                if it.saved and it.alias_of is None and it.info.role not in ("primal", "parameter", "buffer"))
+    assert shown == int(tr.memory_table([strategy])["saved_activation_bytes"].iloc[0])
+    if strategy == "default":
+        aliases = {it.joint: it.alias_of for it in scene.items.values() if it.alias_of}
+        assert {"detach": "sigmoid", "detach_1": "sigmoid_1", "detach_2": "sigmoid_2"}.items() <= aliases.items()
+        assert "saved: alias of sigmoid (0 B new)" in html.unescape(tr.draw(strategy=strategy).svg())

@@ -61,7 +61,12 @@ def _title_line(it: Item) -> str:
 def _badges(it: Item, scene: Scene) -> list[tuple[str, str]]:
     """(ink color, text) of each overlay mark on an item, in a fixed order."""
     out: list[tuple[str, str]] = []
-    if it.saved:
+    if it.saved and it.alias_of in ("parameter", "input"):
+        article = "an" if it.alias_of == "input" else "a"
+        out.append((theme.STATUS["saved"].ink, f"saved: a view of {article} {it.alias_of} (0 B new)"))
+    elif it.saved and it.alias_of:
+        out.append((theme.STATUS["saved"].ink, f"saved: alias of {it.alias_of} (0 B new)"))
+    elif it.saved:
         size = format_bytes(it.info.bytes) if it.info.bytes is not None else ""
         what = "saved input" if it.info.role in theme.INPUT_ROLES else "saved"  # no copy: already resident
         out.append((theme.STATUS["saved"].ink, f"{what} {size}".strip()))

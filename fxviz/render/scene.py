@@ -73,6 +73,9 @@ class Item:
     highlighted: bool | None = None  # None when nothing is highlighted
     users: list[str] = field(default_factory=list)
     detail: str = ""  # shown after the op name: which element a getitem takes
+    # a saved value that adds no bytes: the saved value whose storage it shares ("parameter" /
+    # "input" for a view of one), so that the badges add up to the memory table
+    alias_of: str | None = None
 
 
 @dataclass
@@ -147,6 +150,24 @@ def _users(nodes: Sequence[fx.Node], ids: dict[str, str]) -> dict[str, list[str]
             if n.name in ids}
 
 
+def saved_aliases(graph: JointGraph, partition: Partition | None) -> dict[str, str]:
+    """Saved values that add no bytes, by joint name: -> the first saved value on the same storage,
+    or ``"parameter"`` / ``"input"`` for a view of one (the memory analysis counts storages, so
+    three ``detach`` aliases of one ``sigmoid`` are 1x its bytes, not 3x)."""
+    if partition is None or partition.forward is None or partition.error:
+        return {}
+    from ..analysis.memory import saved_memory
+
+    out: dict[str, str] = {}
+    for use in saved_memory(partition, graph).storages:
+        names = list(use.names)
+        if use.owner != "activation":
+            out.update({n: use.owner for n in names if graph.info[n].role not in ("parameter", "buffer", "primal")})
+        else:
+            out.update({n: names[0] for n in names[1:]})
+    return out
+
+
 def joint_scene(graph: JointGraph, partition: Partition | None = None, title: str = "") -> Scene:
     """The joint graph, forward and backward side by side; marks from ``partition`` if given."""
     nodes = _real_nodes(graph.gm)
@@ -154,13 +175,14 @@ def joint_scene(graph: JointGraph, partition: Partition | None = None, title: st
     users = _users(nodes, ids)
     items: dict[str, Item] = {}
     saved = set(partition.saved) if partition is not None else set()
+    aliases = saved_aliases(graph, partition)
     for n in nodes:
         info = graph.info[n.name]
         items[n.name] = Item(
             id=n.name, joint=n.name, info=info, side=info.phase, saved=n.name in saved,
             recomputed=partition is not None and n.name in partition.recomputed,
             removed=partition is not None and n.name in partition.removed,
-            users=users[n.name], detail=_detail(n))
+            users=users[n.name], detail=_detail(n), alias_of=aliases.get(n.name))
     scene = Scene(items=items, edges=_edges(nodes, ids), view="joint", title=title,
                   two_sides=graph.has_backward)
     if partition is not None:
@@ -224,11 +246,13 @@ def partition_scene(graph: JointGraph, partition: Partition, side: str, title: s
         infos[n.name] = (joint, info, recomputed)
     users = _users(nodes, ids)
     items: dict[str, Item] = {}
+    aliases = saved_aliases(graph, partition)
     for n in nodes:
         joint, info, recomputed = infos[n.name]
         is_saved = joint in saved and (side == "forward" or n.op == "placeholder")
         items[ids[n.name]] = Item(id=ids[n.name], joint=joint, info=info, side=side, saved=is_saved,
-                                  recomputed=recomputed, users=users[ids[n.name]], detail=_detail(n))
+                                  recomputed=recomputed, users=users[ids[n.name]], detail=_detail(n),
+                                  alias_of=aliases.get(joint) if is_saved else None)
     scene = Scene(items=items, edges=_edges(nodes, ids), view=side, title=title)
     scene.caption.append(_totals_line(graph, partition))
     return scene
