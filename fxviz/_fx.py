@@ -7,11 +7,12 @@ graph: forward outputs, then gradients; a forward graph: outputs, then saved val
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch.fx as fx
 
-__all__ = ["output_node", "output_values"]
+__all__ = ["output_node", "output_values", "ancestors"]
 
 
 def output_node(gm: fx.GraphModule | fx.Graph) -> fx.Node:
@@ -25,3 +26,17 @@ def output_values(gm: fx.GraphModule | fx.Graph) -> list[Any]:
     constants)."""
     args = output_node(gm).args[0]
     return list(args) if isinstance(args, (tuple, list)) else [args]
+
+
+def ancestors(starts: Iterable[fx.Node], keep: Callable[[fx.Node], bool] = lambda _n: True) -> set[fx.Node]:
+    """``starts`` and every node they read from, transitively, following only inputs ``keep``
+    accepts: what a value needs recomputed, or what a graph output depends on."""
+    seen: set[fx.Node] = set()
+    todo = list(starts)
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        todo.extend(a for a in n.all_input_nodes if keep(a))
+    return seen

@@ -41,7 +41,7 @@ import torch
 from torch import fx
 
 from .. import _torch
-from .._fx import output_values
+from .._fx import ancestors, output_values
 from ..units import format_bytes, format_flops
 from .memory import Storages, node_flops, node_traffic
 
@@ -194,14 +194,7 @@ def model_of(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
     forward = [n for n in nodes if n.op == "call_function" and n not in backward]
     fset = set(forward)
     needed = {n for n in forward if n in bwd_outputs or any(u in backward for u in n.users)}
-    relevant: set[fx.Node] = set()
-    todo = list(needed)
-    while todo:
-        n = todo.pop()
-        if n in relevant:
-            continue
-        relevant.add(n)
-        todo.extend(a for a in n.all_input_nodes if a in fset)
+    relevant = ancestors(needed, lambda a: a in fset)
     chosen = [n for n in forward if n in relevant]
 
     storages = Storages(gm)

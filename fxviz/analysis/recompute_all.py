@@ -14,7 +14,7 @@ import torch
 import torch.fx as fx
 
 from .. import _torch
-from .._fx import output_values
+from .._fx import ancestors, output_values
 
 __all__ = ["recompute_all_partition", "drop_dead_random"]
 
@@ -39,14 +39,7 @@ def recompute_all_partition(joint: fx.GraphModule, _joint_inputs: Any, *, num_fw
     for n in nodes:
         if n in tangents or any(a in downstream for a in n.all_input_nodes):
             downstream.add(n)
-    needed: set[fx.Node] = set()
-    todo = list(bwd_outputs)
-    while todo:
-        n = todo.pop()
-        if n in needed:
-            continue
-        needed.add(n)
-        todo.extend(n.all_input_nodes)
+    needed = ancestors(bwd_outputs)
     saved: list[fx.Node] = []
     sym: list[fx.Node] = []
     for n in nodes:
