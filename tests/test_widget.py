@@ -253,6 +253,7 @@ def test_in_a_running_event_loop_the_picture_comes_first_and_the_table_fills_in(
     w = asyncio.run(cell())
     assert [len(t["rows"]) for t in tables] == [1, 2, 3, 4, 5]
     assert [t.get("progress", {}).get("done") for t in tables] == [1, 2, 3, 4, None]
+    assert not any(any(r["best"]) for t in tables[:-1] for r in t["rows"])  # marked once all are in
     for i, t in enumerate(tables[:-1]):
         assert t["message"].startswith(f"computing the memory table: strategy {i + 2} of 5")
     assert w.pane.table == mlp_explorer.pane.table and "message" not in w.pane.table

@@ -426,6 +426,9 @@ class Explorer(widgets.VBox):
                     if "rows" not in partial:  # the table cannot be made: say so at once
                         self._tables[key] = partial
                         break
+                    # no "best" marks until every row is in: the best of the first rows may not be
+                    partial["rows"] = [{**r, "best": [False] * len(r["best"])} for r in partial["rows"]]
+                    partial["best_note"] = ""
                     self._show_table(key, self._progress(partial, i + 1, strategies))
                 else:
                     self._tables[key] = self._table_now(tr, strategies)
