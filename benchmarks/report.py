@@ -119,6 +119,7 @@ RATIO_TARGET = 1.3
 REPORT_TARGET_S, REPORT_MODEL = 60.0, "gpt12"
 COLLAPSED_TARGET_S = 5.0
 SWITCH_TARGET_S = 0.3
+FIRST_PICTURE_TARGET_S = 1.5
 META_RSS_TARGET_MIB, META_MODEL = 2048.0, "gpt-1b-meta"
 
 
@@ -182,6 +183,16 @@ def _switch_target(stage: str, what: str) -> Callable[[Results], str]:
     return switch_target
 
 
+def first_picture_target(results: Results) -> str:
+    """The explorer's first picture soon after ``explore(tr)`` in a kernel (issue 17)."""
+    slowest = _slowest_view(results, "explore_picture")
+    if slowest is None:
+        return f"explorer first picture <= {FIRST_PICTURE_TARGET_S:g} s after explore(tr): not measured"
+    name, secs = slowest
+    return (f"explorer first picture <= {FIRST_PICTURE_TARGET_S:g} s after explore(tr): slowest {secs:.2f} s "
+            f"({name}): " + _verdict(secs <= FIRST_PICTURE_TARGET_S))
+
+
 def meta_rss_target(results: Results) -> str:
     """Tracing a billion-parameter model on the meta device in bounded memory."""
     meta = results.get(META_MODEL, {}).get("fxviz", {})
@@ -198,6 +209,7 @@ TARGETS: tuple[Callable[[Results], str], ...] = (
     collapsed_target,
     _switch_target("explore_switch", "in the explorer (kernel side)"),
     _switch_target("report_browser", "in the HTML report (Chromium, until painted)"),
+    first_picture_target,
     meta_rss_target,
 )
 

@@ -1,6 +1,6 @@
 """How each stage grows with the joint graph: seconds against joint nodes across the ladder.
 
-    python benchmarks/scaling.py run.json [--plot docs/scaling.png] [--markdown]
+    python benchmarks/scaling.py run.json [--plot docs/scaling.png] [--models gpt2,gpt6,gpt12,gpt62-narrow]
 
 Reads a saved ``bench.py --json`` run (plain JSON; neither torch nor fxviz is imported), fits
 ``seconds = a * nodes ** k`` per stage by least squares on the logarithms, and says whether a stage
@@ -98,9 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("json", type=pathlib.Path, help="a run saved with bench.py --json")
     ap.add_argument("--plot", type=pathlib.Path, help="write the log-log plot here (PNG)")
+    ap.add_argument("--models", help="fit only these rungs (comma-separated): one family of models, whose "
+                                     "seconds per node are comparable (the whole ladder mixes convolutions "
+                                     "and transformers)")
     args = ap.parse_args(argv)
     data = json.loads(args.json.read_text())
-    pts = points(data["results"])
+    results = data["results"]
+    if args.models:
+        keep = args.models.split(",")
+        results = {n: r for n, r in results.items() if n in keep}
+    pts = points(results)
     print("\n".join(table(pts)))
     if args.plot:
         plot(pts, args.plot)

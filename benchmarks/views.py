@@ -32,7 +32,9 @@ class ViewStage:
 VIEW_STAGES: tuple[ViewStage, ...] = (
     ViewStage("draw_collapsed", "draw collapsed s"),
     ViewStage("draw_full", "draw full s"),
-    ViewStage("explore_first", "explorer first s"),
+    ViewStage("explore_picture", "explorer first picture (kernel) s"),
+    ViewStage("explore_filled", "explorer table filled (kernel) s"),
+    ViewStage("explore_first", "explorer first (sync, all) s"),
     ViewStage("explore_new_view", "explorer new view s"),
     ViewStage("explore_switch", "explorer cached switch s", digits=3),
     ViewStage("report", "report s"),
@@ -72,6 +74,13 @@ def measure_views(tr: Any, spec: Spec, rec: Recorder, built: dict[str, bool], ou
     import fxviz
 
     if built["explore"]:
+        kernel = rec.stage("explore_picture", lambda: _explore_kernel(fxviz, tr))
+        if kernel is not None:  # the two moments of one kernel-like run, not the run's total
+            rec.out["stages"]["explore_picture"] = {"wall": kernel["picture"], "cpu": None,
+                                                    "run": rec.out["stages"]["explore_picture"]}
+            rec.out["stages"]["explore_filled"] = {"wall": kernel["filled"], "cpu": None}
+        else:
+            rec.mark("explore_filled", "error")
         ex = rec.stage("explore_first", lambda: _explore_first(fxviz, tr))
         if ex is not None:
             rec.stage("explore_new_view", lambda: _explore_new(ex))
@@ -80,7 +89,7 @@ def measure_views(tr: Any, spec: Spec, rec: Recorder, built: dict[str, bool], ou
                 rec.out["stages"]["explore_switch"] = {"wall": worst, "cpu": None,
                                                        "loop": rec.out["stages"]["explore_switch"]}
     else:
-        for s in ("explore_first", "explore_new_view", "explore_switch"):
+        for s in ("explore_picture", "explore_filled", "explore_first", "explore_new_view", "explore_switch"):
             rec.mark(s, "n/a (not built)")
 
     if built["report"]:
@@ -146,6 +155,31 @@ def _svg(drawing: Any) -> Any:
     """Lay the drawing out (``dot``), as showing it does; returns the drawing."""
     drawing.svg()
     return drawing
+
+
+def _explore_kernel(fxviz: Any, tr: Any) -> dict[str, float]:
+    """``fxviz.explore(tr)`` as a notebook cell runs it: inside a running asyncio loop (the
+    kernel's), on a fresh ``Trace`` of the same capture (nothing partitioned, drawn or tabulated
+    yet, as right after ``fxviz.trace``).  ``picture``: seconds until the call returns with the
+    first drawing in the pane (the cell's output appears then); ``filled``: until the memory
+    table of every offered strategy is complete (its rows fill in meanwhile)."""
+    import asyncio
+
+    fresh = type(tr)(tr.capture)
+
+    async def cell() -> dict[str, float]:
+        t0 = time.perf_counter()
+        ex = fxviz.explore(fresh)
+        picture = time.perf_counter() - t0
+        if not ex.pane.svg or ex.first_picture_s is None:
+            raise RuntimeError("explore(tr) returned without a drawing in the pane")
+        await ex.filled()
+        filled = time.perf_counter() - t0
+        if not ex.pane.table.get("rows") or ex.pane.table.get("progress"):
+            raise RuntimeError(f"the memory table did not fill in: {ex.pane.table.get('message')}")
+        return {"picture": picture, "filled": filled}
+
+    return asyncio.run(cell())
 
 
 def _explore_first(fxviz: Any, tr: Any) -> Any:

@@ -207,6 +207,20 @@ _NOTEBOOK_CELLS = [
 ]
 
 
+# records whether the page ever showed explore(model)'s tracing note and the memory table's
+# progress state (both are transient: the note is emptied, the rows fill in)
+_WATCH_PROGRESS_JS = """
+window.__fxvizSeen = { tracing: false, progress: false };
+new MutationObserver((records) => {
+  for (const r of records) for (const n of r.addedNodes) {
+    if ((n.textContent || "").includes("fxviz: tracing")) window.__fxvizSeen.tracing = true;
+    if (n.nodeType === 1 && (n.matches(".fxviz-table-progress") || n.querySelector(".fxviz-table-progress")))
+      window.__fxvizSeen.progress = true;
+  }
+}).observe(document, { childList: true, subtree: true });
+"""
+
+
 def _write_notebook(path) -> None:
     nb = {
         "cells": [{"cell_type": "code", "execution_count": None, "id": f"cell{i}", "metadata": {}, "outputs": [],
@@ -266,6 +280,7 @@ def test_explorer_in_jupyter(app, traces, tmp_path, artifacts):
     _write_notebook(root / "explore.ipynb")
     with jupyter_server(root, app=app) as server, browser(viewport=(1600, 1000)) as b:
         page = b.new_page()
+        page.add_init_script(_WATCH_PROGRESS_JS)
         try:
             _drive_explorer(app, server, b, page, tr, artifacts)
         except BaseException:
@@ -295,6 +310,12 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
     assert _saved_titles(page) == set(tr.partition("default").saved)
     page.wait_for_selector(".fxviz-table tr.fxviz-row-selected", timeout=LONG)
     assert _selected_row(page) == "default"
+    # the picture came first: the table's rows filled in after it, under a progress note, and
+    # the line saying what was being traced is gone now that the explorer shows
+    page.wait_for_function("() => !document.querySelector('.fxviz-table-progress') && "
+                           "document.querySelectorAll('.fxviz-table tbody tr').length === 5", timeout=LONG)
+    assert page.evaluate("window.__fxvizSeen") == {"tracing": True, "progress": True}
+    assert page.get_by_text("fxviz: tracing").count() == 0
     page.locator(".fxviz-explorer-widget").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / f"explorer-{app}-default.png"))
 

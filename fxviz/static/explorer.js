@@ -775,8 +775,13 @@ function tableRow(r, state, onRowClick) {
 function renderTable(box, state, onRowClick) {
   box.replaceChildren();
   const t = state.table;
+  // rows still being computed (the notebook fills the table in after the first picture): a
+  // spinner and which strategy is on its way, above the rows done so far
+  if (t && t.progress) {
+    box.append(h("p", { class: "fxviz-table-progress", role: "status" }, h("span", { class: "fxviz-spinner" }), t.message));
+  }
   if (!t || !t.rows) {
-    box.append(h("p", { class: "fxviz-muted", text: t && t.message ? t.message : "computing\u2026" }));
+    if (!(t && t.progress)) box.append(h("p", { class: "fxviz-muted", text: t && t.message ? t.message : "computing\u2026" }));
     return;
   }
   const head = h("tr", {}, t.columns.map((c, i) => h("th", { text: c, title: (t.tips || [])[i] || null })));

@@ -9,15 +9,24 @@ and the legend.  Nothing is loaded from the network.
 Every partition and drawing is computed once (partitions and drawings are cached on the
 ``Trace``; the cleaned SVG of each view is cached here), so switching back to a view already
 seen only sends its SVG to the browser.  A first computation shows a progress note in the pane.
+
+The first picture comes first: in a notebook kernel (a running asyncio loop) the memory table of
+every offered strategy is computed after ``explore(...)`` returns, one strategy per loop turn, its
+rows filling in with a progress note while the graph is already on screen (gpt12: the table is
+most of the first render).  Without a running loop (plain Python, tests) it is computed at once,
+so the explorer is complete when constructed.  ``explore(model, ...)`` shows what it is tracing
+while it traces.
 Without a kernel (a saved notebook on a static viewer) the explorer displays as plain HTML: the
 current graph, the memory table and the legend.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..analysis.strategies import OFFERED, SOLVERS, Strategy, StrategyLike
 from ..errors import FxvizError, InputError
@@ -101,8 +110,10 @@ class Explorer(widgets.VBox):
     """``fxviz.explore(...)``: the controls, the graph pane and what is beside it.
 
     Attributes worth knowing: ``trace`` (the Trace shown), ``pane`` (the :class:`GraphPane`),
-    ``timings`` (one :class:`SwitchTiming` per view switch), and one ``*_control`` widget per
-    control.  ``select(name)`` selects a node as a click would.
+    ``timings`` (one :class:`SwitchTiming` per view switch), ``first_picture_s`` (seconds from
+    the call to the first drawing handed to the pane, tracing included), and one ``*_control``
+    widget per control.  ``select(name)`` selects a node as a click would; ``await
+    ex.filled()`` waits for tables still being computed after a notebook cell returned.
     """
 
     def __init__(self, tr: Trace | None = None, *, model: Any = None, inputs: Sequence[Any] = (),
@@ -118,6 +129,7 @@ class Explorer(widgets.VBox):
         self._choices = ([(x.spec.short, x.kind) for x in tr.offered] if tr is not None else list(STRATEGY_CHOICES))
         strategy, budget, solver = _choice(strategy, budget, solver, self._choices)
         compare, _, _ = _choice(compare, budget, solver, self._choices)
+        t_start = time.perf_counter()
         self._model = model
         self._inputs = tuple(inputs)
         self._trace_kwargs = dict(trace_kwargs or {})
@@ -126,7 +138,11 @@ class Explorer(widgets.VBox):
             self._traces[tr.params] = tr
             params = tr.params
         else:
-            self._traces[params] = trace(model, *self._inputs, params=params, **self._trace_kwargs)
+            with _tracing_note(model, params):
+                self._traces[params] = trace(model, *self._inputs, params=params, **self._trace_kwargs)
+        self._t_start = t_start
+        self.first_picture_s: float | None = None
+        self._fills: dict[tuple[Any, ...], asyncio.Task[None]] = {}
         self._svgs: dict[tuple[Any, ...], RenderedView] = {}
         self._tables: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._doctors: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -330,6 +346,8 @@ class Explorer(widgets.VBox):
             self.pane.highlight = r.partition.name
             self.pane.compare_highlight = r.compare.name if r.compare is not None else ""
         self._shown = key
+        if self.first_picture_s is None:
+            self.first_picture_s = time.perf_counter() - self._t_start
         self.timings.append(SwitchTiming(vk.text(), time.perf_counter() - t0, cached))
 
     def _show_overview(self) -> None:
@@ -361,17 +379,77 @@ class Explorer(widgets.VBox):
         self._shown = None
 
     def _table(self, tr: Trace, trace_id: tuple[Any, ...]) -> dict[str, Any]:
+        """The memory table of the offered strategies: from the cache; else, in a running event
+        loop (a notebook kernel), a progress note now and the rows filled in by ``_fill``;
+        else computed here."""
         strategies = self._table_strategies()
         key = trace_id + tuple(strategies)
-        if key not in self._tables:
+        if key in self._tables:
+            return self._tables[key]
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
             self.pane.busy = "computing the memory table (first time only)…"
             try:
-                self._tables[key] = table_data(tr.memory_table(strategies), tr)
-            except FxvizError as exc:
-                self._tables[key] = {"message": f"no memory table: {exc.message}"}
+                self._tables[key] = self._table_now(tr, strategies)
             finally:
                 self.pane.busy = ""
-        return self._tables[key]
+            return self._tables[key]
+        if key not in self._fills:
+            self._fills[key] = loop.create_task(self._fill(tr, key, strategies))
+        return self._progress({}, 0, strategies)
+
+    def _table_now(self, tr: Trace, strategies: list[str]) -> dict[str, Any]:
+        try:
+            return table_data(tr.memory_table(strategies), tr)
+        except FxvizError as exc:
+            return {"message": f"no memory table: {exc.message}"}
+
+    @staticmethod
+    def _progress(partial: dict[str, Any], done: int, strategies: list[str]) -> dict[str, Any]:
+        """The rows computed so far and a note saying which strategy is being computed."""
+        note = (f"computing the memory table: strategy {done + 1} of {len(strategies)} "
+                f"({strategies[done]})…")
+        return {**partial, "message": note, "progress": {"done": done, "total": len(strategies)}}
+
+    async def _fill(self, tr: Trace, key: tuple[Any, ...], strategies: list[str]) -> None:
+        """Compute the table one strategy per event-loop turn (partitions are cached on the
+        Trace, so the last, full table only adds the rows); show the rows so far as they come."""
+        partial: dict[str, Any] = {}
+        try:
+            for i in range(len(strategies)):
+                await asyncio.sleep(0)  # let the kernel send the picture and answer the front-end
+                if i + 1 < len(strategies):
+                    partial = self._table_now(tr, strategies[:i + 1])
+                    if "rows" not in partial:  # the table cannot be made: say so at once
+                        self._tables[key] = partial
+                        break
+                    # no "best" marks until every row is in: the best of the first rows may not be
+                    partial["rows"] = [{**r, "best": [False] * len(r["best"])} for r in partial["rows"]]
+                    partial["best_note"] = ""
+                    self._show_table(key, self._progress(partial, i + 1, strategies))
+                else:
+                    self._tables[key] = self._table_now(tr, strategies)
+        except Exception as exc:  # a bug: say so in the pane, not as an unretrieved task exception
+            self._tables[key] = {"message": f"fxviz could not compute the memory table: {type(exc).__name__}: {exc}"}
+        finally:
+            self._fills.pop(key, None)
+        self._show_table(key, self._tables[key])
+
+    def _show_table(self, key: tuple[Any, ...], table: dict[str, Any]) -> None:
+        """Put a (partial) table in the pane if it belongs to the graph and strategies shown now."""
+        shown = self._shown
+        if shown is None or shown[1] == "overview":
+            return
+        if shown[:2] + tuple(self._table_strategies()) == key:
+            self.pane.table = table
+
+    async def filled(self) -> None:
+        """Wait until every table being computed in the background is complete (notebooks)."""
+        while self._fills:
+            await asyncio.gather(*list(self._fills.values()), return_exceptions=True)
 
     def _doctor(self, tr: Trace, trace_id: tuple[Any, ...]) -> dict[str, Any]:
         if trace_id not in self._doctors:
@@ -460,6 +538,31 @@ def _choice(strategy: StrategyLike, budget: float, solver: str,
     if s.kind == "budget":
         return "budget", float(s.budget or 0.0), str(s.solver)
     return s.kind, budget, solver
+
+
+@contextlib.contextmanager
+def _tracing_note(model: Any, params: str) -> Iterator[None]:
+    """In IPython, a line saying what is being traced while ``explore(model, ...)`` traces
+    (torch.compile takes seconds to minutes), replaced by nothing when done."""
+    handle = None
+    try:
+        from IPython import get_ipython
+        from IPython.display import HTML, display
+
+        if get_ipython() is not None:
+            from html import escape
+
+            what = escape(getattr(model, "__class__", type(model)).__name__)
+            handle = display(HTML(f"<p class='fxviz-tracing'>fxviz: tracing {what} (torch.compile + AOTAutograd, "
+                                  f"parameters {escape(params)}): joint graph, then the first view…</p>"),
+                             display_id=True)
+    except ImportError:  # pragma: no cover - IPython comes with ipywidgets
+        handle = None
+    try:
+        yield
+    finally:
+        if handle is not None:
+            handle.update(HTML(""))
 
 
 def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: Callable | None = None,
