@@ -25,12 +25,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from ..analysis.strategies import OFFERED, SOLVERS, Strategy, StrategyLike
 from ..errors import FxvizError, InputError
-from ..render import theme
 from ..html_report import STATIC
 from ..payloads import (
     VIEWS,
@@ -45,6 +45,7 @@ from ..payloads import (
     status_data,
     table_data,
 )
+from ..render import theme
 from ..render.static_html import static_html
 from ..trace import Trace, trace
 
@@ -502,13 +503,13 @@ class RunExplorer(widgets.VBox):
     def _graph_options(self, rank: int) -> list[tuple[str, tuple[int, str, int]]]:
         return [(f"{g[1]}" + (f" piece {g[2]}" if g[2] else ""), g) for g in self._graphs if g[0] == rank]
 
-    def _explorer(self, key: tuple[int, str, int]) -> "Explorer":
+    def _explorer(self, key: tuple[int, str, int]) -> Explorer:
         if key not in self._explorers:
             self._explorers[key] = Explorer(self.run.trace(*key), **self._options)
         return self._explorers[key]
 
     @property
-    def explorer(self) -> "Explorer":
+    def explorer(self) -> Explorer:
         """The explorer of the graph shown now."""
         return self._explorer(self.graph_control.value)
 
