@@ -160,24 +160,23 @@ def report_target(results: Results) -> str:
             + (f"{rep:.1f} s: {_verdict(rep <= REPORT_TARGET_S)}" if rep is not None else "not measured"))
 
 
+def _slowest_within(results: Results, stage: str, what: str, limit: float, digits: int = 2) -> str:
+    """``what <= limit s``: the slowest model at view ``stage``, and whether it is within the limit."""
+    slowest = _slowest_view(results, stage)
+    if slowest is None:
+        return f"{what} <= {limit:g} s: not measured"
+    name, secs = slowest
+    return f"{what} <= {limit:g} s: slowest {secs:.{digits}f} s ({name}): " + _verdict(secs <= limit)
+
+
 def collapsed_target(results: Results) -> str:
     """The collapsed module view of every model within seconds."""
-    slowest = _slowest_view(results, "draw_collapsed")
-    if slowest is None:
-        return f"collapsed module view <= {COLLAPSED_TARGET_S:g} s: not measured"
-    name, secs = slowest
-    return (f"collapsed module view <= {COLLAPSED_TARGET_S:g} s: slowest {secs:.2f} s ({name}): "
-            + _verdict(secs <= COLLAPSED_TARGET_S))
+    return _slowest_within(results, "draw_collapsed", "collapsed module view", COLLAPSED_TARGET_S)
 
 
 def _switch_target(stage: str, what: str) -> Callable[[Results], str]:
     def switch_target(results: Results) -> str:
-        slowest = _slowest_view(results, stage)
-        if slowest is None:
-            return f"cached view switch {what} <= {SWITCH_TARGET_S:g} s: not measured"
-        name, secs = slowest
-        return (f"cached view switch {what} <= {SWITCH_TARGET_S:g} s: slowest {secs:.3f} s "
-                f"({name}): " + _verdict(secs <= SWITCH_TARGET_S))
+        return _slowest_within(results, stage, f"cached view switch {what}", SWITCH_TARGET_S, digits=3)
 
     switch_target.__doc__ = f"A switch between views already seen, {what}, feels instant."
     return switch_target
@@ -185,12 +184,8 @@ def _switch_target(stage: str, what: str) -> Callable[[Results], str]:
 
 def first_picture_target(results: Results) -> str:
     """The explorer's first picture soon after ``explore(tr)`` in a kernel (issue 17)."""
-    slowest = _slowest_view(results, "explore_picture")
-    if slowest is None:
-        return f"explorer first picture <= {FIRST_PICTURE_TARGET_S:g} s after explore(tr): not measured"
-    name, secs = slowest
-    return (f"explorer first picture <= {FIRST_PICTURE_TARGET_S:g} s after explore(tr): slowest {secs:.2f} s "
-            f"({name}): " + _verdict(secs <= FIRST_PICTURE_TARGET_S))
+    return _slowest_within(results, "explore_picture", "explorer first picture after explore(tr)",
+                           FIRST_PICTURE_TARGET_S)
 
 
 def meta_rss_target(results: Results) -> str:
