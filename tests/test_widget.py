@@ -83,6 +83,23 @@ def test_budget_controls_show_only_for_the_budget(mlp_explorer, traces):
     assert w.budget_control.layout.display == "none"
 
 
+def test_the_optimal_partition_is_offered_with_the_budget_slider(mlp_explorer, traces):
+    """Issue 16: the exact optimum under the slider's budget, like the other strategies: its marks
+    are its Partition's, its row is in the table, and the solver control (the knapsack's) hides."""
+    w, tr = mlp_explorer, traces[("mlp", "lifted")]
+    assert "optimal" in [v for _, v in w.strategy_control.options]
+    w.budget_control.value = 0.5
+    w.strategy_control.value = "optimal"
+    assert w.budget_control.layout.display == "" and w.solver_control.layout.display == "none"
+    assert w.pane.highlight == "optimal:0.5"
+    assert saved_in(w.pane.svg) == set(tr.partition("optimal:0.5").saved)
+    assert "optimal:0.5" in [r["key"] for r in w.pane.table["rows"]]
+    w2 = fxviz.explore(tr, strategy="optimal:0.3")
+    assert w2.strategy_control.value == "optimal" and w2.pane.highlight == "optimal:0.3"
+    with pytest.raises(fxviz.InputError, match="fraction"):
+        fxviz.explore(tr, strategy="optimal:1KiB")
+
+
 def test_compare_view(mlp_explorer, traces):
     w, tr = mlp_explorer, traces[("mlp", "lifted")]
     assert w.compare_control.layout.display == "none"

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis.strategies import OFFERED, SOLVERS, Strategy, StrategyLike
+from ..analysis.strategies import KINDS, OFFERED, SOLVERS, Strategy, StrategyLike
 from ..errors import FxvizError, InputError
 from ..html_report import STATIC
 from ..payloads import (
@@ -128,6 +128,9 @@ class Explorer(widgets.VBox):
             raise InputError(f"unknown view {view!r}", f"use one of {', '.join(VIEWS)}")
         # the strategies this trace offers (a log's: what the run saved first, no eager)
         self._choices = ([(x.spec.short, x.kind) for x in tr.offered] if tr is not None else list(STRATEGY_CHOICES))
+        # the exact optimum under the budget slider (issue 16): offered here, not in the default
+        # table lists, because each budget is a MILP solve
+        self._choices.append((KINDS["optimal"].short, "optimal"))
         strategy, budget, solver = _choice(strategy, budget, solver, self._choices)
         compare, _, _ = _choice(compare, budget, solver, self._choices)
         t_start = time.perf_counter()
@@ -229,10 +232,18 @@ class Explorer(widgets.VBox):
     def _key(self, choice: str) -> str:
         if choice == "budget":
             return Strategy("budget", budget=float(self.budget_control.value), solver=self.solver_control.value).name
+        if choice == "optimal":
+            return Strategy("optimal", budget=float(self.budget_control.value)).name
         return Strategy.parse(choice).name
 
     def _table_strategies(self) -> list[str]:
-        return [self._key(c) for _, c in self._choices]
+        """The table's rows: the offered strategies, and the optimum only while it is picked (each
+        budget is a MILP solve)."""
+        keys = [self._key(c) for _, c in self._choices if c != "optimal"]
+        picked = {self.strategy_control.value}
+        if self.view_control.value == "compare":
+            picked.add(self.compare_control.value)
+        return keys + ([self._key("optimal")] if "optimal" in picked else [])
 
     # --- reacting to the controls ----------------------------------------------------------------
     def _on_control(self, _change: dict[str, Any]) -> None:
@@ -266,6 +277,10 @@ class Explorer(widgets.VBox):
                 self.solver_control.value = s.solver
             self.strategy_control.value = "budget"
             self._refresh()
+        elif s.kind == "optimal" and s.budget is not None:
+            self.budget_control.value = s.budget
+            self.strategy_control.value = "optimal"
+            self._refresh()
         elif s.kind in dict((v, k) for k, v in self._choices):
             self.strategy_control.value = s.kind
 
@@ -282,10 +297,11 @@ class Explorer(widgets.VBox):
 
     def _visibility(self) -> None:
         shown = {"": "", False: "none"}
-        budget = self.strategy_control.value == "budget" or (
-            self.view_control.value == "compare" and self.compare_control.value == "budget")
+        compare = self.view_control.value == "compare"
+        picked = {self.strategy_control.value} | ({self.compare_control.value} if compare else set())
+        budget = bool(picked & {"budget", "optimal"})  # both read the budget slider
         self.budget_control.layout.display = shown[""] if budget else shown[False]
-        self.solver_control.layout.display = shown[""] if budget else shown[False]
+        self.solver_control.layout.display = shown[""] if "budget" in picked else shown[False]
         self.compare_control.layout.display = "" if self.view_control.value == "compare" else "none"
         self.depth_control.layout.display = "" if self.group_control.value == "module" else "none"
 
@@ -538,6 +554,11 @@ def _choice(strategy: StrategyLike, budget: float, solver: str,
                          "draw other strategies with tr.draw(strategy=...)")
     if s.kind == "budget":
         return "budget", float(s.budget or 0.0), str(s.solver)
+    if s.kind == "optimal":  # the slider is a fraction; an absolute size is not a slider position
+        if s.budget is None:
+            raise InputError(f"the explorer's budget slider is a fraction of min-cut's bytes, not {s.name!r}",
+                             "pass strategy='optimal:0.5' (or draw sizes with tr.draw(strategy='optimal:64MiB'))")
+        return "optimal", float(s.budget), solver
     return s.kind, budget, solver
 
 
