@@ -942,12 +942,6 @@ class LogGraphBuilder:
         finally:
             quiet.setLevel(level)
 
-    def from_value(self, value: Any) -> Any:
-        """Fake values from anything (a real tensor constant becomes a fake one)."""
-        if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor):
-            return self.mode.from_tensor(value)
-        return value
-
     @staticmethod
     def set_val(node: fx.Node, value: Any) -> None:
         node.meta[_VAL] = value

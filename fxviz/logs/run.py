@@ -89,11 +89,6 @@ class _Compile:
         return (f"!{ca}/" if ca is not None else "") + f"{frame}/{fcid}"
 
 
-def _compile_id_text(key: tuple[Any, ...]) -> str:
-    frame, fcid, _a, ca = key
-    return (f"!{ca}/" if ca is not None else "") + f"{frame}/{fcid}"
-
-
 class _FileIndex:
     """One pass over one file: the compiles it holds, and what the reader met."""
 
