@@ -197,15 +197,19 @@ def test_bad_logs(tmp_path, aot_log):
 
     (src,) = list(aot_log.iterdir())
     data = src.read_bytes()
-    # truncated inside the joint graph: a warning when read, a one-line error for that graph
-    cut = data.index(b"aot_joint_graph")
-    cut = data.index(b"\n", cut + 2000)
-    trunc = tmp_path / "trunc.log"
-    trunc.write_bytes(data[:cut + 20])
-    with pytest.warns(FxvizWarning, match="truncated"):
-        run = fxviz.load_logs(trunc)
-    with pytest.raises(LogError, match="truncated or corrupt"):
-        run.trace()
+    # truncated inside the joint graph: a warning when read, a one-line error for that graph, whether
+    # the cut falls inside a line (the code does not parse) or between two lines (it has no return)
+    joint = data.index(b"aot_joint_graph")
+    call = data.index(b"torch.ops.aten.", joint)
+    inside_a_call = data.index(b"(", call) + 1
+    between_lines = data.index(b"\n", call) + 1
+    for cut, why in ((inside_a_call, "does not parse"), (between_lines, "has no return")):
+        trunc = tmp_path / "trunc.log"
+        trunc.write_bytes(data[:cut])
+        with pytest.warns(FxvizWarning, match="truncated"):
+            run = fxviz.load_logs(trunc)
+        with pytest.raises(LogError, match=f"{why}.*: the log is truncated or corrupt"):
+            run.trace()
     # corrupt lines and unknown record kinds are skipped and counted
     bad = tmp_path / "bad.log"
     extra = (b'V1201 01:03:06.148000 1 x.py:1] {"fxviz_unknown_kind": {}, "frame_id": 0}\n'

@@ -368,7 +368,8 @@ def parse_graph(code: str, builder: _torch.LogGraphBuilder) -> ParsedGraph:
     for st in fn.body:
         b.statement(st)
     if not any(n.op == "output" for n in b.graph.nodes):
-        raise LogError("a logged graph has no return: the log is truncated", "re-run and let the process finish")
+        raise LogError("a logged graph has no return: the log is truncated or corrupt",
+                       "re-run with TORCH_TRACE and let the process finish writing")
     root = torch.nn.Module()
     for k, v in b.attrs.items():
         root.register_buffer(k, v)

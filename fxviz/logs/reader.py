@@ -12,6 +12,7 @@ pass can seek straight to it.  A 1 GB log therefore never needs 1 GB of memory.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -131,11 +132,28 @@ def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] 
         lines = [] if keep(current) else None
     stats.bytes = offset
     if current is not None:
-        if expect_payload and not got_payload:
+        if expect_payload and not (got_payload and _payload_is_whole(f, current)):
             stats.truncated = True
         if lines is not None:
             current.payload = "\n".join(lines)
         yield current
+
+
+def _payload_is_whole(f: IO[bytes], record: Record) -> bool:
+    """Whether the last record's payload is all there: a file cut between two payload lines ends
+    cleanly, so only the payload's md5, which torch writes as ``has_payload``, can tell."""
+    digest = record.envelope.get("has_payload")
+    if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{32}", digest)) or not f.seekable():
+        return True  # nothing to check against
+    f.seek(record.payload_offset)
+    h = hashlib.md5(usedforsecurity=False)
+    first = True
+    for raw in f:
+        if not raw.startswith(b"\t"):
+            break
+        h.update((b"" if first else b"\n") + raw[1:].rstrip(b"\n"))
+        first = False
+    return h.hexdigest() == digest
 
 
 def read_payload(path: str, offset: int) -> str:
