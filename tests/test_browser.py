@@ -168,8 +168,7 @@ def test_alexnet_report_in_chromium(traces, tmp_path, artifacts):
         _wait_key(page, "joint|min_cut|-|-|-")
         times = [_timed_switch(page, lambda s=s: page.select_option("#fxviz-strategy", s), f"joint|{s}|-|-|-")
                  for s in ("default", "min_cut", "recompute_all", "default")]
-        print(f"report strategy switches (s): {[round(t, 3) for t in times]}")
-        assert max(times) < 1.0
+        print(f"report strategy switches (s): {[round(t, 3) for t in times]}")  # the target: benchmarks/
 
         assert b.console_errors == [] and b.page_errors == []
         assert b.blocked == [], f"the report tried to load {b.blocked}"
@@ -375,8 +374,7 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
                                    key))
     render_ms = page.eval_on_selector(".fxviz-explorer", "e => e.dataset.renderMs")
     print(f"explorer strategy switches to views seen before, {app}, dropdown to new SVG (s): "
-          f"{[round(t, 3) for t in times]}; last SVG swap in the page: {render_ms} ms")
-    assert max(times) < 1.0
+          f"{[round(t, 3) for t in times]}; last SVG swap in the page: {render_ms} ms")  # the target: benchmarks/
 
     # a class at 1024x768: the compare view opens readable, and never compares a strategy with itself
     page.set_viewport_size({"width": 1024, "height": 768})

@@ -5,7 +5,6 @@ The front-end itself is driven in a real browser in test_browser.py."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -59,12 +58,9 @@ def test_strategy_switch_changes_graph_status_and_highlight_and_comes_back_cache
     assert saved_in(w.pane.svg) == set(tr.partition("recompute_all").saved)
     assert w.pane.svg != first
     assert set(w.pane.status["recomputed"]) == tr.partition("recompute_all").recomputed
-    t0 = time.perf_counter()
     w.strategy_control.value = "default"
-    elapsed = time.perf_counter() - t0
     assert w.pane.svg == first and w.pane.highlight == "default"
     assert w.timings[-1].cached and w.timings[-1].key == "joint|default|-|-|-"
-    assert elapsed < 0.5, f"switching back to a seen view took {elapsed:.3f} s"
     assert w.pane.keep_zoom  # same kind of view: the front-end keeps the zoom
 
 
