@@ -522,7 +522,7 @@ def _gradient_warnings(graphs: list[JointGraph], model: nn.Module | None, params
                     f"backward computes no parameter gradient: {why}"]
     for g in graphs:
         if g.has_backward and not _gradient_inputs(g):
-            where = f"graph {g.index}'s" if len(graphs) > 1 else "the"
+            where = f"{graph_name(g.index)}'s" if len(graphs) > 1 else "the"
             return [f"{where} backward is empty: the loss does not depend differentiably on any input "
                     f"that requires grad ({why})"]
     return []
@@ -608,9 +608,15 @@ def _no_graph(breaks: list[str]) -> TraceError:
     return TraceError(f"torch.compile captured no graph: dynamo ran every frame as plain Python ({reasons})", hint)
 
 
+def graph_name(index: int) -> str:
+    """How fxviz names piece ``index`` (0-based, as ``draw(piece=...)`` takes it) to a person: "graph 1"
+    is the first, as the piece selector, the CLI's ``--piece``, the memory table and the doctor count."""
+    return f"graph {index + 1}"
+
+
 def _source_label(source: str | None, i: int, k: int) -> str:
     if source is None:
-        return f"graph {k} input {i}"
+        return f"{graph_name(k)} input {i}"
     stack = re.fullmatch(r"L\[['\"]___stack(\d+)['\"]\]", source)
     if stack:  # a value dynamo carried across a graph break: computed by code outside the graphs
         return f"value from outside the graph ({stack.group(1)})"

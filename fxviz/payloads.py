@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .analysis.strategies import Strategy, StrategyLike, parse_list
+from .capture import graph_name
 from .errors import FxvizError, InputError
 from .render import theme
 from .render.embed import clean_svg
@@ -429,7 +430,7 @@ def pieces_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Seq
             "modules": [list(m) for m in summary.modules],
         }
         if piece.index:
-            say(f"graph {piece.index + 1} of {len(pieces)}")
+            say(f"{graph_name(piece.index)} of {len(pieces)}")
             data = report_data(piece, strategies=keys, views=views, compare=list(pairs), group=group,
                                depth=depth, progress=say)
             entry["payload"] = {k: data[k] for k in PIECE_FIELDS}
@@ -443,7 +444,7 @@ def overview_data(tr: Trace, keys: Sequence[str]) -> dict[str, Any]:
     try:
         df = tr.memory_table_by_piece(keys)
         shown = df.copy()
-        shown["strategy"] = [f"{'whole model' if p == 'total' else f'graph {int(p) + 1}'}: {s}"
+        shown["strategy"] = [f"{'whole model' if p == 'total' else graph_name(int(p))}: {s}"
                              + (f" (x{r} runs)" if p != "total" and r > 1 else "")
                              for p, s, r in zip(df["piece"], df["strategy"], df["runs"])]
         shown.attrs = dict(df.attrs)

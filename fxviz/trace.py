@@ -14,7 +14,7 @@ import torch.fx as fx
 
 from .analysis.pieces import piece_facts
 from .analysis.strategies import Strategy, StrategyLike, offered, parse_list
-from .capture import Capture, JointGraph, capture
+from .capture import Capture, JointGraph, capture, graph_name
 from .roles import ROLES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -205,9 +205,9 @@ class Trace:
         for t in self.pieces[1:]:
             for info in t.graph.info.values():
                 if info.qualname and info.role in ("parameter", "constant"):
-                    by_name.setdefault(info.qualname, []).append(f"{info.name} (graph {t.index})")
+                    by_name.setdefault(info.qualname, []).append(f"{info.name} ({graph_name(t.index)})")
                 elif info.qualname and info.role == "gradient":
-                    grads.setdefault(info.qualname, f"{info.name} (graph {t.index})")
+                    grads.setdefault(info.qualname, f"{info.name} ({graph_name(t.index)})")
         for name, p in named:
             nodes = by_name.get(name, [])
             role = "—"
@@ -347,7 +347,7 @@ class Trace:
             total: dict[str, Any] = {"piece": "total", "runs": int(group["runs"].sum()), "strategy": name}
             failed = group["error"].notna()
             reasons = zip(group["piece"][failed], group["error"][failed])
-            total["error"] = "; ".join(f"graph {p}: {e}" for p, e in reasons) or None
+            total["error"] = "; ".join(f"{graph_name(p)}: {e}" for p, e in reasons) or None
             for c in additive:
                 values = group[c] * group["runs"] if c != "seconds" else group[c]
                 total[c] = values.sum() if not failed.any() and group[c].notna().all() else pd.NA

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -227,6 +228,11 @@ def test_doctor_over_pieces_agrees_with_eager_autograd() -> None:
     assert {f.module for f in reused} == {"layers.0.gate", "layers.0.experts"}
     assert all("layers.1" in f.message and "2 times" in f.message for f in reused)
     assert all("run 2" in table.loc[n, "in_graph"] for n in layer1)
+    # the doctor counts graphs as the piece selector and --piece do: "graph 1" is tr.pieces[0]
+    labels = {p.label.split(" of ")[0] for p in tr.piece_summaries()}
+    assert all(f"graph {f.graph + 1} was compiled once" in f.message for f in reused)
+    said = set(re.findall(r"graph \d+", " ".join([f.message for f in doc.findings] + list(table["in_graph"]))))
+    assert said and said <= labels, said - labels
 
     # placeholders handed from one graph to the next are inputs, not constants (point 6)
     assert not any("constant" in f.message for f in doc.diagnosis.of_kind("duplicate_data"))

@@ -19,7 +19,7 @@ import torch.fx as fx
 
 from .. import _torch
 from .._fx import output_values
-from ..capture import Capture, JointGraph
+from ..capture import Capture, JointGraph, graph_name
 from ..roles import short_op
 from ..units import format_bytes
 from .gradient_paths import (
@@ -171,7 +171,7 @@ def _in_graph(p: _Param, cap: Capture) -> str:
     many = len(cap.graphs) > 1
     parts = []
     for g, nodes in sorted(p.nodes.items()):
-        where = f"graph {g}: " if many else ""
+        where = f"{graph_name(g)}: " if many else ""
         parts.append(f"{where}{p.role} ({', '.join(nodes)})")
     return "; ".join(parts)
 
@@ -529,7 +529,7 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
     for key, items in held.items():
         owner = param_of.get(key)
         label = owner or items[0][1]
-        names = [f"{n} (graph {g})" if many else n for g, n, _ in items]
+        names = [f"{n} ({graph_name(g)})" if many else n for g, n, _ in items]
         saved = views.get(key, [])
         if len(items) + len(saved) < 2:
             continue
@@ -537,7 +537,7 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
         counted = nb * len(items) + sum(b for _, _, b in saved)
         what = _holders(cap, items, names)
         if saved:
-            shown = ", ".join((f"{n} (graph {g}, " if many else f"{n} (") + _view_words(cap.graphs[g], n) + ")"
+            shown = ", ".join((f"{n} ({graph_name(g)}, " if many else f"{n} (") + _view_words(cap.graphs[g], n) + ")"
                               for g, n, _ in saved)
             what += f" and saved for the backward as {shown}"
         findings.append(Finding(
@@ -623,10 +623,10 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
             gets = True
             if run is not None and reused_from is not None:
                 template = reused_from
-                reason = (f"gets a gradient from graph {run.graph} (run {run.run + 1}, the graph compiled for "
+                reason = (f"gets a gradient from {graph_name(run.graph)} (run {run.run + 1}, the graph compiled for "
                           f"{', '.join(facts.runs_of(run.graph)[0].modules) or 'another module'})")
-                grad_node = f"{template} (graph {run.graph}, run {run.run + 1})"
-                in_graph = f"graph {run.graph}, run {run.run + 1}: parameter"
+                grad_node = f"{template} ({graph_name(run.graph)}, run {run.run + 1})"
+                in_graph = f"{graph_name(run.graph)}, run {run.run + 1}: parameter"
             elif run is not None or p.nodes:
                 # in a graph that returns no gradient for it, yet eager autograd gives one: its path to
                 # the loss leaves the graph and runs through code outside every graph
@@ -713,9 +713,9 @@ def _reuse_findings(facts: PieceFacts, cap: Capture) -> list[Finding]:
         others = ", ".join(mods[1:])
         findings.append(Finding(
             "reused_graph", "info", None, (),
-            f"graph {g} was compiled once, for {first}, and ran {len(runs)} times: also for {others}, each run "
+            f"{graph_name(g)} was compiled once, for {first}, and ran {len(runs)} times: also for {others}, each run "
             f"with that module's own parameters. Their gradients come from the same backward graph, run again; "
-            f"fxviz draws and measures one run of graph {g}, so this step holds its saved values "
+            f"fxviz draws and measures one run of {graph_name(g)}, so this step holds its saved values "
             f"{len(runs)} times.",
             "nothing to fix: dynamo reuses a graph for every call its guards accept", cause="reused",
             graph=g, module=first))

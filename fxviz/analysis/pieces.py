@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..capture import Capture
+from ..capture import Capture, graph_name
 
 __all__ = ["PieceRun", "PieceFacts", "PieceSummary", "piece_facts", "piece_summaries", "modules_of"]
 
@@ -135,7 +135,7 @@ def piece_summaries(cap: Capture, saved: list[int | None], strategy: str) -> lis
         runs = facts.runs_of(g.index)
         reason = cap.graph_breaks[g.index - 1] if 0 < g.index <= len(cap.graph_breaks) else None
         out.append(PieceSummary(
-            index=g.index, label=f"graph {g.index + 1} of {total}", nodes=len(g.info),
+            index=g.index, label=f"{graph_name(g.index)} of {total}", nodes=len(g.info),
             forward_ops=sum(1 for i in infos if i.op == "call_function" and i.phase == "forward"),
             backward_ops=sum(1 for i in infos if i.op == "call_function" and i.phase == "backward"),
             has_backward=g.has_backward, saved_bytes=saved[g.index] if g.index < len(saved) else None,
