@@ -20,12 +20,12 @@ import pytest
 pytest.importorskip("anywidget")
 pytest.importorskip("ipywidgets")
 
-import fxviz  # noqa: E402
-from fxviz.html_report import STATIC  # noqa: E402
-from fxviz.render import scene as sc  # noqa: E402
-from fxviz.widgets.explorer import Explorer  # noqa: E402
+import fxviz
+from fxviz.html_report import STATIC
+from fxviz.render import scene as sc
+from fxviz.widgets.explorer import Explorer
 
-from .browser_util import browser, chromium_path  # noqa: E402
+from .browser_util import browser, chromium_path
 
 pytestmark = pytest.mark.skipif(shutil.which("dot") is None, reason="needs graphviz's dot")
 
