@@ -245,5 +245,26 @@ def test_double_click_opens_a_box_in_chromium(gpt, tmp_path, artifacts):
         assert page.locator(".fxviz-opened").is_hidden()
         assert gpt.expanded == []
         page.screenshot(path=str(artifacts / "explorer-expand-closed.png"))
+
+        # the details' button opens a function box; two chips and "collapse all" close both
+        unit.dblclick()
+        page.wait_for_function("() => !window.__fxvizPending && document.querySelectorAll('.fxviz-chip').length === 1")
+        fn = next(x for x in gpt.pane.boxes if x["kind"] == "function")
+        page.locator(".fxviz-search").fill(fn["label"])  # a box's name finds the box and counts its nodes
+        assert f"{len(fn['members'])} nodes match" in page.inner_text(".fxviz-statusline")
+        page.locator(f".fxviz-viewport g.node.fx-group:has(> title:text-is('{fn['id']}'))").click()
+        details_text = details.inner_text()
+        assert "function box" in details_text and f"{len(fn['members'])} nodes collapsed" in details_text
+        page.screenshot(path=str(artifacts / "explorer-expand-function-details.png"))
+        page.locator(".fxviz-search").fill("")
+        page.locator(".fxviz-expand-box").click()
+        page.wait_for_function("() => !window.__fxvizPending && document.querySelectorAll('.fxviz-chip').length === 2")
+        assert gpt.expanded == ["h.0.attn", FUNCTION_BOX]
+        titles = set(page.eval_on_selector_all(".fxviz-viewport g.node > title", "ts => ts.map(t => t.textContent)"))
+        assert set(fn["members"]) <= titles and fn["id"] not in titles
+        page.screenshot(path=str(artifacts / "explorer-expand-two-open.png"))
+        page.locator(".fxviz-collapse-all").click()
+        page.wait_for_function("() => !window.__fxvizPending && !document.querySelectorAll('.fxviz-chip').length")
+        assert gpt.expanded == []
         assert not b.page_errors and not b.console_errors, (b.page_errors, b.console_errors)
         assert not b.blocked

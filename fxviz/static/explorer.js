@@ -735,12 +735,18 @@ function searchHits(state, q) {
     add(unitFor(state.units, state.nodes, name, state.boxOf));
     add(state.units.get(name + RECOMPUTED_SUFFIX));
   }
+  // a box matches by its name (its members count as matching nodes: a function box's ops carry
+  // no module that names it) or by the text printed on it
+  const names = new Set(ranked.map((r) => r[2]));
   for (const [id, g] of state.units) {
-    if (g.classList.contains("fx-group") && (groupMembers(state, id).path.toLowerCase().includes(q) ||
-        (((state.boxes.get(id) || {}).key) || "").toLowerCase().includes(q) ||
-        (state.labels.get(id) || "").includes(q))) add(g);
+    if (!g.classList.contains("fx-group")) continue;
+    const box = groupMembers(state, id);
+    if (box.path.toLowerCase().includes(q) || (box.key || "").toLowerCase().includes(q)) {
+      add(g);
+      for (const m of box.members) names.add(m.name);
+    } else if ((state.labels.get(id) || "").includes(q)) add(g);
   }
-  return { units, nodes: ranked.length };
+  return { units, nodes: names.size };
 }
 
 /** Highlight the units matching `state.query` (names, ops, modules, shapes, the printed labels),
