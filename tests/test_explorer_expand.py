@@ -141,6 +141,16 @@ def test_opened_boxes_survive_strategy_switches_and_go_where_they_do_not_exist(g
     assert gpt.expanded == [] and gpt.pane.expanded == []
 
 
+def test_explore_opens_boxes_from_the_start(traces):
+    tr = traces[("mini_gpt", "lifted")]
+    w = fxviz.explore(tr, expand=["h.0.attn", FUNCTION_BOX])
+    assert w.expanded == ["h.0.attn", FUNCTION_BOX]
+    assert w.pane.svg == fxviz.payloads.clean_svg(tr.draw("joint", strategy="default",
+                                                          expand=sorted(["h.0.attn", FUNCTION_BOX])).svg())
+    with pytest.raises(fxviz.InputError, match="not a box"):
+        fxviz.explore(tr, expand=["no.such.box"])
+
+
 def test_unknown_box_is_an_error_in_the_pane(gpt):
     svg = gpt.pane.svg
     gpt._on_pane_msg(None, {"event": "expand", "key": "no.such.box"}, None)

@@ -118,14 +118,16 @@ class Explorer(widgets.VBox):
     Attributes worth knowing: ``trace`` (the Trace shown), ``pane`` (the :class:`GraphPane`),
     ``timings`` (one :class:`SwitchTiming` per view switch), ``first_picture_s`` (seconds from
     the call to the first drawing handed to the pane, tracing included), and one ``*_control``
-    widget per control.  ``select(name)`` selects a node as a click would; ``await
-    ex.filled()`` waits for tables still being computed after a notebook cell returned.
+    widget per control.  ``select(name)`` selects a node as a click would; ``expand(name)`` and
+    ``collapse(name)`` open and close a box as a double click and its chip's x do (``expanded``:
+    the boxes open now); ``await ex.filled()`` waits for tables still being computed after a
+    notebook cell returned.
     """
 
     def __init__(self, tr: Trace | None = None, *, model: Any = None, inputs: Sequence[Any] = (),
                  params: str = "lifted", trace_kwargs: dict[str, Any] | None = None, view: str = "joint",
                  strategy: str = "default", compare: str = "min_cut", budget: float = 0.5, solver: str = "dp",
-                 group: str | None = None, depth: int | None = None) -> None:
+                 group: str | None = None, depth: int | None = None, expand: Sequence[str] = ()) -> None:
         if tr is None and model is None:
             raise InputError("explore needs a model (with example inputs) or a Trace",
                              "call fxviz.explore(model, x) or fxviz.explore(fxviz.trace(model, x))")
@@ -203,6 +205,14 @@ class Explorer(widgets.VBox):
         self.add_class("fxviz-explorer-widget")
 
         self._sync_trace_controls()
+        if expand:  # boxes open from the start, as draw(expand=...) names them
+            opened = [expand] if isinstance(expand, str) else list(expand)
+            known = self._openable_now(self.view_key)
+            unknown = [e for e in opened if e not in known]
+            if unknown:
+                raise InputError(f"expand={unknown[0]!r} is not a box this view can open",
+                                 "pass module paths or box names as the drawing shows them, e.g. expand=['h.0.attn']")
+            self._expanded = list(dict.fromkeys(opened))
         self._refresh()
         for c in (self.view_control, self.strategy_control, self.compare_control, self.budget_control,
                   self.solver_control, self.group_control, self.depth_control, self.piece_control):
@@ -661,8 +671,9 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
 
     ``options``: ``view`` (joint, forward, backward, compare), ``strategy`` and ``compare``
     (default, min_cut, budget or ``budget:B[:solver]``, recompute_all, eager), ``budget``,
-    ``solver``, ``group`` (module, none) and ``depth``.  Given a model, the explorer can also
-    switch between parameters lifted and captured as constants.
+    ``solver``, ``group`` (module, none), ``depth`` and ``expand`` (boxes open from the start, as
+    ``Trace.draw(expand=...)`` names them; a double click opens more).  Given a model, the
+    explorer can also switch between parameters lifted and captured as constants.
     """
     if hasattr(model_or_trace, "trace") and hasattr(model_or_trace, "compare_ranks"):  # a Run read from a log
         return RunExplorer(model_or_trace, **options)
