@@ -42,8 +42,10 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     and ``compare`` (B) save and recompute.  ``group``: ``"module"`` (clusters by module path,
     boxes at ``depth``), ``"none"`` (every node, however many), or ``None`` (every node up to
     ``node_limit``, module boxes above it, collapsed along the model's structure: see
-    ``scene.Structure``).  ``expand``: module paths (``"model.layers.0"``) whose box is opened to
-    show the boxes or ops inside; it implies collapsing (at ``depth`` as a structure level if given).
+    ``scene.Structure``).  ``expand``: module paths (``"model.layers.0"``), function boxes
+    (``"masking_utils.sdpa_mask()"``) or ``scene.BOOKKEEPING``, whose box is opened to show the
+    boxes or ops inside (``openable`` lists them); it implies collapsing (at ``depth`` as a
+    structure level if given).
     """
     if view not in sc.VIEWS:
         raise InputError(f"unknown view {view!r}", f"use one of {', '.join(sc.VIEWS)}")
