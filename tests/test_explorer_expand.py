@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import pathlib
 import re
 import shutil
 
@@ -290,3 +291,49 @@ def test_report_ships_each_drawings_boxes(traces):
         assert ids and ids == {t for t, cls in drawn(svg).items() if "fx&#45;group" in cls}, key
     placed = next(b for b in data["boxes"]["joint|-|-|-|-"] if b["id"] == "backward/lm_head")
     assert "nll_loss_backward" in placed["members"]
+
+
+@pytest.mark.browser
+@pytest.mark.notebook
+@pytest.mark.slow
+@pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed (apt-get install chromium)")
+def test_double_click_opens_a_box_in_jupyterlab(tmp_path, artifacts):
+    """The same through JupyterLab's real widget comm (about a minute: a server and a kernel)."""
+    pytest.importorskip("jupyterlab")
+    pytest.importorskip("playwright.sync_api")
+    from . import test_browser as tb
+    from .browser_util import jupyter_server
+
+    root = tmp_path / "lab"
+    root.mkdir()
+    cells = ["import fxviz\nfrom tests.conftest import make_example\nmodel, inputs = make_example('mini_gpt')",
+             "explorer = fxviz.explore(model, *inputs)\nexplorer"]
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "id": f"cell{i}", "metadata": {}, "outputs": [],
+                     "source": src} for i, src in enumerate(cells)],
+          "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    (root / "explore.ipynb").write_text(json.dumps(nb))
+    (root / "tests").symlink_to(pathlib.Path(__file__).parent, target_is_directory=True)
+    box_id = "forward/h.0.attn"
+    gone = ("id => ![...document.querySelectorAll('.fxviz-viewport g.node > title')].some(t => t.textContent === id)"
+            " && document.querySelector('.fxviz-chip')")
+    back = ("id => [...document.querySelectorAll('.fxviz-viewport g.node > title')].some(t => t.textContent === id)"
+            " && !document.querySelector('.fxviz-chip')")
+    with jupyter_server(root, app="jupyterlab") as server, browser(viewport=(1600, 1000)) as b:
+        page = b.new_page()
+        page.goto(server.lab_url("explore.ipynb"), timeout=tb.LONG)
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell .jp-InputArea", timeout=tb.LONG)
+        tb._wait_kernel_idle(page, "jupyterlab")
+        tb._run_all(page)
+        page.wait_for_selector(".fxviz-explorer .fxviz-viewport svg g.node.fx-group", timeout=300_000)
+        page.locator(".fxviz-explorer .fxviz-search").fill("h.0.attn")
+        page.locator(f".fxviz-viewport g.node.fx-group:has(> title:text-is('{box_id}'))").dblclick()
+        page.wait_for_function(gone, arg=box_id, timeout=tb.LONG)
+        assert page.eval_on_selector(".fxviz-explorer", "e => e.dataset.viewKey").endswith("|+h.0.attn")
+        page.locator(".fxviz-explorer .fxviz-search").fill("")
+        page.locator(".fxviz-explorer-widget").scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "explorer-expand-jupyterlab.png"))
+        page.locator(".fxviz-chip-close").click()
+        page.wait_for_function(back, arg=box_id, timeout=tb.LONG)
+        assert page.eval_on_selector(".fxviz-explorer", "e => e.dataset.viewKey") == "joint|default|-|-|-"
+        assert tb._ours(b.page_errors) == [] and b.console_errors == [] and b.blocked == []
