@@ -41,6 +41,7 @@ __all__ = [
     "legend_data",
     "render_view",
     "render_layout",
+    "openable_boxes",
     "report_data",
     "pieces_data",
     "overview_data",
@@ -260,10 +261,12 @@ class ViewKey:
     compare: str | None = None
     group: str | None = None
     depth: int | None = None
+    expand: tuple[str, ...] = ()  # the boxes opened (names ``draw(expand=...)`` takes), sorted
 
     def text(self) -> str:
-        return "|".join(str(x) if x is not None else "-" for x in
+        base = "|".join(str(x) if x is not None else "-" for x in
                         (self.view, self.strategy, self.compare, self.group, self.depth))
+        return base + ("|+" + ",".join(self.expand) if self.expand else "")
 
 
 @dataclass
@@ -276,6 +279,7 @@ class RenderedView:
     partition: Partition
     compare: Partition | None = None
     notes: list[str] = field(default_factory=list)
+    boxes: list[dict[str, Any]] = field(default_factory=list)  # the drawn boxes (``Group.record``)
 
 
 def render_view(tr: Trace, key: ViewKey, timeout: float | None = None) -> RenderedView:
@@ -294,19 +298,31 @@ def render_view(tr: Trace, key: ViewKey, timeout: float | None = None) -> Render
         raise InputError(f"{p.label} has no {view} graph to draw: it is measured, not partitioned",
                          "look at the joint view, which marks what it saves")
     drawing = tr.draw(view, strategy=key.strategy, compare=key.compare if key.view == "compare" else None,
-                      group=key.group, depth=key.depth, timeout=timeout)
+                      group=key.group, depth=key.depth, expand=list(key.expand), timeout=timeout)
     svg = clean_svg(drawing.svg())
     return RenderedView(svg=svg, caption=drawing.caption, seconds=time.perf_counter() - t0, partition=p,
-                        compare=q)
+                        compare=q, boxes=drawing.boxes)
+
+
+def openable_boxes(tr: Trace, view: str, strategy: str = "default", group: str | None = None) -> set[str]:
+    """The names the ``expand`` of ``view`` takes (module paths, function boxes, the bookkeeping
+    box), empty where that view draws no boxes: what a front-end may keep open across views."""
+    from .render.views import openable
+
+    side = view if view in ("forward", "backward") else "joint"
+    p = tr.partition(strategy) if side != "joint" else None
+    if p is not None and p.error:
+        return set()
+    return openable(tr.graph, side, p, group)
 
 
 def render_layout(tr: Trace, group: str | None = None, depth: int | None = None,
-                  timeout: float | None = None) -> tuple[str, str]:
+                  timeout: float | None = None) -> tuple[str, str, list[dict[str, Any]]]:
     """The joint graph laid out once, with no strategy's marks: the report draws every strategy
     and every compare pair on it as an overlay (classes and badges from ``status_data``), so it
-    embeds one joint drawing instead of one per strategy and pair.  Returns (svg, caption)."""
+    embeds one joint drawing instead of one per strategy and pair.  Returns (svg, caption, boxes)."""
     drawing = tr.draw("joint", group=group, depth=depth, timeout=timeout)
-    return clean_svg(drawing.svg()), drawing.caption
+    return clean_svg(drawing.svg()), drawing.caption, drawing.boxes
 
 
 def _default_compare(keys: Sequence[str]) -> str | None:
@@ -339,6 +355,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
 
     svgs: dict[str, str] = {}
     captions: dict[str, str] = {}
+    boxes: dict[str, list[dict[str, Any]]] = {}
     errors: dict[str, str] = {}
     statuses: dict[str, Any] = {}
     for s in keys:
@@ -350,7 +367,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     if "joint" in views or "compare" in views:
         say("drawing: the joint layout")
         try:
-            svgs[layout_key], captions[layout_key] = render_layout(tr, group, depth)
+            svgs[layout_key], captions[layout_key], boxes[layout_key] = render_layout(tr, group, depth)
         except FxvizError as exc:
             errors[layout_key] = exc.message
         except Exception as exc:  # one view's bug must not sink the whole report
@@ -367,6 +384,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
             continue
         svgs[k.text()] = r.svg
         captions[k.text()] = r.caption
+        boxes[k.text()] = r.boxes
     say("memory table")
     try:
         table = table_data(tr.memory_table(keys), tr)
@@ -392,6 +410,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
         "index": index,
         "svgs": svgs,
         "captions": captions,
+        "boxes": boxes,
         "errors": errors,
         "status": statuses,
         "nodes": node_data(tr),
@@ -409,7 +428,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
 
 
 # the payload fields that differ from piece to piece (the report swaps them in when one is picked)
-PIECE_FIELDS = ("summary", "index", "svgs", "captions", "errors", "status", "nodes", "table", "initial")
+PIECE_FIELDS = ("summary", "index", "svgs", "captions", "boxes", "errors", "status", "nodes", "table", "initial")
 
 
 def pieces_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Sequence[tuple[str, str]],

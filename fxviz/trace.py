@@ -406,7 +406,9 @@ class Trace:
             highlight: a node name, op, parameter or module (or a list): emphasise matches.
             piece: after graph breaks, which graph to draw (0-based index into ``pieces``);
                 default: this one.  :meth:`overview` draws all of them as boxes.
-            expand: a module path (or a list) whose box is opened to show what is inside.
+            expand: a box (or a list) to open, to show what is inside: a module path
+                (``"model.layers.0"``), a function box's name as its box shows it
+                (``"masking_utils.sdpa_mask()"``) or ``"(in-place buffer updates)"``.
         """
         from .render.drawing import DEFAULT_TIMEOUT
         from .render.views import NODE_LIMIT, draw

@@ -93,8 +93,10 @@ class Drawing:
     once), ``.save(path)`` writes ``.svg``/``.png``/``.dot``/``.pdf``; in Jupyter it displays itself."""
 
     def __init__(self, digraph: graphviz.Digraph, *, nodes: int | None = None, timeout: float = DEFAULT_TIMEOUT,
-                 caption: str = "") -> None:
+                 caption: str = "", boxes: list[dict[str, Any]] | None = None) -> None:
         self.digraph = digraph
+        # the collapsed boxes drawn (``Group.record()``: id, what opens it, label, kind, side, members)
+        self.boxes: list[dict[str, Any]] = list(boxes or [])
         self.nodes = nodes
         self.timeout = timeout
         self.caption = caption

@@ -36,6 +36,7 @@ __all__ = [
     "Structure",
     "structure_scene",
     "BOOKKEEPING",
+    "function_key",
     "module_path",
     "format_tensor",
 ]
@@ -90,6 +91,14 @@ class Group:
     repeats: int = 1
     parent: tuple[str, ...] = ()  # the module cluster the box is drawn in
     kind: str = "module"  # "module" | "function" (ops of one source function) | "bookkeeping"
+    key: str | None = None  # what ``draw(expand=[...])`` takes to open this box
+
+    def record(self) -> dict[str, object]:
+        """The box as plain data for a front-end: its id (the SVG title), what opens it, its label
+        and kind, its side and its members by joint name (each once, in graph order)."""
+        members = list(dict.fromkeys(m.joint for m in self.members))
+        return {"id": self.id, "key": self.key, "label": self.path, "kind": self.kind, "side": self.side,
+                "members": members, "pattern": self.pattern, "repeats": self.repeats}
 
 
 @dataclass
@@ -355,7 +364,8 @@ def group_scene(scene: Scene, depth: int | None) -> Scene:
             key = ".".join(path[:depth])
             gid = f"{it.side}/{urllib.parse.quote(key, safe='._-')}"
             if gid not in groups:
-                groups[gid] = Group(id=gid, path=key, side=it.side, members=[], parent=tuple(path[:depth - 1]))
+                groups[gid] = Group(id=gid, path=key, side=it.side, members=[], parent=tuple(path[:depth - 1]),
+                                    key=key)
             groups[gid].members.append(it)
             scene.unit_of[it.id] = gid
         else:
@@ -443,6 +453,12 @@ def _common_prefix(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
                 k = i
                 break
     return first[:k]
+
+
+def function_key(path: tuple[str, ...], label: str) -> str:
+    """The name of a function box (``masking_utils.sdpa_mask()``, inside a module
+    ``model.rotary.fn()``): what ``expand`` takes to open it, and its box id after the side."""
+    return ".".join(path + (label,)) if path else label
 
 
 def _opened(path: str, expand: frozenset[str]) -> bool:
@@ -566,7 +582,7 @@ class Structure:
         out: dict[str, tuple[str, str, str | None]] = {}
         loose: dict[tuple[str, tuple[str, ...], str], list[str]] = {}
         for it in self.scene.items.values():
-            if it.id in self.bookkeeping:
+            if it.id in self.bookkeeping and BOOKKEEPING not in expand:
                 out[it.id] = (f"forward/{urllib.parse.quote(BOOKKEEPING, safe='')}", BOOKKEEPING, None)
                 continue
             box = self.box_of(it.id, level, expand)
@@ -585,7 +601,9 @@ class Structure:
                 if len(part) < _FN_BOX_MIN:
                     continue
                 label = f"{fn}()" if len(parts) == 1 else f"{fn}() #{k + 1}"
-                key = ".".join(path + (label,)) if path else label
+                key = function_key(path, label)
+                if key in expand:
+                    continue
                 for i in part:
                     out[i] = (f"{side}/{urllib.parse.quote(key, safe='._-()#')}", label, None)
         return out
@@ -617,6 +635,19 @@ class Structure:
             parts.append(sorted(part, key=order.__getitem__))
         return parts
 
+    def openable(self) -> set[str]:
+        """Every name ``expand`` takes: the module paths, the function boxes' keys (``fn()`` or
+        ``module.fn() #2``, as the box ids spell them) at any level, and :data:`BOOKKEEPING`
+        when there is such a box."""
+        out = {".".join(q) for q in self.level}
+        if self.bookkeeping:
+            out.add(BOOKKEEPING)
+        for level in range(1, max(self.max_level, 1) + 1):
+            for unit, label, box in self.units(level).values():
+                if box is None and label and label != BOOKKEEPING:
+                    out.add(urllib.parse.unquote(unit.split("/", 1)[1]))
+        return out
+
     def count(self, level: int, expand: frozenset[str] = frozenset()) -> int:
         return len({u for u, _, _ in self.units(level, expand).values()})
 
@@ -638,9 +669,11 @@ def structure_scene(scene: Scene, structure: Structure, level: int, expand: Iter
         if unit not in groups:
             where = tuple(box.split(".")[:-1]) if box is not None else \
                 (() if label == BOOKKEEPING else structure.path[item_id])
-            groups[unit] = Group(id=unit, path=box or label, side=it.side, members=[], parent=where,
-                                 kind="module" if box is not None else
-                                 "bookkeeping" if label == BOOKKEEPING else "function")
+            kind = "module" if box is not None else "bookkeeping" if label == BOOKKEEPING else "function"
+            key = box if box is not None else label if kind == "bookkeeping" else \
+                function_key(structure.path[item_id], label)
+            groups[unit] = Group(id=unit, path=box or label, side=it.side, members=[], parent=where, kind=kind,
+                                 key=key)
         groups[unit].members.append(it)
     _find_patterns(groups)
     scene.groups = groups

@@ -13,7 +13,7 @@ from . import dot
 from . import scene as sc
 from .drawing import DEFAULT_TIMEOUT, Drawing
 
-__all__ = ["draw", "aspect_of", "NODE_LIMIT", "AUTO_UNITS", "UNIT_LIMIT", "ASPECT", "GROUPS"]
+__all__ = ["draw", "openable", "aspect_of", "NODE_LIMIT", "AUTO_UNITS", "UNIT_LIMIT", "ASPECT", "GROUPS"]
 
 # Above this many nodes the default view collapses modules into boxes.  Layout time is not the
 # limit (docs/rendering-timings.md: ~1 s in ``dot -Tsvg`` at 560 nodes): readability is.  A
@@ -42,8 +42,10 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     and ``compare`` (B) save and recompute.  ``group``: ``"module"`` (clusters by module path,
     boxes at ``depth``), ``"none"`` (every node, however many), or ``None`` (every node up to
     ``node_limit``, module boxes above it, collapsed along the model's structure: see
-    ``scene.Structure``).  ``expand``: module paths (``"model.layers.0"``) whose box is opened to
-    show the boxes or ops inside; it implies collapsing (at ``depth`` as a structure level if given).
+    ``scene.Structure``).  ``expand``: module paths (``"model.layers.0"``), function boxes
+    (``"masking_utils.sdpa_mask()"``) or ``scene.BOOKKEEPING``, whose box is opened to show the
+    boxes or ops inside (``openable`` lists them); it implies collapsing (at ``depth`` as a
+    structure level if given).
     """
     if view not in sc.VIEWS:
         raise InputError(f"unknown view {view!r}", f"use one of {', '.join(sc.VIEWS)}")
@@ -94,13 +96,37 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
         sc.group_scene(scene, depth)
     elif expand or (group is None and n_nodes > node_limit):
         structure = sc.Structure(scene, graph)
-        unknown = [m for m in expand if m not in {".".join(q) for q in structure.level}]
+        modules = {".".join(q) for q in structure.level}
+        unknown = [m for m in expand if m not in modules]
         if unknown:
-            raise InputError(f"expand={unknown[0]!r} is not a module of this graph",
-                             "pass a module path as the boxes show it, e.g. expand=['model.layers.0']")
+            unknown = [m for m in unknown if m not in structure.openable()]
+        if unknown:
+            raise InputError(f"expand={unknown[0]!r} is not a module or box of this graph",
+                             "pass a module path as the boxes show it, e.g. expand=['model.layers.0'], "
+                             "or a function box's name, e.g. expand=['masking_utils.sdpa_mask()']")
         return _auto_structure(scene, structure, depth, list(expand), n_nodes, node_limit, timeout)
     units = len(set(scene.unit_of.values())) if scene.unit_of else n_nodes
-    return Drawing(dot.to_digraph(scene), nodes=units, timeout=timeout, caption=scene.title)
+    return Drawing(dot.to_digraph(scene), nodes=units, timeout=timeout, caption=scene.title,
+                   boxes=[g.record() for g in scene.groups.values()])
+
+
+def openable(graph: JointGraph, view: str = "joint", partition: Partition | None = None, group: str | None = None,
+             node_limit: int = NODE_LIMIT) -> set[str]:
+    """The names ``draw(view, group=group, expand=[...])`` takes for this view: module paths,
+    function boxes and the bookkeeping box (``Structure.openable``); none where the view draws
+    no boxes (``group='none'``, or fewer than ``node_limit`` nodes and no grouping asked for),
+    so that a name kept from another view never collapses a view drawn node by node."""
+    if group == "none":
+        return set()
+    if view in ("joint", "compare"):
+        scene = sc.joint_scene(graph)
+    else:
+        if partition is None or (partition.forward if view == "forward" else partition.backward) is None:
+            return set()
+        scene = sc.partition_scene(graph, partition, view)
+    if group is None and len(scene.items) <= node_limit:
+        return set()
+    return sc.Structure(scene, graph).openable()
 
 
 _SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
@@ -138,7 +164,8 @@ def _auto_structure(scene: sc.Scene, structure: sc.Structure, level: int | None,
         scene.caption.append(why + (f" (opened: {', '.join(expand)})" if expand else "") +
                              ". draw(expand=['<module>']) opens a box; draw(depth=k) picks the level; "
                              "draw(group='none') draws every node (slow).")
-        drawing = Drawing(dot.to_digraph(scene), nodes=counts[lvl], timeout=timeout, caption=scene.title)
+        drawing = Drawing(dot.to_digraph(scene), nodes=counts[lvl], timeout=timeout, caption=scene.title,
+                          boxes=[g.record() for g in scene.groups.values()])
         if len(order) == 1:
             return drawing
         try:

@@ -310,13 +310,15 @@ function buildLayout(root) {
   const toolbar = h("div", { class: "fxviz-toolbar" }, Object.values(buttons),
     h("span", { class: "fxviz-searchbox" }, search, prev, next), diffOnly, panel, hint, status);
   const banner = h("div", { class: "fxviz-banner", hidden: true });
+  // the boxes opened (notebook only): one chip each with a close button, and "collapse all"
+  const opened = h("div", { class: "fxviz-opened", hidden: true });
   const viewport = h("div", { class: "fxviz-viewport", tabindex: "0", role: "application",
                               "aria-label": "graph: scroll to zoom, drag to pan, click a node for details" });
   const busyText = h("span", { class: "fxviz-busy-text" });
   const busy = h("div", { class: "fxviz-busy", hidden: true }, h("span", { class: "fxviz-spinner" }), busyText);
   const errorBox = h("div", { class: "fxviz-error", hidden: true });
   const stage = h("div", { class: "fxviz-stage" }, viewport, busy);
-  const graph = h("div", { class: "fxviz-graph" }, toolbar, banner, errorBox, stage, caption);
+  const graph = h("div", { class: "fxviz-graph" }, toolbar, banner, opened, errorBox, stage, caption);
 
   const details = h("div", { class: "fxviz-details-body" }, h("p", { class: "fxviz-muted", text: "Click a node in the graph." }));
   const diffBox = h("div", { class: "fxviz-diff-body" });
@@ -336,7 +338,7 @@ function buildLayout(root) {
   // data-lm-suppress-shortcuts: JupyterLab / Notebook 7 run no shortcut for keys typed in here
   const el = h("div", { class: "fxviz-explorer", "data-lm-suppress-shortcuts": "true" }, h("div", { class: "fxviz-main" }, graph, side));
   root.append(el);
-  return { el, status, caption, viewport, stage, busy, busyText, errorBox, banner, details, diffBox, tableBox, doctorBox,
+  return { el, status, caption, hint, viewport, stage, busy, busyText, errorBox, banner, opened, details, diffBox, tableBox, doctorBox,
            legendBox, buttons, search, prev, next, diffOnly, panel, side, sections };
 }
 
@@ -508,13 +510,15 @@ function createViewLoader(viewport, zp) {
 }
 
 // --- selection: the drawn unit of a node, and its marks ----------------------------------------------
-/** the drawn unit (node or module box) that shows joint node `id` in this view */
-function unitFor(units, nodes, id) {
+/** the drawn unit (node or box) that shows joint node `id` in this view: itself, else the box
+ *  whose members (from the view's payload) hold it */
+function unitFor(units, nodes, id, boxOf) {
   if (units.has(id)) return units.get(id);
   const name = baseName(id);
   if (units.has(name)) return units.get(name);
   if (units.has(name + RECOMPUTED_SUFFIX)) return units.get(name + RECOMPUTED_SUFFIX);
-  const node = nodes[name];
+  if (boxOf && boxOf.size) return units.get(boxOf.get(name)) || null;
+  const node = nodes[name];  // a drawing without box records (an older report): guess by module path
   if (node && node.module) {
     const parts = node.module.split(".");
     const sides = id.endsWith(RECOMPUTED_SUFFIX) ? ["backward", node.phase] : [node.phase, "forward", "backward"];
@@ -534,7 +538,7 @@ function markSelection(viewport, state, zp, reveal) {
   for (const g of viewport.querySelectorAll(".fxviz-selected")) g.classList.remove("fxviz-selected");
   for (const g of viewport.querySelectorAll(".fxviz-neighbor")) g.classList.remove("fxviz-neighbor");
   if (!state.selected) return null;
-  const unit = unitFor(state.units, state.nodes, state.selected);
+  const unit = unitFor(state.units, state.nodes, state.selected, state.boxOf);
   if (!unit) return null;
   unit.classList.add("fxviz-selected");
   const node = state.nodes[baseName(state.selected)];
@@ -561,15 +565,27 @@ function statusText(s, name) {
   return bits.length ? bits.join("; ") : "neither saved nor recomputed";
 }
 
-/** The module box `gid` (`side/quoted.module.path`): its side, its module path, the nodes inside. */
-function groupMembers(nodes, gid) {
+/** The box `gid` (`side/quoted name`): its side, label, kind ("module", "function",
+ *  "bookkeeping"), the name that opens it (`key`), its pattern and its member nodes, as the view's
+ *  payload lists them (`state.boxes`, the scene's own members: ops of a function, backward ops
+ *  placed by the forward op they differentiate).  A drawing without records (an older report)
+ *  falls back to the module path. */
+function groupMembers(state, gid) {
+  const box = state.boxes.get(gid) || state.seenBoxes.get(gid);
+  if (box) {
+    const members = box.members.map((n) => state.nodes[n]).filter(Boolean);
+    return { side: box.side, path: box.label, kind: box.kind, key: box.key, pattern: box.pattern,
+             repeats: box.repeats, members };
+  }
   const slash = gid.indexOf("/");
   const side = gid.slice(0, slash);
   const path = decodeURIComponent(gid.slice(slash + 1));
-  const members = Object.values(nodes).filter((n) => n.phase === side && n.module &&
+  const members = Object.values(state.nodes).filter((n) => n.phase === side && n.module &&
     (n.module === path || n.module.startsWith(path + ".")));
-  return { side, path, members };
+  return { side, path, kind: "module", key: null, pattern: null, repeats: 1, members };
 }
+
+const BOX_KINDS = { module: "module box", function: "function box", bookkeeping: "bookkeeping box" };
 
 /** `linkList(names)`: node names as comma-separated links that call `onPick(name)`. */
 function nodeLinks(state, onPick) {
@@ -624,23 +640,41 @@ function nodeFacts(node, name, state, linkList) {
 }
 
 /** A note when node `unit` is not drawn as itself in this view (null when it is). */
-function drawnWhere(unit, nodes) {
+function drawnWhere(unit, state) {
   if (!unit) return h("p", { class: "fxviz-note", text: "not drawn in this view" });
   if (!unit.classList.contains("fx-group")) return null;
   const t = unit.querySelector(":scope > title");
-  const box = t ? groupMembers(nodes, t.textContent) : null;
+  const box = t ? groupMembers(state, t.textContent) : null;
   return h("p", { class: "fxviz-note",
-                  text: box ? `drawn inside the module box \u201c${box.path}\u201d (${box.side})` : "drawn inside a module box" });
+                  text: box ? `drawn inside the ${BOX_KINDS[box.kind] || "box"} \u201c${box.path}\u201d (${box.side})`
+                    : "drawn inside a box" });
 }
 
-/** The details section: `render(unit)` shows `state.selected` (a node or a module box). */
-function createDetailsPanel(box, state, linkList) {
-  function renderGroup(gid) {
-    const { side, path, members } = groupMembers(state.nodes, gid);
-    box.append(h("div", { class: "fxviz-details-head" }, h("code", { class: "fxviz-node-name", text: path }),
-      h("span", { class: "fxviz-badge", text: `module box, ${side}` })));
-    box.append(h("p", { text: `${members.length} nodes collapsed into this box:` }));
-    box.append(h("p", {}, linkList(members.map((m) => m.name))));
+/** The details section: `render(unit)` shows `state.selected` (a node or a box).  `actions`
+ *  (the notebook only): `expand(key, members)` opens a box, `collapse(key)` closes it again. */
+function createDetailsPanel(box, state, linkList, actions) {
+  const button = (cls, text, title, onclick) => h("button", { type: "button", class: `fxviz-box-action ${cls}`, title, text, onclick });
+  function renderGroup(gid, open) {
+    const g = groupMembers(state, gid);
+    const kind = BOX_KINDS[g.kind] || "box";
+    box.append(h("div", { class: "fxviz-details-head" }, h("code", { class: "fxviz-node-name", text: g.path }),
+      h("span", { class: "fxviz-badge", text: `${open ? "opened " : ""}${kind}, ${g.side}` })));
+    if (g.pattern && !open) box.append(h("p", { class: "fxviz-note", text: `pattern ${g.pattern} \u00d7${g.repeats}: modules with the same ops and shapes` }));
+    if (open) {
+      const both = g.kind === "module" ? " (a module opens in the forward and the backward alike)" : "";
+      box.append(h("p", { text: `open: its ${g.members.length} nodes are drawn in the graph${both}.` }));
+      if (actions && g.key) box.append(h("p", {}, button("fxviz-collapse-box", "collapse this box", `draw ${g.path} as one box again`,
+        () => actions.collapse(g.key))));
+    } else {
+      if (actions && g.key) {
+        box.append(h("p", {}, button("fxviz-expand-box", "expand this box", `draw what is inside ${g.path} (or double-click the box)`,
+          () => actions.expand(g.key, g.members.map((m) => m.name))), h("span", { class: "fxviz-muted", text: " or double-click it" })));
+      } else if (g.key) {
+        box.append(h("p", { class: "fxviz-muted" }, "to open it: ", h("code", { text: `tr.draw(expand=[${JSON.stringify(g.key)}])` })));
+      }
+      box.append(h("p", { text: `${g.members.length} node${g.members.length === 1 ? "" : "s"} collapsed into this box:` }));
+    }
+    box.append(h("p", {}, linkList(g.members.map((m) => m.name))));
   }
 
   function render(unit) {
@@ -653,7 +687,10 @@ function createDetailsPanel(box, state, linkList) {
     const name = baseName(id);
     const node = state.nodes[name];
     if (!node) {
-      if (unit && unit.classList.contains("fx-group")) return renderGroup(id);
+      if (unit && unit.classList.contains("fx-group")) return renderGroup(id, false);
+      // a box just opened: its record is remembered, the box itself is no longer drawn
+      const seen = state.seenBoxes.get(id);
+      if (!unit && seen && state.expanded.includes(seen.key)) return renderGroup(id, true);
       box.append(h("p", { text: `${id}: not a node of this graph` }));
       return;
     }
@@ -661,7 +698,7 @@ function createDetailsPanel(box, state, linkList) {
     const head = h("div", { class: "fxviz-details-head" }, h("code", { class: "fxviz-node-name", text: name }));
     if (id.endsWith(RECOMPUTED_SUFFIX)) head.append(h("span", { class: "fxviz-badge", text: "the backward's recomputed copy" }));
     box.append(head);
-    const where = drawnWhere(unit, state.nodes);
+    const where = drawnWhere(unit, state);
     if (where) box.append(where);
     box.append(facts);
   }
@@ -695,14 +732,21 @@ function searchHits(state, q) {
   const seen = new Set();
   const add = (g) => { if (g && !seen.has(g)) { seen.add(g); units.push(g); } };
   for (const [, , name] of ranked) {
-    add(unitFor(state.units, state.nodes, name));
+    add(unitFor(state.units, state.nodes, name, state.boxOf));
     add(state.units.get(name + RECOMPUTED_SUFFIX));
   }
+  // a box matches by its name (its members count as matching nodes: a function box's ops carry
+  // no module that names it) or by the text printed on it
+  const names = new Set(ranked.map((r) => r[2]));
   for (const [id, g] of state.units) {
-    if (g.classList.contains("fx-group") && (groupMembers(state.nodes, id).path.toLowerCase().includes(q) ||
-        (state.labels.get(id) || "").includes(q))) add(g);
+    if (!g.classList.contains("fx-group")) continue;
+    const box = groupMembers(state, id);
+    if (box.path.toLowerCase().includes(q) || (box.key || "").toLowerCase().includes(q)) {
+      add(g);
+      for (const m of box.members) names.add(m.name);
+    } else if ((state.labels.get(id) || "").includes(q)) add(g);
   }
-  return { units, nodes: ranked.length };
+  return { units, nodes: names.size };
 }
 
 /** Highlight the units matching `state.query` (names, ops, modules, shapes, the printed labels),
@@ -875,7 +919,7 @@ const OVERLAY_CLASSES = ["fx-saved", "fx-recomputed", "fx-removed", "fx-saved-A-
 
 /** The joint nodes a drawn unit shows: itself, or a module box's members. */
 function unitMembers(state, id, g) {
-  if (g.classList.contains("fx-group")) return groupMembers(state.nodes, id).members.map((m) => m.name);
+  if (g.classList.contains("fx-group")) return groupMembers(state, id).members.map((m) => m.name);
   return [baseName(id)];
 }
 
@@ -1023,13 +1067,13 @@ function renderDifferences(box, state, linkList) {
 function markDifferences(state, diff) {
   const units = [];
   for (const d of diff) {
-    const g = unitFor(state.units, state.nodes, d.name);
+    const g = unitFor(state.units, state.nodes, d.name, state.boxOf);
     if (!g) continue;
     g.classList.add("fxviz-diff");
     units.push(g);
     const n = state.nodes[d.name];
     for (const m of [...n.inputs, ...n.users]) {
-      const u = unitFor(state.units, state.nodes, m);
+      const u = unitFor(state.units, state.nodes, m, state.boxOf);
       if (u && !u.classList.contains("fxviz-diff")) u.classList.add("fxviz-diff-near");
     }
   }
@@ -1061,7 +1105,11 @@ function showError(ui, msg) {
 function paneState() {
   return {
     nodes: {}, status: null, compare: null, view: "joint", selected: "", query: "",
-    units: new Map(), labels: new Map(), table: null, highlight: "", compareHighlight: "", legend: null, doctor: null,
+    units: new Map(), labels: new Map(), table: null,
+    // the drawn boxes' records (id -> {key, label, kind, side, members}), each member's box, every
+    // box record seen (details of a box just opened), the boxes opened now, the nodes to bring
+    // into view once the drawing with an opened box arrives
+    boxes: new Map(), boxOf: new Map(), seenBoxes: new Map(), expanded: [], reveal: null, highlight: "", compareHighlight: "", legend: null, doctor: null,
     lastSearch: { nodes: 0, drawn: 0, current: 0 }, hits: [], overlay: false, diffOnly: false, focusUnits: [],
   };
 }
@@ -1072,7 +1120,7 @@ function focusUnits(state) {
   if (state.hits && state.hits.length) return [state.hits[0]];
   if (state.doctor && state.doctor.healthy === false) {
     const names = (state.doctor.findings || []).flatMap((f) => f.nodes || []);
-    return names.map((n) => unitFor(state.units, state.nodes, n)).filter(Boolean);
+    return names.map((n) => unitFor(state.units, state.nodes, n, state.boxOf)).filter(Boolean);
   }
   return [];
 }
@@ -1120,11 +1168,96 @@ function bindSearchBox(ui, setSearch) {
   ui.prev.addEventListener("click", () => setSearch(ui.search.value, -1));
 }
 
+// --- opening boxes (the notebook: the kernel draws the view again with `expand`) ----------------------
+/** A double click on a box opens it (`actions.expand(key, members)`); the click before it selected it. */
+function bindDoubleClick(viewport, state, actions) {
+  viewport.addEventListener("dblclick", (e) => {
+    const unit = e.target.closest && e.target.closest("g.node.fx-group");
+    if (!unit || !viewport.contains(unit)) return;
+    const title = unit.querySelector(":scope > title");
+    const box = title ? state.boxes.get(title.textContent) : null;
+    if (!box || !box.key) return;
+    e.preventDefault();
+    actions.expand(box.key, box.members);
+  });
+}
+
+/** The chips above the graph: one per opened box (its name and a \u00d7 that closes it), and
+ *  "collapse all"; hidden when nothing is open. */
+function renderOpened(bar, state, actions) {
+  bar.replaceChildren();
+  const list = state.expanded || [];
+  bar.hidden = !list.length || !actions;
+  if (bar.hidden) return;
+  bar.append(h("span", { class: "fxviz-muted", text: "opened: " }));
+  for (const key of list) {
+    bar.append(h("span", { class: "fxviz-chip", "data-key": key }, h("code", { text: key }),
+      h("button", { type: "button", class: "fxviz-chip-close", title: `collapse ${key} again`, "aria-label": `collapse ${key}`,
+                    text: "\u00d7", onclick: () => actions.collapse(key) })));
+  }
+  if (list.length > 1) {
+    bar.append(h("button", { type: "button", class: "fxviz-collapse-all", title: "draw every opened box as one box again",
+                             text: "collapse all", onclick: () => actions.collapse(null) }));
+  }
+}
+
+/** After a box was opened: bring the nodes it held into view (they are drawn where the box was);
+ *  after one was closed (`{key}`), the box again. */
+function revealOpened(state, zp) {
+  const what = state.reveal;
+  if (!what) return;
+  state.reveal = null;
+  const units = Array.isArray(what)
+    ? [...new Set(what.map((n) => unitFor(state.units, state.nodes, n, state.boxOf)).filter(Boolean))]
+    : [...state.boxes.values()].filter((b) => b.key === what.key).map((b) => state.units.get(b.id)).filter(Boolean);
+  const b = units.length ? zp.boxAround(units) : null;
+  if (b) zp.centerOn(b);
+}
+
+/** Opening boxes is the kernel's work (it draws the view again), so only where `opts.onExpand(key)`
+ *  and `opts.onCollapse(key or null)` are given (the notebook): a double click on a box, the
+ *  details' buttons, the chips.  Returns the actions, or null. */
+function bindBoxActions(ui, state, opts) {
+  if (!opts.onExpand) return null;
+  const actions = {
+    expand(key, members) { state.reveal = members || null; opts.onExpand(key); },
+    collapse(key) { state.reveal = key ? { key } : null; if (opts.onCollapse) opts.onCollapse(key || null); },
+  };
+  bindDoubleClick(ui.viewport, state, actions);
+  ui.hint.textContent += " \u00b7 double-click a box: open it";
+  return actions;
+}
+
+/** Index the drawn boxes' records (the view payload's `boxes`): by id, each member's box, and
+ *  every record seen (the details of a box just opened, no longer drawn). */
+function indexBoxes(state, list) {
+  state.boxes = new Map((list || []).map((b) => [b.id, b]));
+  state.boxOf = new Map();
+  for (const b of state.boxes.values()) {
+    state.seenBoxes.set(b.id, b);
+    for (const m of b.members) if (!state.boxOf.has(m)) state.boxOf.set(m, b.id);
+  }
+}
+
+/** The pane's search box; returns `setSearch(q, move)`, which also reports to `opts.onSearch`. */
+function bindSearch(ui, state, search, opts) {
+  function setSearch(q, move = 0) {
+    state.query = q || "";
+    if (ui.search.value !== state.query) ui.search.value = state.query;
+    const r = search(move);
+    if (opts.onSearch) opts.onSearch(r);
+    return r;
+  }
+  bindSearchBox(ui, setSearch);
+  return setSearch;
+}
+
 // --- the pane: wiring ----------------------------------------------------------------------------------
 /**
  * The explorer pane.  `opts.onSelect(id)` is called when the user selects a node,
  * `opts.onRowClick(strategyKey)` when a memory-table row is clicked, `opts.onSearch(result)`
- * after every search (`result.query` is what was typed).
+ * after every search (`result.query` is what was typed); `opts.onExpand(key)` /
+ * `opts.onCollapse(key or null)` open and close a box (the notebook: the kernel redraws the view).
  */
 export function createPane(root, opts = {}) {
   const state = paneState();
@@ -1137,7 +1270,8 @@ export function createPane(root, opts = {}) {
   const loader = createViewLoader(ui.viewport, zp);
   const showDetails = () => { if (ui.side.hidden) togglePanel(true); ui.sections.details.scrollIntoView({ block: "nearest" }); };
   const linkList = nodeLinks(state, (name) => { select(name, { reveal: true, notify: true }); showDetails(); });
-  const details = createDetailsPanel(ui.details, state, linkList);
+  const actions = bindBoxActions(ui, state, opts);
+  const details = createDetailsPanel(ui.details, state, linkList, actions);
   const detachWheel = bindZoomControls(ui, zp);
   bindDragAndClick(ui.viewport, zp, (title) => select(title, { reveal: false, notify: true }));
 
@@ -1166,6 +1300,7 @@ export function createPane(root, opts = {}) {
       marks();
       state.hits = state.query.trim() ? searchHits(state, state.query.trim().toLowerCase()).units : [];
       zp.attach(entry.svg, keepZoom);
+      revealOpened(state, zp);
       search(0);
       markSelected(false);
       el.dataset.renderMs = (performance.now() - t0).toFixed(1);
@@ -1173,14 +1308,7 @@ export function createPane(root, opts = {}) {
     el.dataset.units = String(state.units.size);
     el.dataset.viewKey = key;
   }
-  function setSearch(q, move = 0) {
-    state.query = q || "";
-    if (ui.search.value !== state.query) ui.search.value = state.query;
-    const r = search(move);
-    if (opts.onSearch) opts.onSearch(r);
-    return r;
-  }
-  bindSearchBox(ui, setSearch);
+  const setSearch = bindSearch(ui, state, search, opts);
 
   return {
     el,
@@ -1195,6 +1323,8 @@ export function createPane(root, opts = {}) {
     setHighlight(key, compareKey) { state.highlight = key || ""; state.compareHighlight = compareKey || ""; table(); },
     setDoctor(d) { state.doctor = d; showDoctor(ui, d, linkList, togglePanel); },
     setLegend(l) { state.legend = l; legend(); },
+    setBoxes(list) { indexBoxes(state, list); markSelected(false); marks(); },  // the view payload's `boxes`
+    setExpanded(list) { state.expanded = list || []; renderOpened(ui.opened, state, actions); markSelected(false); },
     setCaption(text) { ui.caption.textContent = text || ""; },
     setBusy: (msg) => showBusy(ui, msg),
     setError: (msg) => showError(ui, msg),
@@ -1216,6 +1346,8 @@ function render({ model, el }) {
   const pane = createPane(el, {
     onSelect: (id) => { model.set("selected", id); model.save_changes(); },
     onRowClick: (key) => { model.send({ event: "row", strategy: key }); },
+    onExpand: (key) => { model.send({ event: "expand", key }); },
+    onCollapse: (key) => { model.send({ event: "collapse", key }); },
     onSearch: (r) => {
       model.set("search", r.query || "");
       model.set("matches", r.nodes);
@@ -1228,7 +1360,10 @@ function render({ model, el }) {
     "change:nodes": () => pane.setNodes(model.get("nodes")),
     "change:status change:compare_status": status,
     "change:view": () => pane.setView(model.get("view")),
+    "change:boxes": () => pane.setBoxes(model.get("boxes")),
+    "change:expanded": () => pane.setExpanded(model.get("expanded")),
     "change:svg": () => {
+      pane.setBoxes(model.get("boxes"));  // whichever of the two changes arrives first
       pane.setSvg(model.get("svg"), { keepZoom: model.get("keep_zoom"), key: model.get("view_key") });
       pane.setSearch(model.get("search"));
     },
@@ -1252,6 +1387,8 @@ function render({ model, el }) {
   pane.setDoctor(model.get("doctor"));
   pane.setCaption(model.get("caption"));
   pane.setError(model.get("error"));
+  pane.setBoxes(model.get("boxes"));
+  pane.setExpanded(model.get("expanded"));
   pane.setSvg(model.get("svg"), { keepZoom: false, key: model.get("view_key") });
   pane.setSearch(model.get("search"));
   pane.select(model.get("selected"));

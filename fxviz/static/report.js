@@ -87,7 +87,7 @@ function startReport(data) {
   // --- graph pieces (graph breaks): each piece swaps in its own payloads; -1 is the overview ------
   const pieces = data.pieces || [];
   const own = {};
-  for (const k of ["summary", "index", "svgs", "captions", "errors", "status", "nodes", "table", "initial"]) own[k] = data[k];
+  for (const k of ["summary", "index", "svgs", "captions", "boxes", "errors", "status", "nodes", "table", "initial"]) own[k] = data[k];
   state.piece = 0;
   if (pieces.length > 1) {
     const pieceSel = el("select", { id: "fxviz-piece", "aria-label": "graph piece" });
@@ -163,6 +163,7 @@ function startReport(data) {
       pane.setError("the compare view needs two strategies that did not fail");
     } else if (key && data.svgs[key]) {
       pane.setError("");
+      pane.setBoxes((data.boxes || {})[key] || []);  // the boxes' real members, before their drawing
       pane.setSvg(data.svgs[key], { keepZoom: lastKey === key, key: shown, overlay });
       pane.setCaption(data.captions[key] || "");
     } else {

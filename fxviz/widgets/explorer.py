@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from ..payloads import (
     doctor_data,
     legend_data,
     node_data,
+    openable_boxes,
     overview_data,
     piece_options,
     render_view,
@@ -91,6 +93,9 @@ class GraphPane(anywidget.AnyWidget):
     legend = t.Dict().tag(sync=True)
     busy = t.Unicode("").tag(sync=True)
     error = t.Unicode("").tag(sync=True)
+    # the drawn boxes (id, key to open it, label, kind, side, members) and the boxes opened now
+    boxes = t.List(t.Dict()).tag(sync=True)
+    expanded = t.List(t.Unicode()).tag(sync=True)
 
 
 @dataclass(frozen=True)
@@ -113,14 +118,16 @@ class Explorer(widgets.VBox):
     Attributes worth knowing: ``trace`` (the Trace shown), ``pane`` (the :class:`GraphPane`),
     ``timings`` (one :class:`SwitchTiming` per view switch), ``first_picture_s`` (seconds from
     the call to the first drawing handed to the pane, tracing included), and one ``*_control``
-    widget per control.  ``select(name)`` selects a node as a click would; ``await
-    ex.filled()`` waits for tables still being computed after a notebook cell returned.
+    widget per control.  ``select(name)`` selects a node as a click would; ``expand(name)`` and
+    ``collapse(name)`` open and close a box as a double click and its chip's x do (``expanded``:
+    the boxes open now); ``await ex.filled()`` waits for tables still being computed after a
+    notebook cell returned.
     """
 
     def __init__(self, tr: Trace | None = None, *, model: Any = None, inputs: Sequence[Any] = (),
                  params: str = "lifted", trace_kwargs: dict[str, Any] | None = None, view: str = "joint",
                  strategy: str = "default", compare: str = "min_cut", budget: float = 0.5, solver: str = "dp",
-                 group: str | None = None, depth: int | None = None) -> None:
+                 group: str | None = None, depth: int | None = None, expand: Sequence[str] = ()) -> None:
         if tr is None and model is None:
             raise InputError("explore needs a model (with example inputs) or a Trace",
                              "call fxviz.explore(model, x) or fxviz.explore(fxviz.trace(model, x))")
@@ -152,6 +159,8 @@ class Explorer(widgets.VBox):
         self._doctors: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._shown: tuple[Any, ...] | None = None
         self._shown_trace: tuple[Any, ...] | None = None
+        self._expanded: list[str] = []  # the boxes opened, in the order they were opened
+        self._openable: dict[tuple[Any, ...], set[str]] = {}
         self.timings: list[SwitchTiming] = []
 
         def wide() -> widgets.Layout:  # one Layout per widget: visibility is set per widget
@@ -196,6 +205,14 @@ class Explorer(widgets.VBox):
         self.add_class("fxviz-explorer-widget")
 
         self._sync_trace_controls()
+        if expand:  # boxes open from the start, as draw(expand=...) names them
+            opened = [expand] if isinstance(expand, str) else list(expand)
+            known = self._openable_now(self.view_key)
+            unknown = [e for e in opened if e not in known]
+            if unknown:
+                raise InputError(f"expand={unknown[0]!r} is not a box this view can open",
+                                 "pass module paths or box names as the drawing shows them, e.g. expand=['h.0.attn']")
+            self._expanded = list(dict.fromkeys(opened))
         self._refresh()
         for c in (self.view_control, self.strategy_control, self.compare_control, self.budget_control,
                   self.solver_control, self.group_control, self.depth_control, self.piece_control):
@@ -219,11 +236,53 @@ class Explorer(widgets.VBox):
     def view_key(self) -> ViewKey:
         view = self.view_control.value
         group = self.group_control.value
-        return ViewKey(
+        vk = ViewKey(
             view=view, strategy=self.strategy,
             compare=self._key(self.compare_control.value) if view == "compare" else None,
             group=None if group == "auto" else group,
             depth=self.depth_control.value if group == "module" else None)
+        if not self._expanded or self.piece_control.value == -1:
+            return vk
+        known = self._openable_now(vk)
+        return dataclasses.replace(vk, expand=tuple(sorted(e for e in self._expanded if e in known)))
+
+    @property
+    def expanded(self) -> list[str]:
+        """The boxes opened now (names ``Trace.draw(expand=...)`` takes), in the order opened."""
+        return list(self._expanded)
+
+    def expand(self, name: str) -> None:
+        """Open a box, as a double click on it (or its "open" button) does: ``name`` is its
+        module path, function box name or bookkeeping name (the box record's ``key``)."""
+        known = self._openable_now(dataclasses.replace(self.view_key, expand=()))
+        if name not in known:
+            raise InputError(f"{name!r} is not a box this view can open",
+                             "open a box the drawing shows (its details panel names it)")
+        if name not in self._expanded:
+            self._expanded.append(name)
+            self._refresh()
+
+    def collapse(self, name: str | None = None) -> None:
+        """Close the box ``name`` again (and the boxes opened inside it); ``None`` closes every box."""
+        if name is None:
+            kept: list[str] = []
+        else:
+            kept = [e for e in self._expanded if e != name and not e.startswith(name + ".")]
+        if kept != self._expanded:
+            self._expanded = kept
+            self._refresh()
+
+    def _openable_now(self, vk: ViewKey) -> set[str]:
+        """What ``expand`` takes in the view ``vk`` describes (cached per trace, view and grouping)."""
+        side = vk.view if vk.view in ("forward", "backward") else "joint"
+        key = (self.params_control.value, self.piece_control.value, side,
+               vk.strategy if side != "joint" else "", vk.group)
+        if key not in self._openable:
+            try:
+                self._openable[key] = openable_boxes(self.trace, side, vk.strategy, vk.group)
+            except FxvizError:
+                self._openable[key] = set()
+        return self._openable[key]
 
     def select(self, name: str) -> None:
         """Select a node (its joint-graph name) as a click in the graph would."""
@@ -265,7 +324,17 @@ class Explorer(widgets.VBox):
         self._refresh()
 
     def _on_pane_msg(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
-        if content.get("event") != "row":
+        event = content.get("event")
+        if event == "expand":
+            try:
+                self.expand(str(content.get("key", "")))
+            except FxvizError as exc:
+                self.pane.error = f"{exc.message}\nWhat to do: {exc.hint}"
+            return
+        if event == "collapse":
+            self.collapse(str(content["key"]) if content.get("key") else None)
+            return
+        if event != "row":
             return
         try:
             s = Strategy.parse(str(content.get("strategy", "")))
@@ -323,6 +392,10 @@ class Explorer(widgets.VBox):
             return
         tr = self.trace
         vk = self.view_key
+        if self._expanded:  # names this view's boxes do not have are dropped; a view without boxes keeps them
+            known = self._openable_now(dataclasses.replace(vk, expand=()))
+            if known:
+                self._expanded = [e for e in self._expanded if e in known]
         trace_id = (self.params_control.value, self.piece_control.value)
         key = trace_id + (vk,)
         if key == self._shown:
@@ -356,6 +429,8 @@ class Explorer(widgets.VBox):
             self.pane.keep_zoom = bool(previous and previous[:2] == key[:2] and previous[2].view == vk.view
                                        and previous[2].group == vk.group and previous[2].depth == vk.depth)
             self.pane.error = ""
+            self.pane.boxes = r.boxes  # before the svg: the front-end reads them when it shows it
+            self.pane.expanded = list(vk.expand)
             self.pane.svg = r.svg
             self.pane.view_key = vk.text()
             self.pane.caption = r.caption
@@ -380,6 +455,8 @@ class Explorer(widgets.VBox):
         data = self._tables[key]
         with self.pane.hold_sync():
             self.pane.error = ""
+            self.pane.boxes = []
+            self.pane.expanded = []
             self.pane.svg = data["svg"]
             self.pane.view_key = "overview"
             self.pane.caption = data["caption"]
@@ -390,6 +467,7 @@ class Explorer(widgets.VBox):
         with self.pane.hold_sync():
             self.pane.busy = ""
             self.pane.error = message
+            self.pane.boxes = []
             self.pane.svg = ""
             self.pane.view_key = vk.text()
             self.pane.caption = ""
@@ -593,8 +671,9 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
 
     ``options``: ``view`` (joint, forward, backward, compare), ``strategy`` and ``compare``
     (default, min_cut, budget or ``budget:B[:solver]``, recompute_all, eager), ``budget``,
-    ``solver``, ``group`` (module, none) and ``depth``.  Given a model, the explorer can also
-    switch between parameters lifted and captured as constants.
+    ``solver``, ``group`` (module, none), ``depth`` and ``expand`` (boxes open from the start, as
+    ``Trace.draw(expand=...)`` names them; a double click opens more).  Given a model, the
+    explorer can also switch between parameters lifted and captured as constants.
     """
     if hasattr(model_or_trace, "trace") and hasattr(model_or_trace, "compare_ranks"):  # a Run read from a log
         return RunExplorer(model_or_trace, **options)
