@@ -254,13 +254,25 @@ def _wait_kernel_idle(page, app: str) -> None:
 
 
 def _run_all(page, attempts: int = 3) -> None:
-    """Run > Run All Cells, until the cells show they are queued or running ("[*]")."""
+    """Run > Run All Cells, until the cells show they are queued or running ("[*]").
+
+    A JupyterLab dialog (kernel choice, a notice) can open over the menu bar while the page loads:
+    it is accepted when it has a default button (the kernel choice), else closed, and named in the
+    output, before the menu is tried again."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     for _ in range(attempts):
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
         try:
+            dialog = page.locator(".jp-Dialog")
+            if dialog.count():
+                print(f"a JupyterLab dialog was open: {' '.join(dialog.first.inner_text().split())[:200]}")
+                accept = dialog.locator(".jp-mod-accept")
+                if accept.count():
+                    accept.first.click(timeout=5_000)
+                else:
+                    page.keyboard.press("Escape")
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click(timeout=10_000)
+            page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click(timeout=10_000)
             page.wait_for_function("() => [...document.querySelectorAll('.jp-InputPrompt')]"
                                    ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))", timeout=20_000)
             return

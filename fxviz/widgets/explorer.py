@@ -193,15 +193,18 @@ class Explorer(widgets.VBox):
                                                layout=widgets.Layout(width="260px"))
         self.pane = GraphPane(legend=legend_data())
 
-        row = widgets.Layout(flex_flow="row wrap", align_items="center", gap="4px 16px")
+        # ipywidgets' Layout has no `gap` (a traitlets warning, and no spacing): explorer.css spaces the rows
+        row = widgets.Layout(flex_flow="row wrap", align_items="center")
         first = [widgets.Label("view"), self.view_control, self.strategy_control, self.budget_control,
                  self.solver_control, self.compare_control]
         # the search box is the pane's own (Enter / Shift+Enter step through the hits there)
         second = [self.group_control, self.depth_control, self.piece_control]
         if model is not None:
             second[:0] = [widgets.Label("parameters"), self.params_control]
-        super().__init__([widgets.HBox(first, layout=row), widgets.HBox(second, layout=row), self.pane],
-                         layout=widgets.Layout(width="100%"))
+        rows = [widgets.HBox(first, layout=row), widgets.HBox(second, layout=row)]
+        for r in rows:
+            r.add_class("fxviz-controls")
+        super().__init__([*rows, self.pane], layout=widgets.Layout(width="100%"))
         self.add_class("fxviz-explorer-widget")
 
         self._sync_trace_controls()
