@@ -16,6 +16,7 @@ from typing import Any
 
 from .analysis.strategies import OFFERED, forms_text, parse_list
 from .errors import FxvizError, ModelSpecError
+from .render.views import NODE_LIMIT
 
 # every strategy form and the default list, from the one registry (fxviz/analysis/strategies.py)
 STRATEGY_FORMS = forms_text()
@@ -160,7 +161,8 @@ def cmd_draw(args: argparse.Namespace) -> int:
         return 0
     piece = _piece_number(args.piece, len(tr.pieces))
     drawing = tr.draw(args.view, strategy=args.strategy, compare=args.compare, group=args.group,
-                      depth=args.depth, highlight=args.highlight or None, piece=piece, timeout=args.timeout)
+                      depth=args.depth, highlight=args.highlight or None, piece=piece, expand=args.expand,
+                      timeout=args.timeout)
     out = args.output or f"{stem}_{args.view}" + (f"_graph{piece + 1}" if piece else "") + ".svg"
     path = drawing.save(out)
     print(f"{path}: {drawing!r}"[:300])
@@ -197,6 +199,8 @@ def _draw_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--depth", type=int, help="with module grouping: modules at this depth become one box")
     p.add_argument("--highlight", action="append", help="emphasise nodes matching a name, op or module "
                                                         "(repeatable)")
+    p.add_argument("--expand", action="append", help="open a box to show its inside: a module path or a box's "
+                                                     "name as the drawing shows it (repeatable)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds graphviz may take (default 120)")
 
 
@@ -300,7 +304,8 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategies", help=f"comma-separated strategies (default: {DEFAULT_STRATEGIES}); "
                                         f"forms: {STRATEGY_FORMS}")
     p.add_argument("--group", choices=["module", "none"], help="cluster by module path (module) or draw every "
-                                                               "node (none); default: modules collapse above 600 nodes")
+                                                               f"node (none); default: modules collapse above "
+                                                               f"{NODE_LIMIT} nodes")
     p.add_argument("--depth", type=int, help="with module grouping: modules at this depth become one box")
     p.add_argument("-v", "--verbose", action="store_true", help="say what is being computed")
 

@@ -429,7 +429,7 @@ class Trace:
             return cached
         name = self.title
         if len(self.capture.graphs) > 1:
-            name += f" (graph {self.index + 1} of {len(self.capture.graphs)})"
+            name += f" ({graph_name(self.index)} of {len(self.capture.graphs)})"
         drawing = draw(self.graph, view=view, partition=self.partition(first) if first is not None else None,
                        compare=self.partition(second) if second is not None else None, group=group, depth=depth,
                        highlight=list(marks), name=name, expand=list(opened),

@@ -476,6 +476,15 @@ def test_cli_draw(tmp_path, capsys):
     png = tmp_path / "m.png"
     assert main(["draw", "mlp", "-o", str(png), "--group", "module", "--depth", "1", "--compare", "min_cut"]) == 0
     assert png.read_bytes().startswith(b"\x89PNG")
+    # --expand opens boxes as draw(expand=...) does; an unknown box is a one-line error, exit 2
+    opened = tmp_path / "open.dot"
+    assert main(["draw", "mlp", "-o", str(opened), "--group", "module", "--depth", "1", "--expand", "0"]) == 0
+    model, inputs = fxviz.examples.get_example("mlp")
+    expected = fxviz.trace(model, *inputs).draw(group="module", depth=1, expand=["0"])
+    assert opened.read_text() == expected.source != fxviz.trace(model, *inputs).draw(group="module", depth=1).source
+    capsys.readouterr()
+    assert main(["draw", "mlp", "--group", "module", "--expand", "no.such.box"]) == 2
+    assert "not a module or box" in capsys.readouterr().err
 
 
 def test_eager_reference_has_no_graphs_but_marks_what_it_saves(traces):

@@ -31,7 +31,7 @@ from .browser_util import browser, chromium_path
 pytestmark = pytest.mark.skipif(shutil.which("dot") is None, reason="needs graphviz's dot")
 
 _TITLE = re.compile(r'<g id="node\d+" class="node([^"]*)">\s*<title>([^<]+)</title>')
-FUNCTION_BOX = "examples.forward() #3"  # mini_gpt's loss: ops of no module, in examples.py's forward
+FUNCTION_BOX = "examples.forward()"  # mini_gpt's loss: ops of no module, in examples.py's forward (one box: no "#k")
 
 
 def drawn(svg: str) -> dict[str, str]:
@@ -134,10 +134,12 @@ def test_opened_boxes_survive_strategy_switches_and_go_where_they_do_not_exist(g
     assert gpt.expanded == ["h.1.mlp.c_fc", FUNCTION_BOX]
     gpt.group_control.value = "auto"
     assert gpt.pane.expanded == sorted(["h.1.mlp.c_fc", FUNCTION_BOX])
-    gpt.view_control.value = "backward"  # the loss's forward ops have no box there: that one goes
+    gpt.view_control.value = "backward"  # the loss's forward ops have no box there: not applied, not forgotten
     if gpt.pane.boxes:
-        assert gpt.expanded == ["h.1.mlp.c_fc"] and gpt.pane.expanded == ["h.1.mlp.c_fc"]
+        assert gpt.expanded == ["h.1.mlp.c_fc", FUNCTION_BOX] and gpt.pane.expanded == ["h.1.mlp.c_fc"]
         assert "backward/h.1.mlp.c_fc" not in drawn(gpt.pane.svg)
+    gpt.view_control.value = "joint"  # back where the box exists: open again
+    assert gpt.pane.expanded == sorted(["h.1.mlp.c_fc", FUNCTION_BOX])
     gpt._on_pane_msg(None, {"event": "collapse"}, None)  # "collapse all"
     assert gpt.expanded == [] and gpt.pane.expanded == []
 
@@ -148,16 +150,16 @@ def test_explore_opens_boxes_from_the_start(traces):
     assert w.expanded == ["h.0.attn", FUNCTION_BOX]
     assert w.pane.svg == fxviz.payloads.clean_svg(tr.draw("joint", strategy="default",
                                                           expand=sorted(["h.0.attn", FUNCTION_BOX])).svg())
-    with pytest.raises(fxviz.InputError, match="not a box"):
+    with pytest.raises(fxviz.InputError, match="not a module or box"):
         fxviz.explore(tr, expand=["no.such.box"])
 
 
 def test_unknown_box_is_an_error_in_the_pane(gpt):
     svg = gpt.pane.svg
     gpt._on_pane_msg(None, {"event": "expand", "key": "no.such.box"}, None)
-    assert "not a box this view can open" in gpt.pane.error and gpt.expanded == []
+    assert "not a module or box of this graph" in gpt.pane.error and gpt.expanded == []
     assert gpt.pane.svg == svg
-    with pytest.raises(fxviz.InputError, match="not a box"):
+    with pytest.raises(fxviz.InputError, match="not a module or box"):
         gpt.expand("no.such.box")
 
 

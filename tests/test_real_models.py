@@ -146,3 +146,30 @@ def test_expand_opens_a_box(real):
         assert info.name in drawn or any(t.startswith(f"forward/{path}.") for t in drawn), info.name
     with pytest.raises(fxviz.InputError, match="not a module"):
         tr.draw(expand=["no.such.module"])
+
+
+def test_expand_takes_a_function_box_by_the_name_its_box_shows(real):
+    """A function box inside a module is keyed ``module.file.fn()``; its box reads ``file.fn()``,
+    and that name opens it too (one box ends with it). Numbers count boxes only: a lone box has none."""
+    from fxviz.render.views import openable
+
+    tr = real("gpt2")
+    names = openable(tr.graph, "joint")
+    inner = sorted(n for n in names if n.endswith(")") and n.split(".")[0] in {m for m, _ in tr.model.named_children()})
+    assert inner, sorted(names)
+
+    def label(key: str) -> str:  # what the box reads: file.fn() (#k)
+        return ".".join(key.split(".")[-2:])
+
+    def sharing(key: str) -> int:
+        return sum(n.endswith("." + label(key)) for n in names)
+
+    unique = next(k for k in inner if sharing(k) == 1)  # masking_utils' functions, in `transformer`
+    assert tr.draw(expand=[label(unique)]).svg() == tr.draw(expand=[unique]).svg()
+    shared = next(k for k in inner if sharing(k) > 1)  # eager_attention_forward(): once per layer
+    with pytest.raises(fxviz.InputError, match=f"names {sharing(shared)} boxes"):
+        tr.draw(expand=[label(shared)])
+    assert not any(n.endswith("#1") for n in names) or all(
+        n[:-1] + "2" in names for n in names if n.endswith("#1"))
+    with pytest.raises(fxviz.InputError, match="e.g. expand="):
+        tr.draw(expand=["masking_utils.no_such_fn()"])

@@ -596,11 +596,9 @@ class Structure:
                     and (not path or not fn.endswith(".forward")):
                 loose.setdefault((it.side, path, fn), []).append(it.id)
         for (side, path, fn), ids in loose.items():
-            parts = self._connected(ids)
-            for k, part in enumerate(parts):
-                if len(part) < _FN_BOX_MIN:
-                    continue
-                label = f"{fn}()" if len(parts) == 1 else f"{fn}() #{k + 1}"
+            boxes = [part for part in self._connected(ids) if len(part) >= _FN_BOX_MIN]
+            for k, part in enumerate(boxes):  # numbered among the boxes only: #1, #2... or none for one
+                label = f"{fn}()" if len(boxes) == 1 else f"{fn}() #{k + 1}"
                 key = function_key(path, label)
                 if key in expand:
                     continue

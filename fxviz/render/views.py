@@ -3,6 +3,7 @@ highlight and module grouping (automatic above ``NODE_LIMIT`` nodes), and writes
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Sequence
 
@@ -97,17 +98,30 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     elif expand or (group is None and n_nodes > node_limit):
         structure = sc.Structure(scene, graph)
         modules = {".".join(q) for q in structure.level}
-        unknown = [m for m in expand if m not in modules]
-        if unknown:
-            unknown = [m for m in unknown if m not in structure.openable()]
-        if unknown:
-            raise InputError(f"expand={unknown[0]!r} is not a module or box of this graph",
-                             "pass a module path as the boxes show it, e.g. expand=['model.layers.0'], "
-                             "or a function box's name, e.g. expand=['masking_utils.sdpa_mask()']")
+        expand = [m if m in modules else box_name(m, structure.openable()) for m in expand]
         return _auto_structure(scene, structure, depth, list(expand), n_nodes, node_limit, timeout)
     units = len(set(scene.unit_of.values())) if scene.unit_of else n_nodes
     return Drawing(dot.to_digraph(scene), nodes=units, timeout=timeout, caption=scene.title,
                    boxes=[g.record() for g in scene.groups.values()])
+
+
+def box_name(name: str, names: set[str]) -> str:
+    """The box ``name`` means: itself, or the one function box whose name ends with it (a function
+    box inside module ``transformer`` is ``transformer.masking_utils.sdpa_mask()``; its box reads
+    ``masking_utils.sdpa_mask()``, which opens it too)."""
+    if name in names:
+        return name
+    ending = sorted(n for n in names if n.endswith("." + name))
+    if len(ending) == 1:
+        return ending[0]
+    if ending:
+        raise InputError(f"expand={name!r} names {len(ending)} boxes of this graph: {', '.join(ending[:4])}",
+                         "pass one of them as written")
+    close = difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.5)
+    functions = sorted(n for n in names if n.endswith(")") or "() #" in n)
+    example = close or functions[:2] or sorted(names)[:2]
+    raise InputError(f"expand={name!r} is not a module or box of this graph",
+                     f"pass a module path or a box's name as the boxes show it, e.g. expand={example!r}")
 
 
 def openable(graph: JointGraph, view: str = "joint", partition: Partition | None = None, group: str | None = None,

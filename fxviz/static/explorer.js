@@ -662,7 +662,18 @@ function createDetailsPanel(box, state, linkList, actions) {
     if (g.pattern && !open) box.append(h("p", { class: "fxviz-note", text: `pattern ${g.pattern} \u00d7${g.repeats}: modules with the same ops and shapes` }));
     if (open) {
       const both = g.kind === "module" ? " (a module opens in the forward and the backward alike)" : "";
-      box.append(h("p", { text: `open: its ${g.members.length} nodes are drawn in the graph${both}.` }));
+      // where its members went: drawn as themselves, or into the boxes of modules inside it (or, for
+      // the bookkeeping box, of the modules that own the buffers)
+      const inner = new Map();
+      for (const m of g.members) {
+        const b = state.boxOf.get(m.name);
+        if (b) inner.set(b, (state.boxes.get(b) || { label: b }).label);
+      }
+      const loose = g.members.filter((m) => !state.boxOf.get(m.name)).length;
+      const where = inner.size
+        ? `${loose} of its ${g.members.length} nodes are drawn as themselves, the others inside ${inner.size} box${inner.size === 1 ? "" : "es"}: ${[...inner.values()].slice(0, 6).join(", ")}${inner.size > 6 ? ", …" : ""}`
+        : `its ${g.members.length} nodes are drawn as themselves`;
+      box.append(h("p", { text: `open: ${where}${both}.` }));
       if (actions && g.key) box.append(h("p", {}, button("fxviz-collapse-box", "collapse this box", `draw ${g.path} as one box again`,
         () => actions.collapse(g.key))));
     } else {
@@ -691,7 +702,8 @@ function createDetailsPanel(box, state, linkList, actions) {
       // a box just opened: its record is remembered, the box itself is no longer drawn
       const seen = state.seenBoxes.get(id);
       if (!unit && seen && state.expanded.includes(seen.key)) return renderGroup(id, true);
-      box.append(h("p", { text: `${id}: not a node of this graph` }));
+      box.append(h("p", { text: seen ? `the ${BOX_KINDS[seen.kind] || "box"} “${seen.label}” (${seen.side}) is not drawn in this view`
+                                     : `${id}: not a node of this graph` }));
       return;
     }
     const facts = nodeFacts(node, name, state, linkList);
@@ -1224,6 +1236,7 @@ function bindBoxActions(ui, state, opts) {
     collapse(key) { state.reveal = key ? { key } : null; if (opts.onCollapse) opts.onCollapse(key || null); },
   };
   bindDoubleClick(ui.viewport, state, actions);
+  ui.viewport.classList.add("fxviz-boxes-open");  // the zoom-in cursor: only where a double click opens
   ui.hint.textContent += " \u00b7 double-click a box: open it";
   return actions;
 }

@@ -49,6 +49,7 @@ from ..payloads import (
 )
 from ..render import theme
 from ..render.static_html import static_html
+from ..render.views import box_name
 from ..trace import Trace, trace
 
 try:
@@ -211,11 +212,10 @@ class Explorer(widgets.VBox):
         if expand:  # boxes open from the start, as draw(expand=...) names them
             opened = [expand] if isinstance(expand, str) else list(expand)
             known = self._openable_now(self.view_key)
-            unknown = [e for e in opened if e not in known]
-            if unknown:
-                raise InputError(f"expand={unknown[0]!r} is not a box this view can open",
-                                 "pass module paths or box names as the drawing shows them, e.g. expand=['h.0.attn']")
-            self._expanded = list(dict.fromkeys(opened))
+            if not known:
+                raise InputError(f"expand={opened[0]!r}: the first view draws no boxes to open",
+                                 "leave expand out, or pass group='module'")
+            self._expanded = list(dict.fromkeys(box_name(e, known) for e in opened))
         self._refresh()
         for c in (self.view_control, self.strategy_control, self.compare_control, self.budget_control,
                   self.solver_control, self.group_control, self.depth_control, self.piece_control):
@@ -258,9 +258,9 @@ class Explorer(widgets.VBox):
         """Open a box, as a double click on it (or its "open" button) does: ``name`` is its
         module path, function box name or bookkeeping name (the box record's ``key``)."""
         known = self._openable_now(dataclasses.replace(self.view_key, expand=()))
-        if name not in known:
-            raise InputError(f"{name!r} is not a box this view can open",
-                             "open a box the drawing shows (its details panel names it)")
+        if not known:
+            raise InputError(f"{name!r}: this view draws no boxes to open", "pick a view drawn with boxes")
+        name = box_name(name, known)
         if name not in self._expanded:
             self._expanded.append(name)
             self._refresh()
@@ -395,10 +395,6 @@ class Explorer(widgets.VBox):
             return
         tr = self.trace
         vk = self.view_key
-        if self._expanded:  # names this view's boxes do not have are dropped; a view without boxes keeps them
-            known = self._openable_now(dataclasses.replace(vk, expand=()))
-            if known:
-                self._expanded = [e for e in self._expanded if e in known]
         trace_id = (self.params_control.value, self.piece_control.value)
         key = trace_id + (vk,)
         if key == self._shown:
