@@ -15,11 +15,16 @@ Three routes, all ending in the graph AOTAutograd hands its partitioner:
 
 Whatever the route, fxviz runs the model on its own copy of the example inputs (a forward that
 writes into its inputs never reaches the caller's tensors) inside ``preserved`` (parameters,
-buffers, ``.grad``, flags and RNG are put back bitwise).  Meta-device tensors are traced as fake
-CPU tensors: on the meta device some ops (``nll_loss``, so ``cross_entropy``) have no autograd
-kernel and would silently drop the whole backward.  When the loss still ends up independent of
-every parameter that requires grad, ``Capture.warnings`` says so instead of showing an empty
-backward without comment.
+buffers, ``.grad``, flags and RNG are put back bitwise).  The default loss depends on what the
+model returns: on the dynamo route it is chosen inside the traced step itself (``_TracedLoss``);
+otherwise (``loss_fn``, meta models, the aot and closure routes, inductor, dynamic shapes, and
+whenever the traced choice cannot decide) one forward first learns the output's structure (an
+eager one on fxviz's copy of the inputs, fake on meta) and the state is restored before the trace.
+
+Meta-device tensors are traced as fake CPU tensors: on the meta device some ops (``nll_loss``, so
+``cross_entropy``) have no autograd kernel and would silently drop the whole backward.  When the
+loss still ends up independent of every parameter that requires grad, ``Capture.warnings`` says so
+instead of showing an empty backward without comment.
 """
 
 from __future__ import annotations
