@@ -578,7 +578,8 @@ def _dynamo_without_probe(fn: Callable, inputs: tuple[Any, ...], model: nn.Modul
 
     before = _torch.unimplemented_count()
     try:
-        graphs, breaks, result = _via_dynamo(step, inputs, model, names)
+        with _torch.quiet_torch(silent=True):  # a failure here is not the user's to read: the probe route says why
+            graphs, breaks, result = _via_dynamo(step, inputs, model, names)
     except Exception:  # the probe route runs the model again and says why
         snapshot.restore()
         return None
