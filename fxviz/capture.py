@@ -16,9 +16,9 @@ Three routes, all ending in the graph AOTAutograd hands its partitioner:
 Whatever the route, fxviz runs the model on its own copy of the example inputs (a forward that
 writes into its inputs never reaches the caller's tensors) inside ``preserved`` (parameters,
 buffers, ``.grad``, flags and RNG are put back bitwise).  The default loss depends on what the
-model returns: on the dynamo route it is chosen inside the traced step itself (``_TracedLoss``);
-otherwise (``loss_fn``, meta models, the aot and closure routes, inductor, dynamic shapes, and
-whenever the traced choice cannot decide) one forward first learns the output's structure (an
+model returns: on the dynamo route it is chosen (and ``loss_fn`` checked) inside the traced step
+itself (``_TracedLoss``); otherwise (meta models, the aot and closure routes, inductor, dynamic
+shapes, and whenever the traced choice cannot decide) one forward first learns the output's structure (an
 eager one on fxviz's copy of the inputs, fake on meta) and the state is restored before the trace.
 
 Meta-device tensors are traced as fake CPU tensors: on the meta device some ops (``nll_loss``, so
@@ -188,7 +188,7 @@ def _reducer(out: Any, loss_fn: Callable | None) -> tuple[Callable[[Any], torch.
         if not (isinstance(loss, torch.Tensor) and loss.numel() == 1 and _differentiable(loss)):
             raise InputError(f"loss_fn returned {_describe(loss)}, not a floating scalar tensor",
                              "make loss_fn return one floating-point number, e.g. out.sum()")
-        return (lambda o: loss_fn(o).reshape(())), "loss = loss_fn(outputs)"
+        return (lambda o: _user_loss(loss_fn(o))), _USER_DESC
     if _is_scalar_loss(out):
         return _scalar_loss, _SCALAR_DESC
     paths = [p or "output" for p, v in _leaves(out) if _differentiable(v)]
@@ -211,6 +211,11 @@ def _reducer(out: Any, loss_fn: Callable | None) -> tuple[Callable[[Any], torch.
 
 
 _SCALAR_DESC = "loss = the model's output (a scalar)"
+_USER_DESC = "loss = loss_fn(outputs)"
+
+
+def _user_loss(loss: torch.Tensor) -> torch.Tensor:
+    return loss.reshape(())
 
 
 def _is_scalar_loss(out: Any) -> bool:
@@ -252,22 +257,29 @@ class _LazyLoss:
 
 
 class _TracedLoss:
-    """The default loss, chosen inside the traced step itself (dynamo route): no eager probe
-    forward runs first to learn the output's structure.
+    """The loss, chosen inside the traced step itself (dynamo route): no eager probe forward runs
+    first to learn the output's structure or to check ``loss_fn``.
 
     The choice reads only what dynamo knows while tracing (tensor or structure, ``numel``,
     dtype), so it adds no op and no graph break; the ops are those of ``_reducer``'s loss, from
     the same functions.  ``seen`` keeps what the traced call found (dynamo replays the dict writes
     after the graph runs).  ``desc()`` is None where the probe route must decide instead: no
-    floating output (its error), or not traced at all.  A scalar output that is a view of an input
-    is found afterwards from the compiled step's result (``aliases``).
+    floating output, ``loss_fn`` not returning a floating scalar (their errors), or not traced at
+    all.  A scalar loss that is a view of an input is found afterwards from the compiled step's
+    result (``aliases``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, loss_fn: Callable | None = None) -> None:
+        self.loss_fn = loss_fn
         self.seen: dict[str, Any] = {}
 
     def __call__(self, out: Any) -> Any:
         seen = self.seen
+        if self.loss_fn is not None:
+            loss = self.loss_fn(out)
+            fit = isinstance(loss, torch.Tensor) and loss.numel() == 1 and _differentiable(loss)
+            seen["scalar"] = fit
+            return _user_loss(loss) if fit else None
         if isinstance(out, torch.Tensor):
             if out.numel() == 1 and out.is_floating_point():
                 seen["scalar"] = True
@@ -282,9 +294,9 @@ class _TracedLoss:
 
     def desc(self) -> str | None:
         if self.seen.get("scalar"):
-            return _SCALAR_DESC
+            return _USER_DESC if self.loss_fn is not None else _SCALAR_DESC
         paths = self.seen.get("paths")
-        return _sum_desc(paths) if paths else None
+        return _sum_desc(paths) if paths and self.loss_fn is None else None
 
     def aliases(self, result: Any, sources: Any) -> bool:
         """Is the step's result (a scalar loss) a view of one of ``sources``?  ``_make_reducer``'s
@@ -489,8 +501,8 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
     reduce: Callable[[Any], torch.Tensor]
     with preserved(model, inputs) as snapshot, _torch.quiet_torch():
         found = None
-        if route == "dynamo" and loss_fn is None and backend == "aot_eager" and not dynamic:
-            found = _dynamo_without_probe(fn, inputs, model, names, snapshot)
+        if route == "dynamo" and backend == "aot_eager" and not dynamic:
+            found = _dynamo_without_probe(fn, inputs, model, names, loss_fn, snapshot)
         if found is not None:
             reduce, loss_desc, graphs, breaks, eager_frames = found
         else:
@@ -560,18 +572,18 @@ def _probe_then_capture(fn: Callable, inputs: tuple[Any, ...], model: nn.Module 
 
 
 def _dynamo_without_probe(fn: Callable, inputs: tuple[Any, ...], model: nn.Module | None, names: list[str],
-                          snapshot: Snapshot
+                          loss_fn: Callable | None, snapshot: Snapshot
                           ) -> tuple[_TracedLoss, str, list[JointGraph], list[str], list[str]] | None:
-    """The dynamo route with the default loss chosen inside the traced step (``_TracedLoss``):
+    """The dynamo route with the loss chosen inside the traced step (``_TracedLoss``):
     no eager probe forward, and no restore of every tensor between a probe and the traced run.
 
-    On AlexNet that probe and that restore were 0.06 of fxviz's 0.15 s over torch alone
+    On AlexNet that probe and that restore were 0.06 of fxviz's 0.15 s over torch alone (wall, load 1.2)
     (a 244 MB compare and a forward); on a 2-layer width-768 GPT 0.15 of 0.22 s.  None (and the
     model put back as the user handed it) where the probe route must decide instead: the trace
     failed (the probe then says whether the model itself rejects the inputs), the output has no
-    floating tensor (the probe route's error), or the scalar loss is a view of an input (the
-    probe route's copy)."""
-    traced = _TracedLoss()
+    floating tensor or ``loss_fn`` gave no floating scalar (the probe route's errors), or the
+    scalar loss is a view of an input (the probe route's copy)."""
+    traced = _TracedLoss(loss_fn)
 
     def step(*args: Any) -> Any:
         return traced(fn(*args))
