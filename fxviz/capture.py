@@ -18,8 +18,9 @@ writes into its inputs never reaches the caller's tensors) inside ``preserved`` 
 buffers, ``.grad``, flags and RNG are put back bitwise).  The default loss depends on what the
 model returns: on the dynamo route it is chosen (and ``loss_fn`` checked) inside the traced step
 itself (``_TracedLoss``); otherwise (meta models, the aot and closure routes, inductor, dynamic
-shapes, and whenever the traced choice cannot decide) one forward first learns the output's structure (an
-eager one on fxviz's copy of the inputs, fake on meta) and the state is restored before the trace.
+shapes, and whenever the traced choice cannot decide) one forward first learns the output's
+structure (an eager one on fxviz's copy of the inputs, fake on meta) and the state is restored
+before the trace.
 
 Meta-device tensors are traced as fake CPU tensors: on the meta device some ops (``nll_loss``, so
 ``cross_entropy``) have no autograd kernel and would silently drop the whole backward.  When the
