@@ -698,9 +698,10 @@ def run_compiled_backward(step: Callable, inputs: Sequence[Any], partition_fn: C
 
 
 @contextlib.contextmanager
-def quiet_torch() -> Iterator[None]:
+def quiet_torch(silent: bool = False) -> Iterator[None]:
     """Silence torch's own chatter while fxviz drives it (deprecation warnings from internals,
-    dynamo's graph-break log lines: fxviz reports graph breaks itself).  Restored afterwards."""
+    dynamo's graph-break log lines: fxviz reports graph breaks itself).  Restored afterwards.
+    ``silent``: its error lines too (an attempt whose failure fxviz handles and reports itself)."""
     import logging
     import warnings
 
@@ -715,7 +716,7 @@ def quiet_torch() -> Iterator[None]:
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", message=".*boxed arguments.*")
         for lg in loggers:
-            lg.setLevel(logging.ERROR)
+            lg.setLevel(logging.CRITICAL + 1 if silent else logging.ERROR)
         try:
             yield
         finally:

@@ -201,3 +201,66 @@ def test_module_paths_on_every_route(traces):
         assert list(convs.module) == ["features.0", "features.3", "features.6", "features.8", "features.10"], key
         back = df[df.short_op == "convolution_backward"]
         assert set(back.module) == set(convs.module), key
+
+
+# --- the default loss chosen inside the traced step (no eager probe on the dynamo route) ----------
+class _Outputs(nn.Module):
+    """Returns what ``kind`` says: the loss the traced step chooses must be the probe's."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        if self.kind == "tensor":
+            return y
+        if self.kind == "scalar":
+            return y.mean().reshape(1, 1)
+        if self.kind == "complex":
+            return torch.fft.ifft(y)
+        if self.kind == "structure":
+            return {"a": y, "b": (y * 2, torch.ones(2, dtype=torch.long))}
+        raise AssertionError(self.kind)
+
+
+def _joint_signature(tr):
+    return [(str(g.gm.graph), g.num_fwd_outputs) for g in tr.capture.graphs], tr.loss, tr.capture.warnings
+
+
+@pytest.mark.parametrize("kind", ["tensor", "scalar", "complex", "structure", "input view", "loss_fn"])
+def test_traced_loss_matches_the_probed_one(kind, monkeypatch):
+    from fxviz import capture
+
+    loss_fn = None
+    if kind == "input view":  # a scalar loss that is a view of the input: the probe route copies it
+        model, x = (lambda t: t.squeeze()), torch.randn(1, 1, requires_grad=True)
+    elif kind == "loss_fn":
+        model, x, loss_fn = _Outputs("structure"), torch.randn(2, 4), (lambda o: o["a"].pow(2).mean())
+    else:
+        model, x = _Outputs(kind), torch.randn(2, 4)
+    probes = []
+    real_probe = capture._eager_output
+    monkeypatch.setattr(capture, "_eager_output", lambda fn, inputs: probes.append(1) or real_probe(fn, inputs))
+    traced = fxviz.trace(model, x, loss_fn=loss_fn)
+    assert probes == ([1] if kind == "input view" else []), "the dynamo route probed although it could decide"
+    monkeypatch.setattr(capture, "_dynamo_without_probe", lambda *a, **k: None)  # the probe route, as before
+    probed = fxviz.trace(model, x, loss_fn=loss_fn)
+    assert _joint_signature(traced) == _joint_signature(probed)
+
+
+def test_traced_loss_falls_back_to_the_probe_for_errors(capfd):
+    model, (x,) = fxviz.examples.mlp()
+    wrong = torch.randn(3, 5)
+    before = snapshot(model)
+    with pytest.raises(fxviz.InputError, match=r"shapes|size"):  # the model's own error, not dynamo's
+        fxviz.trace(model, wrong)
+    with pytest.raises(fxviz.NoFloatingOutputError):
+        fxviz.trace(lambda t: {"mask": t > 0}, x)
+    with pytest.raises(fxviz.InputError, match="loss_fn returned"):
+        fxviz.trace(model, x, loss_fn=lambda o: o)
+    with pytest.raises(fxviz.InputError, match="loss_fn raised IndexError"):
+        fxviz.trace(model, x, loss_fn=lambda o: o["logits"])
+    assert_unchanged(model, before)
+    assert "Traceback" not in capfd.readouterr().err  # the failed traced attempt logged nothing
