@@ -84,6 +84,8 @@ def _badges(it: Item, scene: Scene) -> list[tuple[str, str]]:
                         f"saved: {who[it.cmp_saved]} {format_bytes(it.info.bytes)}"))
         if it.cmp_recomputed:
             out.append((theme.COMPARE[it.cmp_recomputed].ink, f"recomputed: {who[it.cmp_recomputed]}"))
+        if it.cmp_removed in ("A-only", "B-only"):
+            out.append((theme.COMPARE[it.cmp_removed].ink, f"removed: {who[it.cmp_removed]}"))
     return out
 
 
@@ -107,6 +109,11 @@ def _label(it: Item, scene: Scene) -> str:
     if tensor:
         bits.append(tensor)
     rows = [f"<TR><TD><B>{_e(first)}</B></TD></TR>"]
+    if it.context:  # a neighbor shown for context: its op and name only, in small grey type
+        rows = [f'<TR><TD><FONT POINT-SIZE="9" COLOR="#666666">{_e(first)}</FONT></TD></TR>']
+        if it.joint != first and not first.startswith(it.joint):
+            rows.append(f'<TR><TD><FONT POINT-SIZE="8" COLOR="#777777">{_e(it.joint)}</FONT></TD></TR>')
+        return '<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0">' + "".join(rows) + "</TABLE>>"
     if bits:
         rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="#333333">{_e("  ".join(bits))}</FONT></TD></TR>')
     for color, text in _badges(it, scene):
@@ -117,7 +124,9 @@ def _label(it: Item, scene: Scene) -> str:
 
 def _tooltip(it: Item, scene: Scene) -> str:
     i = it.info
-    lines = [f"{it.joint}: {i.target}" if i.op == "call_function" else f"{it.joint} ({i.op})",
+    lines = ["context: a producer or user of a node the two strategies treat differently (treated alike itself)"] \
+        if it.context else []
+    lines += [f"{it.joint}: {i.target}" if i.op == "call_function" else f"{it.joint} ({i.op})",
              f"role: {theme.ROLE_LABELS.get(i.role, i.role)}"
              + (f" ({i.qualname})" if i.qualname else "") + f", {i.phase} phase"]
     if i.shape is not None:
@@ -151,6 +160,11 @@ def _node_attrs(it: Item, scene: Scene) -> dict[str, object]:
         border = theme.COMPARE[it.cmp_saved or it.cmp_recomputed].color  # type: ignore[index]
         attrs["penwidth"] = "3"
         classes.append(f"fx-saved-{it.cmp_saved}" if it.cmp_saved else f"fx-recomputed-{it.cmp_recomputed}")
+    elif scene.compare_names is not None and it.cmp_removed in ("A-only", "B-only"):
+        border = theme.COMPARE[it.cmp_removed].color
+        attrs["penwidth"] = "3"
+        style.append("dashed")
+        classes.append(f"fx-removed-{it.cmp_removed}")
     if it.recomputed or it.cmp_recomputed:
         attrs["peripheries"] = "2"
         classes.append("fx-recomputed")
@@ -175,6 +189,11 @@ def _node_attrs(it: Item, scene: Scene) -> dict[str, object]:
             fill = theme.faded(fill)
             attrs["fontcolor"] = "#888888"
             classes.append("fx-dimmed")
+    if it.context:
+        fill, border = theme.faded(fill), "#AAAAAA"
+        attrs.update(penwidth="1", fontcolor="#666666", fontsize="9", height="0.2", margin="0.05,0.02")
+        attrs.pop("peripheries", None)
+        classes.append("fx-context")
     if border:
         attrs["color"] = border
     attrs.update({"fillcolor": fill, "style": ",".join(style), "class": " ".join(classes),
@@ -235,7 +254,8 @@ def _legend_and_caption(scene: Scene) -> str:
     statuses = [s for s in ("saved", "recomputed", "removed")
                 if any(getattr(it, s) for it in scene.items.values())]
     marks = [m for m in ("A-only", "B-only", "both")
-             if any(m in (it.cmp_saved, it.cmp_recomputed) for it in scene.items.values())]
+             if any(m in (it.cmp_saved, it.cmp_recomputed,
+                                 None if it.cmp_removed == "both" else it.cmp_removed) for it in scene.items.values())]
     rows = [f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="16"><B>{_e(scene.title)}</B></FONT></TD></TR>'] \
         if scene.title else []  # graphviz rejects an empty <B></B>
     rows.append(theme.legend_dot(roles, statuses, scene.compare_names, marks,
