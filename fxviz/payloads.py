@@ -262,11 +262,13 @@ class ViewKey:
     group: str | None = None
     depth: int | None = None
     expand: tuple[str, ...] = ()  # the boxes opened (names ``draw(expand=...)`` takes), sorted
+    differences: bool = False  # the compare view: only the nodes the two strategies treat differently
 
     def text(self) -> str:
         base = "|".join(str(x) if x is not None else "-" for x in
                         (self.view, self.strategy, self.compare, self.group, self.depth))
-        return base + ("|+" + ",".join(self.expand) if self.expand else "")
+        return base + ("|+" + ",".join(self.expand) if self.expand else "") + \
+            ("|differences" if self.differences else "")
 
 
 @dataclass
@@ -297,8 +299,12 @@ def render_view(tr: Trace, key: ViewKey, timeout: float | None = None) -> Render
     if view in ("forward", "backward") and (p.forward is None or p.backward is None):
         raise InputError(f"{p.label} has no {view} graph to draw: it is measured, not partitioned",
                          "look at the joint view, which marks what it saves")
+    if key.differences and q is None:
+        raise InputError("differences only needs the compare view and a strategy to compare with",
+                         "pick the compare view and a 'compare with' strategy")
     drawing = tr.draw(view, strategy=key.strategy, compare=key.compare if key.view == "compare" else None,
-                      group=key.group, depth=key.depth, expand=list(key.expand), timeout=timeout)
+                      group=key.group, depth=key.depth, expand=list(key.expand), timeout=timeout,
+                      differences=key.differences)
     svg = clean_svg(drawing.svg())
     return RenderedView(svg=svg, caption=drawing.caption, seconds=time.perf_counter() - t0, partition=p,
                         compare=q, boxes=drawing.boxes)
