@@ -98,6 +98,36 @@ def _checkpoint_text(it: Item) -> str:
     return f"ckpt {region if region is not None else '?'}: {it.info.checkpoint_policy or 'no policy'}"
 
 
+_VERB = {"saved": ("saves", "save"), "recomputed": ("recomputes", "recompute"), "removed": ("removes", "remove")}
+
+
+def _compact_marks(it: Item) -> list[tuple[str, str]]:
+    """(ink, text) of the compare marks in few words: ``A saves 32 KiB``, ``B recomputes``."""
+    out = []
+    for what, mark in (("saved", it.cmp_saved), ("recomputed", it.cmp_recomputed), ("removed", it.cmp_removed)):
+        if mark is None or (what == "removed" and mark == "both"):
+            continue
+        who = {"A-only": "A", "B-only": "B", "both": "both"}[mark]
+        verb = _VERB[what][1 if mark == "both" else 0]
+        size = f" {format_bytes(it.info.bytes)}" if what == "saved" and it.info.bytes else ""
+        out.append((theme.COMPARE[mark].ink, f"{who} {verb}{size}"))
+    return out
+
+
+def _compact_label(it: Item, first: str) -> str:
+    """Two lines: the op in bold with the node's name; what A and B do to it, in their colors
+    (the dtype and shape stay in the tooltip)."""
+    name = f'  <FONT POINT-SIZE="9" COLOR="#333333">{_e(it.joint)}</FONT>' \
+        if it.joint != first and not first.startswith(it.joint) else ""
+    rows = [f"<TR><TD><B>{_e(first)}</B>{name}</TD></TR>"]
+    marks = _compact_marks(it)
+    if marks:
+        cells = ' <FONT POINT-SIZE="9" COLOR="#666666">·</FONT> '.join(
+            f'<FONT POINT-SIZE="9" COLOR="{color}"><B>{_e(text)}</B></FONT>' for color, text in marks)
+        rows.append(f'<TR><TD BGCOLOR="#FFFFFF">{cells}</TD></TR>')
+    return '<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0">' + "".join(rows) + "</TABLE>>"
+
+
 def _label(it: Item, scene: Scene) -> str:
     """Op (or real name) in bold; node name, dtype and shape; then one white badge per mark."""
     i = it.info
@@ -114,6 +144,8 @@ def _label(it: Item, scene: Scene) -> str:
         if it.joint != first and not first.startswith(it.joint):
             rows.append(f'<TR><TD><FONT POINT-SIZE="8" COLOR="#777777">{_e(it.joint)}</FONT></TD></TR>')
         return '<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0">' + "".join(rows) + "</TABLE>>"
+    if scene.compact:
+        return _compact_label(it, first)
     if bits:
         rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="#333333">{_e("  ".join(bits))}</FONT></TD></TR>')
     for color, text in _badges(it, scene):
@@ -271,7 +303,8 @@ _SIDE_STYLE = {"forward": ("forward", "#F1F6FC"), "backward": ("backward (drawn 
 def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
     """Write the scene as a ``graphviz.Digraph``."""
     g = graphviz.Digraph(name=name)
-    g.attr("graph", rankdir="TB", newrank="true", nodesep="0.18", ranksep="0.28", fontname=theme.FONT,
+    g.attr("graph", rankdir="TB", newrank="true", nodesep="0.12" if scene.compact else "0.18",
+           ranksep="0.2" if scene.compact else "0.28", fontname=theme.FONT,
            labelloc="t", labeljust="l", outputorder="edgesfirst", tooltip=" ", **LAYOUT_ATTRS)
     g.attr("node", shape="box", fontname=theme.FONT, fontsize="11", margin="0.08,0.03", height="0.3")
     g.attr("edge", color=theme.EDGE_COLOR, arrowsize="0.6", penwidth="0.8", tooltip=" ")

@@ -125,6 +125,7 @@ class Scene:
     unit_of: dict[str, str] = field(default_factory=dict)  # item id -> drawn unit id
     place: dict[str, tuple[str, ...]] = field(default_factory=dict)  # item id -> module cluster path
     unframed: set[tuple[str, ...]] = field(default_factory=set)  # containers: no cluster frame of their own
+    compact: bool = False  # two-line labels, tighter ranks: the differences-only drawing fits one screen
 
 
 def _real_nodes(gm: fx.GraphModule) -> list[fx.Node]:
@@ -258,7 +259,8 @@ def differences_scene(graph: JointGraph, a: Partition, b: Partition, title: str 
     for i in near:
         items[i].context = True
     scene = Scene(items=items, edges=[(x, y) for x, y in full.edges if x in shown and y in shown],
-                  view="compare", title=title, two_sides=full.two_sides, compare_names=full.compare_names)
+                  view="compare", title=title, two_sides=full.two_sides, compare_names=full.compare_names,
+                  compact=True)
     sides = {it.side for it in items.values()}
     scene.two_sides = full.two_sides and len(sides) > 1
     head = f"{a.name} vs {b.name}: "
