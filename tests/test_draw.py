@@ -254,7 +254,8 @@ def test_compare_view(name, traces, drawn):
         assert fill(g) == role_color(tr.graph.info[node].role), node
         saved = which(node in sa, node in sb)
         recomputed = which(node in a.recomputed, node in b.recomputed)
-        mark = saved or recomputed
+        removed = which(node in a.removed, node in b.removed)  # by one only: a difference, marked too
+        mark = saved or recomputed or (removed if removed != "both" else None)
         color, width = stroke(g)
         assert (color if width == 3.0 else None) == (colors[mark] if mark else None), node
         assert double_border(g) == (recomputed is not None), node

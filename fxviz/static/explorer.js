@@ -1177,6 +1177,13 @@ function bindToggles(ui, state, zp, marks, onDifferences) {
   return togglePanel;
 }
 
+/** The toggle's state when the drawing shown is (or is not) the differences-only drawing. */
+function showDifferences(ui, state, on) {
+  state.diffOnly = !!on;
+  state.diffDrawn = !!on;
+  ui.diffOnly.setAttribute("aria-pressed", String(state.diffOnly));
+}
+
 /** The pane's search box: typing searches, Enter / Shift+Enter (or the arrows) step through hits. */
 function bindSearchBox(ui, setSearch) {
   ui.search.addEventListener("input", () => setSearch(ui.search.value));
@@ -1348,11 +1355,7 @@ export function createPane(root, opts = {}) {
     setExpanded(list) { state.expanded = list || []; renderOpened(ui.opened, state, actions); markSelected(false); },
     setCaption(text) { ui.caption.textContent = text || ""; },
     /** the kernel drew (or stopped drawing) the differences only: the toggle shows it, nothing fades */
-    setDifferences(on) {
-      state.diffOnly = !!on; state.diffDrawn = !!on;
-      ui.diffOnly.setAttribute("aria-pressed", String(state.diffOnly));
-      marks();
-    },
+    setDifferences(on) { showDifferences(ui, state, on); marks(); },
     setBusy: (msg) => showBusy(ui, msg),
     setError: (msg) => showError(ui, msg),
     /** parse a drawing ahead of time (idle time), so its first showing is instant too */
