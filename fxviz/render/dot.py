@@ -368,7 +368,36 @@ def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
         emit_tree(g, "", ())
 
     _emit_edges(g, scene, unit_of, side_of_unit)
+    if scene.compact:
+        _stack_components(g, scene)
     return g
+
+
+def _stack_components(g: graphviz.Digraph, scene: Scene) -> None:
+    """Lay many small pieces out as a grid, not a strip: ``dot`` puts unconnected pieces side by
+    side (a 2-layer GPT's differences: 12 pieces, each weight's transpose with its users, drew
+    5175 px wide).  An invisible edge from the last forward node of piece i to the first of piece
+    i + k stacks them in k columns (k about the square root of their count)."""
+    parent = {i: i for i in scene.items}
+
+    def find(i: str) -> str:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in scene.edges:
+        parent[find(a)] = find(b)
+    pieces: dict[str, list[str]] = {}
+    for i, it in scene.items.items():  # graph order
+        if it.side == "forward":
+            pieces.setdefault(find(i), []).append(i)
+    order = list(pieces.values())
+    if len(order) < 4:
+        return
+    k = max(2, round(len(order) ** 0.5))
+    for x, y in zip(order, order[k:]):
+        g.edge(x[-1], y[0], style="invis", weight="0")
 
 
 def _natural(s: str) -> tuple:
