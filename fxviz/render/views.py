@@ -79,7 +79,7 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
         if partition is None:
             raise InputError("compare=... needs a strategy to compare with", "pass strategy='default'")
         if differences:
-            return _differences(graph, partition, compare, name, timeout)
+            return _differences(graph, partition, compare, name, timeout, highlight)
         scene = sc.compare_scene(graph, partition, compare)
         what = f"joint graph, strategy A = {partition.name} vs B = {compare.name}"
     elif view == "joint":
@@ -121,9 +121,14 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
                    boxes=[g.record() for g in scene.groups.values()])
 
 
-def _differences(graph: JointGraph, a: Partition, b: Partition, name: str, timeout: float) -> Drawing:
+def _differences(graph: JointGraph, a: Partition, b: Partition, name: str, timeout: float,
+                 highlight: str | Iterable[str] | None) -> Drawing:
     """The differences-only compare (``scene.differences_scene``), every node drawn as itself."""
     scene = sc.differences_scene(graph, a, b)
+    marks = [highlight] if isinstance(highlight, str) else list(highlight or [])
+    if marks:
+        hits = sc.apply_highlight(scene, marks)
+        scene.caption.append(f"highlighted: {', '.join(marks)} ({hits} nodes)")
     capture = f"backend={graph.backend!r}" + (", dynamic shapes" if graph.dynamic else "")
     if scene.items:
         n_diff = sum(1 for it in scene.items.values() if not it.context)
