@@ -264,11 +264,11 @@ def differences_scene(graph: JointGraph, a: Partition, b: Partition, title: str 
     sides = {it.side for it in items.values()}
     scene.two_sides = full.two_sides and len(sides) > 1
     head = f"{a.name} vs {b.name}: "
-    if not diff:
-        scene.caption.append(head + "every node is treated alike (same values saved, recomputed and removed)")
-    else:
-        scene.caption.append(head + f"{len(diff)} node{'s' if len(diff) != 1 else ''} treated differently "
-                             f"(+{len(near)} neighbor{'s' if len(near) != 1 else ''} shown as context)")
+    if not diff:  # a short message that fits a small screen: the totals of two equal strategies add nothing
+        scene.caption.append(head + "the same values saved, recomputed and removed: nothing to draw")
+        return scene
+    scene.caption.append(head + f"{len(diff)} node{'s' if len(diff) != 1 else ''} treated differently "
+                         f"(+{len(near)} neighbor{'s' if len(near) != 1 else ''} shown as context)")
     scene.caption += full.caption
     return scene
 

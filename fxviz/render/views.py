@@ -134,9 +134,9 @@ def _differences(graph: JointGraph, a: Partition, b: Partition, name: str, timeo
         n_diff = sum(1 for it in scene.items.values() if not it.context)
         what = (f"differences only, A = {a.name} vs B = {b.name} ({n_diff} nodes treated differently, "
                 f"{len(scene.items) - n_diff} neighbors)")
+        scene.title = f"{name}: {what} ({capture})"
     else:
-        what = f"A = {a.name} and B = {b.name} treat every node alike: no differences to draw"
-    scene.title = f"{name}: {what} ({capture})"
+        scene.title = f"{name}: {a.name} and {b.name} treat every node alike"
     return Drawing(dot.to_digraph(scene), nodes=len(scene.items), timeout=timeout, caption=scene.title)
 
 
