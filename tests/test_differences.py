@@ -119,6 +119,7 @@ def test_differences_only_at_1024x768(name, all_on_screen, traces, tmp_path, art
         assert toggle.get_attribute("aria-pressed") == "true"
         swapped = set(page.eval_on_selector_all(".fxviz-viewport g.node > title", "ts => ts.map(t => t.textContent)"))
         assert swapped == titles  # the same nodes differ, A and B swapped
+        page.evaluate("() => window.scrollTo(0, 0)")  # the row click scrolled the page to the table
         page.screenshot(path=str(artifacts / f"differences-{name}-1024-swapped.png"))
         assert not b.page_errors and not b.console_errors, (b.page_errors, b.console_errors)
         assert not b.blocked
