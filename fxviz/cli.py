@@ -162,8 +162,9 @@ def cmd_draw(args: argparse.Namespace) -> int:
     piece = _piece_number(args.piece, len(tr.pieces))
     drawing = tr.draw(args.view, strategy=args.strategy, compare=args.compare, group=args.group,
                       depth=args.depth, highlight=args.highlight or None, piece=piece, expand=args.expand,
-                      timeout=args.timeout)
-    out = args.output or f"{stem}_{args.view}" + (f"_graph{piece + 1}" if piece else "") + ".svg"
+                      timeout=args.timeout, differences=args.differences)
+    view = "differences" if args.differences else args.view
+    out = args.output or f"{stem}_{view}" + (f"_graph{piece + 1}" if piece else "") + ".svg"
     path = drawing.save(out)
     print(f"{path}: {drawing!r}"[:300])
     return 0
@@ -190,10 +191,14 @@ def _draw_args(p: argparse.ArgumentParser) -> None:
                                    "labels count (default 1), or 'overview' for every graph as one box in "
                                    "execution order")
     p.add_argument("-o", "--output", help="file to write: .svg, .png, .dot or .pdf (default MODEL_VIEW.svg)")
-    p.add_argument("--view", choices=["joint", "forward", "backward"], default="joint",
-                   help="the joint graph, or the forward/backward graph of --strategy")
+    p.add_argument("--view", choices=["joint", "forward", "backward", "compare"], default="joint",
+                   help="the joint graph, or the forward/backward graph of --strategy, or the joint graph "
+                        "compared (needs --compare)")
     p.add_argument("--strategy", help=f"mark what this strategy saves/recomputes ({STRATEGY_FORMS})")
     p.add_argument("--compare", help="a second strategy: mark what each saves that the other does not")
+    p.add_argument("--differences", action="store_true",
+                   help="with --compare: draw only the nodes the two strategies treat differently, with "
+                        "their producers and users as context (never in boxes)")
     p.add_argument("--group", choices=["module", "none"], help="cluster by module path (module) or never "
                                                               "collapse (none); default: collapse big graphs")
     p.add_argument("--depth", type=int, help="with module grouping: modules at this depth become one box")

@@ -391,13 +391,15 @@ class Trace:
     # --- drawing ---------------------------------------------------------------------------------
     def draw(self, view: str = "joint", strategy: Any = None, compare: Any = None, group: str | None = None,
              depth: int | None = None, highlight: Any = None, *, piece: int | None = None,
-             expand: Any = None, node_limit: int | None = None, timeout: float | None = None) -> Drawing:
+             expand: Any = None, node_limit: int | None = None, timeout: float | None = None,
+             differences: bool = False) -> Drawing:
         """Draw the graph: nodes colored by role, with a legend; returns a ``Drawing`` that shows
         itself in Jupyter and has ``.save('g.svg' | 'g.png' | 'g.dot')`` and ``.source``.
 
         Args:
             view: ``"joint"`` (forward and backward side by side), ``"forward"`` or ``"backward"``
-                (one side of ``strategy``'s partition, default strategy ``"default"``).
+                (one side of ``strategy``'s partition, default strategy ``"default"``), or
+                ``"compare"`` (the joint view marked for ``strategy`` vs ``compare``).
             strategy: mark what this strategy saves, recomputes and removes.
             compare: a second strategy: mark what each saves/recomputes that the other does not.
             group: ``"module"`` clusters nodes by module path; ``"none"`` never collapses;
@@ -409,13 +411,17 @@ class Trace:
             expand: a box (or a list) to open, to show what is inside: a module path
                 (``"model.layers.0"``), a function box's name as its box shows it
                 (``"masking_utils.sdpa_mask()"``) or ``"(in-place buffer updates)"``.
+            differences: with ``compare``, draw only the nodes the two strategies treat
+                differently (saved, recomputed or removed by one only), with their direct
+                producers and users faded as context, never grouped: "what min-cut recomputes
+                that default saves" on one slide.
         """
         from .render.drawing import DEFAULT_TIMEOUT
         from .render.views import NODE_LIMIT, draw
 
         if piece is not None:
             return self.piece(piece).draw(view, strategy, compare, group, depth, highlight, expand=expand,
-                                          node_limit=node_limit, timeout=timeout)
+                                          node_limit=node_limit, timeout=timeout, differences=differences)
 
         if strategy is None and (compare is not None or view in ("forward", "backward")):
             strategy = "default"
@@ -423,7 +429,7 @@ class Trace:
         second = None if compare is None else Strategy.parse(compare)
         marks = tuple([highlight] if isinstance(highlight, str) else highlight or ())
         opened = tuple([expand] if isinstance(expand, str) else expand or ())
-        key = ("draw", view, first, second, group, depth, marks, opened, node_limit, timeout)
+        key = ("draw", view, first, second, group, depth, marks, opened, node_limit, timeout, bool(differences))
         cached: Drawing | None = self._cache.get(key)
         if cached is not None:
             return cached
@@ -434,7 +440,7 @@ class Trace:
                        compare=self.partition(second) if second is not None else None, group=group, depth=depth,
                        highlight=list(marks), name=name, expand=list(opened),
                        node_limit=NODE_LIMIT if node_limit is None else node_limit,
-                       timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
+                       timeout=DEFAULT_TIMEOUT if timeout is None else timeout, differences=bool(differences))
         self._cache[key] = drawing
         return drawing
 

@@ -511,11 +511,33 @@ def test_teacher_report_at_1024(traces, tmp_path, artifacts):
         rows = page.eval_on_selector_all(".fxviz-diff-table tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
         table = {r[0]: (r[1], r[2]) for r in rows}
         assert {n for n, (x, y) in table.items() if x == "saved" and y == "recomputed"} == answer
-        what = lambda p, n: "saved" if n in p.saved else "recomputed" if n in p.recomputed else "\u2014"  # noqa: E731
+        what = lambda p, n: ", ".join(k for k in ("saved", "recomputed", "removed")  # noqa: E731
+                                      if n in getattr(p, k)) or "\u2014"
         assert all(table[n] == (what(pd_, n), what(pm, n)) for n in table)
+        assert set(table) == {n for n in tr.graph.info if what(pd_, n) != what(pm, n)}
         assert _median_label_px(page) >= 10
+        # "differences only": this small graph's report holds the pair's own drawing (issue 19)
         page.click(".fxviz-diff-toggle")
+        _wait_key(page, "compare|default|min_cut|-|-|differences")
+        joint = {n.name: n for n in tr.joint.graph.nodes if n.op != "output"}
+        near = {m.name for d in table for m in [*joint[d].all_input_nodes, *joint[d].users] if m.op != "output"}
+        assert set(page.eval_on_selector_all(".fxviz-viewport g.node > title", "ts => ts.map(t => t.textContent)")) \
+            == set(table) | near
+        assert _median_label_px(page) >= 10
+        in_view = set(page.evaluate("""() => {
+            const vp = document.querySelector('.fxviz-viewport').getBoundingClientRect();
+            return [...document.querySelectorAll('.fxviz-viewport g.node > title')].filter((t) => {
+                const r = t.parentNode.getBoundingClientRect();
+                return r.left >= vp.left && r.right <= vp.right && r.top >= vp.top && r.bottom <= vp.bottom;
+            }).map((t) => t.textContent); }"""))
+        assert set(table) <= in_view, set(table) - in_view
         page.screenshot(path=str(artifacts / "teacher-1024-compare-differences.png"))
+        page.select_option("#fxviz-strategy", "recompute_all")  # kept across a strategy switch
+        _wait_key(page, "compare|recompute_all|min_cut|-|-|differences")
+        page.click(".fxviz-diff-toggle")
+        _wait_key(page, "compare|recompute_all|min_cut|-|-")
+        page.select_option("#fxviz-strategy", "default")
+        _wait_key(page, "compare|default|min_cut|-|-")
 
         # search: exact names first, Enter / Shift+Enter step with "n of N", the hit in view
         page.fill(".fxviz-search", "primals_1")

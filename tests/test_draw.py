@@ -254,7 +254,8 @@ def test_compare_view(name, traces, drawn):
         assert fill(g) == role_color(tr.graph.info[node].role), node
         saved = which(node in sa, node in sb)
         recomputed = which(node in a.recomputed, node in b.recomputed)
-        mark = saved or recomputed
+        removed = which(node in a.removed, node in b.removed)  # by one only: a difference, marked too
+        mark = saved or recomputed or (removed if removed != "both" else None)
         color, width = stroke(g)
         assert (color if width == 3.0 else None) == (colors[mark] if mark else None), node
         assert double_border(g) == (recomputed is not None), node
@@ -540,3 +541,83 @@ def test_saved_badges_add_up_to_the_memory_table(strategy):
         aliases = {it.joint: it.alias_of for it in scene.items.values() if it.alias_of}
         assert {"detach": "sigmoid", "detach_1": "sigmoid_1", "detach_2": "sigmoid_2"}.items() <= aliases.items()
         assert "saved: alias of sigmoid (0 B new)" in html.unescape(tr.draw(strategy=strategy).svg())
+
+
+# --- issue 19: the differences-only compare ------------------------------------------------------
+def _treated_differently(tr, a: str, b: str) -> set[str]:
+    """From the two Partitions themselves: joint nodes saved, recomputed or removed by one only."""
+    pa, pb = tr.partition(a), tr.partition(b)
+    out = set()
+    for name in tr.graph.info:
+        if tr.graph.info[name].op == "output":
+            continue
+        if any((name in getattr(pa, k)) != (name in getattr(pb, k)) for k in ("saved", "recomputed", "removed")):
+            out.add(name)
+    return out
+
+
+@pytest.mark.parametrize("name", ["pointwise_chain", "mini_gpt", "mlp"])
+def test_differences_only_draws_the_differing_nodes_and_their_neighbors(name, traces):
+    tr = traces[(name, "lifted")]
+    diff = _treated_differently(tr, "min_cut", "default")
+    assert diff, "min-cut and the default differ on these examples"
+    joint = {n.name: n for n in tr.graph.gm.graph.nodes if n.op != "output"}
+    near = set()
+    for d in diff:
+        near |= {a.name for a in joint[d].all_input_nodes} | {u.name for u in joint[d].users if u.op != "output"}
+    near -= diff
+    drawing = tr.draw("compare", strategy="min_cut", compare="default", differences=True)
+    root = parse(drawing.svg())
+    nodes = svg_nodes(root)
+    assert set(nodes) == diff | near
+    context = {t for t, g in nodes.items() if "fx-context" in _classes(g)}
+    assert context == near
+    assert not list(root.iter(SVG + "g")) or not any("fx-group" in _classes(g) for g in root.iter(SVG + "g"))
+    for t in near:  # the tooltip says why it is there
+        assert "context:" in nodes[t].find(f"{SVG}g/{SVG}a").get(f"{XLINK}title")
+    # both sides kept where the differences reach both
+    clusters = {g.find(SVG + "title").text for g in root.iter(SVG + "g") if "cluster" in _classes(g)}
+    sides = {tr.graph.info[n].phase for n in diff | near}
+    assert ({"cluster_forward", "cluster_backward"} <= clusters) == (len(sides) == 2)
+    text = "".join(root.itertext())
+    assert f"min_cut vs default: {len(diff)} nodes treated differently (+{len(near)} neighbors shown as context)" \
+        in text
+    # every edge drawn is a graph edge between two drawn nodes
+    edges = {(a, b) for a, b, _ in svg_edges(root)}
+    assert edges == {(a, b) for a, b in graph_edges(tr.graph.gm) if a in nodes and b in nodes}
+    # the same set as the compare drawing's marks say: one test for both
+    assert tr.draw("compare", strategy="min_cut", compare="default", differences=True) is drawing  # cached
+    full = svg_nodes(parse(tr.draw("joint", strategy="min_cut", compare="default", group="none").svg()))
+    marked = {t for t, g in full.items() if any(c in _classes(g) for c in
+              ("fx-saved-A-only", "fx-saved-B-only", "fx-recomputed-A-only", "fx-recomputed-B-only",
+               "fx-removed-A-only", "fx-removed-B-only"))}
+    assert marked == diff
+
+
+def test_differences_only_when_nothing_differs_says_so(traces):
+    tr = traces[("pointwise_chain", "lifted")]
+    drawing = tr.draw("compare", strategy="default", compare="default", differences=True)
+    root = parse(drawing.svg())
+    assert svg_nodes(root) == {}
+    text = " ".join(root.itertext())
+    assert "default vs default: the same values saved, recomputed and removed: nothing to draw" in text
+    assert drawing.caption == "PointwiseChain: default and default treat every node alike"
+    assert 200 < float(root.get("width").removesuffix("pt")) < 700  # a message that fits a small screen
+
+
+def test_differences_only_needs_a_partner(traces):
+    tr = traces[("mlp", "lifted")]
+    with pytest.raises(InputError, match="differences=True") as err:
+        tr.draw("joint", strategy="min_cut", differences=True)
+    assert "compare=" in err.value.hint
+    with pytest.raises(InputError, match="compare"):
+        tr.draw("compare", strategy="min_cut")
+
+
+def test_cli_draws_the_differences(tmp_path):
+    from fxviz.cli import main
+
+    out = tmp_path / "diff.svg"
+    assert main(["draw", "pointwise_chain", "-o", str(out), "--compare", "min_cut", "--differences"]) == 0
+    assert "treated differently" in out.read_text()
+    assert main(["draw", "pointwise_chain", "-o", str(out), "--differences"]) != 0

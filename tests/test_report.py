@@ -119,7 +119,8 @@ def test_report_data_is_the_analysis(alexnet_report):
     layout = "joint|-|-|-|-"
     assert data["svg_in_fallback"] == layout and layout not in data["svgs"]
     assert {e["key"] for e in data["index"] if e["view"] in ("joint", "compare")} == {layout}
-    assert not any(k.startswith(("joint|", "compare|")) for k in data["svgs"])
+    assert not any(k.startswith("joint|") or (k.startswith("compare|") and not k.endswith("|differences"))
+                   for k in data["svgs"])
     for k in keys:
         for side in ("forward", "backward"):
             key = f"{side}|{k}|-|-|-"
@@ -162,6 +163,29 @@ def test_report_data_is_the_analysis(alexnet_report):
         p = tr.partition(k)
         if p.recomputed and k != "recompute_all":
             assert any(note.startswith(f"{p.label} recomputes {len(p.recomputed)}: ") for note in notes), k
+
+
+def test_report_ships_each_pairs_differences_drawing_within_its_size(alexnet_report):
+    """Issue 19: a small graph's report holds the differences-only drawing of every ordered pair of
+    its usable strategies (what differs computed here from the two Partitions), and the AlexNet
+    report stays under 1 MB (benchmarks/REPORT_SIZES.md)."""
+    tr, path, text = alexnet_report
+    data = _data(text)
+    usable = [s["key"] for s in data["strategies"] if not s["error"]]
+    pairs = [(a, b) for a in usable for b in usable if a != b]
+    assert set(data["differences"]) == {f"{a}|{b}" for a, b in pairs}
+    joint = {n.name: n for n in tr.joint.graph.nodes if n.op != "output"}
+    title = re.compile(r'<g id="node\d+" class="node[^"]*">\s*<title>([^<]+)</title>')
+    for a, b in [("default", "min_cut"), ("min_cut", "default"), ("eager", "recompute_all")]:
+        pa, pb = tr.partition(a), tr.partition(b)
+        diff = {n for n in joint if any((n in getattr(pa, k)) != (n in getattr(pb, k))
+                                        for k in ("saved", "recomputed", "removed"))}
+        near = {m.name for d in diff for m in [*joint[d].all_input_nodes, *joint[d].users] if m.op != "output"}
+        key = data["differences"][f"{a}|{b}"]
+        assert key == f"compare|{a}|{b}|-|-|differences"
+        assert set(title.findall(data["svgs"][key])) == diff | near, (a, b)
+        assert "treated differently" in data["captions"][key]
+    assert path.stat().st_size <= 1_000_000, path.stat().st_size
 
 
 def test_model_strings_cannot_break_out(tmp_path):

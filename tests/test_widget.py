@@ -271,3 +271,38 @@ def test_in_a_running_event_loop_the_picture_comes_first_and_the_table_fills_in(
         assert t["message"].startswith(f"computing the memory table: strategy {i + 2} of 5")
     assert w.pane.table == mlp_explorer.pane.table and "message" not in w.pane.table
     assert w.static_html() == mlp_explorer.static_html()
+
+
+def test_differences_only_is_the_kernels_drawing_cached_and_kept_across_strategies(traces):
+    """Issue 19: the toggle asks the kernel for the differences-only drawing (part of the view's
+    key, so toggling back is a cache hit), and it survives a strategy switch."""
+    tr = traces[("pointwise_chain", "lifted")]
+    w = fxviz.explore(tr, view="compare", strategy="default", compare="min_cut")
+    full = w.pane.svg
+    assert w.pane.view_key == "compare|default|min_cut|-|-" and w.pane.differences is False
+    w._on_pane_msg(w.pane, {"event": "differences", "on": True}, None)  # the pane's toggle
+    assert w.differences and w.pane.differences
+    assert w.pane.view_key == "compare|default|min_cut|-|-|differences"
+    expected = tr.draw("compare", strategy="default", compare="min_cut", differences=True)
+    assert set(drawn(w.pane.svg)) == set(drawn(expected.svg())) and len(drawn(w.pane.svg)) < len(drawn(full))
+    assert w.pane.caption == expected.caption and w.pane.keep_zoom is False
+    # back and forth: from the cache
+    w._on_pane_msg(w.pane, {"event": "differences", "on": False}, None)
+    assert w.pane.svg == full and not w.pane.differences
+    w._on_pane_msg(w.pane, {"event": "differences", "on": True}, None)
+    assert w.timings[-1].cached and w.timings[-2].cached
+    # a strategy switch keeps it on (and B moves off A as ever)
+    w.strategy_control.value = "min_cut"
+    assert w.pane.view_key == "compare|min_cut|default|-|-|differences" and w.pane.differences
+    assert set(drawn(w.pane.svg)) == set(drawn(tr.draw("compare", strategy="min_cut", compare="default",
+                                                       differences=True).svg()))
+    # other views ignore it, and it is still on when the compare view comes back
+    w.view_control.value = "joint"
+    assert w.pane.view_key == "joint|min_cut|-|-|-" and not w.pane.differences
+    w.view_control.value = "compare"
+    assert w.pane.view_key.endswith("|differences")
+    # grouping does not apply: drawn node by node
+    w.group_control.value = "module"
+    assert w.pane.view_key == "compare|min_cut|default|-|-|differences" and w.pane.boxes == []
+    w.show_differences(False)
+    assert not w.pane.view_key.endswith("|differences")

@@ -84,6 +84,8 @@ def _badges(it: Item, scene: Scene) -> list[tuple[str, str]]:
                         f"saved: {who[it.cmp_saved]} {format_bytes(it.info.bytes)}"))
         if it.cmp_recomputed:
             out.append((theme.COMPARE[it.cmp_recomputed].ink, f"recomputed: {who[it.cmp_recomputed]}"))
+        if it.cmp_removed in ("A-only", "B-only"):
+            out.append((theme.COMPARE[it.cmp_removed].ink, f"removed: {who[it.cmp_removed]}"))
     return out
 
 
@@ -94,6 +96,36 @@ def _checkpointed(it: Item) -> bool:
 def _checkpoint_text(it: Item) -> str:
     region = it.info.checkpoint_region
     return f"ckpt {region if region is not None else '?'}: {it.info.checkpoint_policy or 'no policy'}"
+
+
+_VERB = {"saved": ("saves", "save"), "recomputed": ("recomputes", "recompute"), "removed": ("removes", "remove")}
+
+
+def _compact_marks(it: Item) -> list[tuple[str, str]]:
+    """(ink, text) of the compare marks in few words: ``A saves 32 KiB``, ``B recomputes``."""
+    out = []
+    for what, mark in (("saved", it.cmp_saved), ("recomputed", it.cmp_recomputed), ("removed", it.cmp_removed)):
+        if mark is None or (what == "removed" and mark == "both"):
+            continue
+        who = {"A-only": "A", "B-only": "B", "both": "both"}[mark]
+        verb = _VERB[what][1 if mark == "both" else 0]
+        size = f" {format_bytes(it.info.bytes)}" if what == "saved" and it.info.bytes else ""
+        out.append((theme.COMPARE[mark].ink, f"{who} {verb}{size}"))
+    return out
+
+
+def _compact_label(it: Item, first: str) -> str:
+    """Two lines: the op in bold with the node's name; what A and B do to it, in their colors
+    (the dtype and shape stay in the tooltip)."""
+    name = f'  <FONT POINT-SIZE="9" COLOR="#333333">{_e(it.joint)}</FONT>' \
+        if it.joint != first and not first.startswith(it.joint) else ""
+    rows = [f"<TR><TD><B>{_e(first)}</B>{name}</TD></TR>"]
+    marks = _compact_marks(it)
+    if marks:
+        cells = ' <FONT POINT-SIZE="9" COLOR="#666666">·</FONT> '.join(
+            f'<FONT POINT-SIZE="9" COLOR="{color}"><B>{_e(text)}</B></FONT>' for color, text in marks)
+        rows.append(f'<TR><TD BGCOLOR="#FFFFFF">{cells}</TD></TR>')
+    return '<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0">' + "".join(rows) + "</TABLE>>"
 
 
 def _label(it: Item, scene: Scene) -> str:
@@ -107,6 +139,13 @@ def _label(it: Item, scene: Scene) -> str:
     if tensor:
         bits.append(tensor)
     rows = [f"<TR><TD><B>{_e(first)}</B></TD></TR>"]
+    if it.context:  # a neighbor shown for context: its op and name only, in small grey type
+        rows = [f'<TR><TD><FONT POINT-SIZE="9" COLOR="#666666">{_e(first)}</FONT></TD></TR>']
+        if it.joint != first and not first.startswith(it.joint):
+            rows.append(f'<TR><TD><FONT POINT-SIZE="8" COLOR="#777777">{_e(it.joint)}</FONT></TD></TR>')
+        return '<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0">' + "".join(rows) + "</TABLE>>"
+    if scene.compact:
+        return _compact_label(it, first)
     if bits:
         rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="#333333">{_e("  ".join(bits))}</FONT></TD></TR>')
     for color, text in _badges(it, scene):
@@ -117,7 +156,9 @@ def _label(it: Item, scene: Scene) -> str:
 
 def _tooltip(it: Item, scene: Scene) -> str:
     i = it.info
-    lines = [f"{it.joint}: {i.target}" if i.op == "call_function" else f"{it.joint} ({i.op})",
+    lines = ["context: a producer or user of a node the two strategies treat differently (treated alike itself)"] \
+        if it.context else []
+    lines += [f"{it.joint}: {i.target}" if i.op == "call_function" else f"{it.joint} ({i.op})",
              f"role: {theme.ROLE_LABELS.get(i.role, i.role)}"
              + (f" ({i.qualname})" if i.qualname else "") + f", {i.phase} phase"]
     if i.shape is not None:
@@ -151,6 +192,11 @@ def _node_attrs(it: Item, scene: Scene) -> dict[str, object]:
         border = theme.COMPARE[it.cmp_saved or it.cmp_recomputed].color  # type: ignore[index]
         attrs["penwidth"] = "3"
         classes.append(f"fx-saved-{it.cmp_saved}" if it.cmp_saved else f"fx-recomputed-{it.cmp_recomputed}")
+    elif scene.compare_names is not None and it.cmp_removed in ("A-only", "B-only"):
+        border = theme.COMPARE[it.cmp_removed].color
+        attrs["penwidth"] = "3"
+        style.append("dashed")
+        classes.append(f"fx-removed-{it.cmp_removed}")
     if it.recomputed or it.cmp_recomputed:
         attrs["peripheries"] = "2"
         classes.append("fx-recomputed")
@@ -175,6 +221,11 @@ def _node_attrs(it: Item, scene: Scene) -> dict[str, object]:
             fill = theme.faded(fill)
             attrs["fontcolor"] = "#888888"
             classes.append("fx-dimmed")
+    if it.context:
+        fill, border = theme.faded(fill), "#AAAAAA"
+        attrs.update(penwidth="1", fontcolor="#666666", fontsize="9", height="0.2", margin="0.05,0.02")
+        attrs.pop("peripheries", None)
+        classes.append("fx-context")
     if border:
         attrs["color"] = border
     attrs.update({"fillcolor": fill, "style": ",".join(style), "class": " ".join(classes),
@@ -235,7 +286,8 @@ def _legend_and_caption(scene: Scene) -> str:
     statuses = [s for s in ("saved", "recomputed", "removed")
                 if any(getattr(it, s) for it in scene.items.values())]
     marks = [m for m in ("A-only", "B-only", "both")
-             if any(m in (it.cmp_saved, it.cmp_recomputed) for it in scene.items.values())]
+             if any(m in (it.cmp_saved, it.cmp_recomputed,
+                                 None if it.cmp_removed == "both" else it.cmp_removed) for it in scene.items.values())]
     rows = [f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="16"><B>{_e(scene.title)}</B></FONT></TD></TR>'] \
         if scene.title else []  # graphviz rejects an empty <B></B>
     rows.append(theme.legend_dot(roles, statuses, scene.compare_names, marks,
@@ -251,7 +303,8 @@ _SIDE_STYLE = {"forward": ("forward", "#F1F6FC"), "backward": ("backward (drawn 
 def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
     """Write the scene as a ``graphviz.Digraph``."""
     g = graphviz.Digraph(name=name)
-    g.attr("graph", rankdir="TB", newrank="true", nodesep="0.18", ranksep="0.28", fontname=theme.FONT,
+    g.attr("graph", rankdir="TB", newrank="true", nodesep="0.12" if scene.compact else "0.18",
+           ranksep="0.2" if scene.compact else "0.28", fontname=theme.FONT,
            labelloc="t", labeljust="l", outputorder="edgesfirst", tooltip=" ", **LAYOUT_ATTRS)
     g.attr("node", shape="box", fontname=theme.FONT, fontsize="11", margin="0.08,0.03", height="0.3")
     g.attr("edge", color=theme.EDGE_COLOR, arrowsize="0.6", penwidth="0.8", tooltip=" ")
@@ -315,7 +368,36 @@ def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
         emit_tree(g, "", ())
 
     _emit_edges(g, scene, unit_of, side_of_unit)
+    if scene.compact:
+        _stack_components(g, scene)
     return g
+
+
+def _stack_components(g: graphviz.Digraph, scene: Scene) -> None:
+    """Lay many small pieces out as a grid, not a strip: ``dot`` puts unconnected pieces side by
+    side (a 2-layer GPT's differences: 12 pieces, each weight's transpose with its users, drew
+    5175 px wide).  An invisible edge from the last forward node of piece i to the first of piece
+    i + k stacks them in k columns (k about the square root of their count)."""
+    parent = {i: i for i in scene.items}
+
+    def find(i: str) -> str:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in scene.edges:
+        parent[find(a)] = find(b)
+    pieces: dict[str, list[str]] = {}
+    for i, it in scene.items.items():  # graph order
+        if it.side == "forward":
+            pieces.setdefault(find(i), []).append(i)
+    order = list(pieces.values())
+    if len(order) < 4:
+        return
+    k = max(2, round(len(order) ** 0.5))
+    for x, y in zip(order, order[k:]):
+        g.edge(x[-1], y[0], style="invis", weight="0")
 
 
 def _natural(s: str) -> tuple:

@@ -30,6 +30,9 @@ __all__ = [
     "joint_scene",
     "partition_scene",
     "compare_scene",
+    "differs",
+    "differing",
+    "differences_scene",
     "apply_highlight",
     "group_scene",
     "auto_depth",
@@ -71,12 +74,16 @@ class Item:
     removed: bool = False
     cmp_saved: str | None = None  # "A-only" | "B-only" | "both"
     cmp_recomputed: str | None = None
+    cmp_removed: str | None = None
     highlighted: bool | None = None  # None when nothing is highlighted
     users: list[str] = field(default_factory=list)
     detail: str = ""  # shown after the op name: which element a getitem takes
     # a saved value that adds no bytes: the saved value whose storage it shares ("parameter" /
     # "input" for a view of one), so that the badges add up to the memory table
     alias_of: str | None = None
+    # drawn only as a producer or user of a node two strategies treat differently (the
+    # differences-only compare): faded, smaller, said so in its tooltip
+    context: bool = False
 
 
 @dataclass
@@ -118,6 +125,7 @@ class Scene:
     unit_of: dict[str, str] = field(default_factory=dict)  # item id -> drawn unit id
     place: dict[str, tuple[str, ...]] = field(default_factory=dict)  # item id -> module cluster path
     unframed: set[tuple[str, ...]] = field(default_factory=set)  # containers: no cluster frame of their own
+    compact: bool = False  # two-line labels, tighter ranks: the differences-only drawing fits one screen
 
 
 def _real_nodes(gm: fx.GraphModule) -> list[fx.Node]:
@@ -199,14 +207,27 @@ def joint_scene(graph: JointGraph, partition: Partition | None = None, title: st
     return scene
 
 
+def differs(it: Item) -> bool:
+    """Whether the compare marks of ``it`` say A and B treat it differently: saved, recomputed or
+    removed by one of them only.  The compare drawing's marks, the differences-only drawing and
+    its caption all read this one test (``differing``)."""
+    return any(m in ("A-only", "B-only") for m in (it.cmp_saved, it.cmp_recomputed, it.cmp_removed))
+
+
+def differing(graph: JointGraph, a: Partition, b: Partition) -> list[str]:
+    """The joint nodes (graph order) that A and B treat differently (``differs``)."""
+    return [it.joint for it in compare_scene(graph, a, b).items.values() if differs(it)]
+
+
 def compare_scene(graph: JointGraph, a: Partition, b: Partition, title: str = "") -> Scene:
-    """The joint graph marked with what strategy A saves/recomputes that B does not, and back."""
+    """The joint graph marked with what strategy A saves/recomputes/removes that B does not, and back."""
     scene = joint_scene(graph, None, title=title)
     sa, sb = set(a.saved), set(b.saved)
     for it in scene.items.values():
         it.cmp_saved = _which(it.joint in sa, it.joint in sb)
         it.cmp_recomputed = _which(it.joint in a.recomputed, it.joint in b.recomputed)
-        it.removed = it.joint in a.removed and it.joint in b.removed
+        it.cmp_removed = _which(it.joint in a.removed, it.joint in b.removed)
+        it.removed = it.cmp_removed == "both"
     scene.view = "compare"
     scene.compare_names = (a.name, b.name)
     scene.caption.append("A = " + _totals_line(graph, a))
@@ -216,6 +237,39 @@ def compare_scene(graph: JointGraph, a: Partition, b: Partition, title: str = ""
     scene.caption.append(f"saved by A only: {only_a}, by B only: {only_b}, by both: {len(sa & sb)}; "
                          f"recomputed by A only: {len(a.recomputed - b.recomputed)}, "
                          f"by B only: {len(b.recomputed - a.recomputed)}")
+    return scene
+
+
+def differences_scene(graph: JointGraph, a: Partition, b: Partition, title: str = "") -> Scene:
+    """Only the nodes A and B treat differently (``differing``), marked as in ``compare_scene``,
+    with their direct producers and users as context (``Item.context``); forward and backward
+    sides kept.  When nothing differs the scene has no items and its caption says so."""
+    full = compare_scene(graph, a, b, title=title)
+    diff = [it.joint for it in full.items.values() if differs(it)]
+    keep = set(diff)
+    joint_nodes = {n.name: n for n in _real_nodes(graph.gm)}
+    near: set[str] = set()
+    for name in diff:
+        n = joint_nodes[name]
+        near.update(x.name for x in n.all_input_nodes)
+        near.update(u.name for u in n.users if u.op != "output")
+    near = {x for x in near if x in full.items} - keep
+    shown = keep | near
+    items = {i: it for i, it in full.items.items() if i in shown}
+    for i in near:
+        items[i].context = True
+    scene = Scene(items=items, edges=[(x, y) for x, y in full.edges if x in shown and y in shown],
+                  view="compare", title=title, two_sides=full.two_sides, compare_names=full.compare_names,
+                  compact=True)
+    sides = {it.side for it in items.values()}
+    scene.two_sides = full.two_sides and len(sides) > 1
+    head = f"{a.name} vs {b.name}: "
+    if not diff:  # a short message that fits a small screen: the totals of two equal strategies add nothing
+        scene.caption.append(head + "the same values saved, recomputed and removed: nothing to draw")
+        return scene
+    scene.caption.append(head + f"{len(diff)} node{'s' if len(diff) != 1 else ''} treated differently "
+                         f"(+{len(near)} neighbor{'s' if len(near) != 1 else ''} shown as context)")
+    scene.caption += full.caption
     return scene
 
 

@@ -36,7 +36,7 @@ GROUPS = (None, "module", "none")
 def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None = None,
          compare: Partition | None = None, group: str | None = None, depth: int | None = None,
          highlight: str | Iterable[str] | None = None, name: str = "model", node_limit: int = NODE_LIMIT,
-         timeout: float = DEFAULT_TIMEOUT, expand: Sequence[str] = ()) -> Drawing:
+         timeout: float = DEFAULT_TIMEOUT, expand: Sequence[str] = (), differences: bool = False) -> Drawing:
     """Draw ``graph`` (the joint graph, or one side of ``partition``) as a :class:`Drawing`.
 
     ``compare``: a second partition; the joint graph is then marked with what ``partition`` (A)
@@ -46,8 +46,22 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     ``scene.Structure``).  ``expand``: module paths (``"model.layers.0"``), function boxes
     (``"masking_utils.sdpa_mask()"``) or ``scene.BOOKKEEPING``, whose box is opened to show the
     boxes or ops inside (``openable`` lists them); it implies collapsing (at ``depth`` as a
-    structure level if given).
+    structure level if given).  ``view="compare"`` is the joint view with ``compare``.
+
+    ``differences``: with ``compare``, draw only the nodes A and B treat differently
+    (``scene.differing``: saved, recomputed or removed by one only) with their direct producers and
+    users as faded context, every node drawn as itself (``group``, ``depth`` and ``expand`` do not
+    apply: the drawing is small by construction).
     """
+    if view == "compare":
+        if compare is None:
+            raise InputError("the 'compare' view needs a second strategy",
+                             "call draw('compare', strategy=A, compare=B)")
+        view = "joint"
+    if differences and compare is None:
+        raise InputError("differences=True shows what two strategies treat differently, and no compare=... "
+                         "strategy was given", "call draw('compare', strategy='default', compare='min_cut', "
+                         "differences=True)")
     if view not in sc.VIEWS:
         raise InputError(f"unknown view {view!r}", f"use one of {', '.join(sc.VIEWS)}")
     if group not in GROUPS:
@@ -64,6 +78,8 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
                              "call draw('joint', strategy=A, compare=B)")
         if partition is None:
             raise InputError("compare=... needs a strategy to compare with", "pass strategy='default'")
+        if differences:
+            return _differences(graph, partition, compare, name, timeout, highlight)
         scene = sc.compare_scene(graph, partition, compare)
         what = f"joint graph, strategy A = {partition.name} vs B = {compare.name}"
     elif view == "joint":
@@ -103,6 +119,25 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     units = len(set(scene.unit_of.values())) if scene.unit_of else n_nodes
     return Drawing(dot.to_digraph(scene), nodes=units, timeout=timeout, caption=scene.title,
                    boxes=[g.record() for g in scene.groups.values()])
+
+
+def _differences(graph: JointGraph, a: Partition, b: Partition, name: str, timeout: float,
+                 highlight: str | Iterable[str] | None) -> Drawing:
+    """The differences-only compare (``scene.differences_scene``), every node drawn as itself."""
+    scene = sc.differences_scene(graph, a, b)
+    marks = [highlight] if isinstance(highlight, str) else list(highlight or [])
+    if marks:
+        hits = sc.apply_highlight(scene, marks)
+        scene.caption.append(f"highlighted: {', '.join(marks)} ({hits} nodes)")
+    capture = f"backend={graph.backend!r}" + (", dynamic shapes" if graph.dynamic else "")
+    if scene.items:
+        n_diff = sum(1 for it in scene.items.values() if not it.context)
+        what = (f"differences only, A = {a.name} vs B = {b.name} ({n_diff} nodes treated differently, "
+                f"{len(scene.items) - n_diff} neighbors)")
+        scene.title = f"{name}: {what} ({capture})"
+    else:
+        scene.title = f"{name}: {a.name} and {b.name} treat every node alike"
+    return Drawing(dot.to_digraph(scene), nodes=len(scene.items), timeout=timeout, caption=scene.title)
 
 
 def box_name(name: str, names: set[str]) -> str:

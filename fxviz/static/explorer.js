@@ -1039,18 +1039,21 @@ function applyMarks(state, svg) {
   }
 }
 
-/** Joint nodes that A and B treat differently: [{name, a, b}] with "saved", "recomputed" or "". */
+/** Joint nodes that A and B treat differently: [{name, a, b}], `a` / `b` what each does to it
+ *  ("saved", "recomputed", "removed", joined, or "").  The same test as the drawing's
+ *  (fxviz.render.scene.differs): saved, recomputed or removed by one of them only. */
 function differences(state) {
   const a = state.status;
   const b = state.compare;
   if (!a || !b || a.error || b.error) return [];
-  const what = (s, n) => (s.saved.includes(n) ? "saved" : s.recomputed.includes(n) ? "recomputed" : "");
-  const names = new Set([...a.saved, ...a.recomputed, ...b.saved, ...b.recomputed]);
+  const sets = (s) => ({ saved: new Set(s.saved), recomputed: new Set(s.recomputed), removed: new Set(s.removed || []) });
+  const A = sets(a);
+  const B = sets(b);
+  const what = (s, n) => ["saved", "recomputed", "removed"].filter((k) => s[k].has(n)).join(", ");
   const out = [];
   for (const n of Object.keys(state.nodes)) {
-    if (!names.has(n)) continue;
-    const x = what(a, n);
-    const y = what(b, n);
+    const x = what(A, n);
+    const y = what(B, n);
     if (x !== y) out.push({ name: n, a: x, b: y });
   }
   return out;
@@ -1063,7 +1066,7 @@ function renderDifferences(box, state, linkList) {
   const a = state.status ? state.status.label : "A";
   const b = state.compare ? state.compare.label : "B";
   if (!diff.length) {
-    box.append(h("p", { text: `A (${a}) and B (${b}) save and recompute the same nodes.` }));
+    box.append(h("p", { text: `A (${a}) and B (${b}) save, recompute and remove the same nodes.` }));
     return diff;
   }
   box.append(h("p", { text: `${diff.length} node${diff.length === 1 ? "" : "s"} treated differently by A (${a}) and B (${b}):` }));
@@ -1123,6 +1126,7 @@ function paneState() {
     // into view once the drawing with an opened box arrives
     boxes: new Map(), boxOf: new Map(), seenBoxes: new Map(), expanded: [], reveal: null, highlight: "", compareHighlight: "", legend: null, doctor: null,
     lastSearch: { nodes: 0, drawn: 0, current: 0 }, hits: [], overlay: false, diffOnly: false, focusUnits: [],
+    diffDrawn: false,  // the drawing shown is the kernel's differences-only drawing
   };
 }
 
@@ -1146,13 +1150,16 @@ function remark(ui, state, linkList) {
   ui.diffOnly.hidden = !compare;
   state.focusUnits = compare ? markDifferences(state, renderDifferences(ui.diffBox, state, linkList)) : [];
   if (svg) {
-    svg.classList.toggle("fxviz-diffonly", compare && state.diffOnly);
+    // the kernel's differences drawing holds only those nodes (its context already faded): no fade
+    svg.classList.toggle("fxviz-diffonly", compare && state.diffOnly && !state.diffDrawn);
     svg.classList.toggle("fxviz-overlay", state.overlay);
   }
 }
 
-/** The side-panel and "differences only" toggles; returns `togglePanel(show)`. */
-function bindToggles(ui, state, zp, marks) {
+/** The side-panel and "differences only" toggles; returns `togglePanel(show)`.  Where
+ *  `onDifferences(on)` is given (the notebook) the kernel draws the differences only; else (the
+ *  report) the other nodes of the drawing fade. */
+function bindToggles(ui, state, zp, marks, onDifferences) {
   function togglePanel(show) {
     ui.side.hidden = !show;
     ui.panel.setAttribute("aria-pressed", String(show));
@@ -1162,11 +1169,19 @@ function bindToggles(ui, state, zp, marks) {
   ui.diffOnly.addEventListener("click", () => {
     state.diffOnly = !state.diffOnly;
     ui.diffOnly.setAttribute("aria-pressed", String(state.diffOnly));
+    if (onDifferences) { onDifferences(state.diffOnly); return; }
     marks();
     const b = state.diffOnly && state.focusUnits.length ? zp.boxAround(state.focusUnits) : null;
     if (b) zp.centerOn(b);
   });
   return togglePanel;
+}
+
+/** The toggle's state when the drawing shown is (or is not) the differences-only drawing. */
+function showDifferences(ui, state, on) {
+  state.diffOnly = !!on;
+  state.diffDrawn = !!on;
+  ui.diffOnly.setAttribute("aria-pressed", String(state.diffOnly));
 }
 
 /** The pane's search box: typing searches, Enter / Shift+Enter (or the arrows) step through hits. */
@@ -1296,7 +1311,7 @@ export function createPane(root, opts = {}) {
     if (state.selected) details.render(unit);  // a cleared selection leaves the details as they were
   };
   const marks = () => remark(ui, state, linkList);
-  const togglePanel = bindToggles(ui, state, zp, marks);
+  const togglePanel = bindToggles(ui, state, zp, marks, opts.onDifferences);
   function select(id, { reveal = true, notify = true } = {}) {
     state.selected = id || "";
     markSelected(reveal);
@@ -1339,6 +1354,8 @@ export function createPane(root, opts = {}) {
     setBoxes(list) { indexBoxes(state, list); markSelected(false); marks(); },  // the view payload's `boxes`
     setExpanded(list) { state.expanded = list || []; renderOpened(ui.opened, state, actions); markSelected(false); },
     setCaption(text) { ui.caption.textContent = text || ""; },
+    /** the kernel drew (or stopped drawing) the differences only: the toggle shows it, nothing fades */
+    setDifferences(on) { showDifferences(ui, state, on); marks(); },
     setBusy: (msg) => showBusy(ui, msg),
     setError: (msg) => showError(ui, msg),
     /** parse a drawing ahead of time (idle time), so its first showing is instant too */
@@ -1361,6 +1378,7 @@ function render({ model, el }) {
     onRowClick: (key) => { model.send({ event: "row", strategy: key }); },
     onExpand: (key) => { model.send({ event: "expand", key }); },
     onCollapse: (key) => { model.send({ event: "collapse", key }); },
+    onDifferences: (on) => { model.send({ event: "differences", on }); },
     onSearch: (r) => {
       model.set("search", r.query || "");
       model.set("matches", r.nodes);
@@ -1375,8 +1393,10 @@ function render({ model, el }) {
     "change:view": () => pane.setView(model.get("view")),
     "change:boxes": () => pane.setBoxes(model.get("boxes")),
     "change:expanded": () => pane.setExpanded(model.get("expanded")),
+    "change:differences": () => pane.setDifferences(model.get("differences")),
     "change:svg": () => {
       pane.setBoxes(model.get("boxes"));  // whichever of the two changes arrives first
+      pane.setDifferences(model.get("differences"));
       pane.setSvg(model.get("svg"), { keepZoom: model.get("keep_zoom"), key: model.get("view_key") });
       pane.setSearch(model.get("search"));
     },
@@ -1402,6 +1422,7 @@ function render({ model, el }) {
   pane.setError(model.get("error"));
   pane.setBoxes(model.get("boxes"));
   pane.setExpanded(model.get("expanded"));
+  pane.setDifferences(model.get("differences"));
   pane.setSvg(model.get("svg"), { keepZoom: false, key: model.get("view_key") });
   pane.setSearch(model.get("search"));
   pane.select(model.get("selected"));

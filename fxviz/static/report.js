@@ -7,7 +7,9 @@
 //
 // The joint and compare views share one layout: the strategy (or the pair A, B, any two of the
 // report's strategies) is an overlay the pane applies from data.  Forward and backward views are
-// one drawing per strategy (their graphs differ).
+// one drawing per strategy (their graphs differ).  A small graph's report also holds one
+// differences-only drawing per ordered pair (data.differences: "A|B" -> its key), which the
+// "differences only" toggle shows; without them the toggle fades the layout's other nodes.
 
 /** The report's data: JSON, gzipped and base64-encoded by fxviz (render/embed.py, packed_json). */
 async function loadReportData() {
@@ -40,7 +42,10 @@ function startReport(data) {
     view: data.initial.view,
     strategy: data.initial.strategy,
     compare: data.initial.compare || (data.pairs[0] || [])[1] || null,
+    differences: false,
   };
+  // the report holds differences drawings: the toggle shows them (else the pane fades by itself)
+  const drawnDifferences = Object.keys(data.differences || {}).length > 0;
   const usable = data.strategies.filter((s) => !s.error).map((s) => s.key);
 
   const el = (tag, attrs = {}, text = null) => {
@@ -120,6 +125,7 @@ function startReport(data) {
       if (state.view === "compare") state.compare = key; else state.strategy = key;
       update();
     },
+    onDifferences: drawnDifferences ? (on) => { state.differences = on; update(); } : undefined,
   });
   pane.setNodes(data.nodes);
   pane.setLegend(data.legend);
@@ -158,9 +164,18 @@ function startReport(data) {
     pane.setView(state.view);
     pane.setStatus(data.status[state.strategy], compare ? data.status[state.compare] : null);
     pane.setHighlight(state.strategy, compare ? state.compare : "");
+    const diffKey = compare && state.differences ? (data.differences || {})[`${state.strategy}|${state.compare}`] : null;
+    if (drawnDifferences) pane.setDifferences(!!diffKey);
     if (compare && !state.compare) {
       pane.setSvg("", { key: shown });
       pane.setError("the compare view needs two strategies that did not fail");
+    } else if (diffKey && data.svgs[diffKey]) {  // the pair's own drawing: its marks are in it
+      pane.setError("");
+      pane.setBoxes([]);
+      pane.setSvg(data.svgs[diffKey], { keepZoom: false, key: `${shown}|differences` });
+      pane.setCaption(data.captions[diffKey] || "");
+      lastKey = diffKey;
+      return;
     } else if (key && data.svgs[key]) {
       pane.setError("");
       pane.setBoxes((data.boxes || {})[key] || []);  // the boxes' real members, before their drawing

@@ -97,6 +97,8 @@ class GraphPane(anywidget.AnyWidget):
     # the drawn boxes (id, key to open it, label, kind, side, members) and the boxes opened now
     boxes = t.List(t.Dict()).tag(sync=True)
     expanded = t.List(t.Unicode()).tag(sync=True)
+    # the compare view shows the kernel's differences-only drawing (the toggle's state)
+    differences = t.Bool(False).tag(sync=True)
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,8 @@ class Explorer(widgets.VBox):
     def __init__(self, tr: Trace | None = None, *, model: Any = None, inputs: Sequence[Any] = (),
                  params: str = "lifted", trace_kwargs: dict[str, Any] | None = None, view: str = "joint",
                  strategy: str = "default", compare: str = "min_cut", budget: float = 0.5, solver: str = "dp",
-                 group: str | None = None, depth: int | None = None, expand: Sequence[str] = ()) -> None:
+                 group: str | None = None, depth: int | None = None, expand: Sequence[str] = (),
+                 differences: bool = False) -> None:
         if tr is None and model is None:
             raise InputError("explore needs a model (with example inputs) or a Trace",
                              "call fxviz.explore(model, x) or fxviz.explore(fxviz.trace(model, x))")
@@ -161,6 +164,7 @@ class Explorer(widgets.VBox):
         self._shown: tuple[Any, ...] | None = None
         self._shown_trace: tuple[Any, ...] | None = None
         self._expanded: list[str] = []  # the boxes opened, in the order they were opened
+        self._differences = bool(differences)  # "differences only" (drawn in the compare view)
         self._openable: dict[tuple[Any, ...], set[str]] = {}
         self.timings: list[SwitchTiming] = []
 
@@ -243,7 +247,10 @@ class Explorer(widgets.VBox):
             view=view, strategy=self.strategy,
             compare=self._key(self.compare_control.value) if view == "compare" else None,
             group=None if group == "auto" else group,
-            depth=self.depth_control.value if group == "module" else None)
+            depth=self.depth_control.value if group == "module" else None,
+            differences=self._differences and view == "compare")
+        if vk.differences:  # drawn node by node, never in boxes: grouping and opened boxes do not apply
+            return dataclasses.replace(vk, group=None, depth=None)
         if not self._expanded or self.piece_control.value == -1:
             return vk
         known = self._openable_now(vk)
@@ -273,6 +280,20 @@ class Explorer(widgets.VBox):
             kept = [e for e in self._expanded if e != name and not e.startswith(name + ".")]
         if kept != self._expanded:
             self._expanded = kept
+            self._refresh()
+
+    @property
+    def differences(self) -> bool:
+        """Whether the compare view shows only the nodes its two strategies treat differently (the
+        "differences only" toggle); kept across strategy and view switches."""
+        return self._differences
+
+    def show_differences(self, on: bool = True) -> None:
+        """Turn "differences only" on or off, as the pane's toggle does: the compare view is then
+        drawn by the kernel with only the nodes A and B treat differently and their neighbors
+        (``Trace.draw('compare', ..., differences=True)``), cached like every view."""
+        if bool(on) != self._differences:
+            self._differences = bool(on)
             self._refresh()
 
     def _openable_now(self, vk: ViewKey) -> set[str]:
@@ -336,6 +357,9 @@ class Explorer(widgets.VBox):
             return
         if event == "collapse":
             self.collapse(str(content["key"]) if content.get("key") else None)
+            return
+        if event == "differences":
+            self.show_differences(bool(content.get("on")))
             return
         if event != "row":
             return
@@ -407,6 +431,7 @@ class Explorer(widgets.VBox):
             self._shown_trace = trace_id
         if not cached:
             label = vk.strategy if vk.view != "compare" else f"{vk.strategy} vs {vk.compare}"
+            label += " (differences only)" if vk.differences else ""
             self.pane.busy = f"computing the {vk.view} view of {label}: partition and layout (first time only)…"
             try:
                 self._svgs[key] = render_view(tr, vk)
@@ -425,8 +450,11 @@ class Explorer(widgets.VBox):
             self.pane.view = vk.view
             self.pane.status = status_data(r.partition)
             self.pane.compare_status = status_data(r.compare) if r.compare is not None else {}
+            # a differences drawing is another layout for every pair: it opens at its own fit
             self.pane.keep_zoom = bool(previous and previous[:2] == key[:2] and previous[2].view == vk.view
-                                       and previous[2].group == vk.group and previous[2].depth == vk.depth)
+                                       and previous[2].group == vk.group and previous[2].depth == vk.depth
+                                       and not vk.differences and not previous[2].differences)
+            self.pane.differences = vk.differences
             self.pane.error = ""
             self.pane.boxes = r.boxes  # before the svg: the front-end reads them when it shows it
             self.pane.expanded = list(vk.expand)
@@ -671,7 +699,8 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
     ``options``: ``view`` (joint, forward, backward, compare), ``strategy`` and ``compare``
     (default, min_cut, budget or ``budget:B[:solver]``, recompute_all, eager), ``budget``,
     ``solver``, ``group`` (module, none), ``depth`` and ``expand`` (boxes open from the start, as
-    ``Trace.draw(expand=...)`` names them; a double click opens more).  Given a model, the
+    ``Trace.draw(expand=...)`` names them; a double click opens more), ``differences`` (the compare
+    view shows only the nodes its two strategies treat differently, as its toggle does).  Given a model, the
     explorer can also switch between parameters lifted and captured as constants.
     """
     if hasattr(model_or_trace, "trace") and hasattr(model_or_trace, "compare_ranks"):  # a Run read from a log
