@@ -465,6 +465,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         # graph breaks: every other piece's own payloads and the whole-model overview (issue 14)
         "pieces": pieces_data(tr, keys, views, pairs, group, depth, say) if tr.index == 0 else [],
+        "piece_fields": list(PIECE_FIELDS),  # what the page swaps when another piece is picked
         "overview": overview_data(tr, keys) if tr.index == 0 and len(tr.pieces) > 1 else None,
     }
 

@@ -383,3 +383,45 @@ def test_cli_draw_piece_overview_and_table_totals(tmp_path, capsys) -> None:
     assert main(["doctor", spec]) == 0  # healthy: every parameter gets its eager gradient
     out = capsys.readouterr().out
     assert "ran outside every captured graph" in out and "ran 2 times" in out
+
+
+@pytest.mark.browser
+def test_report_differences_toggle_per_piece_in_chromium(tmp_path, monkeypatch) -> None:
+    """A graph-broken report whose first piece ships differences drawings and whose second is
+    too big to: the toggle shows the drawing on the first and fades the others on the second."""
+    from fxviz import payloads
+
+    from .browser_util import browser, chromium_path
+    from .test_browser import _wait_key
+
+    if chromium_path() is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api")
+    model, x = _mixtral()
+    tr = fxviz.trace(model, x)
+    sizes = [len(p.graph.info) - 1 for p in tr.pieces]
+    monkeypatch.setattr(payloads, "DIFFERENCES_NODE_LIMIT", (sizes[0] + sizes[1]) // 2)
+    assert sizes[0] <= payloads.DIFFERENCES_NODE_LIMIT < sizes[1]
+    path = fxviz.report(tr, tmp_path / "moe.html", strategies=["default", "min_cut"], views=("joint", "compare"))
+    with browser(viewport=(1024, 768)) as b:
+        page = b.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".fxviz-viewport svg g.node", timeout=120_000)
+        page.click("button[data-view='compare']")
+        _wait_key(page, "compare|default|min_cut|-|-")
+        page.click(".fxviz-diff-toggle")  # piece 1 (small): the pair's own drawing
+        _wait_key(page, "compare|default|min_cut|-|-|differences")
+        faded = "() => document.querySelector('.fxviz-viewport svg').classList.contains('fxviz-diffonly')"
+        assert not page.evaluate(faded)
+        page.select_option("#fxviz-piece", "1")  # piece 2 (no drawings): the toggle stays on and fades
+        page.wait_for_function("() => document.querySelector('.fxviz-summary').textContent.includes('graph 2 of')")
+        page.wait_for_function(faded)
+        assert page.get_attribute(".fxviz-diff-toggle", "aria-pressed") == "true"
+        page.click(".fxviz-diff-toggle")  # off: nothing fades
+        page.wait_for_function(f"() => !({faded})()")
+        page.click(".fxviz-diff-toggle")  # on again, then back to piece 1: its drawing again
+        page.wait_for_function(faded)
+        page.select_option("#fxviz-piece", "0")
+        _wait_key(page, "compare|default|min_cut|-|-|differences")
+        assert not page.evaluate(faded)
+        assert not b.page_errors and not b.console_errors, (b.page_errors, b.console_errors)

@@ -1169,7 +1169,8 @@ function bindToggles(ui, state, zp, marks, onDifferences) {
   ui.diffOnly.addEventListener("click", () => {
     state.diffOnly = !state.diffOnly;
     ui.diffOnly.setAttribute("aria-pressed", String(state.diffOnly));
-    if (onDifferences) { onDifferences(state.diffOnly); return; }
+    // the kernel (or the report's own drawing) shows the differences; false: none drawn, fade here
+    if (onDifferences && onDifferences(state.diffOnly) !== false) return;
     marks();
     const b = state.diffOnly && state.focusUnits.length ? zp.boxAround(state.focusUnits) : null;
     if (b) zp.centerOn(b);
@@ -1177,10 +1178,11 @@ function bindToggles(ui, state, zp, marks, onDifferences) {
   return togglePanel;
 }
 
-/** The toggle's state when the drawing shown is (or is not) the differences-only drawing. */
-function showDifferences(ui, state, on) {
+/** The toggle's state (`on`), and whether the drawing shown is the differences-only drawing
+ *  (`drawn`; when the toggle is on without one, the other nodes fade). */
+function showDifferences(ui, state, on, drawn = on) {
   state.diffOnly = !!on;
-  state.diffDrawn = !!on;
+  state.diffDrawn = !!on && !!drawn;
   ui.diffOnly.setAttribute("aria-pressed", String(state.diffOnly));
 }
 
@@ -1355,7 +1357,7 @@ export function createPane(root, opts = {}) {
     setExpanded(list) { state.expanded = list || []; renderOpened(ui.opened, state, actions); markSelected(false); },
     setCaption(text) { ui.caption.textContent = text || ""; },
     /** the kernel drew (or stopped drawing) the differences only: the toggle shows it, nothing fades */
-    setDifferences(on) { showDifferences(ui, state, on); marks(); },
+    setDifferences(on, drawn = on) { showDifferences(ui, state, on, drawn); marks(); },
     setBusy: (msg) => showBusy(ui, msg),
     setError: (msg) => showError(ui, msg),
     /** parse a drawing ahead of time (idle time), so its first showing is instant too */

@@ -44,8 +44,9 @@ function startReport(data) {
     compare: data.initial.compare || (data.pairs[0] || [])[1] || null,
     differences: false,
   };
-  // the report holds differences drawings: the toggle shows them (else the pane fades by itself)
-  const drawnDifferences = Object.keys(data.differences || {}).length > 0;
+  // a piece's report data may hold differences drawings: the toggle shows them, else the pane
+  // fades the other nodes (a graph-broken model can have both kinds of piece)
+  const hasDrawings = () => Object.keys(data.differences || {}).length > 0;
   const usable = data.strategies.filter((s) => !s.error).map((s) => s.key);
 
   const el = (tag, attrs = {}, text = null) => {
@@ -92,7 +93,7 @@ function startReport(data) {
   // --- graph pieces (graph breaks): each piece swaps in its own payloads; -1 is the overview ------
   const pieces = data.pieces || [];
   const own = {};
-  for (const k of ["summary", "index", "svgs", "captions", "boxes", "errors", "status", "nodes", "table", "initial"]) own[k] = data[k];
+  for (const k of data.piece_fields || []) own[k] = data[k];  // the fields each piece has its own of
   state.piece = 0;
   if (pieces.length > 1) {
     const pieceSel = el("select", { id: "fxviz-piece", "aria-label": "graph piece" });
@@ -125,7 +126,12 @@ function startReport(data) {
       if (state.view === "compare") state.compare = key; else state.strategy = key;
       update();
     },
-    onDifferences: drawnDifferences ? (on) => { state.differences = on; update(); } : undefined,
+    onDifferences: (on) => {
+      state.differences = on;
+      if (!hasDrawings()) return false;
+      update();
+      return true;
+    },
   });
   pane.setNodes(data.nodes);
   pane.setLegend(data.legend);
@@ -164,8 +170,8 @@ function startReport(data) {
     pane.setView(state.view);
     pane.setStatus(data.status[state.strategy], compare ? data.status[state.compare] : null);
     pane.setHighlight(state.strategy, compare ? state.compare : "");
-    const diffKey = compare && state.differences ? (data.differences || {})[`${state.strategy}|${state.compare}`] : null;
-    if (drawnDifferences) pane.setDifferences(!!diffKey);
+    const diffKey = compare && state.differences && hasDrawings() ? data.differences[`${state.strategy}|${state.compare}`] : null;
+    pane.setDifferences(state.differences, !!diffKey);
     if (compare && !state.compare) {
       pane.setSvg("", { key: shown });
       pane.setError("the compare view needs two strategies that did not fail");
