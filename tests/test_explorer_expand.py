@@ -104,7 +104,14 @@ def test_function_box_opens(gpt, traces):
     assert fn["id"] not in titles
     assert set(fn["members"]) <= set(titles)
     # the same drawing as the API's
-    assert gpt.pane.svg == fxviz.payloads.clean_svg(tr.draw("joint", strategy="default", expand=[fn["key"]]).svg())
+    drawing = tr.draw("joint", strategy="default", expand=[fn["key"]])
+    assert gpt.pane.svg == fxviz.payloads.clean_svg(drawing.svg())
+    # its ops stay together in a dashed frame named after the box, as an opened module's do
+    src = drawing.source
+    start = src.index(f"label=<{sc.OPENED_FUNCTION}{html.escape(fn['label'])}>")
+    block = src[src.rindex("subgraph", 0, start):src.index("}", start)]
+    framed = set(re.findall(r"^\s*(\w+) \[", block, re.M))
+    assert framed == set(fn["members"]), framed ^ set(fn["members"])
 
 
 def test_bookkeeping_box_opens():

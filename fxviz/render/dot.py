@@ -22,7 +22,7 @@ import graphviz
 from ..roles import ROLES
 from ..units import format_bytes
 from . import theme
-from .scene import RECOMPUTED_SUFFIX, Group, Item, Scene, format_tensor, module_path
+from .scene import OPENED_FUNCTION, RECOMPUTED_SUFFIX, Group, Item, Scene, format_tensor, module_path
 
 # format_* and RECOMPUTED_SUFFIX are re-exported: the report formats sizes the same way
 __all__ = ["LAYOUT_ATTRS", "to_digraph", "RECOMPUTED_SUFFIX", "format_tensor"]
@@ -351,10 +351,13 @@ def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
             if path in scene.unframed:
                 emit_tree(parent, side, path)
                 continue
+            opened_function = child.startswith(OPENED_FUNCTION)  # an opened function box's frame
+            name = child if opened_function else ".".join(path)
             with parent.subgraph(name=f"cluster_m{next(counter)}") as c:
-                c.attr(label=f"<{_e('.'.join(path))}>", style="rounded,dashed", color="#888888",
+                c.attr(label=f"<{_e(name)}>", style="rounded,dashed", color="#888888",
                        fontsize="10", fontcolor="#444444", labeljust="l", penwidth="1",
-                       tooltip=_esc_string(f"module {'.'.join(path)}"))
+                       tooltip=_esc_string(f"{name} (an opened function box: ops of no module)" if opened_function
+                                           else f"module {name}"))
                 emit_tree(c, side, path)
 
     if scene.two_sides:

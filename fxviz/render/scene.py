@@ -40,6 +40,7 @@ __all__ = [
     "structure_scene",
     "BOOKKEEPING",
     "function_key",
+    "OPENED_FUNCTION",
     "module_path",
     "format_tensor",
 ]
@@ -704,6 +705,21 @@ class Structure:
         return len({u for u, _, _ in self.units(level, expand).values()})
 
 
+OPENED_FUNCTION = "ops of "
+"""The start of the frame drawn around an opened function box's ops (``ops of masking_utils.sdpa_mask()``)."""
+
+
+def _frame_opened_functions(scene: Scene, structure: Structure, level: int, opened: frozenset[str]) -> None:
+    """An opened function box leaves a dashed frame around its ops, as an opened module does:
+    otherwise its ops scatter over the drawing with nothing to say they belonged together."""
+    modules = {".".join(q) for q in structure.level}
+    for key in opened - modules - {BOOKKEEPING}:
+        for item_id, (_, label, box) in structure.units(level, opened - {key}).items():
+            if box is None and label and label != BOOKKEEPING and scene.unit_of.get(item_id) == item_id \
+                    and function_key(structure.path[item_id], label) == key:
+                scene.place[item_id] = structure.path[item_id] + (OPENED_FUNCTION + label,)
+
+
 def structure_scene(scene: Scene, structure: Structure, level: int, expand: Iterable[str] = ()) -> Scene:
     """Collapse ``scene`` at ``level`` of the model's structure (see :class:`Structure`); modules
     named in ``expand`` are drawn open (their children become the boxes)."""
@@ -727,6 +743,7 @@ def structure_scene(scene: Scene, structure: Structure, level: int, expand: Iter
             groups[unit] = Group(id=unit, path=box or label, side=it.side, members=[], parent=where, kind=kind,
                                  key=key)
         groups[unit].members.append(it)
+    _frame_opened_functions(scene, structure, level, opened)
     _find_patterns(groups)
     scene.groups = groups
     return scene
