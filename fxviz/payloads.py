@@ -339,6 +339,18 @@ def render_layout(tr: Trace, group: str | None = None, depth: int | None = None,
     return clean_svg(drawing.svg()), drawing.caption, drawing.boxes
 
 
+def _rendered_or_error(tr: Trace, k: ViewKey, errors: dict[str, str]) -> RenderedView | None:
+    """One report view, or None with the reason in ``errors``: one view's failure (or bug) must
+    not sink the whole report."""
+    try:
+        return render_view(tr, k)
+    except FxvizError as exc:
+        errors[k.text()] = exc.message
+    except Exception as exc:
+        errors[k.text()] = f"fxviz could not draw this view: {type(exc).__name__}: {exc}"
+    return None
+
+
 def _differences_drawings(tr: Trace, keys: Sequence[str], statuses: dict[str, Any], views: Sequence[str],
                           svgs: dict[str, str], captions: dict[str, str], errors: dict[str, str],
                           say: Callable[[str], None]) -> dict[str, str]:
@@ -355,10 +367,8 @@ def _differences_drawings(tr: Trace, keys: Sequence[str], statuses: dict[str, An
                 continue
             k = ViewKey("compare", a, b, differences=True)
             say(f"drawing: {k.text()}")
-            try:
-                r = render_view(tr, k)
-            except FxvizError as exc:
-                errors[k.text()] = exc.message
+            r = _rendered_or_error(tr, k, errors)
+            if r is None:
                 continue
             svgs[k.text()], captions[k.text()] = r.svg, r.caption
             out[f"{a}|{b}"] = k.text()
@@ -414,13 +424,8 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
             errors[layout_key] = f"fxviz could not draw this view: {type(exc).__name__}: {exc}"
     for k in todo:
         say(f"drawing: {k.text()}")
-        try:
-            r = render_view(tr, k)
-        except FxvizError as exc:
-            errors[k.text()] = exc.message
-            continue
-        except Exception as exc:
-            errors[k.text()] = f"fxviz could not draw this view: {type(exc).__name__}: {exc}"
+        r = _rendered_or_error(tr, k, errors)
+        if r is None:
             continue
         svgs[k.text()] = r.svg
         captions[k.text()] = r.caption

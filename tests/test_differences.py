@@ -8,7 +8,6 @@ Screenshots go to ``test-artifacts/``.
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
@@ -17,11 +16,10 @@ pytest.importorskip("anywidget")
 pytest.importorskip("ipywidgets")
 
 import fxviz  # noqa: E402
-from fxviz.html_report import STATIC  # noqa: E402
 
 from .browser_util import browser, chromium_path  # noqa: E402
 from .test_browser import _median_label_px  # noqa: E402
-from .test_explorer_expand import _HOST, _synced  # noqa: E402
+from .test_explorer_expand import relayed_page  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(shutil.which("dot") is None, reason="needs graphviz's dot"),
               pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed (apt-get install chromium)")]
@@ -56,18 +54,7 @@ def test_differences_only_at_1024x768(name, all_on_screen, traces, tmp_path, art
     pytest.importorskip("playwright.sync_api")
     tr = traces[(name, "lifted")]
     w = fxviz.explore(tr, view="compare", strategy="default", compare="min_cut")
-    pane = w.pane
-    state = json.dumps(_synced(pane)).replace("<", "\\u003c")
-    page_html = _HOST.format(css=(STATIC / "explorer.css").read_text(), palette=pane.palette_css,
-                             js=(STATIC / "explorer.js").read_text(), state=state)
-    page_html = page_html.replace('style="width:1450px"', 'style="width:100%"')
-    (tmp_path / "host.html").write_text(page_html)
-
-    def relay(content: dict) -> dict:
-        before = _synced(pane)
-        w._on_pane_msg(pane, content, None)
-        after = _synced(pane)
-        return {k: v for k, v in after.items() if before.get(k) != v}
+    relay = relayed_page(w, tmp_path / "host.html", width="100%")
 
     diff = sorted(_treated_differently(tr, "default", "min_cut"))
     assert diff

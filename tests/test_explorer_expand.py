@@ -179,7 +179,7 @@ def test_small_graph_draws_no_boxes_and_keeps_its_keys(traces):
 
 # --- Chromium: double-click a box, see its inside, close it again ----------------------------------
 _HOST = """<!DOCTYPE html><html><head><meta charset="utf-8"><style>{css}</style><style>{palette}</style></head>
-<body><div id="root" style="width:1450px"></div><script type="module">
+<body><div id="root" style="width:{width}"></div><script type="module">
 {js}
 // a stand-in for anywidget's model: trait values relayed to the Python Explorer by Playwright
 const values = JSON.parse(document.getElementById("state").textContent);
@@ -207,21 +207,30 @@ def _synced(pane) -> dict:
     return {k: v for k, v in pane.get_state().items() if not k.startswith("_") and k not in ("layout",)}
 
 
+def relayed_page(explorer: Explorer, path, width: str = "1450px"):
+    """Write the host page of ``explorer``'s pane to ``path``; returns the relay that Playwright
+    exposes as ``fxvizSend``: a message from the page goes to the Explorer, the traits it changed
+    come back."""
+    pane = explorer.pane
+    state = json.dumps(_synced(pane)).replace("<", "\\u003c")
+    path.write_text(_HOST.format(css=(STATIC / "explorer.css").read_text(), palette=pane.palette_css,
+                                 js=(STATIC / "explorer.js").read_text(), state=state, width=width))
+
+    def relay(content: dict) -> dict:
+        before = _synced(pane)
+        explorer._on_pane_msg(pane, content, None)
+        after = _synced(pane)
+        return {k: v for k, v in after.items() if before.get(k) != v}
+
+    return relay
+
+
 @pytest.mark.browser
 @pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed (apt-get install chromium)")
 def test_double_click_opens_a_box_in_chromium(gpt, tmp_path, artifacts):
     pytest.importorskip("playwright.sync_api")
     pane = gpt.pane
-    state = json.dumps(_synced(pane)).replace("<", "\\u003c")
-    page_html = _HOST.format(css=(STATIC / "explorer.css").read_text(), palette=pane.palette_css,
-                             js=(STATIC / "explorer.js").read_text(), state=state)
-    (tmp_path / "host.html").write_text(page_html)
-
-    def relay(content: dict) -> dict:
-        before = _synced(pane)
-        gpt._on_pane_msg(pane, content, None)
-        after = _synced(pane)
-        return {k: v for k, v in after.items() if before.get(k) != v}
+    relay = relayed_page(gpt, tmp_path / "host.html")
 
     box_id = "forward/h.0.attn"
     box = next(b for b in pane.boxes if b["id"] == box_id)
