@@ -931,17 +931,10 @@ class LogGraphBuilder:
                                        dtype=dtype, device=torch.device(device))
 
     def run_op(self, target: Any, args: Any, kwargs: Any) -> Any:
-        """``target(*args, **kwargs)`` on fake values (what torch itself would have recorded)."""
-        import logging
-
-        quiet = logging.getLogger("torch.fx.experimental.symbolic_shapes")
-        level = quiet.level
-        quiet.setLevel(logging.ERROR)
-        try:
-            with self.mode:
-                return target(*args, **kwargs)
-        finally:
-            quiet.setLevel(level)
+        """``target(*args, **kwargs)`` on fake values (what torch itself would have recorded).
+        The caller silences torch's shape-guard chatter once for a whole graph (``quiet_torch``)."""
+        with self.mode:
+            return target(*args, **kwargs)
 
     @staticmethod
     def set_val(node: fx.Node, value: Any) -> None:
