@@ -114,7 +114,8 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     elif expand or (group is None and n_nodes > node_limit):
         structure = sc.Structure(scene, graph)
         modules = {".".join(q) for q in structure.level}
-        expand = [m if m in modules else box_name(m, structure.openable()) for m in expand]
+        boxes = structure.openable() if any(m not in modules for m in expand) else set()  # every level's units
+        expand = [m if m in modules else box_name(m, boxes) for m in expand]
         return _auto_structure(scene, structure, depth, list(expand), n_nodes, node_limit, timeout)
     units = len(set(scene.unit_of.values())) if scene.unit_of else n_nodes
     return Drawing(dot.to_digraph(scene), nodes=units, timeout=timeout, caption=scene.title,
