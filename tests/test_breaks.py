@@ -304,8 +304,8 @@ def test_pieces_in_draw_table_overview_and_report(tmp_path) -> None:
         payload = p.get("payload", data)
         assert set(payload["nodes"]) == {k for k, i in piece.graph.info.items() if i.op != "output"}
         if piece.has_backward:
-            assert payload["svgs"], p["label"]
-    assert data["overview"]["svg"].lstrip().startswith("<svg") and data["overview"]["table"]["rows"]
+            assert any(d["svg"] for d in payload["drawings"].values()), p["label"]
+    assert data["overview"]["view"]["svg"].lstrip().startswith("<svg") and data["overview"]["table"]["rows"]
 
 
 @pytest.mark.browser

@@ -1336,9 +1336,10 @@ export function createPane(root, opts = {}) {
     el.dataset.viewKey = key;
   }
   const setSearch = bindSearch(ui, state, search, opts);
-  const pane = {
+  return {
     el,
     setSvg,
+    showView(v, how = {}) { showView(this, v, how); },
     select: (id) => select(id, { reveal: true, notify: false }),
     setSearch,
     setNodes(nodes) { state.nodes = nodes || {}; markSelected(false); marks(); search(); },
@@ -1363,8 +1364,6 @@ export function createPane(root, opts = {}) {
     zoom: zp,
     destroy() { detachWheel(); freeKeys(); for (const o of [zp.observer, widthObserver]) if (o) o.disconnect(); el.remove(); },
   };
-  pane.showView = (v, how = {}) => showView(pane, v, how);
-  return pane;
 }
 
 /**
