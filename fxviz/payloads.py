@@ -4,8 +4,9 @@ report both send to the same front-end code (``fxviz/static/explorer.js``).
 A payload is built from analysis objects (partitions, the memory table, the doctor's findings)
 that the ``Trace`` computes once and caches; nothing here re-derives a fact.  ``view_payload``
 lays out one view (a :class:`ViewPayload`, the one view schema: the widget syncs it as one trait,
-the report embeds the same dicts); ``report_data`` gathers every payload one report holds.  This module sits above ``render`` (which never calls the facade) and below the
-widget and the report writer, which only ship these payloads.
+the report embeds the same dicts); ``report_data`` gathers every payload one report holds.
+This module sits above ``render`` (which never calls the facade) and below the widget and the
+report writer, which only ship these payloads.
 """
 
 from __future__ import annotations
@@ -354,20 +355,19 @@ def view_payload(tr: Trace, key: ViewKey, timeout: float | None = None) -> ViewP
     """Partition (cached on the Trace), draw and lay out the view ``key`` names: the one builder of
     a :class:`ViewPayload`.  A view that cannot be drawn (or a bug) comes back with ``error`` set
     and no SVG, so one view's failure never sinks the page that shows the others."""
-    names = (key.strategy.name if key.strategy else None,
-             key.compare.name if key.compare and key.view == "compare" else None)
-    head = {"key": key.text(), "view": key.view, "strategy": names[0], "compare": names[1],
-            "expanded": list(key.expand), "differences": key.differences, "overlay": key.strategy is None}
+    head = ViewPayload(key=key.text(), view=key.view, strategy=key.strategy.name if key.strategy else None,
+                       compare=key.compare.name if key.compare and key.view == "compare" else None,
+                       expanded=list(key.expand), differences=key.differences, overlay=key.strategy is None)
     try:
         _check_view(tr, key)
         drawing = tr.draw("joint" if key.view == "compare" else key.view, strategy=key.strategy,
                           compare=key.compare if key.view == "compare" else None, group=key.group,
                           depth=key.depth, expand=list(key.expand), timeout=timeout, differences=key.differences)
-        return ViewPayload(**head, svg=clean_svg(drawing.svg()), caption=drawing.caption, boxes=drawing.boxes)
+        return dataclasses.replace(head, svg=clean_svg(drawing.svg()), caption=drawing.caption, boxes=drawing.boxes)
     except FxvizError as exc:
-        return ViewPayload(**head, error=f"{exc.message}\nWhat to do: {exc.hint}" if exc.hint else exc.message)
+        return dataclasses.replace(head, error=f"{exc.message}\nWhat to do: {exc.hint}" if exc.hint else exc.message)
     except Exception as exc:  # a bug: said in the pane, not a traceback that loses every other view
-        return ViewPayload(**head, error=f"fxviz could not draw this view: {type(exc).__name__}: {exc}")
+        return dataclasses.replace(head, error=f"fxviz could not draw this view: {type(exc).__name__}: {exc}")
 
 
 def page_constants() -> dict[str, Any]:

@@ -127,7 +127,7 @@ def test_report_data_is_the_analysis(alexnet_report):
     # every view the controls can ask for, named by ViewKey in Python (the page builds no key)
     assert {e["key"] for e in shared} == {ViewKey("joint", a).text() for a in keys} | {
         ViewKey("compare", a, b).text() for a in keys for b in keys if a != b}
-    assert not any(d["view"] == "joint" and d["strategy"] or d["view"] == "compare" and not d["differences"]
+    assert not any((d["view"] == "joint" and d["strategy"]) or (d["view"] == "compare" and not d["differences"])
                    for d in drawings.values())
     for k in keys:
         for side in ("forward", "backward"):
