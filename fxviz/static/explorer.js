@@ -14,7 +14,10 @@
 // window), buildLayout (the pane's elements), bindZoomControls/bindDragAndClick (zoom and pan
 // input), createViewLoader (loading views, parsed once), markSelection (selection),
 // createDetailsPanel (details), applySearch (search), renderTable, renderDoctor, renderLegend
-// (side sections); createPane only wires them and keeps the pane's state; render is the widget.
+// (side sections); createPane only wires them and keeps the pane's state; showView shows one view
+// payload (fxviz.payloads.ViewPayload: the same dict in the widget and the report); render is the
+// widget.  What fxviz's drawings are made of (the SVG allowlist, the recomputed suffix) comes with
+// the data (configure), never copied here.
 // It stays one file: anywidget loads it from a blob (no relative imports) and the report inlines
 // it before report.js, which calls createPane.
 

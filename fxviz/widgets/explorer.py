@@ -7,8 +7,9 @@ zoom and pan, click for details, search highlighting, the memory table, the doct
 and the legend.  Nothing is loaded from the network.
 
 Every partition and drawing is computed once (partitions and drawings are cached on the
-``Trace``; the cleaned SVG of each view is cached here), so switching back to a view already
-seen only sends its SVG to the browser.  A first computation shows a progress note in the pane.
+``Trace``; each view's ``payloads.ViewPayload`` is cached here by ``ViewKey``), so switching back
+to a view already seen only sends its payload to the browser: one trait, ``GraphPane.view_data``,
+the same dict the HTML report embeds for that view.  A first computation shows a progress note in the pane.
 
 The first picture comes first: in a notebook kernel (a running asyncio loop) the memory table of
 every offered strategy is computed after ``explore(...)`` returns, one strategy per loop turn, its
