@@ -72,10 +72,13 @@ def measure(name: str) -> dict[str, Any]:
     except ImportError:  # a version of fxviz from before the packed data (for the "before" column)
         unpack_json = json.loads
     data = unpack_json(raw)
-    svgs = sum(len(s.encode("utf-8")) for s in data["svgs"].values())
+    # the drawings: view payloads by key (an fxviz from before the one view schema: "svgs")
+    shown = [d["svg"] for d in data["drawings"].values()] if "drawings" in data else list(data["svgs"].values())
+    svgs = sum(len(s.encode("utf-8")) for s in shown)
     fallback = re.search(r'<div id="fxviz-fallback">.*?</div>\s*</main>', text, re.S)
     return {"model": name, "nodes": len(tr.graph.info), "bytes": size, "mb": round(size / 1e6, 2),
-            "drawings": len(data["svgs"]) + (1 if data.get("svg_in_fallback") else 0),
+            "drawings": sum(1 for s in shown if s) + (1 if data.get("drawing_in_fallback", data.get("svg_in_fallback"))
+                                                      else 0),
             "json_svg_mb": round(svgs / 1e6, 2), "packed_mb": round(len(raw) / 1e6, 2),
             "fallback_mb": round(len(fallback.group(0)) / 1e6, 2) if fallback else 0,
             "target_mb": TARGETS_MB[name], "met": size / 1e6 <= TARGETS_MB[name],

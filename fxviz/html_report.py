@@ -43,14 +43,15 @@ def build_run_report(graphs: list[tuple[int, str, Trace]], initial: int = 0, **k
 def _html(data: dict[str, Any]) -> str:
     view = data.get("first", data)  # a run's report: the script-free fallback shows its first graph
     first = view["initial"]
-    key = first["key"]
+    shown = view["drawings"].get(first["drawing"]) or {"svg": "", "caption": "", "overlay": False}
     table = view["table"] if view["table"].get("rows") else None
     # the first drawing is embedded once: as markup in the script-free fallback, where the page's
-    # script reads it back (view["svg_in_fallback"]), not a second time in the JSON
-    svg = view["svgs"].pop(key, "")
-    view["svg_in_fallback"] = key if svg else None
-    note = " (no strategy marks: they need JavaScript)" if key.startswith("joint|-|") else ""
-    fallback = static_html(svg, table, first["strategy"], view["captions"].get(key, "") + note)
+    # script reads it back (view["drawing_in_fallback"]), not a second time in the JSON
+    svg = shown["svg"]
+    shown["svg"] = ""
+    view["drawing_in_fallback"] = first["drawing"] if svg else None
+    note = " (no strategy marks: they need JavaScript)" if shown["overlay"] else ""
+    fallback = static_html(svg, table, first["strategy"] or "", shown["caption"] + note)
     if "first" in data:
         data = {k: v for k, v in data.items() if k != "first"}
     return _render_template(data, fallback)

@@ -2,17 +2,18 @@
 report both send to the same front-end code (``fxviz/static/explorer.js``).
 
 A payload is built from analysis objects (partitions, the memory table, the doctor's findings)
-that the ``Trace`` computes once and caches; nothing here re-derives a fact.  ``render_view``
-lays out one view (its SVG, cleaned for embedding); ``report_data`` gathers every payload one
-report holds.  This module sits above ``render`` (which never calls the facade) and below the
-widget and the report writer, which only ship these payloads.
+that the ``Trace`` computes once and caches; nothing here re-derives a fact.  ``view_payload``
+lays out one view (a :class:`ViewPayload`, the one view schema: the widget syncs it as one trait,
+the report embeds the same dicts); ``report_data`` gathers every payload one report holds.
+This module sits above ``render`` (which never calls the facade) and below the widget and the
+report writer, which only ship these payloads.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,8 +22,8 @@ from .analysis.strategies import Strategy, StrategyLike, parse_list
 from .capture import graph_name
 from .errors import FxvizError, InputError
 from .render import theme
-from .render.embed import clean_svg
-from .render.scene import format_tensor
+from .render.embed import SVG_ELEMENTS, clean_svg, page_data
+from .render.scene import RECOMPUTED_SUFFIX, format_tensor
 from .units import format_bytes, format_flops, is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,16 +33,16 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "VIEWS",
     "ViewKey",
-    "RenderedView",
+    "ViewPayload",
+    "view_payload",
+    "page_constants",
     "node_data",
     "status_data",
     "table_data",
     "table_notes",
     "doctor_data",
     "legend_data",
-    "render_view",
     "DIFFERENCES_NODE_LIMIT",
-    "render_layout",
     "openable_boxes",
     "report_data",
     "pieces_data",
@@ -262,63 +263,121 @@ def legend_data() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ViewKey:
-    """Everything that decides one drawing (and nothing else): the cache key of an SVG."""
+    """Everything that decides one drawing (and nothing else): the cache key of a view, and the
+    only builder of its text (``text()``: the widget's cache, the report's keys, the page's
+    ``data-view-key``; no front end rebuilds or parses it).  ``strategy`` and ``compare`` are
+    ``Strategy`` values, parsed once here at the door; ``strategy=None`` is the joint layout drawn
+    without any strategy's marks (the report draws every strategy on it as an overlay)."""
 
-    view: str = "joint"
-    strategy: str = "default"
-    compare: str | None = None
-    group: str | None = None
-    depth: int | None = None
-    expand: tuple[str, ...] = ()  # the boxes opened (names ``draw(expand=...)`` takes), sorted
-    differences: bool = False  # the compare view: only the nodes the two strategies treat differently
+    view: str
+    strategy: Strategy | None
+    compare: Strategy | None
+    group: str | None
+    depth: int | None
+    expand: tuple[str, ...]  # the boxes opened (names ``draw(expand=...)`` takes), sorted
+    differences: bool  # the compare view: only the nodes the two strategies treat differently
+
+    def __init__(self, view: str = "joint", strategy: StrategyLike | None = "default",
+                 compare: StrategyLike | None = None, group: str | None = None, depth: int | None = None,
+                 expand: Sequence[str] = (), differences: bool = False) -> None:
+        set_ = object.__setattr__  # frozen: the one place the fields are written
+        set_(self, "view", view)
+        set_(self, "strategy", None if strategy is None else Strategy.parse(strategy))
+        set_(self, "compare", None if compare is None else Strategy.parse(compare))
+        set_(self, "group", group)
+        set_(self, "depth", depth)
+        set_(self, "expand", tuple(expand))
+        set_(self, "differences", bool(differences))
 
     def text(self) -> str:
-        base = "|".join(str(x) if x is not None else "-" for x in
-                        (self.view, self.strategy, self.compare, self.group, self.depth))
+        """``view|strategy|compare|group|depth``, then ``|+opened,boxes`` and ``|differences``."""
+        names = (self.strategy.name if self.strategy else None, self.compare.name if self.compare else None)
+        base = "|".join(str(x) if x is not None else "-" for x in (self.view, *names, self.group, self.depth))
         return base + ("|+" + ",".join(self.expand) if self.expand else "") + \
             ("|differences" if self.differences else "")
 
 
-@dataclass
-class RenderedView:
-    """One laid-out view: its cleaned SVG and the partitions it shows (the widget caches these)."""
+@dataclass(frozen=True)
+class ViewPayload:
+    """One rendered view: the one shape both front ends read.  The widget syncs it as one trait
+    (``GraphPane.view_data``); the report embeds the same dicts (``data["views"]``, by ``key``);
+    ``explorer.js`` reads its fields in ``showView``.  Built only by :func:`view_payload`.
 
-    svg: str
-    caption: str
-    seconds: float
-    partition: Partition
-    compare: Partition | None = None
-    notes: list[str] = field(default_factory=list)
-    boxes: list[dict[str, Any]] = field(default_factory=list)  # the drawn boxes (``Group.record``)
+    ``key``: ``ViewKey.text()``.  ``strategy`` / ``compare``: the strategies' names (``None``: none;
+    the page finds their marks in the statuses it holds, by these names).  ``svg``: the cleaned
+    drawing ("" when it failed: ``error`` says why, with what to do).  ``boxes``: the drawn boxes'
+    records (``Group.record``: id, key, label, kind, side, members); ``expanded``: the boxes open.
+    ``differences``: the differences-only drawing of a compare.  ``overlay``: drawn without any
+    strategy's marks (the report's shared joint layout): the page draws them from the statuses.
+    """
+
+    key: str
+    view: str
+    strategy: str | None
+    compare: str | None
+    svg: str = ""
+    caption: str = ""
+    boxes: list[dict[str, Any]] = field(default_factory=list)
+    expanded: list[str] = field(default_factory=list)
+    differences: bool = False
+    overlay: bool = False
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The payload as page data (``render.embed.page_data``: strict JSON values)."""
+        data: dict[str, Any] = page_data(dataclasses.asdict(self))
+        return data
 
 
-def render_view(tr: Trace, key: ViewKey, timeout: float | None = None) -> RenderedView:
-    """Partition (cached on the Trace), draw and lay out one view; returns its cleaned SVG."""
+def _check_view(tr: Trace, key: ViewKey) -> None:
+    """Refuse a view that cannot be drawn, with what to do instead (partitions cached on the Trace)."""
     if key.view not in VIEWS:
         raise InputError(f"unknown view {key.view!r}", f"use one of {', '.join(VIEWS)}")
-    t0 = time.perf_counter()
+    if key.strategy is None:
+        if key.view not in ("joint", "compare") or key.differences:
+            raise InputError(f"the {key.view} view needs a strategy", "pass strategy='default'")
+        return
     p = tr.partition(key.strategy)
     q = tr.partition(key.compare) if key.view == "compare" and key.compare else None
     if p.error:
         raise InputError(f"strategy {p.label!r} failed: {p.error}", "pick another strategy")
     if q is not None and q.error:
         raise InputError(f"strategy {q.label!r} failed: {q.error}", "pick another strategy")
-    view = "joint" if key.view == "compare" else key.view
-    if view in ("forward", "backward") and (p.forward is None or p.backward is None):
-        raise InputError(f"{p.label} has no {view} graph to draw: it is measured, not partitioned",
+    if key.view in ("forward", "backward") and (p.forward is None or p.backward is None):
+        raise InputError(f"{p.label} has no {key.view} graph to draw: it is measured, not partitioned",
                          "look at the joint view, which marks what it saves")
     if key.differences and q is None:
         raise InputError("differences only needs the compare view and a strategy to compare with",
                          "pick the compare view and a 'compare with' strategy")
-    drawing = tr.draw(view, strategy=key.strategy, compare=key.compare if key.view == "compare" else None,
-                      group=key.group, depth=key.depth, expand=list(key.expand), timeout=timeout,
-                      differences=key.differences)
-    svg = clean_svg(drawing.svg())
-    return RenderedView(svg=svg, caption=drawing.caption, seconds=time.perf_counter() - t0, partition=p,
-                        compare=q, boxes=drawing.boxes)
 
 
-def openable_boxes(tr: Trace, view: str, strategy: str = "default", group: str | None = None) -> set[str]:
+def view_payload(tr: Trace, key: ViewKey, timeout: float | None = None) -> ViewPayload:
+    """Partition (cached on the Trace), draw and lay out the view ``key`` names: the one builder of
+    a :class:`ViewPayload`.  A view that cannot be drawn (or a bug) comes back with ``error`` set
+    and no SVG, so one view's failure never sinks the page that shows the others."""
+    head = ViewPayload(key=key.text(), view=key.view, strategy=key.strategy.name if key.strategy else None,
+                       compare=key.compare.name if key.compare and key.view == "compare" else None,
+                       expanded=list(key.expand), differences=key.differences, overlay=key.strategy is None)
+    try:
+        _check_view(tr, key)
+        drawing = tr.draw("joint" if key.view == "compare" else key.view, strategy=key.strategy,
+                          compare=key.compare if key.view == "compare" else None, group=key.group,
+                          depth=key.depth, expand=list(key.expand), timeout=timeout, differences=key.differences)
+        return dataclasses.replace(head, svg=clean_svg(drawing.svg()), caption=drawing.caption, boxes=drawing.boxes)
+    except FxvizError as exc:
+        return dataclasses.replace(head, error=f"{exc.message}\nWhat to do: {exc.hint}" if exc.hint else exc.message)
+    except Exception as exc:  # a bug: said in the pane, not a traceback that loses every other view
+        return dataclasses.replace(head, error=f"fxviz could not draw this view: {type(exc).__name__}: {exc}")
+
+
+def page_constants() -> dict[str, Any]:
+    """What ``explorer.js`` needs to know of fxviz's drawings, sent with the data instead of copied
+    into the script: the suffix of a recomputed op's backward copy, graphviz's SVG elements the
+    page keeps (``render.embed.SVG_ELEMENTS``), and what the page shows for a missing value."""
+    return {"recomputed_suffix": RECOMPUTED_SUFFIX, "svg_elements": sorted(SVG_ELEMENTS), "missing": "—"}
+
+
+def openable_boxes(tr: Trace, view: str, strategy: StrategyLike = "default", group: str | None = None) -> set[str]:
     """The names the ``expand`` of ``view`` takes (module paths, function boxes, the bookkeeping
     box), empty where that view draws no boxes: what a front-end may keep open across views."""
     from .render.views import openable
@@ -330,48 +389,53 @@ def openable_boxes(tr: Trace, view: str, strategy: str = "default", group: str |
     return openable(tr.graph, side, p, group)
 
 
-def render_layout(tr: Trace, group: str | None = None, depth: int | None = None,
-                  timeout: float | None = None) -> tuple[str, str, list[dict[str, Any]]]:
-    """The joint graph laid out once, with no strategy's marks: the report draws every strategy
-    and every compare pair on it as an overlay (classes and badges from ``status_data``), so it
-    embeds one joint drawing instead of one per strategy and pair.  Returns (svg, caption, boxes)."""
-    drawing = tr.draw("joint", group=group, depth=depth, timeout=timeout)
-    return clean_svg(drawing.svg()), drawing.caption, drawing.boxes
+def _index(keys: Sequence[str], views: Sequence[str], group: str | None, depth: int | None,
+           layout: str, differences: dict[tuple[str, str], str]) -> list[dict[str, Any]]:
+    """Every view the report's controls can ask for: its ``ViewKey`` text (``key``) and the drawing
+    that shows it (``drawing``, a key of ``views``).  Joint and compare views share the layout;
+    a pair's differences-only entry exists where its drawing was made."""
+    out: list[dict[str, Any]] = []
 
+    def add(k: ViewKey, drawing: str) -> None:
+        out.append({"view": k.view, "strategy": k.strategy.name if k.strategy else None,
+                    "compare": k.compare.name if k.compare else None, "differences": k.differences,
+                    "key": k.text(), "drawing": drawing})
 
-def _rendered_or_error(tr: Trace, k: ViewKey, errors: dict[str, str]) -> RenderedView | None:
-    """One report view, or None with the reason in ``errors``: one view's failure (or bug) must
-    not sink the whole report."""
-    try:
-        return render_view(tr, k)
-    except FxvizError as exc:
-        errors[k.text()] = exc.message
-    except Exception as exc:
-        errors[k.text()] = f"fxviz could not draw this view: {type(exc).__name__}: {exc}"
-    return None
+    for v in views:
+        for a in keys:
+            if v in ("forward", "backward"):
+                k = ViewKey(v, a, None, group, depth)
+                add(k, k.text())
+            elif v == "joint":
+                add(ViewKey("joint", a, None, group, depth), layout)
+            else:
+                for b in keys:
+                    if a != b:
+                        add(ViewKey("compare", a, b, group, depth), layout)
+                        if (a, b) in differences:
+                            add(ViewKey("compare", a, b, differences=True), differences[(a, b)])
+    return out
 
 
 def _differences_drawings(tr: Trace, keys: Sequence[str], statuses: dict[str, Any], views: Sequence[str],
-                          svgs: dict[str, str], captions: dict[str, str], errors: dict[str, str],
-                          say: Callable[[str], None]) -> dict[str, str]:
-    """The differences-only drawing of every ordered pair of usable strategies, into ``svgs`` and
-    ``captions``; returns ``"A|B"`` -> its key.  None above ``DIFFERENCES_NODE_LIMIT`` joint nodes
-    (see there) or without the compare view."""
+                          drawn: dict[str, dict[str, Any]], say: Callable[[str], None]) -> dict[tuple[str, str], str]:
+    """The differences-only drawing of every ordered pair of usable strategies, into ``drawn``;
+    returns (A, B) -> its key.  None above ``DIFFERENCES_NODE_LIMIT`` joint nodes (see there) or
+    without the compare view."""
     if "compare" not in views or len(tr.graph.info) - 1 > DIFFERENCES_NODE_LIMIT:  # - 1: the output node
         return {}
     usable = [s for s in keys if not statuses[s]["error"]]
-    out: dict[str, str] = {}
+    out: dict[tuple[str, str], str] = {}
     for a in usable:
         for b in usable:
             if a == b:
                 continue
             k = ViewKey("compare", a, b, differences=True)
             say(f"drawing: {k.text()}")
-            r = _rendered_or_error(tr, k, errors)
-            if r is None:
-                continue
-            svgs[k.text()], captions[k.text()] = r.svg, r.caption
-            out[f"{a}|{b}"] = k.text()
+            r = view_payload(tr, k)
+            drawn[r.key] = r.to_json()
+            if not r.error:
+                out[(a, b)] = r.key
     return out
 
 
@@ -388,8 +452,9 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
                 depth: int | None = None, title: str | None = None,
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Every payload one report holds: one joint layout (strategies and compares are overlays on
-    it, any pair of ``strategies``), each strategy's forward and backward drawing, the node
-    records, the memory table, the doctor's findings and the legend.  ``strategies``: default
+    it, any pair of ``strategies``), each strategy's forward and backward drawing (``views``: one
+    :class:`ViewPayload` each, by key), the ``index`` from the controls' state to those keys, the
+    node records, the memory table, the doctor's findings and the legend.  ``strategies``: default
     ``tr.offered`` (a log's trace shows what the run saved first).  ``compare``: the pair the
     compare view opens with (its first pair; default: the first two strategies)."""
     keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
@@ -403,47 +468,34 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     first_pair = pairs[0] if pairs else (keys[0], _default_compare(keys))
     say = progress or (lambda _m: None)
 
-    svgs: dict[str, str] = {}
-    captions: dict[str, str] = {}
-    boxes: dict[str, list[dict[str, Any]]] = {}
-    errors: dict[str, str] = {}
     statuses: dict[str, Any] = {}
     for s in keys:
         say(f"partitioning: {s}")
         statuses[s] = status_data(tr.partition(s))
-    layout_key = ViewKey("joint", "-", None, group, depth).text()
-    todo: list[ViewKey] = [ViewKey(v, s, None, group, depth) for v in views if v in ("forward", "backward")
-                           for s in keys]
+    layout = ViewKey("joint", None, None, group, depth)
+    todo = [ViewKey(v, s, None, group, depth) for v in views if v in ("forward", "backward") for s in keys]
     if "joint" in views or "compare" in views:
-        say("drawing: the joint layout")
-        try:
-            svgs[layout_key], captions[layout_key], boxes[layout_key] = render_layout(tr, group, depth)
-        except FxvizError as exc:
-            errors[layout_key] = exc.message
-        except Exception as exc:  # one view's bug must not sink the whole report
-            errors[layout_key] = f"fxviz could not draw this view: {type(exc).__name__}: {exc}"
+        todo.insert(0, layout)
+    drawn: dict[str, dict[str, Any]] = {}
     for k in todo:
-        say(f"drawing: {k.text()}")
-        r = _rendered_or_error(tr, k, errors)
-        if r is None:
-            continue
-        svgs[k.text()] = r.svg
-        captions[k.text()] = r.caption
-        boxes[k.text()] = r.boxes
-    differences = _differences_drawings(tr, keys, statuses, views, svgs, captions, errors, say)
+        say("drawing: the joint layout" if k is layout else f"drawing: {k.text()}")
+        drawn[k.text()] = view_payload(tr, k).to_json()
+    differences = _differences_drawings(tr, keys, statuses, views, drawn, say)
     say("memory table")
     try:
         table = table_data(tr.memory_table(keys), tr)
     except FxvizError as exc:
         table = {"message": f"no memory table: {exc.message}"}
 
-    index = [{"view": k.view, "strategy": k.strategy, "key": k.text()} for k in todo]
-    index += [{"view": v, "strategy": "*", "key": layout_key} for v in ("joint", "compare") if v in views]
-    def view_key(v: str) -> str:
-        return layout_key if v in ("joint", "compare") else ViewKey(v, first_pair[0], None, group, depth).text()
+    index = _index(keys, views, group, depth, layout.text(), differences)
+
+    def entry(v: str) -> dict[str, Any] | None:
+        b = first_pair[1] if v == "compare" else None
+        return next((e for e in index if e["view"] == v and e["strategy"] == first_pair[0] and e["compare"] == b
+                     and not e["differences"]), None)
 
     # the view the page opens with: the first one that could be drawn
-    first_view = next((v for v in views if view_key(v) in svgs and (v != "compare" or first_pair[1])), views[0])
+    first = next((e for e in map(entry, views) if e and drawn[e["drawing"]]["svg"]), None) or entry(views[0])
     return {
         "title": title or f"fxviz report: {tr.title}",
         "name": tr.title,
@@ -451,22 +503,17 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
         "strategies": [{"key": s, "label": statuses[s]["label"], "error": statuses[s]["error"]} for s in keys],
         "views": list(views),
         "pairs": [list(first_pair)] if first_pair[1] else [],
-        "group": group or "-",
-        "depth": depth if depth is not None else "-",
         "index": index,
-        "svgs": svgs,
-        "captions": captions,
-        "boxes": boxes,
-        "errors": errors,
-        "differences": differences,
+        "drawings": drawn,
         "status": statuses,
         "nodes": node_data(tr),
         "table": table,
         "doctor": doctor_data(tr),
         "legend": legend_data(),
-        "initial": {"view": first_view, "strategy": first_pair[0],
-                    "compare": first_pair[1] if first_view == "compare" else None,
-                    "key": view_key(first_view)},
+        "constants": page_constants(),
+        "initial": {"view": first["view"], "strategy": first["strategy"], "compare": first["compare"],
+                    "key": first["key"], "drawing": first["drawing"]} if first else
+                   {"view": views[0], "strategy": keys[0], "compare": None, "key": None, "drawing": None},
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         # graph breaks: every other piece's own payloads and the whole-model overview (issue 14)
         "pieces": pieces_data(tr, keys, views, pairs, group, depth, say) if tr.index == 0 else [],
@@ -476,8 +523,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
 
 
 # the payload fields that differ from piece to piece (the report swaps them in when one is picked)
-PIECE_FIELDS = ("summary", "index", "svgs", "captions", "boxes", "errors", "differences", "status", "nodes", "table",
-                "initial")
+PIECE_FIELDS = ("summary", "index", "drawings", "status", "nodes", "table", "initial")
 
 
 def pieces_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Sequence[tuple[str, str]],
@@ -519,7 +565,9 @@ def overview_data(tr: Trace, keys: Sequence[str]) -> dict[str, Any]:
         table = table_data(shown)
     except FxvizError as exc:
         table = {"message": f"no memory table: {exc.message}"}
-    return {"svg": clean_svg(drawing.svg()), "caption": drawing.caption, "table": table}
+    view = ViewPayload(key="overview", view="joint", strategy=None, compare=None, svg=clean_svg(drawing.svg()),
+                       caption=drawing.caption)
+    return {"view": view.to_json(), "table": table}
 
 
 def piece_options(tr: Trace, strategy: StrategyLike = "default") -> list[tuple[str, int]]:

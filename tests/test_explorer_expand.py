@@ -303,11 +303,11 @@ def test_report_ships_each_drawings_boxes(traces):
     """The report's page reads a box's members from its payload too (no module-path guess)."""
     tr = traces[("mini_gpt", "lifted")]
     data = fxviz.payloads.report_data(tr, strategies=["default"], views=("joint", "backward"))
-    assert set(data["boxes"]) == set(data["svgs"])
-    for key, svg in data["svgs"].items():
-        ids = {b["id"] for b in data["boxes"][key]}
-        assert ids and ids == {t for t, cls in drawn(svg).items() if "fx&#45;group" in cls}, key
-    placed = next(b for b in data["boxes"]["joint|-|-|-|-"] if b["id"] == "backward/lm_head")
+    assert data["drawings"]
+    for key, d in data["drawings"].items():
+        ids = {b["id"] for b in d["boxes"]}
+        assert ids and ids == {t for t, cls in drawn(d["svg"]).items() if "fx&#45;group" in cls}, key
+    placed = next(b for b in data["drawings"]["joint|-|-|-|-"]["boxes"] if b["id"] == "backward/lm_head")
     assert "nll_loss_backward" in placed["members"]
 
 

@@ -4,6 +4,7 @@ it is written atomically.  (Its behaviour in a real browser is tested in test_br
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import html.parser
 import json
@@ -18,7 +19,8 @@ import fxviz
 from fxviz.cli import main
 from fxviz.errors import InputError, RenderError
 from fxviz.html_report import build_report, report
-from fxviz.render.embed import clean_svg, script_json, unpack_json
+from fxviz.payloads import ViewKey, view_payload
+from fxviz.render.embed import clean_svg, packed_json, page_data, page_json, script_json, unpack_json
 
 from .conftest import assert_unchanged, snapshot
 
@@ -116,18 +118,26 @@ def test_report_data_is_the_analysis(alexnet_report):
     # one joint layout (in the fallback's markup) shared by the joint and compare views of every
     # strategy and pair: strategies are overlays from data["status"]; forward and backward views
     # are drawn per partitioning strategy; eager (measured, no graphs) has none
-    layout = "joint|-|-|-|-"
-    assert data["svg_in_fallback"] == layout and layout not in data["svgs"]
-    assert {e["key"] for e in data["index"] if e["view"] in ("joint", "compare")} == {layout}
-    assert not any(k.startswith("joint|") or (k.startswith("compare|") and not k.endswith("|differences"))
-                   for k in data["svgs"])
+    layout = ViewKey("joint", None).text()
+    drawings = data["drawings"]
+    assert data["drawing_in_fallback"] == layout and drawings[layout]["svg"] == ""  # not twice in the page
+    assert drawings[layout]["overlay"] and drawings[layout]["strategy"] is None
+    shared = [e for e in data["index"] if e["view"] in ("joint", "compare") and not e["differences"]]
+    assert {e["drawing"] for e in shared} == {layout}
+    # every view the controls can ask for, named by ViewKey in Python (the page builds no key)
+    assert {e["key"] for e in shared} == {ViewKey("joint", a).text() for a in keys} | {
+        ViewKey("compare", a, b).text() for a in keys for b in keys if a != b}
+    assert not any((d["view"] == "joint" and d["strategy"]) or (d["view"] == "compare" and not d["differences"])
+                   for d in drawings.values())
     for k in keys:
         for side in ("forward", "backward"):
-            key = f"{side}|{k}|-|-|-"
+            key = ViewKey(side, k).text()
+            entry = next(e for e in data["index"] if e["view"] == side and e["strategy"] == k)
+            assert entry["key"] == entry["drawing"] == key == drawings[key]["key"]
             if k == "eager":
-                assert key in data["errors"] and key not in data["svgs"]
+                assert drawings[key]["error"] and not drawings[key]["svg"]
             else:
-                assert key in data["svgs"], data["errors"].get(key)
+                assert drawings[key]["svg"] and not drawings[key]["error"], drawings[key]["error"]
     assert data["pairs"] == [["default", "min_cut"]]  # the pair the compare view opens with
     # the layout carries no strategy's marks: the page draws them
     fallback = text[text.index('<div id="fxviz-fallback">'):text.index('<script type="application/json"')]
@@ -173,7 +183,8 @@ def test_report_ships_each_pairs_differences_drawing_within_its_size(alexnet_rep
     data = _data(text)
     usable = [s["key"] for s in data["strategies"] if not s["error"]]
     pairs = [(a, b) for a in usable for b in usable if a != b]
-    assert set(data["differences"]) == {f"{a}|{b}" for a, b in pairs}
+    differences = {(e["strategy"], e["compare"]): e["drawing"] for e in data["index"] if e["differences"]}
+    assert set(differences) == set(pairs)
     joint = {n.name: n for n in tr.joint.graph.nodes if n.op != "output"}
     title = re.compile(r'<g id="node\d+" class="node[^"]*">\s*<title>([^<]+)</title>')
     for a, b in [("default", "min_cut"), ("min_cut", "default"), ("eager", "recompute_all")]:
@@ -181,10 +192,10 @@ def test_report_ships_each_pairs_differences_drawing_within_its_size(alexnet_rep
         diff = {n for n in joint if any((n in getattr(pa, k)) != (n in getattr(pb, k))
                                         for k in ("saved", "recomputed", "removed"))}
         near = {m.name for d in diff for m in [*joint[d].all_input_nodes, *joint[d].users] if m.op != "output"}
-        key = data["differences"][f"{a}|{b}"]
-        assert key == f"compare|{a}|{b}|-|-|differences"
-        assert set(title.findall(data["svgs"][key])) == diff | near, (a, b)
-        assert "treated differently" in data["captions"][key]
+        key = differences[(a, b)]
+        assert key == ViewKey("compare", a, b, differences=True).text() == f"compare|{a}|{b}|-|-|differences"
+        assert set(title.findall(data["drawings"][key]["svg"])) == diff | near, (a, b)
+        assert "treated differently" in data["drawings"][key]["caption"]
     assert path.stat().st_size <= 1_000_000, path.stat().st_size
 
 
@@ -245,9 +256,10 @@ def test_report_is_written_atomically(traces, tmp_path):
 def test_build_report_records_views_that_cannot_be_drawn(traces):
     tr = traces[("mlp", "lifted")]
     data = _data(build_report(tr, strategies=["eager"], views=["backward", "joint"]))
-    assert data["errors"]["backward|eager|-|-|-"].startswith("eager")
-    assert data["svg_in_fallback"] == "joint|-|-|-|-"  # the joint layout, eager's marks drawn by the page
-    assert data["initial"] == {"view": "joint", "strategy": "eager", "compare": None, "key": "joint|-|-|-|-"}
+    assert data["drawings"]["backward|eager|-|-|-"]["error"].startswith("eager")
+    assert data["drawing_in_fallback"] == "joint|-|-|-|-"  # the joint layout, eager's marks drawn by the page
+    assert data["initial"] == {"view": "joint", "strategy": "eager", "compare": None, "key": "joint|eager|-|-|-",
+                               "drawing": "joint|-|-|-|-"}
 
 
 def test_cli_report(tmp_path, capsys):
@@ -264,7 +276,7 @@ def test_cli_report(tmp_path, capsys):
     assert main(["report", "mlp", "-o", str(out2), "--strategies", "default,min_cut", "--group", "module",
                  "--depth", "1"]) == 0
     data = _data(out2.read_text(encoding="utf-8"))
-    assert data["svg_in_fallback"] == "joint|-|-|module|1" and data["group"] == "module" and data["depth"] == 1
+    assert data["drawing_in_fallback"] == "joint|-|-|module|1"
     assert "fx&#45;group" in out2.read_text(encoding="utf-8")
 
 
@@ -275,3 +287,37 @@ def test_default_strategies_are_the_memory_tables(traces):
     tr = traces[("mlp", "lifted")]
     data = report_data(tr, views=("joint",))
     assert [s["key"] for s in data["strategies"]] == [s.name for s in OFFERED] == list(tr.memory_table()["strategy"])
+
+
+def test_page_data_is_strict_json():
+    """Issue 27: a NaN (a graph-broken model's ``gradient.node`` with no backward) or an infinity in
+    page data becomes null (the page shows "—"), numpy scalars plain numbers; JSON's NaN token,
+    which ``JSON.parse`` refuses, never reaches a page (widget traits and report share this)."""
+    np = pytest.importorskip("numpy")
+    data = {"gradient": {"node": float("nan"), "gets": np.bool_(True)}, "bytes": np.int64(7),
+            "ratio": np.float32(0.5), "peak": float("inf"), "low": -np.inf, "nan64": np.float64("nan"),
+            "shape": (2, np.int32(3)), "rows": np.array([1.0, np.nan]), 3: None}
+    want = {"gradient": {"node": None, "gets": True}, "bytes": 7, "ratio": 0.5, "peak": None, "low": None,
+            "nan64": None, "shape": [2, 3], "rows": [1.0, None], "3": None}
+    assert page_data(data) == want
+    text = page_json(data)
+    assert "NaN" not in text and "Infinity" not in text and json.loads(text) == want
+    assert type(page_data(np.int64(7))) is int and type(page_data(np.float32(0.5))) is float
+    assert unpack_json(packed_json(data)) == want
+    with pytest.raises(TypeError, match="page data cannot hold"):
+        page_data({"x": object()})
+
+
+def test_the_widget_and_the_report_show_the_same_view_dict(traces):
+    """One view schema: the widget's one synced view trait and the report's embedded drawing of the
+    same ViewKey are the same dict, built by one function."""
+    pytest.importorskip("anywidget")
+    tr = traces[("mlp", "lifted")]
+    data = fxviz.payloads.report_data(tr, strategies=["default", "min_cut"], views=("forward", "joint"))
+    w = fxviz.explore(tr, view="forward", strategy="min_cut")
+    key = ViewKey("forward", "min_cut")
+    assert w.view_key == key and w.pane.view_key == key.text()
+    synced = w.pane.get_state()["view_data"]  # what goes over the wire (through page_data)
+    assert synced == data["drawings"][key.text()] == view_payload(tr, key).to_json()
+    assert set(synced) == {f.name for f in dataclasses.fields(fxviz.payloads.ViewPayload)}
+    assert w.pane.get_state()["constants"] == data["constants"]

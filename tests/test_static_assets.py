@@ -103,3 +103,22 @@ def test_explorer_js_is_made_of_small_functions():
     assert "createPane@" in " ".join(funcs), funcs
     longest = max(funcs.items(), key=lambda kv: kv[1])
     assert longest[1] <= 80, f"the longest function in explorer.js is {longest[0]} ({longest[1]} lines)"
+
+
+@pytest.mark.parametrize("name", JS_FILES)
+def test_the_scripts_read_fxvizs_constants_from_the_data(name):
+    """The recomputed-node suffix, the SVG allowlist and the box-id quoting are fxviz's (render.scene,
+    render.embed): they travel in the page data (``payloads.page_constants``; boxes as records with
+    their members), never copied into the scripts; and no script builds a view key."""
+    from fxviz.payloads import page_constants
+    from fxviz.render.embed import SVG_ELEMENTS
+    from fxviz.render.scene import RECOMPUTED_SUFFIX
+
+    js = (STATIC / name).read_text()
+    code = "\n".join(line.split("//")[0] for line in js.splitlines())  # comments may name them
+    assert RECOMPUTED_SUFFIX not in code
+    assert "lineargradient" not in code.lower() and "radialgradient" not in code.lower()  # the allowlist's
+    assert "encodeURIComponent" not in code and "quoteModule" not in code
+    assert not re.search(r"`\$\{state\.view\}\|", code), "a view key built in the script"
+    c = page_constants()
+    assert c["recomputed_suffix"] == RECOMPUTED_SUFFIX and set(c["svg_elements"]) == SVG_ELEMENTS

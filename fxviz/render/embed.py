@@ -12,16 +12,18 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import math
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import RenderError
 
-__all__ = ["clean_svg", "script_json", "packed_json", "unpack_json"]
+__all__ = ["clean_svg", "page_data", "page_json", "script_json", "packed_json", "unpack_json", "SVG_ELEMENTS"]
 
 # graphviz's SVG vocabulary for fxviz drawings; anything else is refused (see clean_svg)
-_SVG_ELEMENTS = {"svg", "g", "title", "polygon", "polyline", "path", "ellipse", "circle", "rect", "line", "text",
+SVG_ELEMENTS = {"svg", "g", "title", "polygon", "polyline", "path", "ellipse", "circle", "rect", "line", "text",
                  "tspan", "a", "defs", "linearGradient", "radialGradient", "stop"}
 _PROLOG = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?", re.S)
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
@@ -43,7 +45,7 @@ def clean_svg(svg: str) -> str:
                           "this is a bug in fxviz's DOT output; please report it") from exc
     for el in root.iter():
         tag = el.tag.rsplit("}", 1)[-1]
-        if tag not in _SVG_ELEMENTS:
+        if tag not in SVG_ELEMENTS:
             raise RenderError(f"refusing SVG with a <{tag}> element", "please report this model to fxviz")
         for attr, value in el.attrib.items():
             name = attr.rsplit("}", 1)[-1].lower()
@@ -60,11 +62,43 @@ def clean_svg(svg: str) -> str:
     return text.strip()
 
 
+def page_data(data: Any) -> Any:
+    """``data`` as plain JSON values, the one conversion every page datum goes through (widget traits
+    and report alike): NaN and infinities become ``None`` (the page shows "—"), numpy scalars and
+    arrays become Python numbers and lists, tuples and sets become lists.  Anything else that JSON
+    cannot hold raises ``TypeError`` naming it, rather than a page that fails to parse.
+
+    >>> page_data({"a": float("nan"), "b": (1, float("inf")), "c": None})
+    {'a': None, 'b': [1, None], 'c': None}
+    """
+    if data is None or isinstance(data, (str, bool)):
+        return data
+    if isinstance(data, int):
+        return int(data)
+    if isinstance(data, float):
+        return float(data) if math.isfinite(data) else None
+    if isinstance(data, Mapping):
+        return {str(k): page_data(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple, set, frozenset)):
+        return [page_data(v) for v in data]
+    if hasattr(data, "tolist") and callable(data.tolist):  # numpy (and torch) scalars and arrays
+        return page_data(data.tolist())
+    if hasattr(data, "item") and callable(data.item):
+        return page_data(data.item())
+    raise TypeError(f"page data cannot hold a {type(data).__name__}: {data!r:.60}")
+
+
+def page_json(data: Any) -> str:
+    """``data`` as strict JSON (``page_data`` first, then ``allow_nan=False``): no ``NaN`` or
+    ``Infinity`` token, which ``JSON.parse`` refuses, can reach a page."""
+    return json.dumps(page_data(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def script_json(data: Any) -> str:
     """JSON that is safe inside ``<script type="application/json">``: ``<``, ``>``, ``&`` and the
     two JavaScript line separators are written as ``\\u`` escapes, so no string can close the
     element or open a comment; ``JSON.parse`` reads back the same values."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = page_json(data)
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
@@ -74,7 +108,7 @@ def packed_json(data: Any) -> str:
     inside ``<script type="application/json">`` (base64 has no ``<``, ``>`` or ``&``).  The page
     reads it back with ``DecompressionStream("gzip")`` and ``JSON.parse``.  Graphviz SVG and the
     node records compress about eightfold: this keeps a report of a real model a few MB."""
-    raw = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    raw = page_json(data).encode("utf-8")
     payload = base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii")
     return script_json({"encoding": "gzip+base64", "payload": payload})
 

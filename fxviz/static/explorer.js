@@ -14,15 +14,29 @@
 // window), buildLayout (the pane's elements), bindZoomControls/bindDragAndClick (zoom and pan
 // input), createViewLoader (loading views, parsed once), markSelection (selection),
 // createDetailsPanel (details), applySearch (search), renderTable, renderDoctor, renderLegend
-// (side sections); createPane only wires them and keeps the pane's state; render is the widget.
+// (side sections); createPane only wires them and keeps the pane's state; showView shows one view
+// payload (fxviz.payloads.ViewPayload: the same dict in the widget and the report); render is the
+// widget.  What fxviz's drawings are made of (the SVG allowlist, the recomputed suffix) comes with
+// the data (configure), never copied here.
 // It stays one file: anywidget loads it from a blob (no relative imports) and the report inlines
 // it before report.js, which calls createPane.
 
-const ALLOWED_ELEMENTS = new Set([
-  "svg", "g", "title", "polygon", "polyline", "path", "ellipse", "circle", "rect", "line",
-  "text", "tspan", "a", "defs", "lineargradient", "radialgradient", "stop",
-]);
-const RECOMPUTED_SUFFIX = "~recomputed";
+// What fxviz's drawings are made of, sent with the data (fxviz.payloads.page_constants) rather than
+// copied here: graphviz's SVG elements the page keeps (none until told: nothing is trusted by
+// default), the suffix of a recomputed op's backward copy, what a missing value reads as.
+const PAGE = { svgElements: new Set(), recomputedSuffix: null, missing: "\u2014" };
+
+/** Take the page constants (the widget's `constants` trait, the report's `data.constants`). */
+function configure(c) {
+  if (!c) return;
+  PAGE.svgElements = new Set((c.svg_elements || []).map((e) => e.toLowerCase()));
+  PAGE.recomputedSuffix = c.recomputed_suffix || null;
+  if (c.missing) PAGE.missing = c.missing;
+}
+const isRecomputed = (id) => !!PAGE.recomputedSuffix && id.endsWith(PAGE.recomputedSuffix);
+const recomputedId = (name) => name + (PAGE.recomputedSuffix || "");
+/** A value for the page: null (NaN, infinity or missing in the data) reads as the missing sign. */
+const shown = (v) => (v === null || v === undefined ? PAGE.missing : String(v));
 
 /** Remove every element and attribute graphviz does not produce for fxviz drawings. */
 function sanitize(root) {
@@ -30,7 +44,7 @@ function sanitize(root) {
   while (walker.length) {
     const el = walker.pop();
     for (const child of Array.from(el.children)) {
-      if (!ALLOWED_ELEMENTS.has(child.localName.toLowerCase())) {
+      if (!PAGE.svgElements.has(child.localName.toLowerCase())) {
         child.remove();
         continue;
       }
@@ -56,7 +70,7 @@ export function parseSvg(text) {
   const doc = new DOMParser().parseFromString(`<!DOCTYPE html><body>${text}`, "text/html");
   const svg = doc.body.querySelector("svg");
   if (!svg) return null;
-  if (!ALLOWED_ELEMENTS.has("svg")) return null;
+  if (!PAGE.svgElements.has("svg")) return null;
   sanitize(svg);
   return document.importNode(svg, true);
 }
@@ -81,11 +95,6 @@ function h(tag, attrs = {}, ...children) {
 function baseName(id) {
   const i = id.indexOf("~");
   return i < 0 ? id : id.slice(0, i);
-}
-
-function quoteModule(path) {
-  // the same quoting as fxviz.render.dot.group_scene: urllib.parse.quote(path, safe="._-")
-  return encodeURIComponent(path).replace(/[!'()*~]/g, (c) => "%" + c.charCodeAt(0).toString(16).toUpperCase());
 }
 
 /** Zoom and pan by rewriting the SVG's viewBox; the SVG fills its viewport. */
@@ -511,25 +520,13 @@ function createViewLoader(viewport, zp) {
 
 // --- selection: the drawn unit of a node, and its marks ----------------------------------------------
 /** the drawn unit (node or box) that shows joint node `id` in this view: itself, else the box
- *  whose members (from the view's payload) hold it */
-function unitFor(units, nodes, id, boxOf) {
+ *  whose members (the view payload's `boxes` records) hold it */
+function unitFor(units, id, boxOf) {
   if (units.has(id)) return units.get(id);
   const name = baseName(id);
   if (units.has(name)) return units.get(name);
-  if (units.has(name + RECOMPUTED_SUFFIX)) return units.get(name + RECOMPUTED_SUFFIX);
-  if (boxOf && boxOf.size) return units.get(boxOf.get(name)) || null;
-  const node = nodes[name];  // a drawing without box records (an older report): guess by module path
-  if (node && node.module) {
-    const parts = node.module.split(".");
-    const sides = id.endsWith(RECOMPUTED_SUFFIX) ? ["backward", node.phase] : [node.phase, "forward", "backward"];
-    for (let d = parts.length; d >= 1; d--) {
-      for (const s of sides) {
-        const gid = `${s}/${quoteModule(parts.slice(0, d).join("."))}`;
-        if (units.has(gid)) return units.get(gid);
-      }
-    }
-  }
-  return null;
+  if (units.has(recomputedId(name))) return units.get(recomputedId(name));
+  return (boxOf && units.get(boxOf.get(name))) || null;
 }
 
 /** Mark `state.selected`'s unit and the units of its producers and users (clearing old marks);
@@ -538,7 +535,7 @@ function markSelection(viewport, state, zp, reveal) {
   for (const g of viewport.querySelectorAll(".fxviz-selected")) g.classList.remove("fxviz-selected");
   for (const g of viewport.querySelectorAll(".fxviz-neighbor")) g.classList.remove("fxviz-neighbor");
   if (!state.selected) return null;
-  const unit = unitFor(state.units, state.nodes, state.selected, state.boxOf);
+  const unit = unitFor(state.units, state.selected, state.boxOf);
   if (!unit) return null;
   unit.classList.add("fxviz-selected");
   const node = state.nodes[baseName(state.selected)];
@@ -614,7 +611,7 @@ function nodeFacts(node, name, state, linkList) {
   if (node.shape) row("shape", h("code", { class: "fxviz-shape", text: `[${node.shape.join(", ")}]` }));
   if (node.symbolic_shape) row("symbolic size", h("code", { text: node.symbolic_shape }), muted("  (bytes at the example sizes)"));
   if (node.dtype) row("dtype", h("code", { text: node.dtype }));
-  if (node.bytes !== null && node.bytes !== undefined) row("bytes", `${node.bytes_text} (${node.bytes.toLocaleString("en-US")} B)`);
+  if (node.bytes !== null && node.bytes !== undefined) row("bytes", `${shown(node.bytes_text)} (${node.bytes.toLocaleString("en-US")} B)`);
   if (node.qualname) row("real name", h("code", { text: node.qualname }));
   if (node.checkpoint_policy || node.checkpoint_region !== null && node.checkpoint_region !== undefined)
     row("checkpoint", h("code", { text: node.checkpoint_policy || "no policy" }), muted(`  region ${node.checkpoint_region ?? "?"}`));
@@ -624,7 +621,7 @@ function nodeFacts(node, name, state, linkList) {
   if (g && node.role === "gradient") {
     row("gradient", "the gradient of ", h("code", { text: g.parameter }));
   } else if (g && g.gets) {
-    row("gradient", h("span", { class: "fxviz-yes", text: "yes" }), " ", g.node ? linkList([g.node]) : null, muted(` (${g.parameter})`));
+    row("gradient", h("span", { class: "fxviz-yes", text: "yes" }), " ", g.node ? linkList([g.node]) : shown(g.node), muted(` (${shown(g.parameter)})`));
   } else if (g) {
     row("gradient", h("span", { class: "fxviz-no", text: g.requires_grad ? "none" : "none (frozen)" }), muted(` \u2014 ${g.reason}`));
   }
@@ -708,7 +705,7 @@ function createDetailsPanel(box, state, linkList, actions) {
     }
     const facts = nodeFacts(node, name, state, linkList);
     const head = h("div", { class: "fxviz-details-head" }, h("code", { class: "fxviz-node-name", text: name }));
-    if (id.endsWith(RECOMPUTED_SUFFIX)) head.append(h("span", { class: "fxviz-badge", text: "the backward's recomputed copy" }));
+    if (isRecomputed(id)) head.append(h("span", { class: "fxviz-badge", text: "the backward's recomputed copy" }));
     box.append(head);
     const where = drawnWhere(unit, state);
     if (where) box.append(where);
@@ -735,7 +732,7 @@ function matchRank(node, q, label) {
 function searchHits(state, q) {
   const ranked = [];
   for (const node of Object.values(state.nodes)) {
-    const label = state.labels.get(node.name) || state.labels.get(node.name + RECOMPUTED_SUFFIX) || "";
+    const label = state.labels.get(node.name) || state.labels.get(recomputedId(node.name)) || "";
     const r = matchRank(node, q, label);
     if (r >= 0) ranked.push([r, ranked.length, node.name]);
   }
@@ -744,8 +741,8 @@ function searchHits(state, q) {
   const seen = new Set();
   const add = (g) => { if (g && !seen.has(g)) { seen.add(g); units.push(g); } };
   for (const [, , name] of ranked) {
-    add(unitFor(state.units, state.nodes, name, state.boxOf));
-    add(state.units.get(name + RECOMPUTED_SUFFIX));
+    add(unitFor(state.units, name, state.boxOf));
+    add(state.units.get(recomputedId(name)));
   }
   // a box matches by its name (its members count as matching nodes: a function box's ops carry
   // no module that names it) or by the text printed on it
@@ -937,7 +934,7 @@ function unitMembers(state, id, g) {
 
 function unitSide(state, id, g) {
   if (g.classList.contains("fx-group")) return id.slice(0, id.indexOf("/"));
-  if (id.endsWith(RECOMPUTED_SUFFIX)) return "backward";
+  if (isRecomputed(id)) return "backward";
   const n = state.nodes[baseName(id)];
   return n ? n.phase : "";
 }
@@ -1082,13 +1079,13 @@ function renderDifferences(box, state, linkList) {
 function markDifferences(state, diff) {
   const units = [];
   for (const d of diff) {
-    const g = unitFor(state.units, state.nodes, d.name, state.boxOf);
+    const g = unitFor(state.units, d.name, state.boxOf);
     if (!g) continue;
     g.classList.add("fxviz-diff");
     units.push(g);
     const n = state.nodes[d.name];
     for (const m of [...n.inputs, ...n.users]) {
-      const u = unitFor(state.units, state.nodes, m, state.boxOf);
+      const u = unitFor(state.units, m, state.boxOf);
       if (u && !u.classList.contains("fxviz-diff")) u.classList.add("fxviz-diff-near");
     }
   }
@@ -1136,7 +1133,7 @@ function focusUnits(state) {
   if (state.hits && state.hits.length) return [state.hits[0]];
   if (state.doctor && state.doctor.healthy === false) {
     const names = (state.doctor.findings || []).flatMap((f) => f.nodes || []);
-    return names.map((n) => unitFor(state.units, state.nodes, n, state.boxOf)).filter(Boolean);
+    return names.map((n) => unitFor(state.units, n, state.boxOf)).filter(Boolean);
   }
   return [];
 }
@@ -1237,7 +1234,7 @@ function revealOpened(state, zp) {
   if (!what) return;
   state.reveal = null;
   const units = Array.isArray(what)
-    ? [...new Set(what.map((n) => unitFor(state.units, state.nodes, n, state.boxOf)).filter(Boolean))]
+    ? [...new Set(what.map((n) => unitFor(state.units, n, state.boxOf)).filter(Boolean))]
     : [...state.boxes.values()].filter((b) => b.key === what.key).map((b) => state.units.get(b.id)).filter(Boolean);
   const b = units.length ? zp.boxAround(units) : null;
   if (b) zp.centerOn(b);
@@ -1288,8 +1285,11 @@ function bindSearch(ui, state, search, opts) {
  * `opts.onRowClick(strategyKey)` when a memory-table row is clicked, `opts.onSearch(result)`
  * after every search (`result.query` is what was typed); `opts.onExpand(key)` /
  * `opts.onCollapse(key or null)` open and close a box (the notebook: the kernel redraws the view).
+ * `opts.constants`: the page constants (fxviz.payloads.page_constants).  `showView` shows one
+ * view payload (fxviz.payloads.ViewPayload); the other setters are what lives beside a view.
  */
 export function createPane(root, opts = {}) {
+  configure(opts.constants);
   const state = paneState();
   const ui = buildLayout(root);
   const { el } = ui;
@@ -1339,10 +1339,10 @@ export function createPane(root, opts = {}) {
     el.dataset.viewKey = key;
   }
   const setSearch = bindSearch(ui, state, search, opts);
-
   return {
     el,
     setSvg,
+    showView(v, how = {}) { showView(this, v, how); },
     select: (id) => select(id, { reveal: true, notify: false }),
     setSearch,
     setNodes(nodes) { state.nodes = nodes || {}; markSelected(false); marks(); search(); },
@@ -1369,13 +1369,39 @@ export function createPane(root, opts = {}) {
   };
 }
 
+/**
+ * Show one view payload `v` (fxviz.payloads.ViewPayload: the widget's `view_data`, one of the
+ * report's `drawings`) in `pane`.  `how.statuses`: what strategies did, by name; `how.as`: the
+ * view it stands for where it is a shared drawing (the report's layout under a strategy or a
+ * pair: its view, strategy, compare and key), else the payload itself; `how.differences`: the
+ * toggle's state (default: whether this is a differences drawing); `how.alert`: an error that is
+ * no view's; `how.keepZoom`: keep the window.
+ */
+function showView(pane, v, how = {}) {
+  const view = v || {};
+  const as = how.as || view;
+  const statuses = how.statuses || {};
+  pane.setView(as.view || view.view);
+  pane.setStatus(statuses[as.strategy] || null, as.compare ? statuses[as.compare] || null : null);
+  pane.setHighlight(as.strategy || "", as.compare || "");
+  pane.setError(how.alert || view.error || "");
+  pane.setBoxes(view.boxes || []);  // before the drawing: its boxes' members are read when it is shown
+  pane.setExpanded(view.expanded || []);
+  pane.setDifferences(how.differences === undefined ? !!view.differences : how.differences, !!view.differences);
+  pane.setSvg(view.svg || "", { keepZoom: !!how.keepZoom, key: as.key || "", overlay: !!view.overlay });
+  pane.setCaption(view.caption || "");
+}
+
 // --- the anywidget view ----------------------------------------------------------------------------
+// The view shown is one trait, `view_data` (fxviz.payloads.ViewPayload); `keep_zoom`, `statuses`
+// and `alert` arrive with it in the same message.
 function render({ model, el }) {
   // the palette (fxviz.render.theme), scoped to the explorer: role swatches and mark colors
   const palette = document.createElement("style");
   palette.textContent = model.get("palette_css");
   el.append(palette);
   const pane = createPane(el, {
+    constants: model.get("constants"),
     onSelect: (id) => { model.set("selected", id); model.save_changes(); },
     onRowClick: (key) => { model.send({ event: "row", strategy: key }); },
     onExpand: (key) => { model.send({ event: "expand", key }); },
@@ -1388,45 +1414,27 @@ function render({ model, el }) {
       model.save_changes();
     },
   });
-  const status = () => pane.setStatus(model.get("status"), model.get("compare_status"));
+  const show = (keepZoom) => {
+    pane.showView(model.get("view_data"), { statuses: model.get("statuses"), alert: model.get("alert"), keepZoom });
+    pane.setSearch(model.get("search"));
+  };
   const handlers = {
     "change:nodes": () => pane.setNodes(model.get("nodes")),
-    "change:status change:compare_status": status,
-    "change:view": () => pane.setView(model.get("view")),
-    "change:boxes": () => pane.setBoxes(model.get("boxes")),
-    "change:expanded": () => pane.setExpanded(model.get("expanded")),
-    "change:differences": () => pane.setDifferences(model.get("differences")),
-    "change:svg": () => {
-      pane.setBoxes(model.get("boxes"));  // whichever of the two changes arrives first
-      pane.setDifferences(model.get("differences"));
-      pane.setSvg(model.get("svg"), { keepZoom: model.get("keep_zoom"), key: model.get("view_key") });
-      pane.setSearch(model.get("search"));
-    },
+    "change:view_data": () => show(model.get("keep_zoom")),
+    "change:alert": () => pane.setError(model.get("alert") || (model.get("view_data") || {}).error || ""),
     "change:search": () => pane.setSearch(model.get("search")),
     // a click already selected it here; only a selection made in Python moves the view
     "change:selected": () => { if (model.get("selected") !== pane.selected) pane.select(model.get("selected")); },
     "change:table": () => pane.setTable(model.get("table")),
-    "change:highlight change:compare_highlight": () => pane.setHighlight(model.get("highlight"), model.get("compare_highlight")),
     "change:doctor": () => pane.setDoctor(model.get("doctor")),
     "change:legend": () => pane.setLegend(model.get("legend")),
-    "change:caption": () => pane.setCaption(model.get("caption")),
     "change:busy": () => pane.setBusy(model.get("busy")),
-    "change:error": () => pane.setError(model.get("error")),
   };
   pane.setNodes(model.get("nodes"));
-  status();
-  pane.setView(model.get("view"));
   pane.setLegend(model.get("legend"));
   pane.setTable(model.get("table"));
-  pane.setHighlight(model.get("highlight"), model.get("compare_highlight"));
   pane.setDoctor(model.get("doctor"));
-  pane.setCaption(model.get("caption"));
-  pane.setError(model.get("error"));
-  pane.setBoxes(model.get("boxes"));
-  pane.setExpanded(model.get("expanded"));
-  pane.setDifferences(model.get("differences"));
-  pane.setSvg(model.get("svg"), { keepZoom: false, key: model.get("view_key") });
-  pane.setSearch(model.get("search"));
+  show(false);
   pane.select(model.get("selected"));
   pane.setBusy(model.get("busy"));
   for (const [events, fn] of Object.entries(handlers)) model.on(events, fn);

@@ -5,10 +5,13 @@
 // first drawing is the markup of the script-free fallback, read once.  After graph breaks, a piece
 // selector swaps in each piece's own payloads, and "whole model" shows the overview drawing.
 //
+// Every drawing is a view payload (fxviz.payloads.ViewPayload, the widget's `view_data` shape) in
+// data.drawings, by key; data.index maps the controls' state (view, strategy, compare, differences)
+// to the view's key and the drawing that shows it, both made in Python: no key is built here.
 // The joint and compare views share one layout: the strategy (or the pair A, B, any two of the
 // report's strategies) is an overlay the pane applies from data.  Forward and backward views are
 // one drawing per strategy (their graphs differ).  A small graph's report also holds one
-// differences-only drawing per ordered pair (data.differences: "A|B" -> its key), which the
+// differences-only drawing per ordered pair (index entries with `differences`), which the
 // "differences only" toggle shows; without them the toggle fades the layout's other nodes.
 
 /** The report's data: JSON, gzipped and base64-encoded by fxviz (render/embed.py, packed_json). */
@@ -28,9 +31,9 @@ function startReport(data) {
   const nav = document.getElementById("fxviz-controls");
   // the first drawing is the script-free fallback's markup (inside root): read it before clearing
   const fallback = document.getElementById("fxviz-fallback");
-  if (fallback && data.svg_in_fallback) {
+  if (fallback && data.drawing_in_fallback) {
     const svg = fallback.querySelector("svg");
-    if (svg) data.svgs[data.svg_in_fallback] = svg.outerHTML;
+    if (svg) data.drawings[data.drawing_in_fallback].svg = svg.outerHTML;
   }
   if (fallback) fallback.remove();
   root.replaceChildren();
@@ -46,7 +49,10 @@ function startReport(data) {
   };
   // a piece's report data may hold differences drawings: the toggle shows them, else the pane
   // fades the other nodes (a graph-broken model can have both kinds of piece)
-  const hasDrawings = () => Object.keys(data.differences || {}).length > 0;
+  const hasDrawings = () => index.some((e) => e.differences);
+  /** the index entry of a view: what it is called (its ViewKey text) and which drawing shows it */
+  const find = (view, strategy, compare, differences) => index.find((e) => e.view === view &&
+    e.strategy === strategy && (e.compare || null) === (compare || null) && !!e.differences === differences);
   const usable = data.strategies.filter((s) => !s.error).map((s) => s.key);
 
   const el = (tag, attrs = {}, text = null) => {
@@ -120,6 +126,7 @@ function startReport(data) {
 
   // --- the pane ----------------------------------------------------------------------------------
   const pane = createPane(root, {
+    constants: data.constants,
     onRowClick: (key) => {
       if (!usable.includes(key)) return;
       if (state.view === "compare" && key === state.strategy) return;
@@ -148,9 +155,7 @@ function startReport(data) {
   let lastKey = null;
   function update() {
     if (state.piece < 0) {  // the whole-model overview: one drawing, no strategy or view
-      pane.setError("");
-      pane.setSvg(data.overview.svg, { key: "overview" });
-      pane.setCaption(data.overview.caption || "");
+      pane.showView(data.overview.view);
       lastKey = "overview";
       return;
     }
@@ -163,43 +168,26 @@ function startReport(data) {
     strategyLabel.firstChild.textContent = compare ? "A " : "strategy ";
     for (const b of views.children) b.setAttribute("aria-pressed", String(b.dataset.view === state.view));
 
-    const overlay = state.view === "joint" || compare;
-    const entry = index.find((e) => e.view === state.view && (overlay || e.strategy === state.strategy));
-    const key = entry ? entry.key : null;
-    const shown = `${state.view}|${state.strategy}|${compare ? state.compare : "-"}|${data.group}|${data.depth}`;
-    pane.setView(state.view);
-    pane.setStatus(data.status[state.strategy], compare ? data.status[state.compare] : null);
-    pane.setHighlight(state.strategy, compare ? state.compare : "");
-    const diffKey = compare && state.differences && hasDrawings() ? data.differences[`${state.strategy}|${state.compare}`] : null;
-    pane.setDifferences(state.differences, !!diffKey);
+    const entry = find(state.view, state.strategy, compare ? state.compare : null, false);
+    const diff = compare && state.differences ? find(state.view, state.strategy, state.compare, true) : null;
+    const shownEntry = diff || entry;
+    const drawing = shownEntry ? data.drawings[shownEntry.drawing] : null;
     if (compare && !state.compare) {
-      pane.setSvg("", { key: shown });
-      pane.setError("the compare view needs two strategies that did not fail");
-    } else if (diffKey && data.svgs[diffKey]) {  // the pair's own drawing: its marks are in it
-      pane.setError("");
-      pane.setBoxes([]);
-      pane.setSvg(data.svgs[diffKey], { keepZoom: false, key: `${shown}|differences` });
-      pane.setCaption(data.captions[diffKey] || "");
-      lastKey = diffKey;
-      return;
-    } else if (key && data.svgs[key]) {
-      pane.setError("");
-      pane.setBoxes((data.boxes || {})[key] || []);  // the boxes' real members, before their drawing
-      pane.setSvg(data.svgs[key], { keepZoom: lastKey === key, key: shown, overlay });
-      pane.setCaption(data.captions[key] || "");
+      pane.showView({ view: "compare", error: "the compare view needs two strategies that did not fail" },
+        { statuses: data.status, as: { view: "compare", strategy: state.strategy } });
+    } else if (drawing) {
+      pane.showView(drawing, { statuses: data.status, as: shownEntry, differences: state.differences,
+                               keepZoom: lastKey === shownEntry.drawing && !diff });
     } else {
-      pane.setSvg("", { key: shown });
-      pane.setCaption("");
-      pane.setError((key && data.errors[key]) || `the ${state.view} view of ${label(state.strategy)} is not in the report` +
-        (data.status[state.strategy] && !data.status[state.strategy].error && state.view !== "joint"
-          ? ": it is measured, not partitioned; the joint view marks what it saves" : ""));
+      pane.showView({ view: state.view, error: `the ${state.view} view of ${label(state.strategy)} is not in the report` },
+        { statuses: data.status, as: { view: state.view, strategy: state.strategy } });
     }
-    lastKey = key;
+    lastKey = shownEntry ? shownEntry.drawing : null;
   }
   update();
 
   // parse the other drawings while the reader looks at the first one
-  const pending = Object.values(data.svgs);
+  const pending = Object.values(data.drawings).map((d) => d.svg).filter(Boolean);
   const idle = window.requestIdleCallback || ((fn) => setTimeout(() => fn({ timeRemaining: () => 8 }), 50));
   const preload = (deadline) => {
     if (generation !== reportGeneration) return;  // another graph was chosen meanwhile

@@ -7,8 +7,9 @@ zoom and pan, click for details, search highlighting, the memory table, the doct
 and the legend.  Nothing is loaded from the network.
 
 Every partition and drawing is computed once (partitions and drawings are cached on the
-``Trace``; the cleaned SVG of each view is cached here), so switching back to a view already
-seen only sends its SVG to the browser.  A first computation shows a progress note in the pane.
+``Trace``; each view's ``payloads.ViewPayload`` is cached here by ``ViewKey``), so switching back
+to a view already seen only sends its payload to the browser: one trait, ``GraphPane.view_data``,
+the same dict the HTML report embeds for that view.  A first computation shows a progress note in the pane.
 
 The first picture comes first: in a notebook kernel (a running asyncio loop) the memory table of
 every offered strategy is computed after ``explore(...)`` returns, one strategy per loop turn, its
@@ -35,19 +36,21 @@ from ..errors import FxvizError, InputError
 from ..html_report import STATIC
 from ..payloads import (
     VIEWS,
-    RenderedView,
     ViewKey,
+    ViewPayload,
     doctor_data,
     legend_data,
     node_data,
     openable_boxes,
     overview_data,
+    page_constants,
     piece_options,
-    render_view,
     status_data,
     table_data,
+    view_payload,
 )
 from ..render import theme
+from ..render.embed import page_data
 from ..render.static_html import static_html
 from ..render.views import box_name
 from ..trace import Trace, trace
@@ -68,37 +71,93 @@ STRATEGY_CHOICES: list[tuple[str, str]] = [(s.spec.short, s.kind) for s in OFFER
 GROUP_CHOICES: list[tuple[str, str]] = [("auto", "auto"), ("by module", "module"), ("every node", "none")]
 
 
+# every synced dict goes through the one page-data conversion (render.embed.page_data): no NaN or
+# infinity, no numpy scalar reaches the page, as in the report
+_PAGE: dict[str, Any] = {"sync": True, "to_json": lambda value, _widget: page_data(value)}
+
+
 class GraphPane(anywidget.AnyWidget):
-    """The front-end half: one SVG with zoom/pan, details, search, table, doctor, legend."""
+    """The front-end half: one SVG with zoom/pan, details, search, table, doctor, legend.
+
+    The view shown travels as one value, ``view_data`` (a ``payloads.ViewPayload``: the same dict
+    the report embeds for that view); ``keep_zoom`` says whether the switch keeps the window, and
+    ``statuses`` holds what the strategies it names did (by name, as the report's ``status``).
+    The other traits are the trace's (nodes, table, doctor), the page's (legend, constants) or the
+    user's (selection, search).  The properties below read the view's fields.
+    """
 
     _esm = STATIC / "explorer.js"
     _css = STATIC / "explorer.css"
 
     palette_css = t.Unicode(theme.css_variables(".fxviz-explorer")).tag(sync=True)
-    svg = t.Unicode("").tag(sync=True)
-    view_key = t.Unicode("").tag(sync=True)
+    constants = t.Dict(page_constants()).tag(**_PAGE)
+    view_data = t.Dict().tag(**_PAGE)
     keep_zoom = t.Bool(False).tag(sync=True)
-    view = t.Unicode("joint").tag(sync=True)
-    caption = t.Unicode("").tag(sync=True)
-    nodes = t.Dict().tag(sync=True)
-    status = t.Dict().tag(sync=True)
-    compare_status = t.Dict().tag(sync=True)
+    statuses = t.Dict().tag(**_PAGE)
+    nodes = t.Dict().tag(**_PAGE)
+    table = t.Dict().tag(**_PAGE)
+    doctor = t.Dict().tag(**_PAGE)
+    legend = t.Dict().tag(**_PAGE)
     selected = t.Unicode("").tag(sync=True)
     search = t.Unicode("").tag(sync=True)
     matches = t.Int(0).tag(sync=True)
     drawn_matches = t.Int(0).tag(sync=True)
-    table = t.Dict().tag(sync=True)
-    highlight = t.Unicode("").tag(sync=True)
-    compare_highlight = t.Unicode("").tag(sync=True)
-    doctor = t.Dict().tag(sync=True)
-    legend = t.Dict().tag(sync=True)
     busy = t.Unicode("").tag(sync=True)
-    error = t.Unicode("").tag(sync=True)
-    # the drawn boxes (id, key to open it, label, kind, side, members) and the boxes opened now
-    boxes = t.List(t.Dict()).tag(sync=True)
-    expanded = t.List(t.Unicode()).tag(sync=True)
-    # the compare view shows the kernel's differences-only drawing (the toggle's state)
-    differences = t.Bool(False).tag(sync=True)
+    # an error that is no view's (a box that does not exist, a failed re-trace): shown over the view
+    alert = t.Unicode("").tag(sync=True)
+
+    def _field(self, name: str, default: Any = "") -> Any:
+        return self.view_data.get(name, default)
+
+    @property
+    def svg(self) -> str:
+        return str(self._field("svg"))
+
+    @property
+    def view_key(self) -> str:
+        return str(self._field("key"))
+
+    @property
+    def view(self) -> str:
+        return str(self._field("view", "joint"))
+
+    @property
+    def caption(self) -> str:
+        return str(self._field("caption"))
+
+    @property
+    def boxes(self) -> list[dict[str, Any]]:
+        return list(self._field("boxes", []))
+
+    @property
+    def expanded(self) -> list[str]:
+        return list(self._field("expanded", []))
+
+    @property
+    def differences(self) -> bool:
+        return bool(self._field("differences", False))
+
+    @property
+    def error(self) -> str:
+        """The error shown: one that is no view's (``alert``), else the view's own."""
+        return self.alert or str(self._field("error"))
+
+    @property
+    def highlight(self) -> str:
+        """The strategy shown (A in the compare view): its memory-table row is highlighted."""
+        return str(self._field("strategy") or "")
+
+    @property
+    def compare_highlight(self) -> str:
+        return str(self._field("compare") or "")
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return dict(self.statuses.get(self.highlight, {}))
+
+    @property
+    def compare_status(self) -> dict[str, Any]:
+        return dict(self.statuses.get(self.compare_highlight, {})) if self.compare_highlight else {}
 
 
 @dataclass(frozen=True)
@@ -158,7 +217,7 @@ class Explorer(widgets.VBox):
         self._t_start = t_start
         self.first_picture_s: float | None = None
         self._fills: dict[tuple[Any, ...], asyncio.Task[None]] = {}
-        self._svgs: dict[tuple[Any, ...], RenderedView] = {}
+        self._views: dict[tuple[Any, ...], ViewPayload] = {}
         self._tables: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._doctors: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._shown: tuple[Any, ...] | None = None
@@ -244,8 +303,8 @@ class Explorer(widgets.VBox):
         view = self.view_control.value
         group = self.group_control.value
         vk = ViewKey(
-            view=view, strategy=self.strategy,
-            compare=self._key(self.compare_control.value) if view == "compare" else None,
+            view=view, strategy=self._strategy(self.strategy_control.value),
+            compare=self._strategy(self.compare_control.value) if view == "compare" else None,
             group=None if group == "auto" else group,
             depth=self.depth_control.value if group == "module" else None,
             differences=self._differences and view == "compare")
@@ -300,10 +359,10 @@ class Explorer(widgets.VBox):
         """What ``expand`` takes in the view ``vk`` describes (cached per trace, view and grouping)."""
         side = vk.view if vk.view in ("forward", "backward") else "joint"
         key = (self.params_control.value, self.piece_control.value, side,
-               vk.strategy if side != "joint" else "", vk.group)
+               vk.strategy if side != "joint" else None, vk.group)
         if key not in self._openable:
             try:
-                self._openable[key] = openable_boxes(self.trace, side, vk.strategy, vk.group)
+                self._openable[key] = openable_boxes(self.trace, side, vk.strategy or "default", vk.group)
             except FxvizError:
                 self._openable[key] = set()
         return self._openable[key]
@@ -312,12 +371,16 @@ class Explorer(widgets.VBox):
         """Select a node (its joint-graph name) as a click in the graph would."""
         self.pane.selected = name
 
-    def _key(self, choice: str) -> str:
+    def _strategy(self, choice: str) -> Strategy:
+        """The strategy a control's choice means (the budget kinds read the slider and solver)."""
         if choice == "budget":
-            return Strategy("budget", budget=float(self.budget_control.value), solver=self.solver_control.value).name
+            return Strategy("budget", budget=float(self.budget_control.value), solver=self.solver_control.value)
         if choice == "optimal":
-            return Strategy("optimal", budget=float(self.budget_control.value)).name
-        return Strategy.parse(choice).name
+            return Strategy("optimal", budget=float(self.budget_control.value))
+        return Strategy.parse(choice)
+
+    def _key(self, choice: str) -> str:
+        return self._strategy(choice).name
 
     def _table_strategies(self) -> list[str]:
         """The table's rows: the offered strategies, and the optimum only while it is picked (each
@@ -340,7 +403,7 @@ class Explorer(widgets.VBox):
                 self._traces[mode] = trace(self._model, *self._inputs, params=mode, **self._trace_kwargs)
             except FxvizError as exc:
                 self.pane.busy = ""
-                self.pane.error = f"{exc.message}\nWhat to do: {exc.hint}"
+                self.pane.alert = f"{exc.message}\nWhat to do: {exc.hint}"
                 return
             finally:
                 self.pane.busy = ""
@@ -353,7 +416,7 @@ class Explorer(widgets.VBox):
             try:
                 self.expand(str(content.get("key", "")))
             except FxvizError as exc:
-                self.pane.error = f"{exc.message}\nWhat to do: {exc.hint}"
+                self.pane.alert = f"{exc.message}\nWhat to do: {exc.hint}"
             return
         if event == "collapse":
             self.collapse(str(content["key"]) if content.get("key") else None)
@@ -424,50 +487,54 @@ class Explorer(widgets.VBox):
         if key == self._shown:
             return
         t0 = time.perf_counter()
-        cached = key in self._svgs
+        cached = key in self._views
         if trace_id != self._shown_trace:
             self.pane.nodes = node_data(tr)
             self.pane.doctor = self._doctor(tr, trace_id)
             self._shown_trace = trace_id
-        if not cached:
-            label = vk.strategy if vk.view != "compare" else f"{vk.strategy} vs {vk.compare}"
-            label += " (differences only)" if vk.differences else ""
+        if cached:
+            payload = self._views[key]
+        else:
+            label = _names(vk)
             self.pane.busy = f"computing the {vk.view} view of {label}: partition and layout (first time only)…"
             try:
-                self._svgs[key] = render_view(tr, vk)
-            except FxvizError as exc:
-                self._show_error(f"{exc.message}\nWhat to do: {exc.hint}", vk)
-                return
-            except Exception as exc:  # a bug: say so in the pane rather than a traceback in the output
-                self._show_error(f"fxviz could not draw this view: {type(exc).__name__}: {exc}", vk)
-                return
+                payload = view_payload(tr, vk)
             finally:
                 self.pane.busy = ""
-        r = self._svgs[key]
-        table = self._table(tr, trace_id)
-        previous = self._shown
-        with self.pane.hold_sync():
-            self.pane.view = vk.view
-            self.pane.status = status_data(r.partition)
-            self.pane.compare_status = status_data(r.compare) if r.compare is not None else {}
-            # a differences drawing is another layout for every pair: it opens at its own fit
-            self.pane.keep_zoom = bool(previous and previous[:2] == key[:2] and previous[2].view == vk.view
-                                       and previous[2].group == vk.group and previous[2].depth == vk.depth
-                                       and not vk.differences and not previous[2].differences)
-            self.pane.differences = vk.differences
-            self.pane.error = ""
-            self.pane.boxes = r.boxes  # before the svg: the front-end reads them when it shows it
-            self.pane.expanded = list(vk.expand)
-            self.pane.svg = r.svg
-            self.pane.view_key = vk.text()
-            self.pane.caption = r.caption
-            self.pane.table = table
-            self.pane.highlight = r.partition.name
-            self.pane.compare_highlight = r.compare.name if r.compare is not None else ""
-        self._shown = key
-        if self.first_picture_s is None:
+            if not payload.error:  # a failed view is tried again next time
+                self._views[key] = payload
+        self._show(payload, self._statuses(tr, vk), self._table(tr, trace_id) if not payload.error else None,
+                   keep_zoom=self._keeps_zoom(key))
+        self._shown = key if not payload.error else None
+        if self.first_picture_s is None and not payload.error:
             self.first_picture_s = time.perf_counter() - self._t_start
-        self.timings.append(SwitchTiming(vk.text(), time.perf_counter() - t0, cached))
+        if not payload.error:
+            self.timings.append(SwitchTiming(vk.text(), time.perf_counter() - t0, cached))
+
+    def _keeps_zoom(self, key: tuple[Any, ...]) -> bool:
+        """Whether the front-end keeps its window: the same graph, view and grouping (one box more
+        or less open); a differences drawing is another layout for every pair: its own fit."""
+        previous, vk = self._shown, key[2]
+        return bool(previous and previous[:2] == key[:2] and isinstance(previous[2], ViewKey)
+                    and previous[2].view == vk.view and previous[2].group == vk.group
+                    and previous[2].depth == vk.depth and not vk.differences and not previous[2].differences)
+
+    @staticmethod
+    def _statuses(tr: Trace, vk: ViewKey) -> dict[str, Any]:
+        """What the view's strategies did, by name (partitions cached on the Trace)."""
+        shown = [s for s in (vk.strategy, vk.compare if vk.view == "compare" else None) if s is not None]
+        return {s.name: status_data(tr.partition(s)) for s in shown}
+
+    def _show(self, payload: ViewPayload, statuses: dict[str, Any], table: dict[str, Any] | None,
+              keep_zoom: bool = False) -> None:
+        """Hand one view to the page: its payload as one value, with what the page reads beside it."""
+        with self.pane.hold_sync():
+            self.pane.alert = ""
+            self.pane.keep_zoom = keep_zoom
+            self.pane.statuses = statuses
+            if table is not None:
+                self.pane.table = table
+            self.pane.view_data = payload.to_json()
 
     def _show_overview(self) -> None:
         """The whole-model overview of a graph-broken model (the piece selector's first choice)."""
@@ -480,25 +547,8 @@ class Explorer(widgets.VBox):
             finally:
                 self.pane.busy = ""
         data = self._tables[key]
-        with self.pane.hold_sync():
-            self.pane.error = ""
-            self.pane.boxes = []
-            self.pane.expanded = []
-            self.pane.svg = data["svg"]
-            self.pane.view_key = "overview"
-            self.pane.caption = data["caption"]
-            self.pane.table = data["table"]
+        self._show(ViewPayload(**data["view"]), {}, data["table"])
         self._shown = key
-
-    def _show_error(self, message: str, vk: ViewKey) -> None:
-        with self.pane.hold_sync():
-            self.pane.busy = ""
-            self.pane.error = message
-            self.pane.boxes = []
-            self.pane.svg = ""
-            self.pane.view_key = vk.text()
-            self.pane.caption = ""
-        self._shown = None
 
     def _table(self, tr: Trace, trace_id: tuple[Any, ...]) -> dict[str, Any]:
         """The memory table of the offered strategies: from the cache; else, in a running event
@@ -582,12 +632,13 @@ class Explorer(widgets.VBox):
     def static_html(self) -> str:
         """The current graph, the memory table and the legend as script-free HTML."""
         key = self._shown
-        r = self._svgs.get(key) if key is not None else None
+        r = self._views.get(key) if key is not None else None
         if key is None or r is None:
             return "<p>fxviz explorer: run the notebook to see the graph</p>"
         table = self._tables.get(key[:2] + tuple(self._table_strategies()))
-        return static_html(r.svg, table, r.partition.name, r.caption,
-                           title=f"fxviz explorer: {self.view_key.view} view, {r.partition.label}")
+        label = self.trace.partition(key[2].strategy).label if key[2].strategy else ""
+        return static_html(r.svg, table, r.strategy, r.caption,
+                           title=f"fxviz explorer: {r.view} view, {label}")
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         bundle = super()._repr_mimebundle_(**kwargs)
@@ -644,6 +695,13 @@ class RunExplorer(widgets.VBox):
 
     def _on_graph(self, change: dict[str, Any]) -> None:
         self.children = (self.selectors, self._explorer(change["new"]))
+
+
+def _names(vk: ViewKey) -> str:
+    """``A``, or ``A vs B`` in the compare view, as the busy note says it."""
+    a = vk.strategy.name if vk.strategy else "the layout"
+    label = f"{a} vs {vk.compare.name}" if vk.view == "compare" and vk.compare else a
+    return label + (" (differences only)" if vk.differences else "")
 
 
 def _choice(strategy: StrategyLike, budget: float, solver: str,
