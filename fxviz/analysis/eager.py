@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import gc
-import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -37,11 +37,45 @@ from .. import _torch
 from .._state import preserved
 from .._torch import pytree
 from ..capture import Capture, JointGraph
-from .measured import EagerMeasurement, SavedTensor
-from .partition import Partition
-from .strategies import Strategy
 
-__all__ = ["SavedTensor", "EagerMeasurement", "measure_eager", "eager_partition"]
+__all__ = ["SavedTensor", "EagerMeasurement", "measure_eager", "failure_reason"]
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    """One tensor eager autograd saved (unique by storage, offset, shape, stride and dtype)."""
+
+    op: str  # the aten op that produced it in eager ("input"/"parameter" for leaves)
+    shape: tuple[int, ...]
+    dtype: str
+    owner: str  # activation | parameter | input
+    storage_bytes: int
+    numel_bytes: int
+    joint: str | None  # the joint-graph node it corresponds to, when matched
+    held_by: str = "autograd"  # autograd (seen by saved_tensors_hooks) | checkpoint (its own cache / inputs)
+
+
+@dataclass
+class EagerMeasurement:
+    saved: list[SavedTensor] = field(default_factory=list)
+    saves: int = 0  # pack-hook calls (one tensor may be saved by several ops)
+    storages: int = 0
+    activation_bytes: int = 0
+    param_bytes: int = 0
+    input_bytes: int = 0
+    estimate_bytes: int = 0  # numel*itemsize over the saved tensors, blind to aliasing (torch's way)
+    forward_aten_ops: int = 0  # aten ops eager ran in the forward (and the loss)
+    float_mask_bytes: int = 0  # CPU dropout's float masks among the saved activations
+    checkpoint_bytes: int = 0  # activation storages held by torch.utils.checkpoint, not seen by the hooks
+    checkpoint_storages: int = 0
+    recomputed_ops: int | None = None  # forward ops eager checkpointing ran again in the backward
+    recompute_flops: int | None = None  # None: not measured
+    recompute_bytes: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def saved_tensors(self) -> int:
+        return len(self.saved)
 
 
 # the traced graph's functional form of an op -> the op eager runs
@@ -240,7 +274,7 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
             for k in range(block.size):
                 mapping[block.a + k] = joint[block.b + k][1]
 
-    m = EagerMeasurement(saves=saves, forward_ops=_count_ops(events))
+    m = EagerMeasurement(saves=saves, forward_aten_ops=_count_ops(events))
     seen_storage: set[int] = set()
     for sig, t in packed.items():
         # resolved now, not at pack time: a saved tensor stays alive, so every record made for
@@ -354,24 +388,12 @@ def _tensors(cap: Capture) -> list[torch.Tensor]:
     return found + (list(cap.model.parameters()) if cap.model is not None else [])
 
 
-def eager_partition(cap: Capture, graph: JointGraph) -> Partition:
-    """The ``eager`` strategy as a ``Partition``: ``saved`` are the joint nodes eager's saved tensors
-    correspond to (in save order), ``unmapped`` describes those with no joint node."""
-    start = time.perf_counter()
-    try:
-        m = measure_eager(cap, graph)
-    except Exception as exc:  # the user's model under eager autograd: a row with the reason
-        text = " ".join(str(exc).split())
-        sparse = [t.layout for t in _tensors(cap) if t.layout != torch.strided]
-        if sparse or "Sparse" in text:
-            what = f" (a {sparse[0]} input)" if sparse else ""
-            reason = (f"the eager reference cannot measure sparse tensors{what}: it counts the storages autograd "
-                      "saves, and a sparse tensor exposes none; the graph strategies' rows are exact")
-        else:
-            reason = f"eager autograd raised {type(exc).__name__}: {text[:300]}"
-        return Partition(strategy=Strategy("eager"), forward=None, backward=None, caller="eager autograd",
-                         error=reason, seconds=time.perf_counter() - start)
-    saved = list(dict.fromkeys(s.joint for s in m.saved if s.joint is not None))
-    unmapped = [f"{s.op} {list(s.shape)} {s.dtype} ({s.owner})" for s in m.saved if s.joint is None]
-    return Partition(strategy=Strategy("eager"), forward=None, backward=None, saved=saved, unmapped=unmapped,
-                     caller="eager autograd", seconds=time.perf_counter() - start, measurement=m)
+def failure_reason(cap: Capture, exc: Exception) -> str:
+    """Why eager autograd could not measure ``cap``'s model, for the eager row's ``error``."""
+    text = " ".join(str(exc).split())
+    sparse = [t.layout for t in _tensors(cap) if t.layout != torch.strided]
+    if sparse or "Sparse" in text:
+        what = f" (a {sparse[0]} input)" if sparse else ""
+        return (f"the eager reference cannot measure sparse tensors{what}: it counts the storages autograd "
+                "saves, and a sparse tensor exposes none; the graph strategies' rows are exact")
+    return f"eager autograd raised {type(exc).__name__}: {text[:300]}"

@@ -42,8 +42,9 @@ from torch import fx
 
 from .. import _torch
 from .._fx import ancestors, output_values
+from ..capture import JointGraph
+from ..graph_facts import Storages, alias_base, gradient_slots, is_view_op, node_flops, node_traffic, tangent_dependent
 from ..units import format_bytes, format_flops
-from .memory import Storages, node_flops, node_traffic
 
 __all__ = [
     "DEFAULT_TIME_LIMIT",
@@ -52,6 +53,7 @@ __all__ = [
     "OptimalPartitioner",
     "Solution",
     "extract",
+    "gaps_to_optimal",
     "min_cut_activation_bytes",
     "model_of",
     "model_of_joint",
@@ -177,19 +179,9 @@ def model_of(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
     ops traced during the backward ``is_backward``; running those in the backward is not a
     recomputation), exactly as the memory table's ``recompute_flops`` does.
     """
-    from .memory import _alias_base, _is_view_op
-
     nodes = list(gm.graph.nodes)
-    backward: set[fx.Node] = set()
-    for n in nodes:
-        if n.op == "output":
-            continue
-        if (n.op == "placeholder" and _torch.is_tangent(n)) or _torch.must_be_in_backward(n):
-            backward.add(n)
-        if n in backward:
-            backward.update(u for u in n.users if u.op != "output")
-    outs = output_values(gm)
-    bwd_outputs = {o for o in outs[num_fwd_outputs:] if isinstance(o, fx.Node)}
+    backward = tangent_dependent(gm)
+    bwd_outputs = {o for o in gradient_slots(gm, num_fwd_outputs) if isinstance(o, fx.Node)}
     inputs = [n for n in nodes if n.op == "placeholder" and n not in backward]
     forward = [n for n in nodes if n.op == "call_function" and n not in backward]
     fset = set(forward)
@@ -256,8 +248,8 @@ def model_of(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
         if zero and all(a in model.always for a in forward_inputs):
             model.always.add(name)
             continue
-        base = _alias_base(n)
-        if (zero and _is_view_op(n.target) and base is not None and base.name in rep
+        base = alias_base(n)
+        if (zero and is_view_op(n.target) and base is not None and base.name in rep
                 and forward_inputs == [base.name] and saveable[name] == saveable[base.name]
                 and model.storage_of[name] == model.storage_of[base.name]):
             rep[name] = rep[base.name]
@@ -558,3 +550,35 @@ class OptimalPartitioner:
                 f"{format_bytes(least.saved_bytes)}, what must be saved because it cannot be recomputed: "
                 f"{', '.join(pinned) or 'none'}")
         return extract(joint, model, solution, num_fwd_outputs)
+
+
+# --- how far a partition is from the optimum ----------------------------------------------------
+def gaps_to_optimal(graph: JointGraph, rows: list[dict[str, Any]]) -> list[str]:
+    """Fill the two ``gap_to_optimal`` columns of ``rows`` in place; returns the caption's notes.
+    Rows that are measured (eager) or redraw random values are not partitions of the same
+    program the optimum is computed for: their gaps stay empty, and the note says why."""
+    model = model_of_joint(graph.gm, graph.num_fwd_outputs)
+    skipped, bounds = [], []
+    for r in rows:
+        if r.get("error") is not None or r.get("saved_activation_bytes") is None:
+            continue
+        if r["backward_graph_ops"] is None or r.get("recomputed_random_ops"):  # measured (eager) or redrawing
+            skipped.append(r["strategy"])
+            continue
+        b, f = int(r["saved_activation_bytes"]), int(r["recompute_flops"])
+        at_bytes, at_flops = solve(model, b), solve_min_bytes(model, f)
+        if at_bytes.status == "optimal":
+            r["gap_to_optimal_flops"] = f - at_bytes.recompute_flops
+        if at_flops.status == "optimal":
+            r["gap_to_optimal_bytes"] = b - at_flops.saved_bytes
+        if not (at_bytes.optimal and at_flops.optimal):
+            bounds.append(r["strategy"])
+    notes = ["gap_to_optimal_flops: recompute FLOPs above the exact optimum (MILP, HiGHS) at the row's saved "
+             "activation bytes; gap_to_optimal_bytes: saved activation bytes above the optimum at the row's "
+             "recompute FLOPs, bytes moved not held equal (0: the row is on the optimal frontier)."]
+    if skipped:
+        notes.append("No gap for " + ", ".join(skipped) + ": measured on the model, or redrawing random values "
+                     "in the backward, so not a partition of the same program.")
+    if bounds:
+        notes.append("Solver time limit reached for " + ", ".join(bounds) + ": those gaps are left empty.")
+    return notes
