@@ -31,8 +31,8 @@ from ._fx import output_values
 __all__ = [
     "CAST_OPS", "concrete", "tensors", "numel_bytes", "is_view_op", "alias_base", "is_cast",
     "is_tangent", "tangents", "tangent_dependent", "forward_outputs", "gradient_slots", "saved_values",
-    "storage_key", "Storages", "node_flops", "node_traffic", "graph_flops", "graph_op_count", "joint_node_count",
-    "stack_frames", "innermost_frame",
+    "storage_key", "Storages", "op_flops", "op_traffic", "node_flops", "node_traffic", "graph_flops",
+    "graph_op_count", "joint_node_count", "stack_frames", "innermost_frame",
 ]
 
 
@@ -267,13 +267,9 @@ def node_flops(node: fx.Node) -> int:
     key = _flop_key(node)
     if key is not None and key in _FLOPS:
         return _FLOPS[key]
-    args = fx.node.map_arg(node.args, lambda a: _meta(_torch.meta_val(a)))
-    kwargs = fx.node.map_arg(node.kwargs, lambda a: _meta(_torch.meta_val(a)))
-    counter = FlopCounterMode(display=False)
-    assert callable(node.target)  # a call_function node
-    with counter:
-        node.target(*args, **kwargs)
-    flops = int(counter.get_total_flops())
+    args = fx.node.map_arg(node.args, _torch.meta_val)
+    kwargs = fx.node.map_arg(node.kwargs, _torch.meta_val)
+    flops = op_flops(node.target, args, kwargs)
     if key is not None:
         if len(_FLOPS) >= _FLOPS_LIMIT:
             _FLOPS.clear()
@@ -281,14 +277,32 @@ def node_flops(node: fx.Node) -> int:
     return flops
 
 
+def op_flops(func: Any, args: Any, kwargs: Any) -> int:
+    """FLOPs of one aten op call as ``torch.utils.flop_counter`` counts them (pointwise ops count
+    0), run on meta copies of its tensors (fake, real or meta): nothing is computed."""
+    if getattr(func, "overloadpacket", None) not in flop_registry:
+        return 0
+    counter = FlopCounterMode(display=False)
+    with counter:
+        func(*_meta(tuple(args)), **{k: _meta(v) for k, v in kwargs.items()})
+    return int(counter.get_total_flops())
+
+
+def op_traffic(func: Any, inputs: Iterable[torch.Tensor], outputs: Iterable[torch.Tensor]) -> int:
+    """Bytes an op call reads and writes (``numel * itemsize`` of its tensors); 0 for a view or an
+    op without a schema, which move nothing."""
+    if is_view_op(func) or not hasattr(func, "_schema"):
+        return 0
+    return sum(numel_bytes(t) for t in inputs) + sum(numel_bytes(t) for t in outputs)
+
+
 def node_traffic(node: fx.Node) -> int:
     """Bytes an op reads and writes (``numel * itemsize`` of its tensor inputs and outputs);
     0 for views, which move nothing."""
-    if node.op != "call_function" or is_view_op(node.target) or not hasattr(node.target, "_schema"):
+    if node.op != "call_function":
         return 0
-    read = sum(numel_bytes(t) for a in node.all_input_nodes for t in tensors(_torch.meta_val(a)))
-    write = sum(numel_bytes(t) for t in tensors(_torch.meta_val(node)))
-    return read + write
+    return op_traffic(node.target, [t for a in node.all_input_nodes for t in tensors(_torch.meta_val(a))],
+                      tensors(_torch.meta_val(node)))
 
 
 def graph_flops(gm: fx.GraphModule) -> int:
