@@ -30,7 +30,7 @@ from ._fx import output_values
 
 __all__ = [
     "CAST_OPS", "concrete", "tensors", "numel_bytes", "is_view_op", "alias_base", "is_cast",
-    "is_tangent", "tangents", "tangent_dependent", "forward_outputs", "gradient_slots", "saved_values",
+    "is_tangent", "tangents", "tangent_dependent", "traced_phases", "forward_outputs", "gradient_slots", "saved_values",
     "storage_key", "Storages", "op_flops", "op_traffic", "node_flops", "node_traffic", "graph_flops",
     "graph_op_count", "joint_node_count", "stack_frames", "innermost_frame",
 ]
@@ -133,6 +133,25 @@ def tangent_dependent(gm: fx.GraphModule | fx.Graph) -> set[fx.Node]:
                 or any(a in backward for a in n.all_input_nodes):
             backward.add(n)
     return backward
+
+
+def traced_phases(gm: fx.GraphModule) -> dict[fx.Node, str]:
+    """The phase AOTAutograd traced each op in, for a joint graph whose partitioner tags were
+    lost (one read from a log): it traces the forward, then the backward, so the graph's order is
+    its phases: the ops from the first op that reads a tangent (directly or through ops that do)
+    on are ``"backward"``, the ops before it ``"forward"``."""
+    seen: set[fx.Node] = set(tangents(gm))
+    phases: dict[fx.Node, str] = {}
+    backward = False
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        reads_tangent = any(a in seen for a in n.all_input_nodes)
+        backward = backward or reads_tangent
+        if reads_tangent:
+            seen.add(n)
+        phases[n] = "backward" if backward else "forward"
+    return phases
 
 
 def forward_outputs(gm: fx.GraphModule, num_fwd_outputs: int) -> list[fx.Node]:

@@ -4,7 +4,6 @@ presentation layers; every fact it shows is computed once and cached here, keyed
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -15,7 +14,8 @@ import torch.fx as fx
 from .analysis.pieces import piece_facts
 from .analysis.strategies import Strategy, StrategyLike, offered, parse_list
 from .capture import Capture, JointGraph, capture, graph_name
-from .roles import ROLES
+from .graph_facts import joint_node_count
+from .roles import ROLES, role_counts
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch.nn as nn
@@ -183,8 +183,9 @@ class Trace:
         return df
 
     def role_counts(self) -> dict[str, int]:
-        counts = Counter(i.role for i in self.graph.info.values())
-        return {r: counts.get(r, 0) for r in ROLES}
+        """Joint-graph nodes per role (``roles.role_counts``): ``forward`` / ``backward`` are the
+        joint graph's forward and backward ops, the numbers the summary and the overview print."""
+        return role_counts(self.graph.info.values())
 
     def parameters(self) -> pd.DataFrame:
         """Per model parameter: how it appears in the graph and which node is its gradient."""
@@ -227,8 +228,6 @@ class Trace:
         """A few readable lines: what was captured, how, and what the backward returns."""
         info = self.graph.info.values()
         counts = self.role_counts()
-        ops_f = sum(1 for i in info if i.op == "call_function" and i.phase == "forward")
-        ops_b = sum(1 for i in info if i.op == "call_function" and i.phase == "backward")
         title = self.title
         route = {"dynamo": "torch.compile (dynamo) + AOTAutograd", "aot": "aot_function over fake tensors",
                  "closure": "aot_function on a closure (parameters captured as constants)",
@@ -236,9 +235,8 @@ class Trace:
         if self.capture.route != "log":
             route += f", {self.capture.backend_label}"
         lines = [
-            # nodes as every drawing counts them: the graph's output node is not one
-            f"{title}: joint graph of {sum(1 for i in info if i.op != 'output')} nodes "
-            f"({ops_f} forward ops, {ops_b} backward ops), parameters {self.params}, captured with {route}",
+            f"{title}: joint graph of {joint_node_count(info)} nodes ({counts['forward']} forward ops, "
+            f"{counts['backward']} backward ops), parameters {self.params}, captured with {route}",
             "  " + ", ".join(f"{counts[r]} {r}" for r in ROLES if counts[r]),
             f"  {self.loss}",
         ]

@@ -20,14 +20,15 @@ import torch.fx as fx
 from .. import _torch
 from .._fx import output_values
 from ..capture import Capture, JointGraph, graph_name
+from ..graph_facts import storage_key
 from ..roles import short_op
 from ..units import format_bytes
 from .gradient_paths import (
-    VIEW_OPS,
     Cut,
     EagerPath,
     eager_paths,
     graph_paths,
+    is_view_of,
     resolve_state,
     tangent_dependent,
 )
@@ -181,8 +182,8 @@ def _view_closure(graph: JointGraph, names: Iterable[str]) -> set[str]:
     nodes = {n.name: n for n in graph.gm.graph.nodes}
     out = set(names)
     for n in graph.gm.graph.nodes:
-        if n.op == "call_function" and short_op(n) in VIEW_OPS and n.args and \
-                isinstance(n.args[0], fx.Node) and n.args[0].name in out:
+        base = is_view_of(n)
+        if base is not None and base.name in out:
             out.add(n.name)
     return out & set(nodes)
 
@@ -462,7 +463,7 @@ def _saved_views(cap: Capture, parts: Sequence[Partition | None]) -> list[tuple[
         nodes = {n.name: n for n in graph.gm.graph.nodes}
         for name in part.saved:
             n = nodes.get(name)
-            if n is None or n.op != "call_function" or short_op(n) not in VIEW_OPS:
+            if n is None or is_view_of(n) is None:
                 continue
             state = resolve_state(graph, n)
             if state is not None and graph.info[state].role == "constant":
@@ -498,7 +499,7 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
     if model is not None:
         for name, p in model.named_parameters():
             if _real(p):
-                param_of[p.untyped_storage().data_ptr()] = name
+                param_of[storage_key(p)] = name
     # every tensor a graph holds that is not a user input: constants, and graph inputs that are
     # neither parameters nor the user's example inputs (dynamo lifts module tensor attributes)
     held: dict[int, list[tuple[int, str, torch.Tensor]]] = {}
@@ -515,7 +516,7 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
                 if t is None or id(t) in user_inputs:
                     t = None
             if _real(t):
-                key = t.untyped_storage().data_ptr()
+                key = storage_key(t)
                 held.setdefault(key, []).append((g.index, n.name, t))
                 storage_of[(g.index, n.name)] = key
                 qual = g.info[n.name].qualname
@@ -555,7 +556,7 @@ def _duplicates(cap: Capture, parts: Sequence[Partition | None]) -> list[Finding
             continue
         gi, node, t = held[k][0]
         others: list[tuple[str, torch.Tensor, bool]] = [(n, p, True) for n, p in params
-                                                         if p.untyped_storage().data_ptr() != k]
+                                                         if storage_key(p) != k]
         others += [(held[k2][0][1], held[k2][0][2], False) for k2 in keys[i + 1:] if k2 not in param_of]
         for other, ot, is_param in others:
             how = _same_data(t, ot)

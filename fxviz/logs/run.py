@@ -28,6 +28,7 @@ from .. import _torch
 from .._fx import output_values
 from ..capture import Capture, JointGraph
 from ..errors import FxvizWarning, LogError
+from ..graph_facts import is_cast, is_view_op, traced_phases
 from ..roles import InputName, classify_nodes
 from .graph_code import parse_def_names, parse_graph
 from .reader import ReadStats, Record, read_payload, read_records
@@ -286,10 +287,6 @@ def _state(c: _Compile) -> list[tuple[str, Any]]:
     return out
 
 
-_VIEWISH = {"t", "view", "transpose", "permute", "expand", "_to_copy", "convert_element_type", "unsqueeze",
-            "reshape", "_unsafe_view", "detach", "alias"}
-
-
 def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str]) -> None:
     """Give forward ops that read a parameter (directly or through a view of it) the module that owns
     the parameter (``h.0.attn.c_attn.weight`` -> ``h.0.attn.c_attn``).  A log records source lines but
@@ -304,8 +301,8 @@ def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str]) -> None:
         mods = [owner[a.name] for a in n.all_input_nodes if a.name in owner]
         if not mods:
             continue
-        short = getattr(getattr(n.target, "overloadpacket", n.target), "__name__", "")
-        if short in _VIEWISH and len(mods) == len(n.all_input_nodes):
+        # a view or a cast of a parameter (a transposed weight, an autocast copy) is the parameter's
+        if (is_view_op(n.target) or is_cast(n)) and len(mods) == len(n.all_input_nodes):
             owner[n.name] = mods[0]
         _torch.LogGraphBuilder.set_module(n, mods[0])
 
@@ -325,18 +322,8 @@ def _tag_phases(gm: fx.GraphModule) -> None:
     are not in the text).  AOTAutograd traces the forward, then the backward, so the joint graph's
     order is its phases: the ops before the first op that reads a tangent are the forward.
     torch's default partitioner keeps forward ops by these tags."""
-    tangents = {n for n in gm.graph.nodes
-                if n.op == "placeholder" and _torch.describe_input(_torch.node_desc(n)).kind == "tangent"}
-    seen: set[fx.Node] = set(tangents)
-    backward = False
-    for n in gm.graph.nodes:
-        if n.op != "call_function":
-            continue
-        if not backward and any(a in seen for a in n.all_input_nodes):
-            backward = True
-        if any(a in seen for a in n.all_input_nodes):
-            seen.add(n)
-        _torch.LogGraphBuilder.set_tag(n, "is_backward" if backward else "is_forward")
+    for n, phase in traced_phases(gm).items():
+        _torch.LogGraphBuilder.set_tag(n, "is_backward" if phase == "backward" else "is_forward")
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -375,10 +362,12 @@ class Run:
                 off = p.offsets if p is not None else {}
                 nodes = None
                 saved = None
+                # joint-graph nodes as graph_facts.joint_node_count counts them (and Trace.summary
+                # prints them): placeholders and ops, the output node not counted
                 if p is not None and "aot_joint_graph" in off:
-                    nodes = p.placeholders.get("aot_joint_graph", 0) + p.ops.get("aot_joint_graph", 0) + 1
+                    nodes = p.placeholders.get("aot_joint_graph", 0) + p.ops.get("aot_joint_graph", 0)
                 elif p is not None and "aot_inference_graph" in off:
-                    nodes = p.placeholders.get("aot_inference_graph", 0) + p.ops.get("aot_inference_graph", 0) + 1
+                    nodes = p.placeholders.get("aot_inference_graph", 0) + p.ops.get("aot_inference_graph", 0)
                 if p is not None and "aot_backward_graph" in off:
                     saved = p.placeholders.get("aot_backward_graph", 0) - p.bwd_tangents
                 rows.append({
