@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+from torch._ops import OpOverload, OpOverloadPacket
 
 from . import _torch
 from ._fx import output_values
@@ -74,9 +75,9 @@ def short_op(node: fx.Node) -> str:
     if node.op in ("placeholder", "output", "get_attr"):
         return node.op
     target = node.target
-    if isinstance(target, torch._ops.OpOverload):
+    if isinstance(target, OpOverload):
         return target.overloadpacket.__name__
-    if isinstance(target, torch._ops.OpOverloadPacket):
+    if isinstance(target, OpOverloadPacket):
         return target.__name__
     return getattr(target, "__name__", str(target))
 
@@ -227,7 +228,7 @@ def classify_nodes(
 
 def _target_str(n: fx.Node) -> str:
     t = n.target
-    if isinstance(t, torch._ops.OpOverload):
+    if isinstance(t, OpOverload):
         return str(t)
     return getattr(t, "__name__", str(t)) if callable(t) else str(t)
 

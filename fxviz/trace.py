@@ -72,12 +72,15 @@ def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None 
 class Trace:
     """One captured joint graph, with its nodes named and classified, and every view of it."""
 
-    def __init__(self, captured: Capture, index: int = 0, pieces: list[Trace] | None = None) -> None:
+    def __init__(self, captured: Capture, index: int = 0, pieces: list[Trace] | None = None,
+                 model_cache: dict[Any, Any] | None = None) -> None:
         self.capture = captured
         self.graph: JointGraph = captured.graphs[index]
         self.index = index
         self._pieces = pieces
-        self._cache: dict[Any, Any] = {}
+        self._cache: dict[Any, Any] = {}  # facts of this graph
+        # facts of the whole model (overview, doctor), one dict shared by every piece
+        self._model_cache: dict[Any, Any] = {} if model_cache is None else model_cache
 
     # --- the captured data -----------------------------------------------------------------------
     @property
@@ -90,9 +93,9 @@ class Trace:
     def pieces(self) -> list[Trace]:
         """One Trace per captured graph, in execution order (several after graph breaks)."""
         if self._pieces is None:
-            self._pieces = [self] + [Trace(self.capture, i) for i in range(1, len(self.capture.graphs))]
-            for p in self._pieces[1:]:
-                p._pieces = self._pieces
+            shared: list[Trace] = [self]  # one list, filled after each piece holds it
+            shared += [Trace(self.capture, i, shared, self._model_cache) for i in range(1, len(self.capture.graphs))]
+            self._pieces = shared
         return self._pieces
 
     def piece(self, index: int) -> Trace:
@@ -115,10 +118,10 @@ class Trace:
 
         root = self.pieces[0]
         key = ("overview", Strategy.parse(strategy))
-        if key not in root._cache:
-            root._cache[key] = draw_overview(root.piece_summaries(strategy), piece_facts(self.capture),
-                                             name=self.title)
-        return root._cache[key]
+        if key not in self._model_cache:
+            self._model_cache[key] = draw_overview(root.piece_summaries(strategy), piece_facts(self.capture),
+                                                   name=self.title)
+        return self._model_cache[key]
 
     def piece_summaries(self, strategy: Any = "default") -> list[PieceSummary]:
         """One ``PieceSummary`` per piece: label, node and op counts, saved activation bytes under
@@ -463,10 +466,10 @@ class Trace:
 
         root = self.pieces[0]
         key = ("doctor", Strategy.parse(strategy))
-        if key not in root._cache:
+        if key not in self._model_cache:
             parts = [p.partition(strategy) if p.has_backward else None for p in root.pieces]
-            root._cache[key] = DoctorReport(diagnose(self.capture, parts))
-        return root._cache[key]
+            self._model_cache[key] = DoctorReport(diagnose(self.capture, parts))
+        return self._model_cache[key]
 
     def code(self, part: str = "backward", strategy: Any = "default") -> GraphCode:
         """The ``forward`` or ``backward`` graph of a partition (or the ``joint`` graph) as Python

@@ -250,7 +250,7 @@ def _user_frame() -> tuple[str | None, str | None]:
     """('file.py:12', code) of the innermost frame outside torch and fxviz's own machinery."""
     import linecache
 
-    frame: FrameType | None = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)  # noqa: SLF001 - CPython's documented frame access
     while frame is not None:
         fname = frame.f_code.co_filename
         inside_torch = fname.startswith(_TORCH_DIR)

@@ -130,13 +130,14 @@ class OptimalModel:
             n = todo.pop()
             if n in out:
                 continue
-            if n in self.why_fixed and not self._recomputable(n):
+            if n in self.why_fixed and not self.can_recompute(n):
                 return None
             out.add(n)
             todo.extend(u for u in self.inputs_of.get(n, []) if u not in keep)
         return sorted(out)
 
-    def _recomputable(self, name: str) -> bool:
+    def can_recompute(self, name: str) -> bool:
+        """Whether the backward may run forward value ``name`` again (not random, a mutation...)."""
         return not self.why_fixed.get(name, "").startswith(_NOT_RECOMPUTABLE)
 
     def cost(self, recomputed: Sequence[str]) -> tuple[int, int]:
@@ -243,7 +244,7 @@ def model_of(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
     rep: dict[str, str] = {}
     for n in chosen:
         name = n.name
-        zero = model.cost_of[name] == (0, 0) and model._recomputable(name)
+        zero = model.cost_of[name] == (0, 0) and model.can_recompute(name)
         forward_inputs = model.inputs_of[name]
         if zero and all(a in model.always for a in forward_inputs):
             model.always.add(name)
@@ -262,7 +263,7 @@ def model_of(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
     model.flops = np.array([model.cost_of[n][0] for n in names], dtype=np.int64)
     model.traffic = np.array([model.cost_of[n][1] for n in names], dtype=np.int64)
     model.saveable = np.array([saveable[n] for n in names], dtype=bool)
-    model.recomputable = np.array([model._recomputable(n) for n in names], dtype=bool)
+    model.recomputable = np.array([model.can_recompute(n) for n in names], dtype=bool)
     model.storage = np.array([model.storage_of[n] for n in names], dtype=np.int64)
     model.storage_bytes = np.array(storage_bytes, dtype=np.int64)
     needed_mask = np.zeros(size, dtype=bool)
@@ -544,7 +545,7 @@ class OptimalPartitioner:
         if solution.status == "infeasible":
             least = solve_min_bytes(model, int(model.flops.sum()) + 1, self.time_limit)
             pinned = [n for n in least.saved if n in model.storage_of and model.storage_of[n] >= 0
-                      and (not model._recomputable(n) or any(not model._recomputable(u) for u in model.inputs_of[n]))]
+                      and (not model.can_recompute(n) or any(not model.can_recompute(u) for u in model.inputs_of[n]))]
             raise InfeasibleBudget(
                 f"no partition saves at most {format_bytes(budget) or '0 B'} of activations; the least possible is "
                 f"{format_bytes(least.saved_bytes)}, what must be saved because it cannot be recomputed: "

@@ -352,6 +352,16 @@ class Run:
         return sorted({c.rank for c in self._compiles})
 
     @property
+    def compile_count(self) -> int:
+        """Dynamo compiles the log records, over every rank."""
+        return len(self._compiles)
+
+    @property
+    def aot_graph_count(self) -> int:
+        """AOT graphs (pieces with a joint or inference graph) the log holds, over every rank."""
+        return sum(len(c.pieces) for c in self._compiles)
+
+    @property
     def graphs(self) -> pd.DataFrame:
         """One row per compiled graph: rank, compile id, frame and source location, which AOT
         graphs the log holds, node and saved counts, recompile and graph-break reasons."""
@@ -516,11 +526,10 @@ class Run:
         return pd.DataFrame(rows, columns=["what", "node"] + cols)
 
     def __repr__(self) -> str:
-        n = sum(len(c.pieces) for c in self._compiles)
         skipped = (f", skipped {sum(self.skipped.values())} records of {len(self.skipped)} kinds"
                    if self.skipped else "")
-        return (f"<fxviz.Run {self.path}: {len(self.ranks)} rank(s), {len(self._compiles)} compile(s), "
-                f"{n} AOT graph(s){skipped}>")
+        return (f"<fxviz.Run {self.path}: {len(self.ranks)} rank(s), {self.compile_count} compile(s), "
+                f"{self.aot_graph_count} AOT graph(s){skipped}>")
 
 
 def _returned_names(code: str) -> dict[int, str]:
@@ -571,10 +580,9 @@ def load_logs(path: str | os.PathLike[str]) -> Run:
         if not _supported(v):
             warnings.warn(f"the log was written by torch {v}; fxviz reads logs of torch {_torch.SUPPORTED_TORCH}: "
                           "some graphs may not be rebuilt", FxvizWarning, stacklevel=2)
-    if not any(c.pieces for c in run._compiles):
-        compiled = len(run._compiles)
-        raise LogError(f"the log holds no AOT graph ({compiled} dynamo compile(s)): an inference-only run with "
-                       "AOT graphs logged elsewhere, backend='eager', or dynamo compiled nothing",
+    if not run.aot_graph_count:
+        raise LogError(f"the log holds no AOT graph ({run.compile_count} dynamo compile(s)): an inference-only run "
+                       "with AOT graphs logged elsewhere, backend='eager', or dynamo compiled nothing",
                        "log a training step compiled with an AOTAutograd backend (inductor, aot_eager)")
     return run
 
