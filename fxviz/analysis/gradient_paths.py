@@ -40,7 +40,7 @@ __all__ = [
     "GraphPaths",
     "EagerPath",
     "graph_paths",
-    "tangent_dependent",
+    "tangent_valued",
     "forward_outputs",
     "data_args",
     "resolve_state",
@@ -193,9 +193,10 @@ def _cut(graph: JointGraph, node: fx.Node, cause: str) -> Cut:
                source=i.source, source_code=i.source_code)
 
 
-def tangent_dependent(graph: JointGraph) -> set[str]:
-    """Nodes whose values depend on an incoming gradient (a tangent).  A gradient output outside
-    this set is a constant: zeros, whatever the loss does."""
+def tangent_valued(graph: JointGraph) -> set[str]:
+    """Nodes whose *values* depend on an incoming gradient (a tangent), by data (a ``zeros_like``
+    of one does not; ``graph_facts.tangent_dependent`` is the partitioner's split, by any edge).
+    A gradient output outside this set is a constant: zeros, whatever the loss does."""
     dep = {n for n, i in graph.info.items() if i.role == "tangent"}
     for n in graph.gm.graph.nodes:
         if n.op == "call_function" and any(a.name in dep for a in data_args(n)):
