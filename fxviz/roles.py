@@ -18,7 +18,8 @@ from . import _torch
 from ._fx import output_values
 from .graph_facts import innermost_frame, is_tangent, tangent_dependent
 
-__all__ = ["ROLES", "PHASES", "NodeInfo", "InputName", "classify_nodes", "role_counts", "short_op", "tensor_facts",
+__all__ = ["ROLES", "PHASES", "STATE_ROLES", "LIFTED_STATE_ROLES", "PARAMETER_ROLES", "CALLER_INPUT_ROLES",
+           "INPUT_ROLES", "NodeInfo", "InputName", "classify_nodes", "role_counts", "short_op", "tensor_facts",
            "symbolic_shape", "CHECKPOINT_POLICIES"]
 
 CHECKPOINT_POLICIES: tuple[str, ...] = ("must_save", "prefer_save", "must_recompute", "prefer_recompute")
@@ -28,6 +29,19 @@ ROLES: tuple[str, ...] = (
     "primal", "parameter", "buffer", "constant", "tangent", "forward", "backward", "output", "gradient",
 )
 PHASES: tuple[str, ...] = ("forward", "backward")
+
+# --- role groups: the one definition of each (ARCHITECTURE.md's vocabulary) -------------------------
+STATE_ROLES: tuple[str, ...] = ("parameter", "buffer", "constant")
+"""Module state in a joint graph: lifted to an input (parameter, buffer) or baked in (constant); its
+storages exist whatever the partitioner does."""
+LIFTED_STATE_ROLES: tuple[str, ...] = ("parameter", "buffer")
+"""Module state lifted to graph inputs."""
+PARAMETER_ROLES: tuple[str, ...] = ("parameter", "constant")
+"""The roles a model parameter takes: lifted to an input, or captured as a constant (a closure)."""
+CALLER_INPUT_ROLES: tuple[str, ...] = ("primal", "parameter", "buffer")
+"""Graph inputs the caller hands over: the user's inputs and the lifted module state."""
+INPUT_ROLES: tuple[str, ...] = ("primal", "parameter", "buffer", "constant", "tangent")
+"""Values that exist before the graph runs: every input, and constants."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from .analysis.pieces import piece_facts
 from .analysis.strategies import Strategy, StrategyLike, offered, parse_list
 from .capture import Capture, JointGraph, capture, graph_name
 from .graph_facts import joint_node_count
-from .roles import ROLES, role_counts
+from .roles import PARAMETER_ROLES, ROLES, STATE_ROLES, role_counts
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch.nn as nn
@@ -202,13 +202,13 @@ class Trace:
         for info in self.graph.info.values():
             if info.qualname is None:
                 continue
-            if info.role in ("parameter", "constant", "buffer"):
+            if info.role in STATE_ROLES:
                 by_name.setdefault(info.qualname, []).append(info.name)
             elif info.role == "gradient":
                 grads.setdefault(info.qualname, info.name)
         for t in self.pieces[1:]:
             for info in t.graph.info.values():
-                if info.qualname and info.role in ("parameter", "constant"):
+                if info.qualname and info.role in PARAMETER_ROLES:
                     by_name.setdefault(info.qualname, []).append(f"{info.name} ({graph_name(t.index)})")
                 elif info.qualname and info.role == "gradient":
                     grads.setdefault(info.qualname, f"{info.name} ({graph_name(t.index)})")

@@ -33,7 +33,7 @@ from .._torch import pytree
 from ..capture import Capture, JointGraph
 from ..graph_facts import CAST_OPS, alias_base, is_view_op
 from ..graph_facts import forward_outputs as graph_forward_outputs
-from ..roles import short_op
+from ..roles import STATE_ROLES, short_op
 
 __all__ = [
     "Cut",
@@ -212,7 +212,7 @@ def resolve_state(graph: JointGraph, node: fx.Node) -> str | None:
     while (base := is_view_of(node)) is not None and seen < 32:
         node, seen = base, seen + 1
     role = graph.info[node.name].role
-    return node.name if role in ("parameter", "buffer", "constant") else None
+    return node.name if role in STATE_ROLES else None
 
 
 # --- eager autograd probe -------------------------------------------------------------------------

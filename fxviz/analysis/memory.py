@@ -22,6 +22,7 @@ from .. import _torch
 from ..capture import JointGraph
 from ..errors import StrategyError
 from ..graph_facts import Storages, graph_flops, graph_op_count, node_flops, node_traffic, saved_values, tensors
+from ..roles import STATE_ROLES
 from .optimal import gaps_to_optimal
 from .partition import Partition
 from .strategies import OFFERED, Strategy, parse_list
@@ -51,9 +52,6 @@ COLUMNS: list[str] = [
 ]
 _INT_COLUMNS = [c for c in COLUMNS if c not in ("strategy", "seconds", "error")]
 
-# joint-graph roles whose storages the model or the caller own (never activations)
-_PARAM_ROLES = ("parameter", "buffer", "constant")
-_INPUT_ROLES = ("primal",)
 
 
 # --- sizes ---------------------------------------------------------------------------------------
@@ -79,9 +77,9 @@ def storage_owners(graph: JointGraph, storages: Storages) -> dict[int, str]:
             continue
         info = graph.info.get(n.name)
         role = info.role if info is not None else ("constant" if n.op == "get_attr" else None)
-        if role in _PARAM_ROLES:
+        if role in STATE_ROLES:  # storages the model or the caller own: never activations
             owner = "parameter"
-        elif role in _INPUT_ROLES:
+        elif role == "primal":
             owner = "input"
         else:
             continue

@@ -41,9 +41,18 @@ import torch
 from torch import fx
 
 from .. import _torch
-from .._fx import ancestors, output_values
+from .._fx import ancestors
 from ..capture import JointGraph
-from ..graph_facts import Storages, alias_base, gradient_slots, is_view_op, node_flops, node_traffic, tangent_dependent
+from ..graph_facts import (
+    Storages,
+    alias_base,
+    gradient_slots,
+    is_view_op,
+    node_flops,
+    node_traffic,
+    saved_values,
+    tangent_dependent,
+)
 from ..units import format_bytes, format_flops
 
 __all__ = [
@@ -490,7 +499,7 @@ def min_cut_activation_bytes(gm: fx.GraphModule, model: OptimalModel, num_fwd_ou
         copy = _torch.copy_graph_module(gm)
         fwd, _ = _torch.min_cut_partition(copy, None, num_fwd_outputs=num_fwd_outputs,
                                           static_lifetime_input_indices=list(static_lifetime_input_indices or []))
-    saved = [o.name for o in output_values(fwd)[num_fwd_outputs:] if isinstance(o, fx.Node)]
+    saved = [o.name for o in saved_values(fwd, num_fwd_outputs)]
     return model.saved_bytes(saved)
 
 

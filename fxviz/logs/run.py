@@ -29,7 +29,7 @@ from .._fx import output_values
 from ..capture import Capture, JointGraph
 from ..errors import FxvizWarning, LogError
 from ..graph_facts import is_cast, is_view_op, traced_phases
-from ..roles import InputName, classify_nodes
+from ..roles import LIFTED_STATE_ROLES, InputName, classify_nodes
 from .graph_code import parse_def_names, parse_graph
 from .reader import ReadStats, Record, read_payload, read_records
 
@@ -472,7 +472,7 @@ class Run:
         outs = output_values(gm)
         num_fwd = len(outs) - (len(placeholders) - len(tangents)) if has_backward else len(outs)
         info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names)
-        _annotate_modules(gm, {n: i.qualname for n, i in info.items() if i.role in ("parameter", "buffer")
+        _annotate_modules(gm, {n: i.qualname for n, i in info.items() if i.role in LIFTED_STATE_ROLES
                                and i.qualname})
         info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names)
         graph = JointGraph(gm=gm, has_backward=has_backward, num_fwd_outputs=num_fwd,

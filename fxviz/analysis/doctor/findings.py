@@ -11,6 +11,7 @@ import torch.fx as fx
 
 from ..._fx import output_values
 from ...capture import Capture, JointGraph
+from ...roles import PARAMETER_ROLES
 from ..gradient_paths import tangent_valued
 from ..gradients import gradient_outputs
 
@@ -132,7 +133,7 @@ def collect_parameters(cap: Capture) -> dict[str, Param]:
         params[name] = Param(name, p)
     for g in cap.graphs:
         for n, info in g.info.items():
-            if info.qualname in params and info.role in ("parameter", "constant"):
+            if info.qualname in params and info.role in PARAMETER_ROLES:
                 entry = params[info.qualname]
                 entry.nodes.setdefault(g.index, []).append(n)
                 entry.role = "constant" if info.role == "constant" or entry.role == "constant" else "parameter"
