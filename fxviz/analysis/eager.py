@@ -57,6 +57,9 @@ class SavedTensor:
 
 @dataclass
 class EagerMeasurement:
+    """What one eager run of the model saved for its backward (``Partition.measurement`` of the
+    eager row: measured on real tensors, no graphs)."""
+
     saved: list[SavedTensor] = field(default_factory=list)
     saves: int = 0  # pack-hook calls (one tensor may be saved by several ops)
     storages: int = 0

@@ -183,8 +183,9 @@ def model_of_joint(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
 def model_of(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
     """Build the MILP's data from a joint graph (as a partitioner receives it).
 
-    The forward/backward split is torch's (``classify_nodes``): the backward is every node
-    reachable from a tangent or from a node that must be in the backward; every other
+    The forward/backward split is torch's (``classify_nodes``, as ``graph_facts.tangent_dependent``
+    answers it): the backward is every node reachable from a tangent or from a node that must be in
+    the backward; every other
     ``call_function`` is a forward value.  Costs count only ops fxviz calls forward ops (torch tags
     ops traced during the backward ``is_backward``; running those in the backward is not a
     recomputation), exactly as the memory table's ``recompute_flops`` does.
