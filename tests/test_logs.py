@@ -14,6 +14,7 @@ import fxviz
 from fxviz.render.embed import unpack_json
 from fxviz import _torch
 from fxviz.errors import FxvizWarning, LogError
+from fxviz.graph_facts import joint_node_count
 from fxviz.logs.reader import ReadStats, read_records
 
 from .logs_util import (BREAK_AND_RECOMPILE, DISTRIBUTED, INFERENCE_ONLY, MINI_GPT, MISSING_GRADIENTS, free_port,
