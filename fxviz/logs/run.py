@@ -28,7 +28,7 @@ from .. import _torch
 from .._fx import output_values
 from ..capture import Capture, JointGraph
 from ..errors import FxvizWarning, LogError
-from ..graph_facts import is_cast, is_view_op, traced_phases
+from ..graph_facts import is_cast, is_view_op, tangents, traced_phases
 from ..roles import LIFTED_STATE_ROLES, InputName, classify_nodes
 from .graph_code import parse_def_names, parse_graph
 from .reader import ReadStats, Record, read_payload, read_records
@@ -467,10 +467,9 @@ class Run:
         names = _input_names(c, dynamo_names)
         state = _state(c)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        tangents = [n for n in placeholders if _torch.describe_input(_torch.node_desc(n)).kind == "tangent"
-                    ] if has_backward else []
+        tangent_count = len(tangents(gm)) if has_backward else 0
         outs = output_values(gm)
-        num_fwd = len(outs) - (len(placeholders) - len(tangents)) if has_backward else len(outs)
+        num_fwd = len(outs) - (len(placeholders) - tangent_count) if has_backward else len(outs)
         info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names)
         _annotate_modules(gm, {n: i.qualname for n, i in info.items() if i.role in LIFTED_STATE_ROLES
                                and i.qualname})
