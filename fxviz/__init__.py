@@ -7,7 +7,7 @@ every strategy torch has, tabulate what each saves, and diagnose missing gradien
 from __future__ import annotations
 
 from . import examples
-from .analysis.strategies import partitioner
+from .analysis.partition import partitioner
 from .errors import FxvizError, InputError, LogError, NoFloatingOutputError, RenderError, StrategyError, TraceError
 from .html_report import report
 from .logs import Run, load_logs

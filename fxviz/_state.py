@@ -131,7 +131,7 @@ class Snapshot:
                 plain = {k: v for k, v in vars(m).items() if isinstance(v, _PLAIN)}
                 # plain dicts only: a TorchScript module's stores are C++ wrappers it rebinds itself
                 stores: list[tuple[dict[str, Any], dict[str, Any]]] = [
-                    (store, dict(store)) for store in (m._parameters, m._buffers, m._modules) if type(store) is dict]
+                    (store, dict(store)) for store in (m._parameters, m._buffers, m._modules) if type(store) is dict]  # noqa: SLF001 - nn.Module's own stores
                 self.modules.append((m, m.training, stores, plain))
         for t in pytree.tree_leaves(inputs):
             if isinstance(t, torch.Tensor):

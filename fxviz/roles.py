@@ -5,19 +5,21 @@ Pure bookkeeping over torch's node metadata (read through ``fxviz._torch``): no 
 
 from __future__ import annotations
 
-import os
-import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.fx as fx
+from torch._ops import OpOverload, OpOverloadPacket
 
 from . import _torch
 from ._fx import output_values
+from .graph_facts import innermost_frame, is_tangent, tangent_dependent
 
-__all__ = ["ROLES", "PHASES", "NodeInfo", "InputName", "classify_nodes", "short_op", "tensor_facts",
+__all__ = ["ROLES", "PHASES", "STATE_ROLES", "LIFTED_STATE_ROLES", "PARAMETER_ROLES", "CALLER_INPUT_ROLES",
+           "INPUT_ROLES", "NodeInfo", "InputName", "classify_nodes", "role_counts", "short_op", "tensor_facts",
            "symbolic_shape", "CHECKPOINT_POLICIES"]
 
 CHECKPOINT_POLICIES: tuple[str, ...] = ("must_save", "prefer_save", "must_recompute", "prefer_recompute")
@@ -27,6 +29,19 @@ ROLES: tuple[str, ...] = (
     "primal", "parameter", "buffer", "constant", "tangent", "forward", "backward", "output", "gradient",
 )
 PHASES: tuple[str, ...] = ("forward", "backward")
+
+# --- role groups: the one definition of each (ARCHITECTURE.md's vocabulary) -------------------------
+STATE_ROLES: tuple[str, ...] = ("parameter", "buffer", "constant")
+"""Module state in a joint graph: lifted to an input (parameter, buffer) or baked in (constant); its
+storages exist whatever the partitioner does."""
+LIFTED_STATE_ROLES: tuple[str, ...] = ("parameter", "buffer")
+"""Module state lifted to graph inputs."""
+PARAMETER_ROLES: tuple[str, ...] = ("parameter", "constant")
+"""The roles a model parameter takes: lifted to an input, or captured as a constant (a closure)."""
+CALLER_INPUT_ROLES: tuple[str, ...] = ("primal", "parameter", "buffer")
+"""Graph inputs the caller hands over: the user's inputs and the lifted module state."""
+INPUT_ROLES: tuple[str, ...] = ("primal", "parameter", "buffer", "constant", "tangent")
+"""Values that exist before the graph runs: every input, and constants."""
 
 
 @dataclass(frozen=True)
@@ -60,14 +75,23 @@ class NodeInfo:
     symbolic_shape: str | None = None  # under dynamic shapes: the size as torch traced it, e.g. "[s77, 16]"
 
 
+def role_counts(infos: Iterable[NodeInfo]) -> dict[str, int]:
+    """Nodes per role, every role present (0 when none): the one definition of a joint graph's
+    *forward ops* and *backward ops* (roles ``forward`` / ``backward``: a forward output is an
+    ``output``, a parameter's gradient a ``gradient``, not counted among them).  The ops of a
+    partition's forward or backward graph are another fact: ``graph_facts.graph_op_count``."""
+    counts = Counter(i.role for i in infos)
+    return {r: counts.get(r, 0) for r in ROLES}
+
+
 def short_op(node: fx.Node) -> str:
     """``aten.convolution_backward.default`` -> ``convolution_backward``."""
     if node.op in ("placeholder", "output", "get_attr"):
         return node.op
     target = node.target
-    if isinstance(target, torch._ops.OpOverload):
+    if isinstance(target, OpOverload):
         return target.overloadpacket.__name__
-    if isinstance(target, torch._ops.OpOverloadPacket):
+    if isinstance(target, OpOverloadPacket):
         return target.__name__
     return getattr(target, "__name__", str(target))
 
@@ -111,26 +135,6 @@ def tensor_facts(value: Any) -> tuple[tuple[int, ...] | None, str | None, int | 
     return None, None, None
 
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
-
-
-def _source(trace: str | None) -> tuple[str | None, str | None]:
-    """Innermost user frame of a recorded stack trace: ('file.py:12', 'code on that line')."""
-    if not trace:
-        return None, None
-    lines = trace.splitlines()
-    last = None
-    for i, line in enumerate(lines):
-        m = _FRAME.search(line)
-        if m:
-            last = (m, i)
-    if last is None:
-        return None, None
-    m, i = last
-    code = lines[i + 1].strip() if i + 1 < len(lines) else None
-    return f"{os.path.basename(m.group(1))}:{m.group(2)}", code
-
-
 def _module_of(stack: list[tuple[str, str, Any]], module_paths: Mapping[str, str]) -> str | None:
     if not stack:
         return None
@@ -138,18 +142,6 @@ def _module_of(stack: list[tuple[str, str, Any]], module_paths: Mapping[str, str
     if key in module_paths:
         return module_paths[key]
     return _torch.module_path_from_stack_entry(path) or None
-
-
-def _reachable_from(starts: Iterable[fx.Node]) -> set[str]:
-    seen: set[str] = set()
-    todo = list(starts)
-    while todo:
-        n = todo.pop()
-        for u in n.users:
-            if u.name not in seen:
-                seen.add(u.name)
-                todo.append(u)
-    return seen
 
 
 def classify_nodes(
@@ -177,7 +169,8 @@ def classify_nodes(
         desc = _torch.node_desc(ph)
         kind = _torch.describe_input(desc) if desc is not None else None
         role, qual = _input_role(kind, input_names, primal_param_targets, i)
-        if role == "tangent":
+        if is_tangent(ph):
+            role, qual = "tangent", None
             tangents.append(ph)
         placeholder_role[ph.name] = (role, qual)
         if desc is not None:
@@ -199,7 +192,7 @@ def classify_nodes(
                 qual = _input_role(okind.of, input_names, primal_param_targets, None)[1]
             output_role[arg.name] = ("gradient", qual)
 
-    after_tangent = _reachable_from(tangents)
+    after_tangent = {n.name for n in tangent_dependent(gm)}  # untagged ops: torch's own split
     seq_module: dict[int, str | None] = {}
     infos: dict[str, NodeInfo] = {}
     for n in nodes:
@@ -237,7 +230,7 @@ def classify_nodes(
                 module = _module_of(_torch.fwd_module_stack(n), module_paths)
                 if module is None:
                     module = seq_module.get(_torch.seq_nr(n) or -1)
-        source, code = _source(_torch.stack_trace(n))
+        source, code = innermost_frame(_torch.stack_trace(n))
         infos[n.name] = NodeInfo(
             name=n.name, op=n.op, target=_target_str(n), short_op=short_op(n), role=role, phase=phase,
             qualname=qual, module=module, shape=shape, dtype=dtype, bytes=nbytes, source=source,
@@ -249,7 +242,7 @@ def classify_nodes(
 
 def _target_str(n: fx.Node) -> str:
     t = n.target
-    if isinstance(t, torch._ops.OpOverload):
+    if isinstance(t, OpOverload):
         return str(t)
     return getattr(t, "__name__", str(t)) if callable(t) else str(t)
 

@@ -4,7 +4,6 @@ presentation layers; every fact it shows is computed once and cached here, keyed
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -15,7 +14,8 @@ import torch.fx as fx
 from .analysis.pieces import piece_facts
 from .analysis.strategies import Strategy, StrategyLike, offered, parse_list
 from .capture import Capture, JointGraph, capture, graph_name
-from .roles import ROLES
+from .graph_facts import joint_node_count
+from .roles import PARAMETER_ROLES, ROLES, STATE_ROLES, role_counts
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch.nn as nn
@@ -72,12 +72,15 @@ def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None 
 class Trace:
     """One captured joint graph, with its nodes named and classified, and every view of it."""
 
-    def __init__(self, captured: Capture, index: int = 0, pieces: list[Trace] | None = None) -> None:
+    def __init__(self, captured: Capture, index: int = 0, pieces: list[Trace] | None = None,
+                 model_cache: dict[Any, Any] | None = None) -> None:
         self.capture = captured
         self.graph: JointGraph = captured.graphs[index]
         self.index = index
         self._pieces = pieces
-        self._cache: dict[Any, Any] = {}
+        self._cache: dict[Any, Any] = {}  # facts of this graph
+        # facts of the whole model (overview, doctor), one dict shared by every piece
+        self._model_cache: dict[Any, Any] = {} if model_cache is None else model_cache
 
     # --- the captured data -----------------------------------------------------------------------
     @property
@@ -90,9 +93,9 @@ class Trace:
     def pieces(self) -> list[Trace]:
         """One Trace per captured graph, in execution order (several after graph breaks)."""
         if self._pieces is None:
-            self._pieces = [self] + [Trace(self.capture, i) for i in range(1, len(self.capture.graphs))]
-            for p in self._pieces[1:]:
-                p._pieces = self._pieces
+            shared: list[Trace] = [self]  # one list, filled after each piece holds it
+            shared += [Trace(self.capture, i, shared, self._model_cache) for i in range(1, len(self.capture.graphs))]
+            self._pieces = shared
         return self._pieces
 
     def piece(self, index: int) -> Trace:
@@ -115,10 +118,10 @@ class Trace:
 
         root = self.pieces[0]
         key = ("overview", Strategy.parse(strategy))
-        if key not in root._cache:
-            root._cache[key] = draw_overview(root.piece_summaries(strategy), piece_facts(self.capture),
-                                             name=self.title)
-        return root._cache[key]
+        if key not in self._model_cache:
+            self._model_cache[key] = draw_overview(root.piece_summaries(strategy), piece_facts(self.capture),
+                                                   name=self.title)
+        return self._model_cache[key]
 
     def piece_summaries(self, strategy: Any = "default") -> list[PieceSummary]:
         """One ``PieceSummary`` per piece: label, node and op counts, saved activation bytes under
@@ -183,8 +186,9 @@ class Trace:
         return df
 
     def role_counts(self) -> dict[str, int]:
-        counts = Counter(i.role for i in self.graph.info.values())
-        return {r: counts.get(r, 0) for r in ROLES}
+        """Joint-graph nodes per role (``roles.role_counts``): ``forward`` / ``backward`` are the
+        joint graph's forward and backward ops, the numbers the summary and the overview print."""
+        return role_counts(self.graph.info.values())
 
     def parameters(self) -> pd.DataFrame:
         """Per model parameter: how it appears in the graph and which node is its gradient."""
@@ -198,13 +202,13 @@ class Trace:
         for info in self.graph.info.values():
             if info.qualname is None:
                 continue
-            if info.role in ("parameter", "constant", "buffer"):
+            if info.role in STATE_ROLES:
                 by_name.setdefault(info.qualname, []).append(info.name)
             elif info.role == "gradient":
                 grads.setdefault(info.qualname, info.name)
         for t in self.pieces[1:]:
             for info in t.graph.info.values():
-                if info.qualname and info.role in ("parameter", "constant"):
+                if info.qualname and info.role in PARAMETER_ROLES:
                     by_name.setdefault(info.qualname, []).append(f"{info.name} ({graph_name(t.index)})")
                 elif info.qualname and info.role == "gradient":
                     grads.setdefault(info.qualname, f"{info.name} ({graph_name(t.index)})")
@@ -227,8 +231,6 @@ class Trace:
         """A few readable lines: what was captured, how, and what the backward returns."""
         info = self.graph.info.values()
         counts = self.role_counts()
-        ops_f = sum(1 for i in info if i.op == "call_function" and i.phase == "forward")
-        ops_b = sum(1 for i in info if i.op == "call_function" and i.phase == "backward")
         title = self.title
         route = {"dynamo": "torch.compile (dynamo) + AOTAutograd", "aot": "aot_function over fake tensors",
                  "closure": "aot_function on a closure (parameters captured as constants)",
@@ -236,9 +238,8 @@ class Trace:
         if self.capture.route != "log":
             route += f", {self.capture.backend_label}"
         lines = [
-            # nodes as every drawing counts them: the graph's output node is not one
-            f"{title}: joint graph of {sum(1 for i in info if i.op != 'output')} nodes "
-            f"({ops_f} forward ops, {ops_b} backward ops), parameters {self.params}, captured with {route}",
+            f"{title}: joint graph of {joint_node_count(info)} nodes ({counts['forward']} forward ops, "
+            f"{counts['backward']} backward ops), parameters {self.params}, captured with {route}",
             "  " + ", ".join(f"{counts[r]} {r}" for r in ROLES if counts[r]),
             f"  {self.loss}",
         ]
@@ -465,10 +466,10 @@ class Trace:
 
         root = self.pieces[0]
         key = ("doctor", Strategy.parse(strategy))
-        if key not in root._cache:
+        if key not in self._model_cache:
             parts = [p.partition(strategy) if p.has_backward else None for p in root.pieces]
-            root._cache[key] = DoctorReport(diagnose(self.capture, parts))
-        return root._cache[key]
+            self._model_cache[key] = DoctorReport(diagnose(self.capture, parts))
+        return self._model_cache[key]
 
     def code(self, part: str = "backward", strategy: Any = "default") -> GraphCode:
         """The ``forward`` or ``backward`` graph of a partition (or the ``joint`` graph) as Python

@@ -1,5 +1,7 @@
-"""The house's floors (../shared/ARCHITECTURE.md), enforced: a module imports only modules on its
-own floor or below.  Imports under ``if TYPE_CHECKING:`` are for annotations and do not count."""
+"""The house's shape (../shared/ARCHITECTURE.md), enforced: a module imports only modules on its
+own floor or below; no import cycle anywhere in fxviz/ (imports inside functions included); no
+module imports another module's private (``_x``) names; no function over 120 lines.  Imports under
+``if TYPE_CHECKING:`` are for annotations and do not count."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ ROOT = pathlib.Path(fxviz.__file__).parent
 
 # floor -> module names or dotted prefixes (relative to the package); the longest match decides
 FLOORS: dict[int, tuple[str, ...]] = {
-    1: ("_torch", "_fx", "_io", "_state", "errors", "examples", "units"),
+    1: ("_torch", "_fx", "_io", "_state", "errors", "examples", "units", "graph_facts"),
     2: ("capture", "roles", "logs.reader", "logs.graph_code"),
     3: ("analysis",),
     4: ("render",),
@@ -42,8 +44,9 @@ def _module_name(path: pathlib.Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
-    """(line, fxviz module) for every fxviz import outside ``if TYPE_CHECKING:`` blocks."""
+def _imports(path: pathlib.Path, with_names: bool = False) -> list[tuple[int, str]]:
+    """(line, fxviz module) for every fxviz import outside ``if TYPE_CHECKING:`` blocks;
+    ``with_names``: (line, "module:name") for every name a ``from fxviz... import name`` takes."""
     tree = ast.parse(path.read_text())
     package = _module_name(path).split(".")
     if path.name != "__init__.py":
@@ -65,8 +68,11 @@ def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
                 names = [node.module.removeprefix("fxviz").lstrip(".")]
             else:
                 continue
+            if with_names:
+                found += [(node.lineno, f"{names[0]}:{a.name}") for a in node.names] if node.module else []
+                continue
             found += [(node.lineno, n) for n in names if n]
-        elif isinstance(node, ast.Import):
+        elif isinstance(node, ast.Import) and not with_names:
             found += [(node.lineno, a.name.removeprefix("fxviz.")) for a in node.names
                       if a.name.startswith("fxviz.")]
     return found
@@ -87,3 +93,68 @@ def test_every_module_imports_only_its_floor_or_below():
 def test_render_never_calls_the_facade():
     for path in (ROOT / "render").rglob("*.py"):
         assert "Trace" not in {n.id for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Name)}, path
+
+
+MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _as_module(target: str) -> str:
+    """An import target as the fxviz module it loads (``render.draw`` names a package's export)."""
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target
+
+
+def test_no_import_cycle_in_fxviz():
+    """Lazy imports (inside functions) count: a cycle they hide is still a circle of knowledge."""
+    edges = {m: sorted({_as_module(t) for _, t in _imports(p)} - {m, ""}) for m, p in MODULES.items()}
+    # a package's __init__ re-exporting its modules is not a cycle with them
+    edges = {m: [t for t in ts if not m.startswith(t + ".") or MODULES[t].name != "__init__.py"]
+             for m, ts in edges.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in edges.get(m, []):
+            if state.get(t) == 1:
+                cycles.append(" -> ".join([*stack[stack.index(t):], t]))
+            elif t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in MODULES:
+        if m not in state:
+            visit(m)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_private_name_imported_across_modules():
+    """``from .memory import _alias_base`` reaches into another module's insides; a fact several
+    modules need gets a public home (graph_facts).  Importing a private *module* (``_torch``, the
+    quarantine; ``_fx``) is fine."""
+    offenders = []
+    for path in MODULES.values():
+        for line, item in _imports(path, with_names=True):
+            module, name = item.split(":")
+            if name.startswith("_") and f"{module}.{name}".strip(".") not in MODULES:
+                offenders.append(f"fxviz/{path.relative_to(ROOT)}:{line} imports {name} from fxviz.{module}")
+    assert not offenders, "private names imported across modules:\n" + "\n".join(offenders)
+
+
+MAX_FUNCTION_LINES = 120
+
+
+def test_no_function_over_120_lines():
+    """Long functions hide their seams (``measure_eager`` was 196 lines); as the JS check does."""
+    long = []
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None:
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"fxviz/{path.relative_to(ROOT)}:{node.lineno} {node.name} ({n} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)

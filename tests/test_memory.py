@@ -11,7 +11,8 @@ import torch
 import torch.fx as fx
 import pytest
 
-from fxviz.analysis.memory import COLUMNS, concrete, has_symbolic_sizes, memory_table
+from fxviz.analysis.memory import COLUMNS, has_symbolic_sizes, memory_table
+from fxviz.graph_facts import concrete
 from fxviz.analysis.sweep import pareto_mask
 from fxviz.errors import StrategyError
 

@@ -23,7 +23,8 @@ from fxviz.analysis.gradients import (
     run_joint,
     run_partition,
 )
-from fxviz.analysis.memory import Storages, memory_row, node_flops, node_traffic
+from fxviz.analysis.memory import Storages, memory_row
+from fxviz.graph_facts import node_flops, node_traffic
 
 from .conftest import SMALL
 

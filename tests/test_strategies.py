@@ -82,9 +82,17 @@ def test_parse_list_accepts_strings_and_lists_and_drops_duplicates():
 
 
 def test_the_registry_is_the_one_place_a_strategy_lives():
+    from fxviz.analysis.partition import partitioner
+
     for kind in KINDS.values():
-        assert (kind.partitioner is None) != (kind.measure is None), kind.name
         assert kind.forms and kind.describe
+        s = Strategy.parse(lambda *a, **k: None) if kind.name == "callable" else Strategy.parse(kind.forms[0]
+                                                                                               .replace(":B", ":0.5"))
+        if kind.measured:  # the dispatcher runs it itself; it has no partitioner
+            with pytest.raises(fxviz.StrategyError, match="not a partitioner"):
+                partitioner(s)
+        else:
+            assert callable(partitioner(s)), kind.name
     assert [s.name for s in OFFERED] == ["default", "min_cut", "budget:0.5:dp", "recompute_all", "eager"]
     assert "optimal" in KINDS and not any(s.kind == "optimal" for s in OFFERED)  # the default table stays fast
     assert Strategy.parse("eager").needs_model and not Strategy.parse("min_cut").needs_model

@@ -22,6 +22,7 @@ from .. import _torch
 from .._fx import output_node, output_values
 from ..capture import JointGraph
 from ..errors import InputError
+from ..roles import CALLER_INPUT_ROLES
 from .partition import Partition
 
 __all__ = ["GraphCode", "CodeValue", "graph_code", "python_name", "real_names", "PARTS"]
@@ -113,7 +114,7 @@ def real_names(graph: JointGraph) -> dict[str, tuple[str, str]]:
             base = user_outputs.get(of.index) if of is not None and of.kind == "user" and of.index is not None else None
             wanted[n.name] = ("tangent_" + python_name(base or f"output_{tangent_i}"), "tangent")
             tangent_i += 1
-        elif info.role in ("parameter", "buffer", "primal") and info.qualname:
+        elif info.role in CALLER_INPUT_ROLES and info.qualname:
             wanted[n.name] = (python_name(info.qualname), info.role)
         elif info.role == "constant" and info.qualname:
             wanted[n.name] = (python_name(info.qualname), "constant")

@@ -27,21 +27,58 @@ from __future__ import annotations
 import contextlib
 import difflib
 import gc
-import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from .. import _torch
 from .._state import preserved
 from .._torch import pytree
 from ..capture import Capture, JointGraph
-from .measured import EagerMeasurement, SavedTensor
-from .partition import Partition
-from .strategies import Strategy
+from ..graph_facts import op_flops, op_traffic
 
-__all__ = ["SavedTensor", "EagerMeasurement", "measure_eager", "eager_partition"]
+__all__ = ["SavedTensor", "EagerMeasurement", "measure_eager", "failure_reason"]
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    """One tensor eager autograd saved (unique by storage, offset, shape, stride and dtype)."""
+
+    op: str  # the aten op that produced it in eager ("input"/"parameter" for leaves)
+    shape: tuple[int, ...]
+    dtype: str
+    owner: str  # activation | parameter | input
+    storage_bytes: int
+    numel_bytes: int
+    joint: str | None  # the joint-graph node it corresponds to, when matched
+    held_by: str = "autograd"  # autograd (seen by saved_tensors_hooks) | checkpoint (its own cache / inputs)
+
+
+@dataclass
+class EagerMeasurement:
+    """What one eager run of the model saved for its backward (``Partition.measurement`` of the
+    eager row: measured on real tensors, no graphs)."""
+
+    saved: list[SavedTensor] = field(default_factory=list)
+    saves: int = 0  # pack-hook calls (one tensor may be saved by several ops)
+    storages: int = 0
+    activation_bytes: int = 0
+    param_bytes: int = 0
+    input_bytes: int = 0
+    estimate_bytes: int = 0  # numel*itemsize over the saved tensors, blind to aliasing (torch's way)
+    forward_aten_ops: int = 0  # aten ops eager ran in the forward (and the loss)
+    float_mask_bytes: int = 0  # CPU dropout's float masks among the saved activations
+    checkpoint_bytes: int = 0  # activation storages held by torch.utils.checkpoint, not seen by the hooks
+    checkpoint_storages: int = 0
+    recomputed_ops: int | None = None  # forward ops eager checkpointing ran again in the backward
+    recompute_flops: int | None = None  # None: not measured
+    recompute_bytes: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def saved_tensors(self) -> int:
+        return len(self.saved)
 
 
 # the traced graph's functional form of an op -> the op eager runs
@@ -95,48 +132,45 @@ def _clone(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
     return c.requires_grad_(requires_grad) if c.is_floating_point() or c.is_complex() else c
 
 
-def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasurement:
-    """Run the captured model once eagerly and record every tensor autograd saves.
+class _Recorder:
+    """What one eager run shows: every op output in order, the storages forward ops made, who owns
+    each leaf storage, the unique tensors autograd packed, and what the backward recomputed."""
 
-    In ``params="closure"`` mode the parameters are constants of the traced graph and the floating
-    inputs require grad (as the capture marks them); the eager run mirrors that.
-    """
-    closure = cap.params == "closure"
-    model = cap.model
-    events: list[tuple[Any, ...]] = []  # (op, output index, shape, dtype) per op output, in order
-    producer: dict[tuple[Any, ...], int] = {}  # view signature -> index of the latest event producing it
-    owners: dict[int, str] = {}  # storage key -> parameter | input
-    leaf_names: dict[int, str] = {}  # storage key -> joint placeholder name
-    packed: dict[tuple[Any, ...], torch.Tensor] = {}  # unique saved tensors, in save order
-    saves = 0
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []  # (op, output index, shape, dtype) per op output, in order
+        self.producer: dict[tuple[Any, ...], int] = {}  # view signature -> index of the latest event producing it
+        self.owners: dict[int, str] = {}  # storage key -> parameter | input
+        self.leaf_names: dict[int, str] = {}  # storage key -> joint placeholder name
+        self.packed: dict[tuple[Any, ...], torch.Tensor] = {}  # unique saved tensors, in save order
+        self.saves = 0
+        self.masks: set[int] = set()  # storages of CPU dropout's float masks
+        # every storage a forward op produced: (probe, event index, shape, dtype, numel bytes)
+        self.probes: dict[int, tuple[_torch.StorageProbe, int, tuple[int, ...], str, int]] = {}
+        self.recompute = {"ops": 0, "flops": 0, "bytes": 0}
 
-    masks: set[int] = set()  # storages of CPU dropout's float masks
-    # every storage a forward op produced: (probe, event index, shape, dtype, numel bytes)
-    probes: dict[int, tuple[_torch.StorageProbe, int, tuple[int, ...], str, int]] = {}
-    recompute = {"ops": 0, "flops": 0, "bytes": 0}
-
-    def on_op(func: Any, args: Any, out: Any, kwargs: Any) -> None:
-        first = len(events)
-        _record(func, args, out)
+    def on_op(self, func: Any, args: Any, out: Any, kwargs: Any) -> None:
+        first = len(self.events)
+        self.record(func, args, out)
         for i, t in enumerate(pytree.tree_leaves(out)):
             if isinstance(t, torch.Tensor) and t.device.type != "meta":
                 key = _torch.storage_key(t)
-                old = probes.get(key)
+                old = self.probes.get(key)
                 if old is None or not old[0].alive():
-                    event = producer.get(_sig(t), first + i)
-                    probes[key] = (_torch.StorageProbe(t), event, tuple(t.shape), _dtype(t),
-                                   t.numel() * t.element_size())
+                    event = self.producer.get(_sig(t), first + i)
+                    self.probes[key] = (_torch.StorageProbe(t), event, tuple(t.shape), _dtype(t),
+                                        t.numel() * t.element_size())
 
-    def on_backward_op(func: Any, args: Any, out: Any, kwargs: Any) -> None:
+    def on_backward_op(self, func: Any, args: Any, out: Any, kwargs: Any) -> None:
         # the engine runs backward formulas with grad mode off; torch.utils.checkpoint re-runs a
         # region's forward under enable_grad: a grad-enabled op in the backward is a recomputation
         if not torch.is_grad_enabled() or _op_name(func) in _BOOKKEEPING:
             return
-        recompute["ops"] += 1
-        recompute["flops"] += _op_flops(func, args, kwargs)
-        recompute["bytes"] += _op_traffic(func, args, out)
+        self.recompute["ops"] += 1
+        self.recompute["flops"] += op_flops(func, args, kwargs)
+        self.recompute["bytes"] += op_traffic(func, _leaf_tensors(args), _leaf_tensors(out))
 
-    def _record(func: Any, args: Any, out: Any) -> None:
+    def record(self, func: Any, args: Any, out: Any) -> None:
+        events, producer, masks = self.events, self.producer, self.masks
         name = _op_name(func)
         if name == "bernoulli" and isinstance(out, torch.Tensor):
             masks.add(_torch.storage_key(out))  # eager CPU dropout: empty_like().bernoulli_(1-p)
@@ -157,17 +191,25 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
                 producer[_sig(t)] = len(events)
                 events.append((name, i, tuple(t.shape), _dtype(t)))
 
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        nonlocal saves
-        saves += 1
-        sig = _sig(t)
-        packed.setdefault(sig, t)
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        self.saves += 1
+        self.packed.setdefault(_sig(t), t)
         return t
 
+    @staticmethod
     def unpack(t: torch.Tensor) -> torch.Tensor:
         return t
 
-    placeholder_of = {}
+    def own(self, t: torch.Tensor, owner: str, placeholder_of: dict[int, str], original: torch.Tensor) -> None:
+        """``t`` (fxviz's copy of ``original``) is a leaf storage owned by ``owner``."""
+        self.owners[_torch.storage_key(t)] = owner
+        if id(original) in placeholder_of:
+            self.leaf_names[_torch.storage_key(t)] = placeholder_of[id(original)]
+
+
+def _placeholder_of(graph: JointGraph | None) -> dict[int, str]:
+    """id of a placeholder's or constant's example tensor -> its joint node name."""
+    placeholder_of: dict[int, str] = {}
     if graph is not None:
         for name, value in graph.placeholder_values.items():
             if isinstance(value, torch.Tensor):
@@ -176,29 +218,32 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
             for n in graph.gm.graph.nodes:
                 if n.op == "get_attr" and n.target == target:
                     placeholder_of.setdefault(id(value), n.name)
+    return placeholder_of
 
+
+def _run(cap: Capture, rec: _Recorder, placeholder_of: dict[int, str]
+         ) -> list[tuple[int, tuple[_torch.StorageProbe, int, tuple[int, ...], str, int]]]:
+    """Run the model once eagerly on copies, forward and backward, recording into ``rec``; returns
+    the storages checkpoint holds (alive after the forward, seen by no hook)."""
+    closure = cap.params == "closure"
+    model = cap.model
     with preserved(model), _torch.quiet_torch():
         state: dict[str, torch.Tensor] = {}
         if model is not None:
             for qual, p in model.named_parameters():
                 state[qual] = _clone(p, p.requires_grad and not closure)
-                owners[_torch.storage_key(state[qual])] = "parameter"
-                if id(p) in placeholder_of:
-                    leaf_names[_torch.storage_key(state[qual])] = placeholder_of[id(p)]
+                rec.own(state[qual], "parameter", placeholder_of, p)
             for qual, b in model.named_buffers():
                 state[qual] = _clone(b, False)
-                owners[_torch.storage_key(state[qual])] = "parameter"
-                if id(b) in placeholder_of:
-                    leaf_names[_torch.storage_key(state[qual])] = placeholder_of[id(b)]
+                rec.own(state[qual], "parameter", placeholder_of, b)
+
         def input_copy(x: Any) -> Any:
             if not isinstance(x, torch.Tensor):
                 return x
             c = _clone(x, x.requires_grad or (closure and (x.is_floating_point() or x.is_complex())))
             if c.requires_grad:  # a non-leaf, so a model that writes into its input in place can
                 c = c.clone()    # (as it can under AOTAutograd, which functionalizes the write)
-            owners[_torch.storage_key(c)] = "input"
-            if id(x) in placeholder_of:
-                leaf_names[_torch.storage_key(c)] = placeholder_of[id(x)]
+            rec.own(c, "input", placeholder_of, x)
             return c
 
         # every tensor leaf is an input, also inside list, tuple or dict arguments (issue 14)
@@ -209,7 +254,8 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
         if model is not None:
             swapped.enter_context(_torch.reparametrized(model, state))
         with swapped:
-            with torch.autograd.graph.saved_tensors_hooks(pack, unpack), _torch.OpRecorder(on_op, with_kwargs=True):
+            with torch.autograd.graph.saved_tensors_hooks(rec.pack, rec.unpack), \
+                    _torch.OpRecorder(rec.on_op, with_kwargs=True):
                 if model is not None:
                     out = model(*inputs)
                 else:
@@ -223,15 +269,19 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
             # forward op made that is still alive now is held by autograd or by checkpoint
             gc.collect()
             outputs = {_torch.storage_key(t) for t in pytree.tree_leaves((out, loss)) if isinstance(t, torch.Tensor)}
-            hooked = {sig[0] for sig in packed}
-            held = [(key, probe) for key, probe in probes.items()
-                    if probe[0].alive() and key not in hooked and key not in outputs and key not in owners]
+            hooked = {sig[0] for sig in rec.packed}
+            held = [(key, probe) for key, probe in rec.probes.items()
+                    if probe[0].alive() and key not in hooked and key not in outputs and key not in rec.owners]
             if loss.requires_grad:
                 seed = torch.ones_like(loss)  # made here: backward() would make it under grad mode
-                with _torch.OpRecorder(on_backward_op, with_kwargs=True):
+                with _torch.OpRecorder(rec.on_backward_op, with_kwargs=True):
                     loss.backward(seed)
             del loss, out
+    return held
 
+
+def _joint_of_events(events: list[tuple[Any, ...]], graph: JointGraph | None) -> dict[int, str | None]:
+    """Event index -> the joint node it matches (``difflib`` alignment of the two op sequences)."""
     mapping: dict[int, str | None] = {}
     if graph is not None:
         joint = _joint_sequence(graph)
@@ -239,10 +289,22 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
         for block in matcher.get_matching_blocks():
             for k in range(block.size):
                 mapping[block.a + k] = joint[block.b + k][1]
+    return mapping
 
-    m = EagerMeasurement(saves=saves, forward_ops=_count_ops(events))
+
+def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasurement:
+    """Run the captured model once eagerly and record every tensor autograd saves.
+
+    In ``params="closure"`` mode the parameters are constants of the traced graph and the floating
+    inputs require grad (as the capture marks them); the eager run mirrors that.
+    """
+    rec = _Recorder()
+    held = _run(cap, rec, _placeholder_of(graph))
+    events, producer, owners, masks = rec.events, rec.producer, rec.owners, rec.masks
+    mapping = _joint_of_events(events, graph)
+    m = EagerMeasurement(saves=rec.saves, forward_aten_ops=_count_ops(events))
     seen_storage: set[int] = set()
-    for sig, t in packed.items():
+    for sig, t in rec.packed.items():
         # resolved now, not at pack time: a saved tensor stays alive, so every record made for
         # its view signature after it was packed is about this same storage (an op may save
         # its inputs before CPU dropout's mask is known to be one)
@@ -258,7 +320,7 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
             op = owner if owner != "activation" else "?"
             joint_name = None
         if joint_name is None and owner != "activation":
-            joint_name = leaf_names.get(key)
+            joint_name = rec.leaf_names.get(key)
         m.saved.append(SavedTensor(op=op, shape=tuple(t.shape), dtype=_dtype(t), owner=owner,
                                    storage_bytes=nbytes, numel_bytes=numel_bytes, joint=joint_name))
         m.estimate_bytes += numel_bytes
@@ -274,7 +336,7 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
             m.input_bytes += nbytes
         else:
             m.activation_bytes += nbytes
-    packed.clear()
+    rec.packed.clear()
     for key, (probe, event, shape, dtype, numel_bytes) in held:
         joint_name = mapping.get(event) if event < len(events) else None
         op = events[event][0] if event < len(events) else "?"
@@ -288,8 +350,9 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
         m.activation_bytes += probe.nbytes
         m.checkpoint_bytes += probe.nbytes
         m.checkpoint_storages += 1
+    recompute = rec.recompute
     m.recomputed_ops, m.recompute_flops, m.recompute_bytes = recompute["ops"], recompute["flops"], recompute["bytes"]
-    m.notes = _notes(m, closure, len(cap.graphs))
+    m.notes = _notes(m, cap.params == "closure", len(cap.graphs))
     return m
 
 
@@ -297,30 +360,8 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
 _BOOKKEEPING = {"detach", "alias"}
 
 
-def _meta_like(x: Any) -> Any:
-    if isinstance(x, torch.Tensor):
-        return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
-    return x
-
-
-def _op_flops(func: Any, args: Any, kwargs: Any) -> int:
-    """FLOPs of one op as ``torch.utils.flop_counter`` counts them, on meta copies (nothing runs)."""
-    if getattr(func, "overloadpacket", None) not in flop_registry:
-        return 0
-    margs, mkwargs = pytree.tree_map(_meta_like, (args, kwargs))
-    counter = FlopCounterMode(display=False)
-    with counter:
-        func(*margs, **mkwargs)
-    return int(counter.get_total_flops())
-
-
-def _op_traffic(func: Any, args: Any, out: Any) -> int:
-    """Bytes an op reads and writes (0 for a view), as the graph rows count ``recompute_bytes``."""
-    schema = getattr(func, "_schema", None)
-    if schema is not None and any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
-        return 0
-    tensors = [t for t in pytree.tree_leaves((args, out)) if isinstance(t, torch.Tensor)]
-    return sum(t.numel() * t.element_size() for t in tensors)
+def _leaf_tensors(tree: Any) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
 def _count_ops(events: list[tuple[Any, ...]]) -> int:
@@ -354,24 +395,12 @@ def _tensors(cap: Capture) -> list[torch.Tensor]:
     return found + (list(cap.model.parameters()) if cap.model is not None else [])
 
 
-def eager_partition(cap: Capture, graph: JointGraph) -> Partition:
-    """The ``eager`` strategy as a ``Partition``: ``saved`` are the joint nodes eager's saved tensors
-    correspond to (in save order), ``unmapped`` describes those with no joint node."""
-    start = time.perf_counter()
-    try:
-        m = measure_eager(cap, graph)
-    except Exception as exc:  # the user's model under eager autograd: a row with the reason
-        text = " ".join(str(exc).split())
-        sparse = [t.layout for t in _tensors(cap) if t.layout != torch.strided]
-        if sparse or "Sparse" in text:
-            what = f" (a {sparse[0]} input)" if sparse else ""
-            reason = (f"the eager reference cannot measure sparse tensors{what}: it counts the storages autograd "
-                      "saves, and a sparse tensor exposes none; the graph strategies' rows are exact")
-        else:
-            reason = f"eager autograd raised {type(exc).__name__}: {text[:300]}"
-        return Partition(strategy=Strategy("eager"), forward=None, backward=None, caller="eager autograd",
-                         error=reason, seconds=time.perf_counter() - start)
-    saved = list(dict.fromkeys(s.joint for s in m.saved if s.joint is not None))
-    unmapped = [f"{s.op} {list(s.shape)} {s.dtype} ({s.owner})" for s in m.saved if s.joint is None]
-    return Partition(strategy=Strategy("eager"), forward=None, backward=None, saved=saved, unmapped=unmapped,
-                     caller="eager autograd", seconds=time.perf_counter() - start, measurement=m)
+def failure_reason(cap: Capture, exc: Exception) -> str:
+    """Why eager autograd could not measure ``cap``'s model, for the eager row's ``error``."""
+    text = " ".join(str(exc).split())
+    sparse = [t.layout for t in _tensors(cap) if t.layout != torch.strided]
+    if sparse or "Sparse" in text:
+        what = f" (a {sparse[0]} input)" if sparse else ""
+        return (f"the eager reference cannot measure sparse tensors{what}: it counts the storages autograd "
+                "saves, and a sparse tensor exposes none; the graph strategies' rows are exact")
+    return f"eager autograd raised {type(exc).__name__}: {text[:300]}"

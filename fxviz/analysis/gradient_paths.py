@@ -28,21 +28,23 @@ import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
 from .. import _torch
-from .._fx import output_values
 from .._state import preserved
 from .._torch import pytree
 from ..capture import Capture, JointGraph
-from ..roles import short_op
+from ..graph_facts import CAST_OPS, alias_base, is_view_op
+from ..graph_facts import forward_outputs as graph_forward_outputs
+from ..roles import STATE_ROLES, short_op
 
 __all__ = [
     "Cut",
     "GraphPaths",
     "EagerPath",
     "graph_paths",
-    "tangent_dependent",
+    "tangent_valued",
     "forward_outputs",
     "data_args",
     "resolve_state",
+    "is_view_of",
     "eager_paths",
 ]
 
@@ -57,12 +59,6 @@ ZERO_DERIVATIVE = frozenset({"round", "floor", "ceil", "trunc", "sign", "bucketi
 COMPARISONS = frozenset({"gt", "lt", "ge", "le", "eq", "ne", "logical_and", "logical_or", "logical_not",
                          "logical_xor", "isnan", "isinf", "isfinite", "isclose", "bitwise_not"})
 ARG_INDEX = frozenset({"argmax", "argmin", "argsort", "topk", "sort", "max", "min", "nonzero", "unique"})
-CASTS = frozenset({"_to_copy", "to", "convert_element_type", "type", "_to_dtype", "long", "int", "bool"})
-# ops that only re-label the same values (the tensor a gradient would flow back to)
-VIEW_OPS = frozenset({"t", "view", "_unsafe_view", "reshape", "transpose", "permute", "expand", "alias",
-                      "squeeze", "unsqueeze", "as_strided", "slice", "select", "clone", "contiguous"})
-
-
 @dataclass(frozen=True)
 class Cut:
     """A joint-graph node where a parameter's gradient path stops, and why."""
@@ -104,7 +100,12 @@ def data_args(node: fx.Node) -> list[fx.Node]:
 
 def forward_outputs(graph: JointGraph) -> list[fx.Node]:
     """The joint graph's forward outputs (the loss, updated buffers, a piece's outputs)."""
-    return [a for a in output_values(graph.gm)[: graph.num_fwd_outputs] if isinstance(a, fx.Node)]
+    return graph_forward_outputs(graph.gm, graph.num_fwd_outputs)
+
+
+def is_view_of(node: fx.Node) -> fx.Node | None:
+    """The node ``node`` is a view of (same storage, by the op's schema), or None."""
+    return alias_base(node) if node.op == "call_function" and is_view_op(node.target) else None
 
 
 def _is_float(value: Any) -> bool:
@@ -125,7 +126,7 @@ def _cut_cause(node: fx.Node) -> str | None:
             return "comparison"
         if op in ARG_INDEX or (op == "getitem" and short_op(node.args[0]) in ARG_INDEX):  # type: ignore[arg-type]
             return "argmax"
-        if op in CASTS:
+        if op in CAST_OPS:
             return "cast"
         return "integer"
     if op in ZERO_DERIVATIVE:
@@ -192,9 +193,10 @@ def _cut(graph: JointGraph, node: fx.Node, cause: str) -> Cut:
                source=i.source, source_code=i.source_code)
 
 
-def tangent_dependent(graph: JointGraph) -> set[str]:
-    """Nodes whose values depend on an incoming gradient (a tangent).  A gradient output outside
-    this set is a constant: zeros, whatever the loss does."""
+def tangent_valued(graph: JointGraph) -> set[str]:
+    """Nodes whose *values* depend on an incoming gradient (a tangent), by data (a ``zeros_like``
+    of one does not; ``graph_facts.tangent_dependent`` is the partitioner's split, by any edge).
+    A gradient output outside this set is a constant: zeros, whatever the loss does."""
     dep = {n for n, i in graph.info.items() if i.role == "tangent"}
     for n in graph.gm.graph.nodes:
         if n.op == "call_function" and any(a.name in dep for a in data_args(n)):
@@ -203,16 +205,14 @@ def tangent_dependent(graph: JointGraph) -> set[str]:
 
 
 def resolve_state(graph: JointGraph, node: fx.Node) -> str | None:
-    """The parameter/buffer/constant behind ``node`` through pure view ops (``t``, ``view``...),
-    as a joint node name, or None when it is an activation."""
+    """The parameter/buffer/constant behind ``node`` through view ops (``t``, ``view``...: the op
+    schema's aliasing, ``graph_facts.is_view_op``; a copy or a cast is a new tensor), as a joint
+    node name, or None when it is an activation."""
     seen = 0
-    while node.op == "call_function" and short_op(node) in VIEW_OPS and node.args and seen < 32:
-        first = node.args[0]
-        if not isinstance(first, fx.Node):
-            return None
-        node, seen = first, seen + 1
+    while (base := is_view_of(node)) is not None and seen < 32:
+        node, seen = base, seen + 1
     role = graph.info[node.name].role
-    return node.name if role in ("parameter", "buffer", "constant") else None
+    return node.name if role in STATE_ROLES else None
 
 
 # --- eager autograd probe -------------------------------------------------------------------------
@@ -251,7 +251,7 @@ def _user_frame() -> tuple[str | None, str | None]:
     """('file.py:12', code) of the innermost frame outside torch and fxviz's own machinery."""
     import linecache
 
-    frame: FrameType | None = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)  # noqa: SLF001 - CPython's documented frame access
     while frame is not None:
         fname = frame.f_code.co_filename
         inside_torch = fname.startswith(_TORCH_DIR)
@@ -333,7 +333,7 @@ class _Probe(TorchFunctionMode):
                 return "comparison"
             if name in ARG_INDEX:
                 return "argmax"
-            if name in CASTS or name in ("to", "long", "int", "bool", "short", "byte"):
+            if name in CAST_OPS or name in ("to", "long", "int", "bool", "short", "byte"):
                 return "cast"
             return "integer"
         return "other"

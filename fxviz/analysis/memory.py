@@ -17,12 +17,13 @@ from typing import Any
 import pandas as pd
 import torch
 import torch.fx as fx
-from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from .. import _torch
-from .._fx import output_values
 from ..capture import JointGraph
 from ..errors import StrategyError
+from ..graph_facts import Storages, graph_flops, graph_op_count, node_flops, node_traffic, saved_values, tensors
+from ..roles import STATE_ROLES
+from .optimal import gaps_to_optimal
 from .partition import Partition
 from .strategies import OFFERED, Strategy, parse_list
 
@@ -32,16 +33,13 @@ __all__ = [
     "StorageUse",
     "SavedMemory",
     "MemoryRow",
-    "concrete",
     "has_symbolic_sizes",
     "storage_owners",
     "saved_memory",
     "peak_bytes",
     "recompute_cost",
-    "graph_flops",
     "memory_row",
     "memory_table",
-    "gaps_to_optimal",
     "caption",
     "checkpoint_summary",
 ]
@@ -49,138 +47,24 @@ __all__ = [
 COLUMNS: list[str] = [
     "strategy", "saved_tensors", "saved_symints", "saved_storages", "saved_activation_bytes", "saved_param_bytes",
     "saved_input_bytes", "recomputed_ops", "recomputed_random_ops", "recompute_flops", "recompute_bytes",
-    "forward_ops", "backward_ops", "forward_flops", "forward_peak_bytes", "backward_peak_bytes",
+    "forward_graph_ops", "backward_graph_ops", "forward_flops", "forward_peak_bytes", "backward_peak_bytes",
     "resident_bytes", "torch_estimate_bytes", "gap_to_optimal_flops", "gap_to_optimal_bytes", "seconds", "error",
 ]
 _INT_COLUMNS = [c for c in COLUMNS if c not in ("strategy", "seconds", "error")]
 
-# joint-graph roles whose storages the model or the caller own (never activations)
-_PARAM_ROLES = ("parameter", "buffer", "constant")
-_INPUT_ROLES = ("primal",)
 
 
 # --- sizes ---------------------------------------------------------------------------------------
-def concrete(v: Any) -> int:
-    """An int, evaluating a SymInt at the example size it was traced with."""
-    if isinstance(v, torch.SymInt):
-        hint = getattr(v.node, "hint", None)
-        if hint is None:
-            raise ValueError(f"symbolic size {v} has no example value")
-        return int(hint)
-    return int(v)
-
-
 def has_symbolic_sizes(gm: fx.GraphModule) -> bool:
     """Whether any value's size is symbolic (then every figure is at the example sizes)."""
     for n in gm.graph.nodes:
         val = _torch.meta_val(n)
         if isinstance(val, torch.SymInt):
             return True
-        for t in _tensors(val):
+        for t in tensors(val):
             if any(isinstance(s, torch.SymInt) for s in t.shape):
                 return True
     return False
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors(v)]
-    return []
-
-
-class Storages:
-    """Which storage every value of some graphs lives in, and how big it is.
-
-    Identity comes from the fake tensors torch recorded (``meta["val"]``), which keep the traced
-    program's aliasing, joined with the graphs' own view edges (an op whose schema says its
-    output aliases an input: ``t``, ``view``, ``expand``, in-place ops).  The edges matter where
-    the fakes cannot know: a ``get_attr`` constant (parameters captured in a closure) gets a
-    fresh fake of its own, so its transpose ``t`` would otherwise look like a new tensor; and
-    two ``get_attr`` reads of one attribute are one tensor.
-    """
-
-    def __init__(self, *gms: fx.GraphModule | None) -> None:
-        self._parent: dict[int, int] = {}
-        self._size: dict[int, int] = {}
-        self._attrs: dict[str, int] = {}
-        for gm in gms:
-            if gm is not None:
-                self.add(gm)
-
-    def _find(self, k: int) -> int:
-        root = k
-        while self._parent.get(root, root) != root:
-            root = self._parent[root]
-        while k != root:
-            self._parent[k], k = root, self._parent.get(k, k)
-        return root
-
-    def _raw(self, t: torch.Tensor) -> int:
-        k = _torch.storage_key(t)
-        if k not in self._parent:
-            self._parent[k] = k
-            self._size[k] = concrete(t.untyped_storage().nbytes())
-        return k
-
-    def _union(self, a: int, b: int) -> None:
-        ra, rb = self._find(a), self._find(b)
-        if ra != rb:
-            self._parent[rb] = ra
-            self._size[ra] = max(self._size[ra], self._size.pop(rb))
-
-    def add(self, gm: fx.GraphModule) -> None:
-        for n in gm.graph.nodes:
-            values = _tensors(_torch.meta_val(n))
-            keys = [self._raw(t) for t in values]
-            if n.op == "get_attr" and keys:  # every read of one attribute is one tensor
-                self._union(self._attrs.setdefault(str(n.target), keys[0]), keys[0])
-            base = _alias_base(n)
-            base_values = _tensors(_torch.meta_val(base)) if base is not None else []
-            if base_values:
-                base_key = self._raw(base_values[0])
-                for k in keys:
-                    self._union(base_key, k)
-
-    def key(self, t: torch.Tensor) -> int:
-        """The storage of ``t`` (views and aliases of one storage share the key)."""
-        return self._find(self._raw(t))
-
-    def nbytes(self, key: int) -> int:
-        return self._size[self._find(key)]
-
-
-def _alias_base(node: fx.Node) -> fx.Node | None:
-    """The input node whose storage ``node``'s output aliases, by the op's schema (or None)."""
-    schema = getattr(node.target, "_schema", None)
-    if node.op != "call_function" or schema is None or not schema.returns:
-        return None
-    ret = schema.returns[0].alias_info
-    if ret is None:
-        return None
-    wanted = set(ret.before_set)
-    for i, arg in enumerate(schema.arguments):
-        if arg.alias_info is None or (wanted and not wanted & set(arg.alias_info.before_set)):
-            continue
-        value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
-        return value if isinstance(value, fx.Node) else None
-    return None
-
-
-def _numel_bytes(t: torch.Tensor) -> int:
-    n = 1
-    for s in t.shape:
-        n *= concrete(s)
-    return n * t.element_size()
-
-
-def _is_view_op(target: Any) -> bool:
-    """An aten op whose output aliases an input (``t``, ``view``, ``detach``, ``expand``...)."""
-    schema = getattr(target, "_schema", None)
-    if schema is None:
-        return False
-    return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
 
 
 # --- who owns a storage --------------------------------------------------------------------------
@@ -193,13 +77,13 @@ def storage_owners(graph: JointGraph, storages: Storages) -> dict[int, str]:
             continue
         info = graph.info.get(n.name)
         role = info.role if info is not None else ("constant" if n.op == "get_attr" else None)
-        if role in _PARAM_ROLES:
+        if role in STATE_ROLES:  # storages the model or the caller own: never activations
             owner = "parameter"
-        elif role in _INPUT_ROLES:
+        elif role == "primal":
             owner = "input"
         else:
             continue
-        for t in _tensors(_torch.meta_val(n)):
+        for t in tensors(_torch.meta_val(n)):
             owners.setdefault(storages.key(t), owner)
     return owners
 
@@ -243,7 +127,7 @@ class SavedMemory:
 def saved_nodes(p: Partition, graph: JointGraph) -> list[fx.Node]:
     """The forward graph's outputs after the first ``num_fwd_outputs``: what the backward reads."""
     assert p.forward is not None
-    return [o for o in output_values(p.forward)[graph.num_fwd_outputs:] if isinstance(o, fx.Node)]
+    return saved_values(p.forward, graph.num_fwd_outputs)
 
 
 def saved_memory(p: Partition, graph: JointGraph, storages: Storages | None = None) -> SavedMemory:
@@ -281,13 +165,13 @@ def peak_bytes(gm: fx.GraphModule, storages: Storages, resident: dict[int, int],
     for i, n in enumerate(nodes):
         if n.op == "output":
             for a in n.all_input_nodes:
-                for t in _tensors(_torch.meta_val(a)):
+                for t in tensors(_torch.meta_val(a)):
                     last[storages.key(t)] = end
             continue
         use = max((index[u] for u in n.users), default=i)
         if n.op == "placeholder" and inputs_live_throughout:
             use = end
-        for t in _tensors(_torch.meta_val(n)):
+        for t in tensors(_torch.meta_val(n)):
             key = storages.key(t)
             if key in resident:
                 continue
@@ -305,82 +189,6 @@ def peak_bytes(gm: fx.GraphModule, storages: Storages, resident: dict[int, int],
 
 
 # --- FLOPs and the cost of recomputing -----------------------------------------------------------
-def _meta(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return torch.empty_strided([concrete(s) for s in value.shape], [concrete(s) for s in value.stride()],
-                                   dtype=value.dtype, device="meta")
-    if isinstance(value, torch.SymInt):
-        return concrete(value)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_meta(v) for v in value)
-    return value
-
-
-def node_flops(node: fx.Node) -> int:
-    """FLOPs of one node as ``torch.utils.flop_counter`` counts them (pointwise ops count 0), run
-    on meta tensors of the recorded shapes: nothing is computed."""
-    packet = getattr(node.target, "overloadpacket", None)
-    if node.op != "call_function" or packet not in flop_registry:
-        return 0
-    key = _flop_key(node)
-    if key is not None and key in _FLOPS:
-        return _FLOPS[key]
-    args = fx.node.map_arg(node.args, lambda a: _meta(_torch.meta_val(a)))
-    kwargs = fx.node.map_arg(node.kwargs, lambda a: _meta(_torch.meta_val(a)))
-    counter = FlopCounterMode(display=False)
-    assert callable(node.target)  # a call_function node
-    with counter:
-        node.target(*args, **kwargs)
-    flops = int(counter.get_total_flops())
-    if key is not None:
-        if len(_FLOPS) >= _FLOPS_LIMIT:
-            _FLOPS.clear()
-        _FLOPS[key] = flops
-    return flops
-
-
-# FLOPs by (op, argument shapes/dtypes, other arguments): twelve identical layers are counted once
-# (gpt12's memory table spent 3.8 of 5.35 s re-running each matmul on meta tensors)
-_FLOPS: dict[Any, int] = {}
-_FLOPS_LIMIT = 65536
-
-
-def _flop_key(node: fx.Node) -> Any:
-    """A hashable description of what decides a node's FLOP count, or None if it has none."""
-    def describe(a: Any) -> Any:
-        if isinstance(a, fx.Node):
-            v = _torch.meta_val(a)
-            if isinstance(v, torch.Tensor):
-                return ("t", tuple(str(d) for d in v.shape), tuple(str(d) for d in v.stride()), str(v.dtype))
-            return ("v", str(v))
-        if isinstance(a, (list, tuple)):
-            return tuple(describe(x) for x in a)
-        if isinstance(a, dict):
-            return tuple(sorted((k, describe(x)) for k, x in a.items()))
-        return repr(a)
-
-    try:
-        key = (node.target, describe(node.args), describe(node.kwargs))
-        hash(key)
-    except Exception:  # an argument that cannot be described: count afresh
-        return None
-    return key
-
-
-def node_traffic(node: fx.Node) -> int:
-    """Bytes an op reads and writes (``numel * itemsize`` of its tensor inputs and outputs);
-    0 for views, which move nothing."""
-    if node.op != "call_function" or _is_view_op(node.target) or not hasattr(node.target, "_schema"):
-        return 0
-    read = sum(_numel_bytes(t) for a in node.all_input_nodes for t in _tensors(_torch.meta_val(a)))
-    write = sum(_numel_bytes(t) for t in _tensors(_torch.meta_val(node)))
-    return read + write
-
-
-def graph_flops(gm: fx.GraphModule) -> int:
-    return sum(node_flops(n) for n in gm.graph.nodes)
-
-
 def recompute_cost(p: Partition) -> tuple[int, int]:
     """(FLOPs, bytes read+written) of the forward ops the backward runs again."""
     if p.backward is None:
@@ -391,13 +199,6 @@ def recompute_cost(p: Partition) -> tuple[int, int]:
             flops += node_flops(n)
             traffic += node_traffic(n)
     return flops, traffic
-
-
-def _op_count(gm: fx.GraphModule | None) -> int:
-    """call_function nodes, not counting ``getitem`` (which only unpacks a tuple)."""
-    if gm is None:
-        return 0
-    return sum(1 for n in gm.graph.nodes if n.op == "call_function" and getattr(n.target, "__name__", "") != "getitem")
 
 
 # --- one row, the table --------------------------------------------------------------------------
@@ -428,7 +229,7 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
             saved_input_bytes=measurement.input_bytes, recomputed_ops=measurement.recomputed_ops,
             recomputed_random_ops=None, recompute_flops=measurement.recompute_flops,
             recompute_bytes=measurement.recompute_bytes,
-            forward_ops=measurement.forward_ops, resident_bytes=sum(resident.values()),
+            forward_graph_ops=measurement.forward_aten_ops, resident_bytes=sum(resident.values()),
             torch_estimate_bytes=measurement.estimate_bytes, seconds=p.seconds)
         return MemoryRow(values, list(measurement.notes))
     if p.forward is None or p.backward is None:
@@ -448,8 +249,8 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
         "recomputed_random_ops": len(random),
         "recompute_flops": flops,
         "recompute_bytes": traffic,
-        "forward_ops": _op_count(p.forward),
-        "backward_ops": _op_count(p.backward),
+        "forward_graph_ops": graph_op_count(p.forward),
+        "backward_graph_ops": graph_op_count(p.backward),
         "forward_flops": graph_flops(p.forward),
         "forward_peak_bytes": peak_bytes(p.forward, storages, resident, inputs_live_throughout=True),
         "backward_peak_bytes": peak_bytes(p.backward, storages, resident, inputs_live_throughout=False),
@@ -544,36 +345,3 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partitio
     df = _frame(rows)
     df.attrs["caption"] = caption(graph, has_symbolic_sizes(graph.gm), notes)
     return df
-
-
-def gaps_to_optimal(graph: JointGraph, rows: list[dict[str, Any]]) -> list[str]:
-    """Fill the two ``gap_to_optimal`` columns of ``rows`` in place; returns the caption's notes.
-    Rows that are measured (eager) or redraw random values are not partitions of the same
-    program the optimum is computed for: their gaps stay empty, and the note says why."""
-    from .optimal import model_of_joint, solve, solve_min_bytes
-
-    model = model_of_joint(graph.gm, graph.num_fwd_outputs)
-    skipped, bounds = [], []
-    for r in rows:
-        if r.get("error") is not None or r.get("saved_activation_bytes") is None:
-            continue
-        if r["backward_ops"] is None or r.get("recomputed_random_ops"):  # measured (eager) or redrawing
-            skipped.append(r["strategy"])
-            continue
-        b, f = int(r["saved_activation_bytes"]), int(r["recompute_flops"])
-        at_bytes, at_flops = solve(model, b), solve_min_bytes(model, f)
-        if at_bytes.status == "optimal":
-            r["gap_to_optimal_flops"] = f - at_bytes.recompute_flops
-        if at_flops.status == "optimal":
-            r["gap_to_optimal_bytes"] = b - at_flops.saved_bytes
-        if not (at_bytes.optimal and at_flops.optimal):
-            bounds.append(r["strategy"])
-    notes = ["gap_to_optimal_flops: recompute FLOPs above the exact optimum (MILP, HiGHS) at the row's saved "
-             "activation bytes; gap_to_optimal_bytes: saved activation bytes above the optimum at the row's "
-             "recompute FLOPs, bytes moved not held equal (0: the row is on the optimal frontier)."]
-    if skipped:
-        notes.append("No gap for " + ", ".join(skipped) + ": measured on the model, or redrawing random values "
-                     "in the backward, so not a partition of the same program.")
-    if bounds:
-        notes.append("Solver time limit reached for " + ", ".join(bounds) + ": those gaps are left empty.")
-    return notes

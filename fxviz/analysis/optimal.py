@@ -41,9 +41,19 @@ import torch
 from torch import fx
 
 from .. import _torch
-from .._fx import ancestors, output_values
+from .._fx import ancestors
+from ..capture import JointGraph
+from ..graph_facts import (
+    Storages,
+    alias_base,
+    gradient_slots,
+    is_view_op,
+    node_flops,
+    node_traffic,
+    saved_values,
+    tangent_dependent,
+)
 from ..units import format_bytes, format_flops
-from .memory import Storages, node_flops, node_traffic
 
 __all__ = [
     "DEFAULT_TIME_LIMIT",
@@ -52,6 +62,7 @@ __all__ = [
     "OptimalPartitioner",
     "Solution",
     "extract",
+    "gaps_to_optimal",
     "min_cut_activation_bytes",
     "model_of",
     "model_of_joint",
@@ -128,13 +139,14 @@ class OptimalModel:
             n = todo.pop()
             if n in out:
                 continue
-            if n in self.why_fixed and not self._recomputable(n):
+            if n in self.why_fixed and not self.can_recompute(n):
                 return None
             out.add(n)
             todo.extend(u for u in self.inputs_of.get(n, []) if u not in keep)
         return sorted(out)
 
-    def _recomputable(self, name: str) -> bool:
+    def can_recompute(self, name: str) -> bool:
+        """Whether the backward may run forward value ``name`` again (not random, a mutation...)."""
         return not self.why_fixed.get(name, "").startswith(_NOT_RECOMPUTABLE)
 
     def cost(self, recomputed: Sequence[str]) -> tuple[int, int]:
@@ -171,25 +183,16 @@ def model_of_joint(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
 def model_of(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
     """Build the MILP's data from a joint graph (as a partitioner receives it).
 
-    The forward/backward split is torch's (``classify_nodes``): the backward is every node
-    reachable from a tangent or from a node that must be in the backward; every other
+    The forward/backward split is torch's (``classify_nodes``, as ``graph_facts.tangent_dependent``
+    answers it): the backward is every node reachable from a tangent or from a node that must be in
+    the backward; every other
     ``call_function`` is a forward value.  Costs count only ops fxviz calls forward ops (torch tags
     ops traced during the backward ``is_backward``; running those in the backward is not a
     recomputation), exactly as the memory table's ``recompute_flops`` does.
     """
-    from .memory import _alias_base, _is_view_op
-
     nodes = list(gm.graph.nodes)
-    backward: set[fx.Node] = set()
-    for n in nodes:
-        if n.op == "output":
-            continue
-        if (n.op == "placeholder" and _torch.is_tangent(n)) or _torch.must_be_in_backward(n):
-            backward.add(n)
-        if n in backward:
-            backward.update(u for u in n.users if u.op != "output")
-    outs = output_values(gm)
-    bwd_outputs = {o for o in outs[num_fwd_outputs:] if isinstance(o, fx.Node)}
+    backward = tangent_dependent(gm)
+    bwd_outputs = {o for o in gradient_slots(gm, num_fwd_outputs) if isinstance(o, fx.Node)}
     inputs = [n for n in nodes if n.op == "placeholder" and n not in backward]
     forward = [n for n in nodes if n.op == "call_function" and n not in backward]
     fset = set(forward)
@@ -251,13 +254,13 @@ def model_of(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
     rep: dict[str, str] = {}
     for n in chosen:
         name = n.name
-        zero = model.cost_of[name] == (0, 0) and model._recomputable(name)
+        zero = model.cost_of[name] == (0, 0) and model.can_recompute(name)
         forward_inputs = model.inputs_of[name]
         if zero and all(a in model.always for a in forward_inputs):
             model.always.add(name)
             continue
-        base = _alias_base(n)
-        if (zero and _is_view_op(n.target) and base is not None and base.name in rep
+        base = alias_base(n)
+        if (zero and is_view_op(n.target) and base is not None and base.name in rep
                 and forward_inputs == [base.name] and saveable[name] == saveable[base.name]
                 and model.storage_of[name] == model.storage_of[base.name]):
             rep[name] = rep[base.name]
@@ -270,7 +273,7 @@ def model_of(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
     model.flops = np.array([model.cost_of[n][0] for n in names], dtype=np.int64)
     model.traffic = np.array([model.cost_of[n][1] for n in names], dtype=np.int64)
     model.saveable = np.array([saveable[n] for n in names], dtype=bool)
-    model.recomputable = np.array([model._recomputable(n) for n in names], dtype=bool)
+    model.recomputable = np.array([model.can_recompute(n) for n in names], dtype=bool)
     model.storage = np.array([model.storage_of[n] for n in names], dtype=np.int64)
     model.storage_bytes = np.array(storage_bytes, dtype=np.int64)
     needed_mask = np.zeros(size, dtype=bool)
@@ -497,7 +500,7 @@ def min_cut_activation_bytes(gm: fx.GraphModule, model: OptimalModel, num_fwd_ou
         copy = _torch.copy_graph_module(gm)
         fwd, _ = _torch.min_cut_partition(copy, None, num_fwd_outputs=num_fwd_outputs,
                                           static_lifetime_input_indices=list(static_lifetime_input_indices or []))
-    saved = [o.name for o in output_values(fwd)[num_fwd_outputs:] if isinstance(o, fx.Node)]
+    saved = [o.name for o in saved_values(fwd, num_fwd_outputs)]
     return model.saved_bytes(saved)
 
 
@@ -552,9 +555,41 @@ class OptimalPartitioner:
         if solution.status == "infeasible":
             least = solve_min_bytes(model, int(model.flops.sum()) + 1, self.time_limit)
             pinned = [n for n in least.saved if n in model.storage_of and model.storage_of[n] >= 0
-                      and (not model._recomputable(n) or any(not model._recomputable(u) for u in model.inputs_of[n]))]
+                      and (not model.can_recompute(n) or any(not model.can_recompute(u) for u in model.inputs_of[n]))]
             raise InfeasibleBudget(
                 f"no partition saves at most {format_bytes(budget) or '0 B'} of activations; the least possible is "
                 f"{format_bytes(least.saved_bytes)}, what must be saved because it cannot be recomputed: "
                 f"{', '.join(pinned) or 'none'}")
         return extract(joint, model, solution, num_fwd_outputs)
+
+
+# --- how far a partition is from the optimum ----------------------------------------------------
+def gaps_to_optimal(graph: JointGraph, rows: list[dict[str, Any]]) -> list[str]:
+    """Fill the two ``gap_to_optimal`` columns of ``rows`` in place; returns the caption's notes.
+    Rows that are measured (eager) or redraw random values are not partitions of the same
+    program the optimum is computed for: their gaps stay empty, and the note says why."""
+    model = model_of_joint(graph.gm, graph.num_fwd_outputs)
+    skipped, bounds = [], []
+    for r in rows:
+        if r.get("error") is not None or r.get("saved_activation_bytes") is None:
+            continue
+        if r["backward_graph_ops"] is None or r.get("recomputed_random_ops"):  # measured (eager) or redrawing
+            skipped.append(r["strategy"])
+            continue
+        b, f = int(r["saved_activation_bytes"]), int(r["recompute_flops"])
+        at_bytes, at_flops = solve(model, b), solve_min_bytes(model, f)
+        if at_bytes.status == "optimal":
+            r["gap_to_optimal_flops"] = f - at_bytes.recompute_flops
+        if at_flops.status == "optimal":
+            r["gap_to_optimal_bytes"] = b - at_flops.saved_bytes
+        if not (at_bytes.optimal and at_flops.optimal):
+            bounds.append(r["strategy"])
+    notes = ["gap_to_optimal_flops: recompute FLOPs above the exact optimum (MILP, HiGHS) at the row's saved "
+             "activation bytes; gap_to_optimal_bytes: saved activation bytes above the optimum at the row's "
+             "recompute FLOPs, bytes moved not held equal (0: the row is on the optimal frontier)."]
+    if skipped:
+        notes.append("No gap for " + ", ".join(skipped) + ": measured on the model, or redrawing random values "
+                     "in the backward, so not a partition of the same program.")
+    if bounds:
+        notes.append("Solver time limit reached for " + ", ".join(bounds) + ": those gaps are left empty.")
+    return notes

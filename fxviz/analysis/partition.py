@@ -1,9 +1,11 @@
 """Run one partition strategy on a copy of the joint graph -> ``Partition``.
 
 A strategy arrives as a ``Strategy`` value (``strategies.py`` parses strings and callables once
-and holds the registry of kinds).  Partitioners get exactly the arguments torch passed when it
-built the graph (``num_fwd_outputs``, ``static_lifetime_input_indices``), recorded at capture.
-Measured strategies (the eager reference) build their ``Partition`` themselves.
+and describes the kinds).  This module is the dispatcher: it maps each kind to the code that runs
+it (torch's partitioners, ``recompute_all``, ``optimal``, the eager measurement, the logged
+graphs), importing those implementations; none of them imports it back.  Partitioners get exactly
+the arguments torch passed when it built the graph (``num_fwd_outputs``,
+``static_lifetime_input_indices``), recorded at capture.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ from typing import Any
 import torch.fx as fx
 
 from .. import _torch
-from .._fx import output_values
 from ..capture import Capture, JointGraph
 from ..errors import StrategyError
-from .measured import EagerMeasurement
-from .strategies import Strategy, StrategyLike
+from ..graph_facts import saved_values
+from .eager import EagerMeasurement, failure_reason, measure_eager
+from .optimal import OptimalPartitioner, Solution
+from .recompute_all import recompute_all_partition
+from .strategies import PartitionFn, Strategy, StrategyLike
 
-__all__ = ["Partition", "partition", "from_graphs"]
+__all__ = ["Partition", "partition", "partitioner", "from_graphs"]
 
 
 @dataclass
@@ -52,7 +56,7 @@ class Partition:
     unmapped: list[str] = field(default_factory=list)  # saved values with no joint node (eager)
     recomputed_random: set[str] = field(default_factory=set)  # random ops the backward redraws
     measurement: EagerMeasurement | None = None  # the eager reference: measured, no graphs
-    solution: Any = None  # what an optimizing partitioner reports (optimal: an optimal.Solution)
+    solution: Solution | None = None  # what the optimal partitioner reports
 
     @property
     def ok(self) -> bool:
@@ -104,10 +108,7 @@ def from_graphs(graph: JointGraph, strategy: Strategy, fwd: fx.GraphModule, bwd:
     """Describe a (forward, backward) pair in joint-graph terms."""
     joint_names = {n.name for n in graph.gm.graph.nodes if n.op != "output"}
     fw_map, bw_map = _to_joint(fwd, joint_names), _to_joint(bwd, joint_names)
-    saved = []
-    for o in output_values(fwd)[graph.num_fwd_outputs:]:
-        if isinstance(o, fx.Node):
-            saved.append(fw_map.get(o.name, o.name))
+    saved = [fw_map.get(o.name, o.name) for o in saved_values(fwd, graph.num_fwd_outputs)]
     in_fwd = set(fw_map.values())
     recomputed = {j for b, j in bw_map.items()
                   if graph.info[j].phase == "forward" and graph.info[j].op == "call_function"
@@ -130,6 +131,85 @@ def _is_placeholder(gm: fx.GraphModule, name: str) -> bool:
     return False
 
 
+# --- the dispatcher: from a kind to the code that runs it ------------------------------------------
+def _budget_partitioner(s: Strategy) -> PartitionFn:
+    budget, solver = float(s.budget or 0.0), str(s.solver)
+
+    def budgeted(gm: Any, joint_inputs: Any, **kwargs: Any) -> Any:
+        with _torch.budget_config(budget, solver):
+            return _torch.min_cut_partition(gm, joint_inputs, **kwargs)
+
+    budgeted.__qualname__ = f"budget_{budget:g}_{solver}"
+    return budgeted
+
+
+def _user_partitioner(s: Strategy) -> PartitionFn:
+    assert s.fn is not None
+    return s.fn
+
+
+_PARTITIONERS: dict[str, Callable[[Strategy], PartitionFn]] = {
+    "default": lambda _s: _torch.default_partition,
+    "min_cut": lambda _s: _torch.min_cut_partition,
+    "budget": _budget_partitioner,
+    "recompute_all": lambda _s: recompute_all_partition,
+    "optimal": lambda s: OptimalPartitioner(budget=s.budget, budget_bytes=s.budget_bytes),
+    "callable": _user_partitioner,
+}
+
+
+def _measure_eager(s: Strategy, graph: JointGraph, capture: Capture | None) -> Partition:
+    """The ``eager`` strategy as a ``Partition``: ``saved`` are the joint nodes eager's saved tensors
+    correspond to (in save order), ``unmapped`` describes those with no joint node."""
+    if capture is not None and capture.route == "log":
+        raise StrategyError("the eager strategy runs the model, and a log of a run has no model",
+                            "compare with 'logged' (what the run saved), or trace the model with fxviz.trace")
+    if capture is None or capture.fn is None:
+        raise StrategyError("the eager strategy needs the model and its inputs",
+                            "use Trace.partition('eager') on a trace of a model")
+    start = time.perf_counter()
+    try:
+        m = measure_eager(capture, graph)
+    except Exception as exc:  # the user's model under eager autograd: a row with the reason
+        return Partition(strategy=s, forward=None, backward=None, caller="eager autograd",
+                         error=failure_reason(capture, exc), seconds=time.perf_counter() - start)
+    saved = list(dict.fromkeys(t.joint for t in m.saved if t.joint is not None))
+    unmapped = [f"{t.op} {list(t.shape)} {t.dtype} ({t.owner})" for t in m.saved if t.joint is None]
+    return Partition(strategy=s, forward=None, backward=None, saved=saved, unmapped=unmapped,
+                     caller="eager autograd", seconds=time.perf_counter() - start, measurement=m)
+
+
+def _measure_logged(s: Strategy, graph: JointGraph, _capture: Capture | None) -> Partition:
+    if graph.logged is None:
+        raise StrategyError("the 'logged' strategy is what a real run saved, read from its log; this trace was "
+                            "not read from a log", "use fxviz.load_logs(dir).trace() on a TORCH_TRACE log")
+    forward, backward = graph.logged
+    return from_graphs(graph, s, forward, backward)
+
+
+_MEASURES: dict[str, Callable[[Strategy, JointGraph, Capture | None], Partition]] = {
+    "eager": _measure_eager,
+    "logged": _measure_logged,
+}
+
+
+def partitioner(spec: StrategyLike, time_limit: float | None = None) -> PartitionFn:
+    """A function with a torch partitioner's signature for ``spec``, usable as ``partition_fn``
+    in ``aot_function`` / ``aot_autograd``: ``fxviz.partitioner("optimal:0.5")``.  Strategies that
+    measure a model (``eager``) have none.  ``time_limit``: seconds per MILP solve (``optimal``;
+    default 30)."""
+    s = Strategy.parse(spec)
+    if s.kind not in _PARTITIONERS:
+        raise StrategyError(f"strategy {s.name!r} measures a model; it is not a partitioner",
+                            "use default, min_cut, budget:B, recompute_all or optimal:B")
+    fn = _PARTITIONERS[s.kind](s)
+    if time_limit is not None:
+        if s.kind != "optimal":
+            raise StrategyError(f"time_limit applies to optimal:B, not to {s.name!r}", "drop time_limit")
+        fn.time_limit = float(time_limit)  # type: ignore[attr-defined]
+    return fn
+
+
 def partition(graph: JointGraph, strategy: StrategyLike = "default", capture: Capture | None = None) -> Partition:
     """Partition a copy of ``graph`` with ``strategy``.  A strategy that fails returns a
     ``Partition`` whose ``error`` says why (a table keeps its other rows); a malformed strategy
@@ -138,11 +218,9 @@ def partition(graph: JointGraph, strategy: StrategyLike = "default", capture: Ca
     if not graph.has_backward:
         return Partition(strategy=s, forward=graph.gm, backward=None, caller=graph.partitioner_caller,
                          error="no backward graph: nothing the loss depends on requires grad")
-    kind = s.spec
-    if kind.measure is not None:
-        return kind.measure(s, graph, capture)
-    assert kind.partitioner is not None
-    fn = kind.partitioner(s)
+    if s.kind in _MEASURES:
+        return _MEASURES[s.kind](s, graph, capture)
+    fn = _PARTITIONERS[s.kind](s)
     start = time.perf_counter()
     try:
         with _torch.quiet_torch():

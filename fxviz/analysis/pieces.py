@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..capture import Capture, graph_name
+from ..graph_facts import joint_node_count
+from ..roles import role_counts
 
 __all__ = ["PieceRun", "PieceFacts", "PieceSummary", "piece_facts", "piece_summaries", "modules_of"]
 
@@ -111,8 +113,8 @@ class PieceSummary:
 
     index: int
     label: str  # "graph 2 of 3"
-    nodes: int
-    forward_ops: int
+    nodes: int  # joint-graph nodes, its output node not counted (graph_facts.joint_node_count)
+    forward_ops: int  # joint-graph forward ops and backward ops: roles.role_counts
     backward_ops: int
     has_backward: bool
     saved_bytes: int | None  # saved activation bytes under ``strategy`` (one run), None if unknown
@@ -131,13 +133,12 @@ def piece_summaries(cap: Capture, saved: list[int | None], strategy: str) -> lis
     total = len(cap.graphs)
     out = []
     for g in cap.graphs:
-        infos = g.info.values()
+        counts = role_counts(g.info.values())
         runs = facts.runs_of(g.index)
         reason = cap.graph_breaks[g.index - 1] if 0 < g.index <= len(cap.graph_breaks) else None
         out.append(PieceSummary(
-            index=g.index, label=f"{graph_name(g.index)} of {total}", nodes=len(g.info),
-            forward_ops=sum(1 for i in infos if i.op == "call_function" and i.phase == "forward"),
-            backward_ops=sum(1 for i in infos if i.op == "call_function" and i.phase == "backward"),
+            index=g.index, label=f"{graph_name(g.index)} of {total}", nodes=joint_node_count(g.info.values()),
+            forward_ops=counts["forward"], backward_ops=counts["backward"],
             has_backward=g.has_backward, saved_bytes=saved[g.index] if g.index < len(saved) else None,
             strategy=strategy, reason=reason, runs=len(runs), modules=tuple(r.modules for r in runs)))
     return out

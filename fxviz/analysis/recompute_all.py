@@ -14,7 +14,8 @@ import torch
 import torch.fx as fx
 
 from .. import _torch
-from .._fx import ancestors, output_values
+from .._fx import ancestors
+from ..graph_facts import gradient_slots, tangent_dependent
 
 __all__ = ["recompute_all_partition", "drop_dead_random"]
 
@@ -27,18 +28,8 @@ def recompute_all_partition(joint: fx.GraphModule, _joint_inputs: Any, *, num_fw
     memory.  Built from torch's own extraction helper, so the graphs are as torch would build them.
     """
     nodes = list(joint.graph.nodes)
-    outs = output_values(joint)
-    bwd_outputs = [o for o in outs[num_fwd_outputs:] if isinstance(o, fx.Node)]
-    tangents = {n for n in nodes if n.op == "placeholder" and "tangents" in n.name}
-    for n in nodes:
-        desc = _torch.node_desc(n)
-        if n.op == "placeholder" and desc is not None and _torch.describe_input(desc).kind == "tangent":
-            tangents.add(n)
-    # forward-only values: not downstream of a tangent
-    downstream: set[fx.Node] = set()
-    for n in nodes:
-        if n in tangents or any(a in downstream for a in n.all_input_nodes):
-            downstream.add(n)
+    bwd_outputs = [o for o in gradient_slots(joint, num_fwd_outputs) if isinstance(o, fx.Node)]
+    downstream = tangent_dependent(joint)  # the rest are forward values
     needed = ancestors(bwd_outputs)
     saved: list[fx.Node] = []
     sym: list[fx.Node] = []

@@ -3,7 +3,7 @@
 Every layer reads a ``Strategy``'s fields (``kind``, ``budget``, ``solver``, ``name``, ``label``)
 and nobody splits a strategy string again (einops' ``ParsedExpression`` is the model).  The
 registry ``KINDS`` is the one place a strategy is added: its forms (help text, error messages),
-its label, whether it needs the model or a log, and how it partitions a joint graph.
+its label, whether it needs the model or a log.  It describes; ``partition.py`` runs.
 
     >>> Strategy.parse("budget:0.3").name
     'budget:0.3:dp'
@@ -16,15 +16,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .. import _torch
 from ..errors import StrategyError
 from ..units import exact_size, format_bytes, parse_size
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..capture import Capture, JointGraph
-    from .partition import Partition
 
 __all__ = [
     "Strategy",
@@ -37,7 +32,7 @@ __all__ = [
     "parse",
     "parse_list",
     "forms_text",
-    "partitioner",
+    "PartitionFn",
 ]
 
 SOLVERS: tuple[str, ...] = ("dp", "greedy", "ilp")
@@ -177,73 +172,17 @@ def _optimal_args(args: list[str], spec: str) -> Strategy:
     return Strategy("optimal", budget=budget)
 
 
-def _optimal_partitioner(s: Strategy) -> PartitionFn:
-    from .optimal import OptimalPartitioner
-
-    return OptimalPartitioner(budget=s.budget, budget_bytes=s.budget_bytes)
-
-
-def _torch_partitioner(fn: PartitionFn) -> Callable[[Strategy], PartitionFn]:
-    return lambda _s: fn
-
-
-def _budget_partitioner(s: Strategy) -> PartitionFn:
-    budget, solver = float(s.budget or 0.0), str(s.solver)
-
-    def budgeted(gm: Any, joint_inputs: Any, **kwargs: Any) -> Any:
-        with _torch.budget_config(budget, solver):
-            return _torch.min_cut_partition(gm, joint_inputs, **kwargs)
-
-    budgeted.__qualname__ = f"budget_{budget:g}_{solver}"
-    return budgeted
-
-
-def _recompute_all(_s: Strategy) -> PartitionFn:
-    from .recompute_all import recompute_all_partition
-
-    return recompute_all_partition
-
-
-def _user_partitioner(s: Strategy) -> PartitionFn:
-    assert s.fn is not None
-    return s.fn
-
-
-def _measure_eager(_s: Strategy, graph: JointGraph, capture: Capture | None) -> Partition:
-    from .eager import eager_partition
-
-    if capture is not None and capture.route == "log":
-        raise StrategyError("the eager strategy runs the model, and a log of a run has no model",
-                            "compare with 'logged' (what the run saved), or trace the model with fxviz.trace")
-    if capture is None or capture.fn is None:
-        raise StrategyError("the eager strategy needs the model and its inputs",
-                            "use Trace.partition('eager') on a trace of a model")
-    return eager_partition(capture, graph)
-
-
-def _measure_logged(s: Strategy, graph: JointGraph, capture: Capture | None) -> Partition:
-    from .partition import from_graphs
-
-    if graph.logged is None:
-        raise StrategyError("the 'logged' strategy is what a real run saved, read from its log; this trace was "
-                            "not read from a log", "use fxviz.load_logs(dir).trace() on a TORCH_TRACE log")
-    forward, backward = graph.logged
-    return from_graphs(graph, s, forward, backward)
-
-
 def _unparsable(args: list[str], spec: str) -> Strategy:
     raise StrategyError(f"unknown strategy {spec!r}", f"valid forms: {forms_text()}")
 
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of strategy: how it is written (``forms``), read (``label``; ``short`` in choice
-    lists), and run.
-
-    Exactly one of ``partitioner`` (returns a function with torch's partitioner signature, run
-    on a copy of the joint graph) and ``measure`` (builds the ``Partition`` itself, e.g. by running
-    the model) is set.
-    """
+    """One kind of strategy: how it is written (``forms``) and read (``label``; ``short`` in choice
+    lists).  ``measured``: the kind builds its ``Partition`` itself (running the model, or reading
+    a log) rather than handing torch's partitioner signature a joint graph.  What runs each kind
+    lives with the partitioner (``partition.py``), which imports the implementations; this
+    registry imports none of them."""
 
     name: str
     forms: tuple[str, ...]
@@ -251,39 +190,34 @@ class Kind:
     label: str
     short: str
     parse_args: Callable[[list[str], str], Strategy]
-    partitioner: Callable[[Strategy], PartitionFn] | None = None
-    measure: Callable[[Strategy, JointGraph, Capture | None], Partition] | None = None
+    measured: bool = False
     needs_model: bool = False
     needs_log: bool = False
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("default", ("default",), "torch's default_partition: saves what the backward reads",
-         "default (torch default_partition)", "default", _no_args("default"),
-         partitioner=_torch_partitioner(_torch.default_partition)),
+         "default (torch default_partition)", "default", _no_args("default")),
     Kind("min_cut", ("min_cut",), "torch's min-cut rematerialization (what torch.compile uses)",
-         "min_cut (torch min_cut_rematerialization_partition)", "min-cut", _no_args("min_cut"),
-         partitioner=_torch_partitioner(_torch.min_cut_partition)),
+         "min_cut (torch min_cut_rematerialization_partition)", "min-cut", _no_args("min_cut")),
     Kind("budget", ("budget:B", "budget:B:dp", "budget:B:greedy", "budget:B:ilp"),
          "min-cut under activation_memory_budget=B (0..1 of min-cut's activations) with a knapsack solver",
-         "budget", "memory budget", _budget_args, partitioner=_budget_partitioner),
+         "budget", "memory budget", _budget_args),
     Kind("recompute_all", ("recompute_all",),
          "save only graph inputs (and random ops' outputs); recompute every other forward op",
-         "recompute_all (save graph inputs only)", "recompute all", _no_args("recompute_all"),
-         partitioner=_recompute_all),
+         "recompute_all (save graph inputs only)", "recompute all", _no_args("recompute_all")),
     Kind("optimal", ("optimal:B", "optimal:64MiB"),
          "the exact optimum (MILP, HiGHS): least recompute FLOPs with saved activations <= B of min-cut's, "
          "or <= a size",
-         "optimal", "optimal (MILP)", _optimal_args, partitioner=_optimal_partitioner),
+         "optimal", "optimal (MILP)", _optimal_args),
     Kind("eager", ("eager",), "what eager autograd saves for the same model and inputs (measured)",
          "eager autograd (measured with saved_tensors_hooks)", "eager autograd", _no_args("eager"),
-         measure=_measure_eager,
-         needs_model=True),
+         measured=True, needs_model=True),
     Kind("logged", ("logged",), "what the real run saved: its logged forward and backward graphs",
          "logged (what the run's partitioner chose)", "logged (the run)", _no_args("logged"),
-         measure=_measure_logged, needs_log=True),
+         measured=True, needs_log=True),
     Kind("callable", ("<callable>",), "your function with a torch partitioner's signature",
-         "", "your partitioner", _unparsable, partitioner=_user_partitioner),
+         "", "your partitioner", _unparsable),
 )}
 
 _ALIASES = {"mincut": "min_cut", "memory_budget": "budget"}
@@ -322,20 +256,3 @@ def parse_list(specs: str | Sequence[StrategyLike] | None) -> list[Strategy] | N
 def forms_text() -> str:
     """Every form a strategy can be written in, for help texts and errors."""
     return ", ".join(f for k in KINDS.values() for f in k.forms)
-
-
-def partitioner(spec: StrategyLike, time_limit: float | None = None) -> PartitionFn:
-    """A function with a torch partitioner's signature for ``spec``, usable as ``partition_fn``
-    in ``aot_function`` / ``aot_autograd``: ``fxviz.partitioner("optimal:0.5")``.  Strategies that
-    measure a model (``eager``) have none.  ``time_limit``: seconds per MILP solve (``optimal``;
-    default 30)."""
-    s = Strategy.parse(spec)
-    if s.spec.partitioner is None:
-        raise StrategyError(f"strategy {s.name!r} measures a model; it is not a partitioner",
-                            "use default, min_cut, budget:B, recompute_all or optimal:B")
-    fn = s.spec.partitioner(s)
-    if time_limit is not None:
-        if s.kind != "optimal":
-            raise StrategyError(f"time_limit applies to optimal:B, not to {s.name!r}", "drop time_limit")
-        fn.time_limit = float(time_limit)  # type: ignore[attr-defined]
-    return fn

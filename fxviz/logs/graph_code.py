@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 
 from .. import _torch
 from ..errors import LogError
@@ -234,7 +235,7 @@ class _Builder:
                                "or uses a custom op that is not loaded)",
                                "import the library that defines the op before reading the log") from exc
         if parts[1:2] == ["ops"] and callable(obj) and not isinstance(
-                obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator)):
+                obj, (OpOverload, OpOverloadPacket, HigherOrderOperator)):
             raise LogError(f"{'.'.join(parts)} in a logged graph is not a torch operator", "the log is corrupt")
         return obj
 

@@ -28,7 +28,8 @@ from .. import _torch
 from .._fx import output_values
 from ..capture import Capture, JointGraph
 from ..errors import FxvizWarning, LogError
-from ..roles import InputName, classify_nodes
+from ..graph_facts import is_cast, is_view_op, tangents, traced_phases
+from ..roles import LIFTED_STATE_ROLES, InputName, classify_nodes
 from .graph_code import parse_def_names, parse_graph
 from .reader import ReadStats, Record, read_payload, read_records
 
@@ -286,10 +287,6 @@ def _state(c: _Compile) -> list[tuple[str, Any]]:
     return out
 
 
-_VIEWISH = {"t", "view", "transpose", "permute", "expand", "_to_copy", "convert_element_type", "unsqueeze",
-            "reshape", "_unsafe_view", "detach", "alias"}
-
-
 def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str]) -> None:
     """Give forward ops that read a parameter (directly or through a view of it) the module that owns
     the parameter (``h.0.attn.c_attn.weight`` -> ``h.0.attn.c_attn``).  A log records source lines but
@@ -304,8 +301,8 @@ def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str]) -> None:
         mods = [owner[a.name] for a in n.all_input_nodes if a.name in owner]
         if not mods:
             continue
-        short = getattr(getattr(n.target, "overloadpacket", n.target), "__name__", "")
-        if short in _VIEWISH and len(mods) == len(n.all_input_nodes):
+        # a view or a cast of a parameter (a transposed weight, an autocast copy) is the parameter's
+        if (is_view_op(n.target) or is_cast(n)) and len(mods) == len(n.all_input_nodes):
             owner[n.name] = mods[0]
         _torch.LogGraphBuilder.set_module(n, mods[0])
 
@@ -325,18 +322,8 @@ def _tag_phases(gm: fx.GraphModule) -> None:
     are not in the text).  AOTAutograd traces the forward, then the backward, so the joint graph's
     order is its phases: the ops before the first op that reads a tangent are the forward.
     torch's default partitioner keeps forward ops by these tags."""
-    tangents = {n for n in gm.graph.nodes
-                if n.op == "placeholder" and _torch.describe_input(_torch.node_desc(n)).kind == "tangent"}
-    seen: set[fx.Node] = set(tangents)
-    backward = False
-    for n in gm.graph.nodes:
-        if n.op != "call_function":
-            continue
-        if not backward and any(a in seen for a in n.all_input_nodes):
-            backward = True
-        if any(a in seen for a in n.all_input_nodes):
-            seen.add(n)
-        _torch.LogGraphBuilder.set_tag(n, "is_backward" if backward else "is_forward")
+    for n, phase in traced_phases(gm).items():
+        _torch.LogGraphBuilder.set_tag(n, "is_backward" if phase == "backward" else "is_forward")
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -365,6 +352,16 @@ class Run:
         return sorted({c.rank for c in self._compiles})
 
     @property
+    def compile_count(self) -> int:
+        """Dynamo compiles the log records, over every rank."""
+        return len(self._compiles)
+
+    @property
+    def aot_graph_count(self) -> int:
+        """AOT graphs (pieces with a joint or inference graph) the log holds, over every rank."""
+        return sum(len(c.pieces) for c in self._compiles)
+
+    @property
     def graphs(self) -> pd.DataFrame:
         """One row per compiled graph: rank, compile id, frame and source location, which AOT
         graphs the log holds, node and saved counts, recompile and graph-break reasons."""
@@ -375,10 +372,12 @@ class Run:
                 off = p.offsets if p is not None else {}
                 nodes = None
                 saved = None
+                # joint-graph nodes as graph_facts.joint_node_count counts them (and Trace.summary
+                # prints them): placeholders and ops, the output node not counted
                 if p is not None and "aot_joint_graph" in off:
-                    nodes = p.placeholders.get("aot_joint_graph", 0) + p.ops.get("aot_joint_graph", 0) + 1
+                    nodes = p.placeholders.get("aot_joint_graph", 0) + p.ops.get("aot_joint_graph", 0)
                 elif p is not None and "aot_inference_graph" in off:
-                    nodes = p.placeholders.get("aot_inference_graph", 0) + p.ops.get("aot_inference_graph", 0) + 1
+                    nodes = p.placeholders.get("aot_inference_graph", 0) + p.ops.get("aot_inference_graph", 0)
                 if p is not None and "aot_backward_graph" in off:
                     saved = p.placeholders.get("aot_backward_graph", 0) - p.bwd_tangents
                 rows.append({
@@ -468,12 +467,11 @@ class Run:
         names = _input_names(c, dynamo_names)
         state = _state(c)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        tangents = [n for n in placeholders if _torch.describe_input(_torch.node_desc(n)).kind == "tangent"
-                    ] if has_backward else []
+        tangent_count = len(tangents(gm)) if has_backward else 0
         outs = output_values(gm)
-        num_fwd = len(outs) - (len(placeholders) - len(tangents)) if has_backward else len(outs)
+        num_fwd = len(outs) - (len(placeholders) - tangent_count) if has_backward else len(outs)
         info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names)
-        _annotate_modules(gm, {n: i.qualname for n, i in info.items() if i.role in ("parameter", "buffer")
+        _annotate_modules(gm, {n: i.qualname for n, i in info.items() if i.role in LIFTED_STATE_ROLES
                                and i.qualname})
         info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names)
         graph = JointGraph(gm=gm, has_backward=has_backward, num_fwd_outputs=num_fwd,
@@ -527,11 +525,10 @@ class Run:
         return pd.DataFrame(rows, columns=["what", "node"] + cols)
 
     def __repr__(self) -> str:
-        n = sum(len(c.pieces) for c in self._compiles)
         skipped = (f", skipped {sum(self.skipped.values())} records of {len(self.skipped)} kinds"
                    if self.skipped else "")
-        return (f"<fxviz.Run {self.path}: {len(self.ranks)} rank(s), {len(self._compiles)} compile(s), "
-                f"{n} AOT graph(s){skipped}>")
+        return (f"<fxviz.Run {self.path}: {len(self.ranks)} rank(s), {self.compile_count} compile(s), "
+                f"{self.aot_graph_count} AOT graph(s){skipped}>")
 
 
 def _returned_names(code: str) -> dict[int, str]:
@@ -582,10 +579,9 @@ def load_logs(path: str | os.PathLike[str]) -> Run:
         if not _supported(v):
             warnings.warn(f"the log was written by torch {v}; fxviz reads logs of torch {_torch.SUPPORTED_TORCH}: "
                           "some graphs may not be rebuilt", FxvizWarning, stacklevel=2)
-    if not any(c.pieces for c in run._compiles):
-        compiled = len(run._compiles)
-        raise LogError(f"the log holds no AOT graph ({compiled} dynamo compile(s)): an inference-only run with "
-                       "AOT graphs logged elsewhere, backend='eager', or dynamo compiled nothing",
+    if not run.aot_graph_count:
+        raise LogError(f"the log holds no AOT graph ({run.compile_count} dynamo compile(s)): an inference-only run "
+                       "with AOT graphs logged elsewhere, backend='eager', or dynamo compiled nothing",
                        "log a training step compiled with an AOTAutograd backend (inductor, aot_eager)")
     return run
 
