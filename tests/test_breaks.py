@@ -76,6 +76,29 @@ def test_module_path_spellings() -> None:
     assert f("L['self'].features[0]") == "features.0"
 
 
+class _BreakBetween(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x).relu()
+        torch._dynamo.graph_break()
+        return self.b(h).sum()
+
+
+def test_a_value_crossing_a_break_names_its_graph_as_people_count() -> None:
+    """The activation graph 2 receives from graph 1 says "from graph 1" (1-based, through
+    ``graph_name``, as the piece selector and the CLI count), not "from graph 0"."""
+    from fxviz.capture import graph_name
+
+    graphs = fxviz.trace(_BreakBetween(), torch.randn(2, 4)).capture.graphs
+    assert len(graphs) == 2
+    primals = [i.qualname for i in graphs[1].info.values() if i.role == "primal"]
+    assert len(primals) == 1 and primals[0].endswith(f"(from {graph_name(0)})"), primals
+    assert graph_name(0) == "graph 1"
+
+
 # --- 4. tensors nested in list/tuple/dict arguments are inputs, not activations ----------------------
 def test_eager_row_counts_nested_input_tensors_as_inputs() -> None:
     x = torch.randn(64, 64)

@@ -231,7 +231,7 @@ def _joint_signature(tr):
 
 @pytest.mark.parametrize("kind", ["tensor", "scalar", "complex", "structure", "input view", "loss_fn"])
 def test_traced_loss_matches_the_probed_one(kind, monkeypatch):
-    from fxviz import capture
+    from fxviz.capture import routes
 
     loss_fn = None
     if kind == "input view":  # a scalar loss that is a view of the input: the probe route copies it
@@ -241,11 +241,11 @@ def test_traced_loss_matches_the_probed_one(kind, monkeypatch):
     else:
         model, x = _Outputs(kind), torch.randn(2, 4)
     probes = []
-    real_probe = capture._eager_output
-    monkeypatch.setattr(capture, "_eager_output", lambda fn, inputs: probes.append(1) or real_probe(fn, inputs))
+    real_probe = routes.eager_output
+    monkeypatch.setattr(routes, "eager_output", lambda fn, inputs: probes.append(1) or real_probe(fn, inputs))
     traced = fxviz.trace(model, x, loss_fn=loss_fn)
     assert probes == ([1] if kind == "input view" else []), "the dynamo route probed although it could decide"
-    monkeypatch.setattr(capture, "_dynamo_without_probe", lambda *a, **k: None)  # the probe route, as before
+    monkeypatch.setattr(routes, "_dynamo_without_probe", lambda *a, **k: None)  # the probe route, as before
     probed = fxviz.trace(model, x, loss_fn=loss_fn)
     assert _joint_signature(traced) == _joint_signature(probed)
 

@@ -158,3 +158,37 @@ def test_no_function_over_120_lines():
                 if n > MAX_FUNCTION_LINES:
                     long.append(f"fxviz/{path.relative_to(ROOT)}:{node.lineno} {node.name} ({n} lines)")
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+
+
+# the small modules others are built on import nothing of their own package: a module that needs
+# only ``JointGraph`` or ``Scene`` does not pull in the capture routes or the scene builders
+LEAVES = {
+    "capture.graphs": "capture",  # the JointGraph / Capture types, not the routes
+    "render.scene_types": "render",  # Item / Group / Scene, not the builders
+    "_torch.meta": "_torch",  # node-meta keys and descriptors, not the capture machinery
+}
+
+
+def test_type_modules_are_leaves_of_their_package():
+    offenders = []
+    for module, package in LEAVES.items():
+        path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+        assert path.exists(), path
+        offenders += [f"fxviz/{path.relative_to(ROOT)}:{line} imports fxviz.{target}"
+                      for line, target in _imports(path) if target == package or target.startswith(package + ".")]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_packages_that_were_modules_keep_their_names():
+    """``_torch``, ``capture`` and ``render.scene`` were single modules; their packages and the
+    facade re-export every name the rest of fxviz (and users' code) imported from them."""
+    from fxviz import _torch, capture
+    from fxviz.render import scene
+
+    for name in _torch.__all__:
+        assert hasattr(_torch, name), name
+    for name in capture.__all__:
+        assert hasattr(capture, name), name
+    for name in scene.__all__:
+        assert hasattr(scene, name), name
+    assert capture.capture.__module__ == "fxviz.capture.routes"

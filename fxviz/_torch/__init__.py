@@ -1,0 +1,168 @@
+"""Every torch-internal API and node-meta key fxviz relies on, in one package.
+
+torch's ``_functorch`` / ``_dynamo`` internals change between releases.  Nothing else in fxviz
+imports a private torch module or reads ``node.meta``: when torch moves something, this package (and
+``tests/test_torch_internals.py``, which names each API) is all that changes.  Its modules:
+
+- ``meta``: the node-meta keys and their readers, the AOT descriptors in fxviz's words, an op's named
+  argument, dynamo's module-path text;
+- ``partitioners``: torch's partitioners and the helpers fxviz partitions with;
+- ``tracing``: the live capture (dynamo with ``aot_eager`` or inductor, ``aot_function``), graph
+  breaks, torch's chatter silenced;
+- ``eager``: probes beside eager PyTorch (swapped parameters, storage identity, aten-op recorder,
+  module hooks);
+- ``log_graph``: the torch side of rebuilding a logged graph.
+
+The rest of fxviz imports the names below from here (``from .. import _torch; _torch.meta_val``).
+"""
+
+from __future__ import annotations
+
+from torch._functorch import config as functorch_config
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils import _pytree as pytree
+
+from .eager import OpRecorder, StorageProbe, record_module_stack, reparametrized, storage_key
+from .log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder
+from .meta import (
+    InputKind,
+    OutputKind,
+    checkpoint_policy,
+    checkpoint_region,
+    describe_input,
+    describe_output,
+    fwd_module_stack,
+    is_fake,
+    meta_val,
+    module_path_from_stack_entry,
+    module_stack,
+    node_desc,
+    op_argument,
+    output_descs,
+    partitioner_tag,
+    seq_nr,
+    stack_trace,
+)
+from .partitioners import (
+    budget_config,
+    copy_graph_module,
+    cse_like_min_cut,
+    default_partition,
+    extract_fwd_bwd_modules,
+    is_collective,
+    is_random,
+    is_tangent,
+    min_cut_partition,
+    must_be_in_backward,
+    must_be_in_forward,
+    torch_size_of,
+)
+from .tracing import (
+    CAPTURE_BACKENDS,
+    RawJoint,
+    capture_with_aot_function,
+    capture_with_dynamo,
+    quiet_torch,
+    run_compiled_backward,
+    skipped_frames,
+    unimplemented_count,
+)
+
+__all__ = [
+    "SUPPORTED_TORCH",
+    "RawJoint",
+    "capture_with_dynamo",
+    "unimplemented_count",
+    "skipped_frames",
+    "CAPTURE_BACKENDS",
+    "capture_with_aot_function",
+    "run_compiled_backward",
+    "quiet_torch",
+    "copy_graph_module",
+    "default_partition",
+    "min_cut_partition",
+    "extract_fwd_bwd_modules",
+    "reparametrized",
+    "pytree",
+    "functorch_config",
+    "budget_config",
+    "torch_size_of",
+    "meta_val",
+    "partitioner_tag",
+    "seq_nr",
+    "module_stack",
+    "fwd_module_stack",
+    "stack_trace",
+    "checkpoint_policy",
+    "checkpoint_region",
+    "node_desc",
+    "output_descs",
+    "describe_input",
+    "describe_output",
+    "is_fake",
+    "op_argument",
+    "FakeTensorMode",
+    "REQUIRED_INTERNALS",
+    "storage_key",
+    "OpRecorder",
+    "StorageProbe",
+    "is_random",
+    "is_tangent",
+    "must_be_in_forward",
+    "must_be_in_backward",
+    "is_collective",
+    "cse_like_min_cut",
+    "LogGraphBuilder",
+    "DESCRIPTOR_CLASSES",
+    "InputKind",
+    "OutputKind",
+    "module_path_from_stack_entry",
+    "record_module_stack",
+]
+
+SUPPORTED_TORCH = ">=2.9,<2.15"
+
+# Names checked by tests/test_torch_internals.py so a torch upgrade fails loudly, naming the API.
+REQUIRED_INTERNALS: tuple[str, ...] = (
+    "torch.utils._python_dispatch.TorchDispatchMode",
+    "torch.fx._lazy_graph_module._LazyGraphModule",
+    "torch.nn.utils.stateless._reparametrize_module",
+    "torch._functorch.partitioners.default_partition",
+    "torch._functorch.partitioners.min_cut_rematerialization_partition",
+    "torch._functorch.partitioners._size_of",
+    "torch._functorch.partitioners._extract_fwd_bwd_modules",
+    "torch._functorch.partitioners._is_tangent",
+    "torch._functorch.partitioners._must_be_in_forward",
+    "torch._functorch.partitioners._must_be_in_backward",
+    "torch._functorch.compile_utils.fx_graph_cse",
+    "torch._functorch.config.cse",
+    "torch._functorch.config.activation_memory_budget",
+    "torch._functorch.config.activation_memory_budget_solver",
+    "torch._functorch._aot_autograd.descriptors.PlainAOTInput",
+    "torch._functorch._aot_autograd.descriptors.ParamAOTInput",
+    "torch._functorch._aot_autograd.descriptors.BufferAOTInput",
+    "torch._functorch._aot_autograd.descriptors.TangentAOTInput",
+    "torch._functorch._aot_autograd.descriptors.GradAOTOutput",
+    "torch._functorch._aot_autograd.descriptors.PlainAOTOutput",
+    "torch._functorch._aot_autograd.descriptors.InputMutationAOTOutput",
+    "torch._functorch.aot_autograd.aot_function",
+    "torch._dynamo.backends.common.aot_autograd",
+    "torch._dynamo.utils.counters",
+    "torch._dynamo.utils.graph_break_reasons",
+    "torch._dynamo.convert_frame.input_codes",
+    "torch._dynamo.convert_frame.Tracker",
+    "torch._dynamo.eval_frame.reset_code",
+    "torch._C._dynamo.eval_frame._debug_get_cache_entry_list",
+    "torch._inductor.compile_fx.compile_fx",
+    "torch._inductor.custom_graph_pass.CustomPartitionerFn",
+    "torch._inductor.config.custom_partitioner_fn",
+    "torch._inductor.config.joint_custom_pre_pass",
+    "torch._inductor.config.fx_graph_cache",
+    "torch._functorch.config.enable_autograd_cache",
+    "torch._dynamo.pgo._CODE_STATE",
+    "torch._dynamo.pgo._INIT_CODE_STATE",
+    "torch._dynamo.config.automatic_dynamic_local_pgo",
+    "torch.utils._dtype_abbrs.dtype_abbrs",
+    "torch._functorch._aot_autograd.descriptors.SavedForBackwardsAOTOutput",
+    "torch.fx.experimental.symbolic_shapes.ShapeEnv",
+)

@@ -1,0 +1,109 @@
+"""The torch side of rebuilding a graph from a ``TORCH_TRACE`` log's ``print_readable`` text: fake
+tensors with the logged sizes and strides in one shape environment, and node meta under torch's keys."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch._functorch._aot_autograd import descriptors as _desc
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._dtype_abbrs import dtype_abbrs as _dtype_abbrs
+
+from .meta import DESC_KEY, FWD_STACK_KEY, STACK_KEY, TAG_KEY, TRACE_KEY, VAL_KEY
+
+DESCRIPTOR_CLASSES: dict[str, type] = {
+    name: obj for name, obj in vars(_desc).items()
+    if isinstance(obj, type) and (name.endswith("AOTInput") or name.endswith("AOTOutput"))
+}
+"""The AOT descriptor classes by name: a log's ``# PlainAOTInput(idx=0)`` comments are rebuilt
+from these (by a small safe evaluator, never ``eval``)."""
+
+_DTYPES: dict[str, torch.dtype] = {abbr: dt for dt, abbr in _dtype_abbrs.items()}
+
+
+class LogGraphBuilder:
+    """The torch side of rebuilding a logged graph: one fake-tensor mode and shape environment
+    shared by the joint, forward and backward graphs of one compile, so a symbolic size such as
+    ``s77`` is one symbol in all three, and node metadata written under the keys torch reads.
+    """
+
+    def __init__(self, hints: dict[str, int] | None = None) -> None:
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        self.shape_env = ShapeEnv()
+        self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True)
+        self.hints = dict(hints or {})
+        self._symbols: dict[str, Any] = {}
+
+    def dtype(self, abbr: str) -> torch.dtype | None:
+        return _DTYPES.get(abbr)
+
+    def symint(self, expr: str) -> Any:
+        """A SymInt for a size expression such as ``s77`` or ``2*s77 + 1`` (an int when constant)."""
+        import sympy
+
+        expr = expr.strip()
+        if re.fullmatch(r"-?\d+", expr):
+            return int(expr)
+        names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", expr))
+        syms = {n: self._symbol(n) for n in names}
+        parsed = sympy.sympify(expr, locals=syms)
+        hint = None
+        try:
+            hint = int(parsed.subs({syms[n]: self.hints[n] for n in names}))
+        except (KeyError, TypeError, ValueError):
+            hint = None
+        return self.shape_env.create_symintnode(parsed, hint=hint)
+
+    def _symbol(self, name: str) -> Any:
+        """One sympy symbol per size name, registered with the shape environment as torch does
+        for a dynamic dimension (sizes 0 and 1 are specialised, so the range starts at 2; the
+        example value from the log's ``create_symbol`` record is its hint)."""
+        import sympy
+
+        if name not in self._symbols:
+            sym = sympy.Symbol(name, integer=True, positive=True)
+            env = self.shape_env
+            try:
+                env.var_to_range[sym] = env._default_value_range()
+                if name in self.hints:
+                    env.backed_var_to_val[sym] = sympy.Integer(self.hints[name])
+            except AttributeError:  # another torch: symbols stay unconstrained, values come from the log
+                pass
+            self._symbols[name] = sym
+        return self._symbols[name]
+
+    def tensor(self, sizes: list[str], strides: list[str], dtype: torch.dtype, device: str) -> Any:
+        """A fake tensor with exactly these sizes and strides (nothing allocated)."""
+        with self.mode:
+            return torch.empty_strided([self.symint(s) for s in sizes], [self.symint(s) for s in strides],
+                                       dtype=dtype, device=torch.device(device))
+
+    def run_op(self, target: Any, args: Any, kwargs: Any) -> Any:
+        """``target(*args, **kwargs)`` on fake values (what torch itself would have recorded).
+        The caller silences torch's shape-guard chatter once for a whole graph (``quiet_torch``)."""
+        with self.mode:
+            return target(*args, **kwargs)
+
+    @staticmethod
+    def set_val(node: fx.Node, value: Any) -> None:
+        node.meta[VAL_KEY] = value
+
+    @staticmethod
+    def set_desc(node: fx.Node, desc: Any) -> None:
+        node.meta[DESC_KEY] = desc
+
+    @staticmethod
+    def set_stack_trace(node: fx.Node, trace: str) -> None:
+        node.meta[TRACE_KEY] = trace
+
+    @staticmethod
+    def set_tag(node: fx.Node, tag: str) -> None:
+        node.meta[TAG_KEY] = tag
+
+    @staticmethod
+    def set_module(node: fx.Node, path: str, forward: bool = True) -> None:
+        node.meta[STACK_KEY if forward else FWD_STACK_KEY] = {path: (path, None)}

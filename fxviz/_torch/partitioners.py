@@ -1,0 +1,102 @@
+"""torch's partitioners and the partitioner-side helpers fxviz builds its own partitions with, and the
+copy of a graph a partitioner may mutate."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+
+import torch
+import torch.fx as fx
+from torch._functorch import config as functorch_config
+from torch._functorch import partitioners as _partitioners
+from torch.fx._lazy_graph_module import _LazyGraphModule
+
+default_partition = _partitioners.default_partition
+min_cut_partition = _partitioners.min_cut_rematerialization_partition
+
+
+def extract_fwd_bwd_modules(joint: fx.GraphModule, saved_values: list[fx.Node], saved_sym_nodes: list[fx.Node],
+                            *, num_fwd_outputs: int) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """torch's own helper that cuts a joint graph into forward and backward graphs, given what
+    the forward saves: partitions built by fxviz are shaped exactly as torch's."""
+    return _partitioners._extract_fwd_bwd_modules(joint, saved_values, saved_sym_nodes,
+                                                  num_fwd_outputs=num_fwd_outputs)
+
+
+def is_random(node: fx.Node) -> bool:
+    """A seeded random op (dropout, rand, bernoulli...): recomputing it redraws its values."""
+    return _is_random(node)
+
+
+def _is_random(node: fx.Node) -> bool:
+    tags = getattr(node.target, "tags", ())
+    return torch.Tag.nondeterministic_seeded in tags
+
+
+def is_tangent(node: fx.Node) -> bool:
+    """A joint-graph placeholder that is an incoming gradient (torch's own test: its name)."""
+    return bool(_partitioners._is_tangent(node))
+
+
+def must_be_in_forward(node: fx.Node) -> bool:
+    """torch's extraction refuses to put this node in the backward (a mutation of the forward,
+    or tagged ``must_be_in_forward``): it can never be recomputed."""
+    return bool(_partitioners._must_be_in_forward(node))
+
+
+def must_be_in_backward(node: fx.Node) -> bool:
+    """torch's extraction puts this node only in the backward (tagged, or a backward mutation)."""
+    return bool(_partitioners._must_be_in_backward(node))
+
+
+def is_collective(node: fx.Node) -> bool:
+    """A functional collective (``_c10d_functional``): torch never recomputes one, not even under
+    an activation-memory budget (``ban_recomputation_if_allowed``)."""
+    target = node.target
+    return isinstance(target, torch._ops.OpOverload) and target.namespace == "_c10d_functional"
+
+
+def cse_like_min_cut(joint: fx.GraphModule) -> None:
+    """What min-cut does to the joint graph before it partitions (in place): drop dead code and,
+    when ``torch._functorch.config.cse`` is on (the default), merge common subexpressions (two
+    layers' identical causal masks become one), so a partition built from the result is compared
+    with min-cut on the same graph."""
+    from torch._functorch.compile_utils import fx_graph_cse
+
+    joint.graph.eliminate_dead_code()
+    if functorch_config.cse:
+        joint.graph = fx_graph_cse(joint.graph)
+
+
+def torch_size_of(node: fx.Node) -> int:
+    """torch's own per-node byte estimate (``numel * itemsize``, blind to aliasing)."""
+    try:
+        return int(_partitioners._size_of(node))
+    except Exception:  # nodes without a tensor value
+        return 0
+
+
+@contextlib.contextmanager
+def budget_config(budget: float, solver: str) -> Iterator[None]:
+    """Set the activation-memory budget and its solver for one partitioner call only."""
+    with functorch_config.patch(
+        activation_memory_budget=float(budget), activation_memory_budget_solver=solver
+    ):
+        yield
+
+
+def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
+    """A copy a partitioner may mutate freely.
+
+    The graph and every node's meta dict are copied (``Graph.__deepcopy__`` copies meta
+    shallowly, so fake tensors are shared, not duplicated); tensor attributes (``get_attr``
+    constants, which are the user's real parameters in closure mode) are shared by reference, so
+    copying never doubles the weights and constants keep their identity.
+    """
+    # a lazy GraphModule writes its Python code only when something calls or prints it: the
+    # partitioners never do (0.2 s per copy on a 12-layer GPT, 2.3 s on a 3342-node graph)
+    copied = _LazyGraphModule(gm, copy.deepcopy(gm.graph))
+    copied.meta = dict(getattr(gm, "meta", {}))
+    return copied
