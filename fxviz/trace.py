@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .analysis.pieces import PieceSummary
     from .render.doctor_view import DoctorReport
     from .render.drawing import Drawing
-    from .render.plots import MemorySweep
+    from .render.plots import MemorySweep, MemoryTimeline
     from .render.table import MemoryTable
 
 __all__ = ["Trace", "trace"]
@@ -374,7 +374,7 @@ class Trace:
         ``progress``: a tqdm bar (default: on for more than five budgets).  ``.pareto_plot()`` on
         the result draws the trade-off."""
         from .analysis.sweep import DEFAULT_BUDGETS, memory_sweep
-        from .render.plots import MemorySweep
+        from .render.plots import MemorySweep, MemoryTimeline
 
         chosen = sorted({float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)})
         wrap = None
@@ -388,6 +388,26 @@ class Trace:
         sweep = MemorySweep(df)
         sweep.attrs = dict(df.attrs)
         return sweep
+
+    def memory_timeline(self, strategy: Any = None) -> MemoryTimeline:
+        """Bytes held while each node of the forward and the backward graph runs, for one strategy
+        or a list (default: the offered strategies that have graphs).  Counted as the memory table
+        counts its peaks: the highest point of each curve is ``forward_peak_bytes`` /
+        ``backward_peak_bytes``.  ``.peaks`` names the node and module of each peak; ``.plot()``
+        draws one curve per strategy (cached)."""
+        from .analysis.timeline import memory_timeline
+        from .render.plots import MemoryTimeline
+
+        chosen = parse_list(strategy if isinstance(strategy, (str, list, tuple)) else [strategy]) \
+            if strategy is not None else None
+        chosen = chosen or [s for s in self.offered if s.kind != "eager"]
+        key = ("memory_timeline", tuple(chosen))
+        if key not in self._cache:
+            self._cache[key] = memory_timeline(self.graph, [self.partition(s) for s in chosen])
+        df = self._cache[key]
+        timeline = MemoryTimeline(df.copy())
+        timeline.attrs = dict(df.attrs)
+        return timeline
 
     # --- drawing ---------------------------------------------------------------------------------
     def draw(self, view: str = "joint", strategy: Any = None, compare: Any = None, group: str | None = None,
