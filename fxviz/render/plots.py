@@ -66,8 +66,16 @@ def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
         _frontier_points(ax, ok, x, y)
     else:
         on_front = ok["pareto"].fillna(False).astype(bool) if "pareto" in ok else pd.Series(True, index=ok.index)
-        if (~on_front).any():
-            ax.scatter(x[~on_front], y[~on_front], s=36, color=EDGE_COLOR, alpha=0.6, label="dominated", zorder=2)
+        # partitions that redraw random values compute other gradients: the sweep leaves them out of
+        # the front, so they are drawn as excluded, not as dominated
+        redraw = (ok["recomputed_random_ops"].fillna(0).astype(int) > 0 if "recomputed_random_ops" in ok
+                  else pd.Series(False, index=ok.index))
+        dominated = ~on_front & ~redraw
+        if dominated.any():
+            ax.scatter(x[dominated], y[dominated], s=36, color=EDGE_COLOR, alpha=0.6, label="dominated", zorder=2)
+        if redraw.any():
+            ax.scatter(x[redraw], y[redraw], s=44, marker="x", color=STATUS["removed"].color, zorder=2,
+                       label="redraws dropout: left out of the front")
         ax.scatter(x[on_front], y[on_front], s=48, color=ROLE_COLORS["forward"], edgecolor="#000000",
                    linewidth=0.8, label="Pareto-optimal", zorder=3)
         order = x[on_front].sort_values().index
