@@ -374,7 +374,7 @@ class Trace:
         ``progress``: a tqdm bar (default: on for more than five budgets).  ``.pareto_plot()`` on
         the result draws the trade-off."""
         from .analysis.sweep import DEFAULT_BUDGETS, memory_sweep
-        from .render.plots import MemorySweep, MemoryTimeline
+        from .render.plots import MemorySweep
 
         chosen = sorted({float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)})
         wrap = None

@@ -133,6 +133,6 @@ def min_cut_network(graph: JointGraph, strategy: Any = "min_cut") -> FlowNetwork
     side = frozenset(str(v) for v in reachable)
     cut_nodes = {e.node for e in edges if e.tail in side and e.head not in side and e.node is not None}
     order = {n.name: i for i, n in enumerate(graph.gm.graph.nodes)}
-    saved = sorted(cut_nodes, key=lambda n: order.get(n, len(order)))  # type: ignore[arg-type]
-    return FlowNetwork(edges=edges, cut_value=float(value), source_side=side, saved=saved,  # type: ignore[arg-type]
+    saved = sorted(cut_nodes, key=lambda n: order.get(n, len(order)))
+    return FlowNetwork(edges=edges, cut_value=float(value), source_side=side, saved=saved,
                        partition=p, solves=len(calls), vertices=[str(v) for v in nx_graph.nodes])

@@ -29,7 +29,7 @@ def _op(node: fx.Node) -> str:
     if node.op != "call_function":
         return node.op
     packet = getattr(node.target, "overloadpacket", None)
-    return getattr(packet, "__name__", None) or getattr(node.target, "__name__", str(node.target))
+    return str(getattr(packet, "__name__", None) or getattr(node.target, "__name__", node.target))
 
 
 def _rows(graph: JointGraph, p: Partition) -> list[dict[str, object]]:
