@@ -102,6 +102,13 @@ def test_01_min_cut_saves_less_and_the_materialized_ban_is_not_about_memory(chai
     assert t.loc["min_cut", "forward_peak_bytes"] < t.loc["default", "forward_peak_bytes"]
 
 
+def test_01_parameters_are_free_to_save_under_torch_compile(chain):
+    net = chain.flow_network()
+    params = [n for n in chain.nodes.index if chain.nodes.loc[n, "role"] == "parameter"]
+    assert params and all(net.capacity(p) == 0 for p in params if net.capacity(p) is not None)
+    assert _torch.functorch_config.treat_parameters_as_free_to_save
+
+
 def test_01_bans_carry_torch_reasons(chain):
     bans = {e.head[:-3]: e.reason for e in chain.flow_network().edges if e.tail == "source"}
     ops = chain.nodes["short_op"]
