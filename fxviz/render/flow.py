@@ -44,7 +44,9 @@ def draw_flow(net: FlowNetwork, graph: JointGraph, name: str = "", timeout: floa
     g = graphviz.Digraph("flow")
     g.attr(rankdir="LR", fontname=FONT, fontsize="11", nodesep="0.15", ranksep="0.35", labelloc="t",
            label=f"min-cut's flow network{': ' + name if name else ''}: cut value "
-                 f"{_capacity(net.cut_value)}, saves {', '.join(net.saved) or 'nothing'}")
+                 f"{_capacity(net.cut_value)}, saves {', '.join(net.saved) or 'nothing'}\n"
+                 "X_in -> X_out: the cost of saving X (cut edges thick, in the saved color);  ∞: no cut may "
+                 "cross it;  thick border: source side of the cut;  fill: the node's role")
     g.attr("node", fontname=FONT, fontsize="10", shape="box", style="rounded,filled", height="0.3")
     g.attr("edge", fontname=FONT, fontsize="9")
     for v in net.vertices:
