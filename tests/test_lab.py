@@ -46,6 +46,16 @@ def test_00_joint_graph_is_forward_plus_autograd_grad(by_hand):
     assert all(torch.allclose(a, b) for a, b in zip(grads, expected))
 
 
+def test_00_the_names_its_prose_walks_through(by_hand):
+    """Notebook 00 reads the joint graph line by line: these names, and mul_3 = grad x, mul_2 = grad w."""
+    tr, _, _ = by_hand
+    names = [n.name for n in tr.joint.graph.nodes if n.op != "output"]
+    assert names == ["primals_1", "primals_2", "tangents_1", "mul", "sin", "sum_1", "expand", "cos", "mul_1",
+                     "mul_2", "mul_3"]
+    outputs = [a.name for a in next(n for n in tr.joint.graph.nodes if n.op == "output").args[0]]
+    assert outputs == ["sum_1", "mul_3", "mul_2"]  # loss, then the gradients of x and w
+
+
 def test_00_what_default_and_min_cut_save(by_hand):
     tr, _, _ = by_hand
     inputs = [n for n in tr.nodes.index if tr.nodes.loc[n, "role"] == "primal"]
