@@ -96,3 +96,12 @@ def test_flow_of_other_strategies_is_refused(traces):
         traces["by_hand"].flow_network("default")
     with pytest.raises(StrategyError):
         traces["by_hand"].draw("flow", strategy="budget:0.5")
+
+
+def test_cli_draws_the_flow(tmp_path):
+    from fxviz.cli import main
+
+    out = tmp_path / "flow.svg"
+    assert main(["draw", "mlp", "--view", "flow", "-o", str(out)]) == 0
+    svg = out.read_text()
+    assert "source" in svg and "sink" in svg and "cut: " in svg
