@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _torch
 from ..capture import JointGraph
 from ..errors import StrategyError
 from .partition import Partition, partition
@@ -112,9 +113,7 @@ def min_cut_network(graph: JointGraph, strategy: Any = "min_cut") -> FlowNetwork
     if s.kind != "min_cut":
         raise StrategyError(f"the flow drawing shows min-cut's network, not {s.label}'s",
                             "use strategy='min_cut' (a memory budget solves several networks, then a knapsack)")
-    spec = s.spec
-    assert spec.partitioner is not None
-    fn = spec.partitioner(s)
+    fn = _torch.min_cut_partition  # what the min_cut strategy calls, with the same arguments
     calls: list[tuple[Any, Any]] = []
 
     def recorded(joint: Any, joint_inputs: Any, **kwargs: Any) -> Any:
