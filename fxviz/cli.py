@@ -191,9 +191,9 @@ def _draw_args(p: argparse.ArgumentParser) -> None:
                                    "labels count (default 1), or 'overview' for every graph as one box in "
                                    "execution order")
     p.add_argument("-o", "--output", help="file to write: .svg, .png, .dot or .pdf (default MODEL_VIEW.svg)")
-    p.add_argument("--view", choices=["joint", "forward", "backward", "compare"], default="joint",
+    p.add_argument("--view", choices=["joint", "forward", "backward", "compare", "flow"], default="joint",
                    help="the joint graph, or the forward/backward graph of --strategy, or the joint graph "
-                        "compared (needs --compare)")
+                        "compared (needs --compare), or the flow network min-cut cuts")
     p.add_argument("--strategy", help=f"mark what this strategy saves/recomputes ({STRATEGY_FORMS})")
     p.add_argument("--compare", help="a second strategy: mark what each saves that the other does not")
     p.add_argument("--differences", action="store_true",

@@ -21,11 +21,12 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch.nn as nn
 
     from .analysis.code import GraphCode
+    from .analysis.flow import FlowNetwork
     from .analysis.partition import Partition
     from .analysis.pieces import PieceSummary
     from .render.doctor_view import DoctorReport
     from .render.drawing import Drawing
-    from .render.plots import MemorySweep
+    from .render.plots import MemorySweep, MemoryTimeline
     from .render.table import MemoryTable
 
 __all__ = ["Trace", "trace"]
@@ -389,6 +390,26 @@ class Trace:
         sweep.attrs = dict(df.attrs)
         return sweep
 
+    def memory_timeline(self, strategy: Any = None) -> MemoryTimeline:
+        """Bytes held while each node of the forward and the backward graph runs, for one strategy
+        or a list (default: the offered strategies that have graphs).  Counted as the memory table
+        counts its peaks: the highest point of each curve is ``forward_peak_bytes`` /
+        ``backward_peak_bytes``.  ``.peaks`` names the node and module of each peak; ``.plot()``
+        draws one curve per strategy (cached)."""
+        from .analysis.timeline import memory_timeline
+        from .render.plots import MemoryTimeline
+
+        chosen = parse_list(strategy if isinstance(strategy, (str, list, tuple)) else [strategy]) \
+            if strategy is not None else None
+        chosen = chosen or [s for s in self.offered if s.kind != "eager"]
+        key = ("memory_timeline", tuple(chosen))
+        if key not in self._cache:
+            self._cache[key] = memory_timeline(self.graph, [self.partition(s) for s in chosen])
+        df = self._cache[key]
+        timeline = MemoryTimeline(df.copy())
+        timeline.attrs = dict(df.attrs)
+        return timeline
+
     # --- drawing ---------------------------------------------------------------------------------
     def draw(self, view: str = "joint", strategy: Any = None, compare: Any = None, group: str | None = None,
              depth: int | None = None, highlight: Any = None, *, piece: int | None = None,
@@ -399,8 +420,10 @@ class Trace:
 
         Args:
             view: ``"joint"`` (forward and backward side by side), ``"forward"`` or ``"backward"``
-                (one side of ``strategy``'s partition, default strategy ``"default"``), or
-                ``"compare"`` (the joint view marked for ``strategy`` vs ``compare``).
+                (one side of ``strategy``'s partition, default strategy ``"default"``),
+                ``"compare"`` (the joint view marked for ``strategy`` vs ``compare``), or
+                ``"flow"`` (the flow network min-cut solves, with capacities and the cut:
+                :meth:`flow_network`).
             strategy: mark what this strategy saves, recomputes and removes.
             compare: a second strategy: mark what each saves/recomputes that the other does not.
             group: ``"module"`` clusters nodes by module path; ``"none"`` never collapses;
@@ -423,6 +446,8 @@ class Trace:
         if piece is not None:
             return self.piece(piece).draw(view, strategy, compare, group, depth, highlight, expand=expand,
                                           node_limit=node_limit, timeout=timeout, differences=differences)
+        if view == "flow":
+            return self._draw_flow(strategy if strategy is not None else "min_cut", timeout)
 
         if strategy is None and (compare is not None or view in ("forward", "backward")):
             strategy = "default"
@@ -444,6 +469,29 @@ class Trace:
                        timeout=DEFAULT_TIMEOUT if timeout is None else timeout, differences=bool(differences))
         self._cache[key] = drawing
         return drawing
+
+    def flow_network(self, strategy: Any = "min_cut") -> FlowNetwork:
+        """The max-flow / min-cut network torch's min-cut partitioner builds for this joint graph
+        (recorded from torch's own call, not re-derived), with its cut: ``.edges`` (capacity and
+        torch's reason for each infinite edge), ``.cut``, ``.cut_value``, ``.saved`` (cached)."""
+        from .analysis.flow import min_cut_network
+
+        key = ("flow", Strategy.parse(strategy))
+        if key not in self._cache:
+            self._cache[key] = min_cut_network(self.graph, strategy)
+        result: FlowNetwork = self._cache[key]
+        return result
+
+    def _draw_flow(self, strategy: Any, timeout: float | None) -> Drawing:
+        from .render.drawing import DEFAULT_TIMEOUT
+        from .render.flow import draw_flow
+
+        key = ("draw_flow", Strategy.parse(strategy), timeout)
+        if key not in self._cache:
+            self._cache[key] = draw_flow(self.flow_network(strategy), self.graph, self.title,
+                                         DEFAULT_TIMEOUT if timeout is None else timeout)
+        result: Drawing = self._cache[key]
+        return result
 
     def check_gradients(self, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
         """Per parameter: ``parameter, has_gradient, max_abs_diff, ok`` against eager autograd."""

@@ -23,8 +23,8 @@ from nbclient import NotebookClient
 
 ROOT = pathlib.Path(__file__).parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
-NOTEBOOKS = ["01_missing_gradients.ipynb", "02_partitioning_explained.ipynb", "03_memory_budget.ipynb",
-             "04_what_torch_compile_runs.ipynb"]
+NOTEBOOKS = ["00_partitioning_by_hand.ipynb", "01_partitioning_explained.ipynb", "02_what_torch_compile_runs.ipynb",
+             "03_memory_budget.ipynb", "04_checkpointing.ipynb", "05_missing_gradients.ipynb"]
 KERNEL = "fxviz-test-venv"
 CELL_TIMEOUT = 300  # seconds; each notebook takes well under a minute on 2 idle cores
 

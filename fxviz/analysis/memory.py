@@ -37,6 +37,7 @@ __all__ = [
     "storage_owners",
     "saved_memory",
     "peak_bytes",
+    "live_bytes",
     "recompute_cost",
     "memory_row",
     "memory_table",
@@ -157,6 +158,14 @@ def peak_bytes(gm: fx.GraphModule, storages: Storages, resident: dict[int, int],
     views it.  Graph outputs live to the end.  Other graph inputs live throughout in a forward
     (the caller holds them) and until their last use in a backward (AOTAutograd hands the saved
     values over and lets each go once read)."""
+    live = live_bytes(gm, storages, resident, inputs_live_throughout=inputs_live_throughout)
+    return max(live, default=0) + sum(resident.values())
+
+
+def live_bytes(gm: fx.GraphModule, storages: Storages, resident: dict[int, int], *,
+               inputs_live_throughout: bool) -> list[int]:
+    """Bytes live (resident storages left out) while each node of ``gm`` runs, one entry per node
+    in graph order: the liveness walk ``peak_bytes`` takes the maximum of."""
     nodes = list(gm.graph.nodes)
     end = len(nodes)
     index = {n: i for i, n in enumerate(nodes)}
@@ -181,11 +190,11 @@ def peak_bytes(gm: fx.GraphModule, storages: Storages, resident: dict[int, int],
     for key, start in first.items():
         delta[start] += storages.nbytes(key)
         delta[last[key] + 1] -= storages.nbytes(key)
-    live = peak = 0
-    for d in delta:
+    curve, live = [], 0
+    for d in delta[:end]:  # after the last node only the outputs are live, as at the output node
         live += d
-        peak = max(peak, live)
-    return peak + sum(resident.values())
+        curve.append(live)
+    return curve
 
 
 # --- FLOPs and the cost of recomputing -----------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Plots of analysis frames: the memory / recompute Pareto plot of a budget sweep.
+"""Plots of analysis frames: the memory / recompute Pareto plot of a budget sweep, and the memory
+timeline of partitions (live bytes after each node of the forward and the backward).
 
 Matplotlib ``Figure`` objects are built without ``pyplot`` (no global state, no double display in
 notebooks); colors come from ``theme``.
@@ -13,7 +14,7 @@ import pandas as pd
 from ..units import byte_unit, format_flops
 from .theme import EDGE_COLOR, ROLE_COLORS, STATUS
 
-__all__ = ["MemorySweep", "pareto_plot"]
+__all__ = ["MemorySweep", "MemoryTimeline", "pareto_plot", "timeline_plot"]
 
 def _display_figure_class() -> type:
     from matplotlib.figure import Figure
@@ -65,8 +66,16 @@ def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
         _frontier_points(ax, ok, x, y)
     else:
         on_front = ok["pareto"].fillna(False).astype(bool) if "pareto" in ok else pd.Series(True, index=ok.index)
-        if (~on_front).any():
-            ax.scatter(x[~on_front], y[~on_front], s=36, color=EDGE_COLOR, alpha=0.6, label="dominated", zorder=2)
+        # partitions that redraw random values compute other gradients: the sweep leaves them out of
+        # the front, so they are drawn as excluded, not as dominated
+        redraw = (ok["recomputed_random_ops"].fillna(0).astype(int) > 0 if "recomputed_random_ops" in ok
+                  else pd.Series(False, index=ok.index))
+        dominated = ~on_front & ~redraw
+        if dominated.any():
+            ax.scatter(x[dominated], y[dominated], s=36, color=EDGE_COLOR, alpha=0.6, label="dominated", zorder=2)
+        if redraw.any():
+            ax.scatter(x[redraw], y[redraw], s=44, marker="x", color=STATUS["removed"].color, zorder=2,
+                       label="redraws dropout: left out of the front")
         ax.scatter(x[on_front], y[on_front], s=48, color=ROLE_COLORS["forward"], edgecolor="#000000",
                    linewidth=0.8, label="Pareto-optimal", zorder=3)
         order = x[on_front].sort_values().index
@@ -144,3 +153,64 @@ class MemorySweep(pd.DataFrame):
         """Saved activation memory against ``cost`` (``recompute_flops`` or ``recompute_bytes``);
         with ``optimal`` rows, the exact frontier and torch's points against it."""
         return pareto_plot(self, cost=cost, ax=ax, title=title)
+
+
+_TIMELINE_COLORS = [ROLE_COLORS["forward"], ROLE_COLORS["backward"], STATUS["saved"].color, ROLE_COLORS["gradient"],
+                    STATUS["recomputed"].color, "#000000", ROLE_COLORS["buffer"], EDGE_COLOR]
+
+
+def timeline_plot(df: pd.DataFrame, title: str | None = None) -> Any:
+    """Two panels, forward and backward: the memory held while each node runs (parameters and
+    inputs included, so each curve's top is the memory table's peak), one curve per strategy,
+    each peak marked and named by its node and module.  Returns the ``Figure``."""
+    from matplotlib.ticker import FuncFormatter
+
+    from ..analysis.timeline import timeline_peaks
+
+    fig = _DisplayFigure(figsize=(10.0, 4.6), dpi=110, layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    unit, scale = byte_unit(df["total_bytes"].max() if len(df) else 1)
+    peaks = timeline_peaks(df)
+    strategies = list(dict.fromkeys(df["strategy"]))
+    for ax, phase in zip(axes, ("forward", "backward")):
+        for k, name in enumerate(strategies):
+            rows = df[(df["strategy"] == name) & (df["phase"] == phase)]
+            color = _TIMELINE_COLORS[k % len(_TIMELINE_COLORS)]
+            label = name
+            for _, r in peaks[(peaks["strategy"] == name) & (peaks["phase"] == phase)].iterrows():
+                where = r["node"] + (f" ({r['module']})" if isinstance(r["module"], str) and r["module"] else "")
+                ax.scatter([r["step"]], [r["total_bytes"] / scale], s=40, color=color, edgecolor="#000000", zorder=4)
+                label = f"{name}: peak {r['total_bytes'] / scale:.4g} {unit} at {where}"
+            ax.step(rows["step"], rows["total_bytes"] / scale, where="mid", color=color, linewidth=1.4,
+                    label=label, alpha=0.9)
+        resident = df["resident_bytes"].max() if len(df) else 0
+        ax.axhline(resident / scale, color=EDGE_COLOR, linewidth=0.8, linestyle=":",
+                   label="parameters + inputs (resident)")
+        ax.set_title(f"{phase} graph", fontsize=10)
+        ax.set_xlabel("node (graph order)")
+        ax.grid(True, color="#DDDDDD", linewidth=0.6)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
+    axes[0].set_ylabel(f"memory held ({unit})")
+    fig.suptitle(title or "memory timeline: bytes held while each node runs (dots: each curve's peak)", fontsize=10)
+    return fig
+
+
+class MemoryTimeline(pd.DataFrame):
+    """The memory timeline's frame (one row per node of each strategy's forward and backward),
+    with its plot and its peaks one call away."""
+
+    @property
+    def _constructor(self) -> type:
+        return MemoryTimeline
+
+    @property
+    def peaks(self) -> pd.DataFrame:
+        """One row per strategy and phase: the node (and its module) where memory is highest."""
+        from ..analysis.timeline import timeline_peaks
+
+        return pd.DataFrame(timeline_peaks(pd.DataFrame(self)))
+
+    def plot(self, title: str | None = None) -> Any:  # type: ignore[override]
+        """Forward and backward panels, one curve per strategy, each peak marked and named."""
+        return timeline_plot(pd.DataFrame(self), title=title)
