@@ -115,8 +115,10 @@ def _missing_op(value: SavedValue, mine: Side, other: Side) -> str:
     if value.op not in ops:
         backends = {mine.graph.backend, other.graph.backend}
         if "inductor" in backends and len(backends) == 2:
-            return (f"a decomposition: {other.letter}'s graph ({other.graph.backend}) has no {value.op} op; "
-                    f"{mine.graph.backend} keeps it")
+            there = list(dict.fromkeys(value_op(i) for i in other.graph.info.values() if i.phase == "forward"
+                                       and i.op == "call_function" and value_module(i) == value.module))
+            instead = f"; its {value.module} runs {', '.join(there[:4])}" if there and value.module else ""
+            return f"a decomposition: {other.letter} ({other.graph.backend}) has no {value.op} op{instead}"
         return f"{other.letter}'s graph has no {value.op} op"
     where = f"in {value.module}" if value.module else "at this place"
     return f"{other.letter}'s graph has no matching {value.op} {where}"

@@ -15,6 +15,8 @@ __all__ = ["WIDTH", "diff_summary", "diff_table_text"]
 WIDTH = 100
 _TOP = 10  # differences listed in the summary
 _MODULES = 8  # modules listed in the summary
+_SHORT = {"name": "name", "module+op+position": "place", "op+shape": "op+shape", "unmatched": "none"}
+_LEGEND = "match: name = same name; place = module+op+position; op+shape; none = unmatched"
 
 
 def _cut(text: str, width: int) -> str:
@@ -84,15 +86,16 @@ def diff_summary(a: Side, b: Side, table: pd.DataFrame, by_module: pd.DataFrame,
 def diff_table_text(table: pd.DataFrame, width: int = WIDTH) -> str:
     """The table for a terminal: one line per saved value (its reason, if any, on the next line),
     cut to ``width``."""
-    head = f"{'status':<6} {'module':<18} {'op':<12} {'shape':<14} {'A':>9} {'B':>9}  {'A / B name':<19} match"
+    head = f"{'status':<6} {'module':<16} {'op':<12} {'shape':<13} {'A':>8} {'B':>8}  {'A / B name':<21} match"
     lines = [_cut(head, width)]
     for _, r in table.iterrows():
         names = f"{r['name_a'] or '-'} / {r['name_b'] or '-'}"
         a = format_bytes(r["bytes_a"]) if r["status"] != "only B" else "-"
         b = format_bytes(r["bytes_b"]) if r["status"] != "only A" else "-"
-        lines.append(_cut(f"{r['status']:<6} {_cut(str(r['module']), 18):<18} {_cut(str(r['op']), 12):<12} "
-                          f"{_cut(str(r['shape']), 14):<14} {a:>9} {b:>9}  {_cut(names, 19):<19} {r['match']}",
+        lines.append(_cut(f"{r['status']:<6} {_cut(str(r['module']), 16):<16} {_cut(str(r['op']), 12):<12} "
+                          f"{_cut(str(r['shape']), 13):<13} {a:>8} {b:>8}  {_cut(names, 21):<21} {_SHORT[r['match']]}",
                           width))
         if r["why"]:
             lines.append(_cut(f"{'':<7}why: {r['why']}", width))
+    lines.append(_LEGEND)
     return "\n".join(lines)
