@@ -953,5 +953,14 @@ class LogGraphBuilder:
         node.meta[_TAG] = tag
 
     @staticmethod
+    def set_checkpoint(node: fx.Node, region: int, policy: str) -> None:
+        """Tag a logged op as torch tagged it inside a ``torch.utils.checkpoint`` region (the log's
+        ``# ac_graph_id: N - POLICY`` comment), so partitioners honour it as they did in the run."""
+        from torch.utils.checkpoint import CheckpointPolicy
+
+        node.meta[_AC_GRAPH_ID] = region
+        node.meta[_RECOMPUTE] = CheckpointPolicy[policy] if policy in CheckpointPolicy.__members__ else policy
+
+    @staticmethod
     def set_module(node: fx.Node, path: str, forward: bool = True) -> None:
         node.meta[_STACK if forward else _FWD_STACK] = {path: (path, None)}

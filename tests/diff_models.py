@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-__all__ = ["Block", "Net", "net", "DIM", "BATCH"]
+__all__ = ["Block", "Net", "net", "DIM", "BATCH", "LOG_SCRIPT"]
 
 DIM = 16
 BATCH = 8
@@ -48,3 +48,20 @@ def net(checkpointed: bool = False, extra: bool = False) -> tuple[Net, torch.Ten
     """The model (same weights for every variant) and its input."""
     torch.manual_seed(0)
     return Net(checkpointed, extra), torch.randn(BATCH, DIM)
+
+
+LOG_SCRIPT = """
+import sys, torch
+from tests.compile_models import MODELS
+from tests.diff_models import net
+backend = sys.argv[1]
+for variant in sys.argv[2].split(","):
+    if variant == "gelu_mlp":
+        model, inputs = MODELS["gelu_mlp"]()
+    else:
+        model, x = net(checkpointed=variant == "checkpointed", extra=variant == "extra")
+        inputs = (x,)
+    torch.compile(model, backend=backend)(*inputs).backward()
+"""
+"""A real ``torch.compile`` training step of each listed variant (``plain``, ``checkpointed``,
+``extra``, ``gelu_mlp``), in order, under ``argv[1]``'s backend: run it with ``TORCH_TRACE`` set."""

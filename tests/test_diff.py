@@ -4,6 +4,7 @@ explained right (checkpointing, an inserted op, inductor's decompositions, two r
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -12,6 +13,7 @@ import torch
 import fxviz
 from fxviz import _torch
 from fxviz.errors import InputError
+from fxviz.logs.reader import ReadStats, read_records
 
 from .compile_log import read_log, saved_of_backward
 from .compile_models import MODELS
@@ -151,3 +153,113 @@ def test_aot_eager_vs_inductor_gelu_mlp():
     assert gelu["why"].iloc[0].startswith("a decomposition: B (inductor) has no gelu op; its net.1 runs ")
     assert (rows(d, op="addmm")["status"] == "both").all()
     assert any("decomposition" in w for w in rows(d, status="only B")["why"]) or not len(rows(d, status="only B"))
+
+
+# --- logs of real torch.compile runs -----------------------------------------------------------
+needs_compiler = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                                    reason="a real inductor compile needs a C++ compiler")
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    """Three real runs, each in a fresh process: plain, extra-op and GELU MLP compiled one after the
+    other (one log, three compiles), the checkpointed model (a second log directory), and the GELU
+    MLP under inductor (a third)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .diff_models import LOG_SCRIPT
+    from .logs_util import make_log
+
+    jobs = {"pair": ("aot_eager", "plain,extra,gelu_mlp"), "checkpointed": ("aot_eager", "checkpointed")}
+    if shutil.which("g++") or shutil.which("c++"):
+        jobs["inductor"] = ("inductor", "gelu_mlp")
+    root = tmp_path_factory.mktemp("diff_logs")
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = {k: pool.submit(make_log, LOG_SCRIPT, root / k, *args) for k, args in jobs.items()}
+        return {k: f.result() for k, f in futures.items()}
+
+
+def logged_saved(directory, compile_id: str) -> list[str]:
+    """What the run saved: its logged backward graph's inputs that are not tangents."""
+    frame, attempt = (int(x) for x in compile_id.split("/"))
+    (code,) = [g.code for g in read_log(directory) if g.kind == "aot_backward_graph"
+               and (g.frame_id, g.frame_compile_id) == (frame, attempt)]
+    return saved_of_backward(code)
+
+
+
+def test_two_log_directories_plain_and_checkpointed(logs):
+    plain_run, ckpt_run = fxviz.load_logs(logs["pair"]), fxviz.load_logs(logs["checkpointed"])
+    plain_id = plain_run.graphs["compile_id"].iloc[0]
+    a, b = plain_run.trace(compile_id=plain_id), ckpt_run.trace()
+    d = fxviz.diff(a, b)
+    assert d.a.partition.strategy.name == "logged" == d.b.partition.strategy.name
+    check_sides(d, logged_saved(logs["pair"], plain_id), logged_saved(logs["checkpointed"], "0/0"))
+    t = d.table
+    act = t[t["owner"] == "activation"]
+    only_a = act[act["status"] == "only A"]
+    # the checkpointed block's addmm and GELU outputs: saved by the plain run only, recomputed by policy
+    assert set(only_a["op"]) == {"addmm", "gelu"}
+    assert only_a["why"].eq("B recomputes it (checkpoint policy prefer_recompute)").all()
+    assert all(b.graph.info[n].checkpoint_region is not None for n in d.matching.a_to_b.values()
+               if b.graph.info[n].checkpoint_policy is not None)
+    # block 0 saves the same on both runs
+    assert (act[act["name_a"].isin(["addmm", "gelu"])]["status"] == "both").all()
+    assert d.totals == (int(a.memory_table(["logged"])["saved_activation_bytes"].iloc[0]),
+                        int(b.memory_table(["logged"])["saved_activation_bytes"].iloc[0]))
+    assert d.totals[1] < d.totals[0]
+
+
+def test_two_compiles_of_one_log_extra_op(logs):
+    run = fxviz.load_logs(logs["pair"])
+    ids = list(dict.fromkeys(run.graphs["compile_id"]))
+    a, b = run.trace(compile_id=ids[0]), run.trace(compile_id=ids[1])
+    d = fxviz.diff(a, b)
+    check_sides(d, logged_saved(logs["pair"], ids[0]), logged_saved(logs["pair"], ids[1]))
+    added, gone = rows(d, status="only B"), rows(d, status="only A")
+    assert list(added["op"]) == ["mul"] and list(gone["op"]) == ["gelu"]
+    assert gone["why"].iloc[0] == f"B saves {added['name_b'].iloc[0]}, computed from it, instead"
+    assert (rows(d, status="both")["name_a"] == rows(d, status="both")["name_b"]).all()
+
+
+@needs_compiler
+def test_aot_eager_vs_inductor_logs(logs):
+    eager_run, inductor_run = fxviz.load_logs(logs["pair"]), fxviz.load_logs(logs["inductor"])
+    gelu_id = list(dict.fromkeys(eager_run.graphs["compile_id"]))[-1]
+    a, b = eager_run.trace(compile_id=gelu_id), inductor_run.trace()
+    d = fxviz.diff(a, b)
+    check_sides(d, logged_saved(logs["pair"], gelu_id), logged_saved(logs["inductor"], "0/0"))
+    gelu = rows(d, op="gelu")
+    assert list(gelu["status"]) == ["only A"]
+    # a log records no backend: the reason is the op the other graph lacks
+    assert gelu["why"].iloc[0] == "B's graph has no gelu op"
+    assert (rows(d, op="addmm")["status"] == "both").all()
+
+
+@pytest.fixture(scope="module")
+def ddp_log(tmp_path_factory):
+    from .logs_util import DISTRIBUTED, free_port, make_log
+
+    return make_log(DISTRIBUTED, tmp_path_factory.mktemp("ddp") / "trace", "ddp", str(free_port()))
+
+
+def test_two_ranks_of_a_ddp_run(ddp_log):
+    run = fxviz.load_logs(ddp_log)
+    a, b = run.trace(rank=0), run.trace(rank=1)
+    d = fxviz.diff(a, b)
+    backward = {}
+    for f in sorted(ddp_log.iterdir()):
+        rank = int(re.search(r"rank_(\d+)_", f.name).group(1))
+        with open(f, "rb") as fh:
+            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind == "aot_backward_graph"):
+                if rec.payload:
+                    backward.setdefault(rank, rec.payload)
+    check_sides(d, saved_of_backward(backward[0]), saved_of_backward(backward[1]))
+    t = d.table
+    # the same values on both ranks, each rank's batch in its shapes: paired by place, not by shape
+    assert (t["status"] == "both").all()
+    batch = t[t["shape"].str.contains("->")]
+    assert len(batch) and batch["shape"].str.match(r"^\[4, \d+\] -> \[6, \d+\]$").all()
+    assert set(batch[batch["op"] != "primal"]["match"]) == {"module+op+position"}  # ops: by place
+    assert set(batch[batch["op"] == "primal"]["match"]) <= {"name"}  # the input x: by its name
+    assert d.totals[1] > d.totals[0]
