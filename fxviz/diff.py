@@ -30,7 +30,8 @@ def _label(tr: Trace, strategy: Strategy) -> str:
     return f"{tr.title}{where}, strategy {strategy.name}{backend}"
 
 
-def diff(a: Trace, b: Trace, strategy: Any = None, strategy_b: Any = None) -> Diff:
+def diff(a: Trace, b: Trace, strategy: Any = None, strategy_b: Any = None, *,
+         labels: tuple[str, str] | None = None) -> Diff:
     """Compare what two partitions save for the backward, value by value.
 
     Args:
@@ -38,7 +39,10 @@ def diff(a: Trace, b: Trace, strategy: Any = None, strategy_b: Any = None) -> Di
             a log: two log directories, two compiles or two ranks), or one Trace twice.
         strategy: A's strategy; default: A's first offered strategy (``logged`` for a log, else
             ``default``).
-        strategy_b: B's strategy; default: ``strategy`` when given, else B's first offered one.
+        strategy_b: B's strategy; default: ``strategy`` when given and B is another trace, else
+            B's first offered one.
+        labels: what to call A and B in the summary (e.g. the log directories); default: each
+            trace's title and origin.
 
     Returns:
         A :class:`Diff`: ``.table`` (one row per saved value of either side, with how it was
@@ -52,13 +56,14 @@ def diff(a: Trace, b: Trace, strategy: Any = None, strategy_b: Any = None) -> Di
             raise InputError(f"fxviz.diff: {name} ({tr.title}) has no backward graph, so it saves nothing",
                              "trace a step whose loss depends on something that requires grad")
     sa = Strategy.parse(strategy if strategy is not None else a.offered[0])
-    sb = Strategy.parse(strategy_b if strategy_b is not None else strategy if strategy is not None
+    sb = Strategy.parse(strategy_b if strategy_b is not None else strategy if strategy is not None and a is not b
                         else b.offered[0])
     if a is b and sa == sb:
         raise InputError(f"fxviz.diff: A and B are the same trace under the same strategy ({sa.name})",
                          "pass another trace, or another strategy: fxviz.diff(tr, tr, 'default', 'min_cut')")
-    return Diff(side_of("A", _label(a, sa), a.graph, a.partition(sa)),
-                side_of("B", _label(b, sb), b.graph, b.partition(sb)), a, b)
+    la, lb = (f"{labels[0]}: ", f"{labels[1]}: ") if labels is not None else ("", "")
+    return Diff(side_of("A", la + _label(a, sa), a.graph, a.partition(sa)),
+                side_of("B", lb + _label(b, sb), b.graph, b.partition(sb)), a, b)
 
 
 class Diff:

@@ -263,3 +263,40 @@ def test_two_ranks_of_a_ddp_run(ddp_log):
     assert set(batch[batch["op"] != "primal"]["match"]) == {"module+op+position"}  # ops: by place
     assert set(batch[batch["op"] == "primal"]["match"]) <= {"name"}  # the input x: by its name
     assert d.totals[1] > d.totals[0]
+
+
+# --- the command -------------------------------------------------------------------------------
+def test_cli_two_log_directories(logs, capsys):
+    from fxviz.cli import main
+
+    pair, ckpt = str(logs["pair"]), str(logs["checkpointed"])
+    assert main(["diff", "--logs-a", pair, "--logs-b", ckpt]) == 0
+    out = capsys.readouterr().out
+    run_a, run_b = fxviz.load_logs(pair), fxviz.load_logs(ckpt)
+    expected = fxviz.diff(run_a.trace(), run_b.trace(), labels=(f"log {pair}", f"log {ckpt}"))
+    assert out.startswith(expected.summary() + "\n\n" + expected.table_text())
+    assert all(len(line) <= 100 for line in out.splitlines())
+    assert "B recomputes it (checkpoint policy prefer_recompute)" in out
+
+
+def test_cli_two_ranks(ddp_log, capsys):
+    from fxviz.cli import main
+
+    assert main(["diff", "--logs", str(ddp_log), "--rank-a", "0", "--rank-b", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "(rank 0, compile 0/0)" in out and "(rank 1, compile 0/0)" in out and "0 only A, 0 only B" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["diff"], "nothing to compare"),
+    (["diff", "mlp", "mlp", "mlp"], "more models than sides"),
+    (["diff", "mlp", "--rank-b", "1"], "that side has no log"),
+    (["diff", "mlp"], "same trace under the same strategy"),
+    (["diff", "--logs-a", "/nonexistent/fxviz-dir", "--logs-b", "/nonexistent/fxviz-dir"], "/nonexistent/fxviz-dir"),
+])
+def test_cli_errors_are_one_line(argv, message, capsys):
+    from fxviz.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err and "(hint: " in err

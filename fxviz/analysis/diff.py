@@ -42,6 +42,7 @@ class SavedValue:
     dtype: str | None
     owner: str  # activation | parameter | input
     bytes: int  # its storage's bytes, counted at the first saved value that views it (0 for the rest)
+    shares: str | None = None  # that first saved value, when this one views its storage too
 
 
 @dataclass
@@ -67,10 +68,10 @@ class Side:
 
 
 def _value(info: NodeInfo | None, name: str | None, op: str, owner: str, nbytes: int,
-           shape: tuple[int, ...] | None = None, dtype: str | None = None) -> SavedValue:
+           shape: tuple[int, ...] | None = None, dtype: str | None = None, shares: str | None = None) -> SavedValue:
     if info is None:
-        return SavedValue(name, None, op, shape, dtype, owner, nbytes)
-    return SavedValue(name, value_module(info), value_op(info), info.shape, info.dtype, owner, nbytes)
+        return SavedValue(name, None, op, shape, dtype, owner, nbytes, shares)
+    return SavedValue(name, value_module(info), value_op(info), info.shape, info.dtype, owner, nbytes, shares)
 
 
 def side_of(letter: str, label: str, graph: JointGraph, p: Partition) -> Side:
@@ -82,21 +83,23 @@ def side_of(letter: str, label: str, graph: JointGraph, p: Partition) -> Side:
                             "diff against a strategy that partitions this graph (Trace.memory_table lists them)")
     values: list[SavedValue] = []
     if p.measurement is not None:  # eager: the tensors autograd saved, each tied to a node where possible
-        seen: set[int] = set()
+        first: dict[int, str | None] = {}
         for st in p.measurement.saved:
-            nbytes = 0 if st.storage in seen else st.storage_bytes
-            seen.add(st.storage)
+            shared = st.storage in first
+            nbytes = 0 if shared else st.storage_bytes
+            first.setdefault(st.storage, st.joint)
             info = graph.info.get(st.joint) if st.joint else None
-            values.append(_value(info, st.joint, st.op, st.owner, nbytes, st.shape, st.dtype))
+            values.append(_value(info, st.joint, st.op, st.owner, nbytes, st.shape, st.dtype,
+                                 first[st.storage] if shared else None))
         return Side(letter, label, graph, p, values)
-    counted: dict[str, tuple[str, int]] = {}
+    counted: dict[str, tuple[str, int, str | None]] = {}
     for use in saved_memory(p, graph).storages:
         for i, name in enumerate(use.names):
-            counted.setdefault(name, (use.owner, use.nbytes if i == 0 else 0))
+            counted.setdefault(name, (use.owner, use.nbytes, None) if i == 0 else (use.owner, 0, use.names[0]))
     for name in dict.fromkeys(p.saved):
         if name in counted:  # a SymInt has no storage and no row
-            owner, nbytes = counted[name]
-            values.append(_value(graph.info.get(name), name, "?", owner, nbytes))
+            owner, nbytes, shares = counted[name]
+            values.append(_value(graph.info.get(name), name, "?", owner, nbytes, shares=shares))
     return Side(letter, label, graph, p, values)
 
 
@@ -124,14 +127,18 @@ def _missing_op(value: SavedValue, mine: Side, other: Side) -> str:
     return f"{other.letter}'s graph has no matching {value.op} {where}"
 
 
-def why(value: SavedValue, counterpart: str | None, mine: Side, other: Side, covered: set[str]) -> str:
+def why(value: SavedValue, counterpart: str | None, mine: Side, other: Side, covered: set[str],
+        covered_mine: set[str]) -> str:
     """In words, why ``other`` does not save ``value`` (``counterpart``: its node there, if any;
-    ``covered``: the other side's nodes whose twins ``mine`` saves too, so no explanation)."""
+    ``covered``: the other side's nodes whose twins ``mine`` saves too, so no explanation;
+    ``covered_mine``: ``mine``'s saved nodes whose twins ``other`` saves)."""
     x = other.letter
     if value.name is None:
         return f"eager saved a {value.op} tensor that no graph node produces here"
     if counterpart is None:
         return _missing_op(value, mine, other)
+    if value.shares is not None and value.shares in covered_mine:
+        return f"a view of {value.shares}'s storage, which {x} keeps too: no extra bytes"
     info = other.graph.info.get(counterpart)
     policy = info.checkpoint_policy if info is not None else None
     p = other.partition
@@ -173,6 +180,8 @@ def diff_table(a: Side, b: Side, matching: Matching | None = None) -> pd.DataFra
     used: set[int] = set()
     covered_b = {m.a_to_b[n] for n in a.saved_names if n in m.a_to_b}
     covered_a = {to_a[n] for n in b.saved_names if n in to_a}
+    covered_a_in_a = {n for n in a.saved_names if m.a_to_b.get(n) in b.saved_names}
+    covered_b_in_b = {n for n in b.saved_names if to_a.get(n) in a.saved_names}
     rows = []
     for v in a.values:
         twin_name = m.a_to_b.get(v.name) if v.name is not None else None
@@ -182,13 +191,13 @@ def diff_table(a: Side, b: Side, matching: Matching | None = None) -> pd.DataFra
             used.add(id(twin))
             rows.append(_row("both", v, twin, rule, ""))
         else:
-            rows.append(_row("only A", v, None, rule, why(v, twin_name, a, b, covered_b)))
+            rows.append(_row("only A", v, None, rule, why(v, twin_name, a, b, covered_b, covered_a_in_a)))
     for v in b.values:
         if id(v) in used:
             continue
         back = to_a.get(v.name) if v.name is not None else None
         rule = m.rule.get(back, "unmatched") if back is not None else "unmatched"
-        rows.append(_row("only B", None, v, rule, why(v, back, b, a, covered_a)))
+        rows.append(_row("only B", None, v, rule, why(v, back, b, a, covered_a, covered_b_in_b)))
     df = pd.DataFrame(rows, columns=DIFF_COLUMNS)
     for c in ("bytes_a", "bytes_b"):
         df[c] = df[c].astype("int64")
