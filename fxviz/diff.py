@@ -114,6 +114,16 @@ class Diff:
 
         return diff_table_text(self._table, width)
 
+    def draw(self) -> Drawing:
+        """The values one side saves and the other does not, in both graphs side by side (A and B
+        clusters, the differences drawing's marks and faded neighbors; dashed lines join matched
+        values).  A ``Drawing``: shows itself in Jupyter, ``.save('diff.svg' | '.png' | '.dot')``."""
+        from .render.diff_view import draw_diff
+
+        if self._drawing is None:
+            self._drawing = draw_diff(self.a, self.b, self._table, self.matching)
+        return self._drawing
+
     def __repr__(self) -> str:
         return "<fxviz.Diff\n" + self.summary() + ">"
 

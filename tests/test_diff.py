@@ -300,3 +300,19 @@ def test_cli_errors_are_one_line(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err and "(hint: " in err
+
+
+def test_draw_both_sides(plain_and_checkpointed):
+    a, b = plain_and_checkpointed
+    d = fxviz.diff(a, b)
+    source = d.draw().source
+    t = d.table
+    for name in t.loc[t["status"] == "only A", "name_a"]:
+        assert f'"A/{name}"' in source
+    for name in t.loc[t["status"] == "only B", "name_b"]:
+        assert f'"B/{name}"' in source
+    # where B keeps none of A's values, B's graph shows them recomputed; matched pairs joined
+    assert source.count("B recomputes") == int((t["why"].str.startswith("B recomputes")).sum())
+    assert "fx-match" in source and "cluster_A" in source and "cluster_B" in source
+    same = fxviz.diff(a, a, "default", "eager")  # eager saves what default saves on this model
+    assert (same.table["status"] == "both").all() and "nothing to draw" in same.draw().caption

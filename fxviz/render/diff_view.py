@@ -7,10 +7,13 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis.diff import Side
-from ..analysis.match import RULES
+from ..analysis.match import RULES, Matching
 from ..units import format_bytes
+from . import dot
+from .drawing import DEFAULT_TIMEOUT, Drawing
+from .scene import Item, Scene
 
-__all__ = ["WIDTH", "diff_summary", "diff_table_text"]
+__all__ = ["WIDTH", "diff_summary", "diff_table_text", "diff_scene", "draw_diff"]
 
 WIDTH = 100
 _TOP = 10  # differences listed in the summary
@@ -99,3 +102,76 @@ def diff_table_text(table: pd.DataFrame, width: int = WIDTH) -> str:
             lines.append(_cut(f"{'':<7}why: {r['why']}", width))
     lines.append(_LEGEND)
     return "\n".join(lines)
+
+
+# --- the drawing ---------------------------------------------------------------------------------
+_SIDE_COLORS = {"A": "#F1F6FC", "B": "#FDF3EE"}
+
+
+def _side_items(side: Side, only: set[str], twins: set[str]) -> tuple[dict[str, Item], list[tuple[str, str]]]:
+    """One side's drawn values: what it alone saves (marked), where the other side's own saved
+    values sit in this graph (marked with what this side does to them), and their direct producers
+    and users as faded context.  Ids are ``"A/name"``: the two graphs share node names."""
+    s, p, graph = side.letter, side.partition, side.graph
+    mark = "A-only" if s == "A" else "B-only"
+    nodes = {n.name: n for n in graph.gm.graph.nodes if n.op != "output"}
+    core = [n for n in nodes if n in only or n in twins]
+    near = {x.name for n in core for x in nodes[n].all_input_nodes}
+    near |= {u.name for n in core for u in nodes[n].users if u.op != "output"}
+    shown = [n for n in nodes if n in set(core) | near]
+    items: dict[str, Item] = {}
+    for name in shown:
+        info = graph.info.get(name)
+        if info is None:
+            continue
+        it = Item(id=f"{s}/{name}", joint=name, info=info, side=s, context=name not in core)
+        if name in only:
+            it.cmp_saved = mark
+        if name in p.recomputed:
+            it.cmp_recomputed = mark
+        items[it.id] = it
+    edges = [(f"{s}/{x.name}", f"{s}/{n}") for n in shown for x in nodes[n].all_input_nodes
+             if f"{s}/{x.name}" in items and f"{s}/{n}" in items]
+    return items, edges
+
+
+def diff_scene(a: Side, b: Side, table: pd.DataFrame, matching: Matching) -> Scene:
+    """The values saved by one side only, in both graphs side by side (cluster A, cluster B), in the
+    differences drawing's style; matched values are joined by dashed lines (``diff_links``)."""
+    only_a = set(table.loc[table["status"] == "only A", "name_a"].dropna())
+    only_b = set(table.loc[table["status"] == "only B", "name_b"].dropna())
+    to_b, to_a = matching.a_to_b, matching.b_to_a
+    items_a, edges_a = _side_items(a, only_a, {to_a[n] for n in only_b if n in to_a})
+    items_b, edges_b = _side_items(b, only_b, {to_b[n] for n in only_a if n in to_b})
+    scene = Scene(items={**items_a, **items_b}, edges=edges_a + edges_b, view="diff", title="",
+                  two_sides=True, compare_names=("A", "B"), compact=True,
+                  side_styles={"A": (f"A: {a.label}", _SIDE_COLORS["A"]), "B": (f"B: {b.label}", _SIDE_COLORS["B"])})
+    ta, tb = a.activation_bytes, b.activation_bytes
+    scene.caption.append(f"saved activations: A {format_bytes(ta)}, B {format_bytes(tb)}, change {_change(ta, tb)}")
+    scene.caption.append(f"saved by A only: {len(only_a)}, by B only: {len(only_b)}; dashed lines join matched values")
+    return scene
+
+
+def diff_links(scene: Scene, matching: Matching) -> list[tuple[str, str, str]]:
+    """(A id, B id, rule) for each matched pair drawn on both sides."""
+    out = []
+    for a_name, b_name in matching.a_to_b.items():
+        ia, ib = f"A/{a_name}", f"B/{b_name}"
+        if ia in scene.items and ib in scene.items and not (scene.items[ia].context and scene.items[ib].context):
+            out.append((ia, ib, matching.rule[a_name]))
+    return out
+
+
+def draw_diff(a: Side, b: Side, table: pd.DataFrame, matching: Matching, timeout: float = DEFAULT_TIMEOUT) -> Drawing:
+    """The differing saved values of A and B, each in its own graph, as a ``Drawing``."""
+    scene = diff_scene(a, b, table, matching)
+    n_diff = sum(1 for it in scene.items.values() if not it.context)
+    n_only = sum(1 for it in scene.items.values() if it.cmp_saved)
+    scene.title = (f"diff: {n_only} values saved by one side only ({n_diff} nodes marked on both sides, "
+                   f"+{len(scene.items) - n_diff} neighbors)" if n_diff else
+                   "diff: A and B save the same values: nothing to draw")
+    g = dot.to_digraph(scene)
+    for ia, ib, rule in diff_links(scene, matching):
+        g.edge(ia, ib, style="dashed", constraint="false", dir="none", color="#9A9A9A", penwidth="1",
+               tooltip=f"{ia} is {ib} (matched by {rule})", **{"class": "fx-match"})
+    return Drawing(g, nodes=len(scene.items), timeout=timeout, caption=scene.title)
