@@ -316,3 +316,18 @@ def test_draw_both_sides(plain_and_checkpointed):
     assert "fx-match" in source and "cluster_A" in source and "cluster_B" in source
     same = fxviz.diff(a, a, "default", "eager")  # eager saves what default saves on this model
     assert (same.table["status"] == "both").all() and "nothing to draw" in same.draw().caption
+
+
+def test_report_page(plain_and_checkpointed, tmp_path):
+    import html as html_lib
+
+    a, b = plain_and_checkpointed
+    d = fxviz.diff(a, b)
+    path = fxviz.report(d, tmp_path / "diff.html", title="plain <vs> checkpointed")
+    page = path.read_text()
+    assert "<script" not in page.lower() and "default-src 'none'" in page
+    assert "plain &lt;vs&gt; checkpointed" in page and "<svg" in page
+    assert html_lib.escape(d.summary().splitlines()[2]) in page
+    for name in d.table["name_a"].dropna():
+        assert f"<td>{name}</td>" in page
+    assert page.count('class="only-a"') == int((d.table["status"] == "only A").sum())
