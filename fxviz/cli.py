@@ -391,10 +391,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from .diff import diff
 
     model_a, model_b = _diff_models(args)
-    if not (args.logs or args.logs_a) and (args.rank_a or args.graph_a) or \
-            not (args.logs or args.logs_b) and (args.rank_b or args.graph_b):
-        raise FxvizError("--rank-X/--graph-X choose a graph of a log, and that side has no log",
-                         "add --logs-a/--logs-b DIR (or --logs DIR for both sides)")
+    stray = [s for s in ("a", "b") if not (args.logs or getattr(args, f"logs_{s}"))
+             and (getattr(args, f"rank_{s}") or getattr(args, f"graph_{s}"))]
+    if stray:
+        raise FxvizError(f"--rank-{stray[0]}/--graph-{stray[0]} choose a graph of a log, and that side has no log",
+                         f"add --logs-{stray[0]} DIR (or --logs DIR for both sides)")
     cache: dict[Any, Any] = {}
     a = _diff_side(args, "a", model_a, cache)
     b = _diff_side(args, "b", model_b, cache)

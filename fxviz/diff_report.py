@@ -38,7 +38,8 @@ td.num{text-align:right} tr.only-a{background:#fbeef0} tr.only-b{background:#eaf
 def _cell(column: str, value: Any) -> str:
     if column in ("bytes_a", "bytes_b", "change"):
         return f'<td class="num" title="{int(value)} bytes">{html.escape(format_bytes(int(value)))}</td>'
-    return f"<td>{html.escape('' if value is None or (isinstance(value, float) and pd.isna(value)) else str(value))}</td>"
+    missing = value is None or (isinstance(value, float) and pd.isna(value))
+    return f"<td>{html.escape('' if missing else str(value))}</td>"
 
 
 def _table(df: pd.DataFrame) -> str:
