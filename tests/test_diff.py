@@ -331,3 +331,22 @@ def test_report_page(plain_and_checkpointed, tmp_path):
     for name in d.table["name_a"].dropna():
         assert f"<td>{name}</td>" in page
     assert page.count('class="only-a"') == int((d.table["status"] == "only A").sum())
+
+
+def test_explorer_compares_with_another_trace(plain_and_checkpointed, ddp_log):
+    a, b = plain_and_checkpointed
+    ex = fxviz.explore(a)
+    d = ex.compare_with(b)
+    assert ex.diff_panel in ex.children and d.summary().splitlines()[2] in ex.diff_panel.body.value
+    assert "<svg" in ex.diff_panel.body.value and "<script" not in ex.diff_panel.body.value.lower()
+    ex.compare_with(None)
+    assert ex.diff_panel.body.value == ""
+    # a logged run: "compare with" any other graph of the run
+    run = fxviz.load_logs(ddp_log)
+    rex = fxviz.explore(run, rank=0)
+    rex.diff_control.value = (1, "0/0", 0)
+    panel = rex.explorer.diff_panel
+    assert panel.diff is not None and panel.diff.trace_b is run.trace(rank=1)
+    assert "(rank 1, compile 0/0)" in panel.body.value
+    rex.rank_control.value = 1  # the graph compared with itself: no diff
+    assert rex.explorer.trace is run.trace(rank=1) and getattr(rex.explorer, "diff_panel", None) is None
