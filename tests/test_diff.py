@@ -350,3 +350,29 @@ def test_explorer_compares_with_another_trace(plain_and_checkpointed, ddp_log):
     assert "(rank 1, compile 0/0)" in panel.body.value
     rex.rank_control.value = 1  # the graph compared with itself: no diff
     assert rex.explorer.trace is run.trace(rank=1) and getattr(rex.explorer, "diff_panel", None) is None
+
+
+def test_renamed_modules_match_by_op_and_shape(plain_and_checkpointed):
+    """The same blocks under other module names (a Sequential: ``0``, ``1`` for ``b0``, ``b1``):
+    no module to align on, so values pair by op, shape and dtype in graph order."""
+    from .diff_models import Block
+
+    class Seq(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.Sequential(Block(), Block())
+
+        def forward(self, x):
+            return self.layers(x).sum()
+
+    a, _ = plain_and_checkpointed
+    torch.manual_seed(0)
+    model = Seq()
+    b = fxviz.trace(model, torch.randn(8, 16))
+    d = fxviz.diff(a, b)
+    check_sides(d, torch_saved(a, "default"), torch_saved(b, "default"))
+    act = d.table[d.table["owner"] == "activation"]
+    ops = act[act["op"] != "primal"]
+    assert len(ops) and (ops["status"] == "both").all() and set(ops["match"]) == {"op+shape"}
+    for _, r in ops.iterrows():  # graph order: b0's values pair with layers.0's
+        assert a.graph.info[r["name_a"]].module.replace("b", "layers.", 1) == b.graph.info[r["name_b"]].module
