@@ -36,7 +36,8 @@ def diff(a: Trace, b: Trace, strategy: Any = None, strategy_b: Any = None, *,
 
     Args:
         a, b: Traces (``fxviz.trace(...)``, ``backend="inductor"`` captures, ``Run.trace(...)`` of
-            a log: two log directories, two compiles or two ranks), or one Trace twice.
+            a log: two log directories, two compiles or two ranks), or one Trace twice.  One graph
+            each: after graph breaks, pass the pieces to compare (``tr.piece(i)``).
         strategy: A's strategy; default: A's first offered strategy (``logged`` for a log, else
             ``default``).
         strategy_b: B's strategy; default: ``strategy`` when given and B is another trace, else
