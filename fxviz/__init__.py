@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import examples
 from .analysis.partition import partitioner
+from .diff import Diff, diff
 from .errors import FxvizError, InputError, LogError, NoFloatingOutputError, RenderError, StrategyError, TraceError
 from .html_report import report
 from .logs import Run, load_logs
@@ -17,6 +18,8 @@ from .widgets import explore
 __all__ = [
     "trace",
     "Trace",
+    "diff",
+    "Diff",
     "load_logs",
     "Run",
     "explore",

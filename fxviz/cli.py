@@ -325,6 +325,112 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
 }
 
 
+DIFF_HELP = "what one run or model saves for the backward that another does not, value by value, and why"
+DIFF_EXAMPLES = """\
+each side (A, then B) is a model (an example name, package.module:factory or file.py:factory) or a
+TORCH_TRACE log directory (--logs-a/--logs-b DIR, or --logs DIR for both sides of one log); a side
+with no model and no log of its own is A again (one model under two strategies or backends).
+
+examples:
+  fxviz diff --logs-a plain_trace/ --logs-b checkpointed_trace/   two runs' logs
+  fxviz diff --logs trace/ --rank-a 0 --rank-b 1                   two ranks of one run
+  fxviz diff --logs trace/ --graph-a 0/0 --graph-b 1/0             two compiles of one log
+  fxviz diff mlp --strategy-a eager --strategy-b default            eager vs a partition
+  fxviz diff mlp --backend-b inductor --strategy-a min_cut          aot_eager vs inductor
+  fxviz diff mymodels.py:plain mymodels.py:checkpointed             two models
+strategies default to each side's own default: logged for a log, default for a model."""
+
+
+def _diff_side(args: argparse.Namespace, side: str, model: str | None, cache: dict[Any, Any]) -> Any:
+    """One side's Trace: its log (``--logs-X`` or ``--logs``) or its model; traced once per key."""
+    from .logs import load_logs
+    from .trace import trace
+
+    log = getattr(args, f"logs_{side}") or args.logs
+    if log is not None:
+        key: tuple[Any, ...] = ("log", log, getattr(args, f"rank_{side}"), getattr(args, f"graph_{side}"))
+        if ("run", log) not in cache:
+            cache["run", log] = load_logs(log)
+        if key not in cache:
+            cache[key] = cache["run", log].trace(rank=key[2], compile_id=key[3])
+        return cache[key]
+    assert model is not None
+    backend = getattr(args, f"backend_{side}") or args.backend
+    key = ("model", model, backend)
+    if key not in cache:
+        m, inputs = load_model_spec(model)
+        cache[key] = trace(m, *inputs, params=args.params, backend=backend, dynamic=args.dynamic)
+    return cache[key]
+
+
+def _diff_models(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """Which model each side traces: positional models fill the sides without a log, in order."""
+    models = list(args.models)
+    logged = {s: bool(getattr(args, f"logs_{s}") or args.logs) for s in ("a", "b")}
+    chosen: dict[str, str | None] = {}
+    for s in ("a", "b"):
+        chosen[s] = None if logged[s] else (models.pop(0) if models else None)
+    if models:
+        raise FxvizError(f"fxviz diff got more models than sides without a log: {' '.join(models)}",
+                         "give two models, or one model and one --logs-a/--logs-b, or --logs DIR alone")
+    if chosen["a"] is None and not logged["a"]:
+        raise ModelSpecError("fxviz diff has nothing to compare: no model and no --logs",
+                             "e.g. fxviz diff --logs-a DIR1 --logs-b DIR2, or fxviz diff MODEL_A MODEL_B")
+    if chosen["b"] is None and not logged["b"]:
+        chosen["b"] = chosen["a"]  # B is A again: the same model under another strategy or backend
+    return chosen["a"], chosen["b"]
+
+
+def _diff_label(args: argparse.Namespace, side: str, model: str | None) -> str:
+    log = getattr(args, f"logs_{side}") or args.logs
+    return f"log {log}" if log is not None else f"model {model}"
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Compare two sides: the summary (totals, the change, the top differences), then the table."""
+    from .diff import diff
+
+    model_a, model_b = _diff_models(args)
+    stray = [s for s in ("a", "b") if not (args.logs or getattr(args, f"logs_{s}"))
+             and (getattr(args, f"rank_{s}") or getattr(args, f"graph_{s}"))]
+    if stray:
+        raise FxvizError(f"--rank-{stray[0]}/--graph-{stray[0]} choose a graph of a log, and that side has no log",
+                         f"add --logs-{stray[0]} DIR (or --logs DIR for both sides)")
+    cache: dict[Any, Any] = {}
+    a = _diff_side(args, "a", model_a, cache)
+    b = _diff_side(args, "b", model_b, cache)
+    labels = (_diff_label(args, "a", model_a), _diff_label(args, "b", model_b))
+    d = diff(a, b, args.strategy_a, args.strategy_b, labels=labels)
+    print(d.summary())
+    print()
+    print(d.table_text())
+    return 0
+
+
+def _add_diff(sub: Any) -> None:
+    p = sub.add_parser("diff", help=DIFF_HELP, description=DIFF_HELP + ".", epilog=DIFF_EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("models", nargs="*", metavar="MODEL", help="a model per side without a log (A first)")
+    p.add_argument("--logs", metavar="DIR", help="one TORCH_TRACE log for both sides (pick graphs with "
+                                                 "--rank-a/-b, --graph-a/-b)")
+    for s in ("a", "b"):
+        S = s.upper()
+        p.add_argument(f"--logs-{s}", metavar="DIR", help=f"side {S} from this TORCH_TRACE log")
+        p.add_argument(f"--rank-{s}", type=int, default=0, metavar="N", help=f"with a log: side {S}'s rank (default 0)")
+        p.add_argument(f"--graph-{s}", metavar="ID", help=f"with a log: side {S}'s compile id, e.g. 0/0 "
+                                                           "(default: the first with a backward)")
+        p.add_argument(f"--strategy-{s}", metavar="S", help=f"side {S}'s strategy (default: "
+                       + ("A's when B is another trace, else " if s == "b" else "")
+                       + "logged for a log, default for a model)")
+        p.add_argument(f"--backend-{s}", choices=["aot_eager", "inductor"], help=f"side {S}'s capture backend")
+    p.add_argument("--backend", choices=["aot_eager", "inductor"], default="aot_eager",
+                   help="both sides' capture backend (default aot_eager)")
+    p.add_argument("--params", choices=["lifted", "closure"], default="lifted", help="as for the other commands")
+    p.add_argument("--dynamic", action="store_true", help="trace models with symbolic sizes")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
+    p.set_defaults(func=cmd_diff)
+
+
 class _OneLineParser(argparse.ArgumentParser):
     """argparse prints usage plus the error; fxviz's promise is one line on stderr."""
 
@@ -344,6 +450,7 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("dir", help="the directory TORCH_TRACE=dir wrote (one file per rank), or one file")
     logs.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
     logs.set_defaults(func=cmd_logs)
+    _add_diff(sub)
     for name, (func, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("model", nargs="?", help="built-in example (alexnet, mlp, resnet_block, mini_gpt, "

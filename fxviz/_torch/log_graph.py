@@ -12,7 +12,7 @@ from torch._functorch._aot_autograd import descriptors as _desc
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._dtype_abbrs import dtype_abbrs as _dtype_abbrs
 
-from .meta import DESC_KEY, FWD_STACK_KEY, STACK_KEY, TAG_KEY, TRACE_KEY, VAL_KEY
+from .meta import AC_GRAPH_ID_KEY, DESC_KEY, FWD_STACK_KEY, RECOMPUTE_KEY, STACK_KEY, TAG_KEY, TRACE_KEY, VAL_KEY
 
 DESCRIPTOR_CLASSES: dict[str, type] = {
     name: obj for name, obj in vars(_desc).items()
@@ -103,6 +103,15 @@ class LogGraphBuilder:
     @staticmethod
     def set_tag(node: fx.Node, tag: str) -> None:
         node.meta[TAG_KEY] = tag
+
+    @staticmethod
+    def set_checkpoint(node: fx.Node, region: int, policy: str) -> None:
+        """Tag a logged op as torch tagged it inside a ``torch.utils.checkpoint`` region (the log's
+        ``# ac_graph_id: N - POLICY`` comment), so partitioners honour it as they did in the run."""
+        from torch.utils.checkpoint import CheckpointPolicy
+
+        node.meta[AC_GRAPH_ID_KEY] = region
+        node.meta[RECOMPUTE_KEY] = CheckpointPolicy[policy] if policy in CheckpointPolicy.__members__ else policy
 
     @staticmethod
     def set_module(node: fx.Node, path: str, forward: bool = True) -> None:

@@ -53,6 +53,7 @@ class SavedTensor:
     numel_bytes: int
     joint: str | None  # the joint-graph node it corresponds to, when matched
     held_by: str = "autograd"  # autograd (seen by saved_tensors_hooks) | checkpoint (its own cache / inputs)
+    storage: int = 0  # which storage it views (equal keys: one storage, its bytes counted once)
 
 
 @dataclass
@@ -322,7 +323,7 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
         if joint_name is None and owner != "activation":
             joint_name = rec.leaf_names.get(key)
         m.saved.append(SavedTensor(op=op, shape=tuple(t.shape), dtype=_dtype(t), owner=owner,
-                                   storage_bytes=nbytes, numel_bytes=numel_bytes, joint=joint_name))
+                                   storage_bytes=nbytes, numel_bytes=numel_bytes, joint=joint_name, storage=key))
         m.estimate_bytes += numel_bytes
         if key in seen_storage:
             continue
@@ -341,7 +342,8 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
         joint_name = mapping.get(event) if event < len(events) else None
         op = events[event][0] if event < len(events) else "?"
         m.saved.append(SavedTensor(op=op, shape=shape, dtype=dtype, owner="activation", storage_bytes=probe.nbytes,
-                                   numel_bytes=numel_bytes, joint=joint_name, held_by="checkpoint"))
+                                   numel_bytes=numel_bytes, joint=joint_name, held_by="checkpoint",
+                                   storage=key))
         m.estimate_bytes += numel_bytes
         if key in seen_storage:
             continue

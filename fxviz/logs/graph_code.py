@@ -34,6 +34,8 @@ __all__ = ["ParsedGraph", "parse_graph", "parse_annotation", "parse_def_names"]
 
 _ANNOT = re.compile(r"^([a-z0-9]+)\[(.*?)\]\[(.*?)\]([a-z]+(?::\d+)?)$")
 _FILE = re.compile(r"^#\s*File:\s*(.+?):(\d+) in (\S+), code: (.*)$")
+# torch.utils.checkpoint regions: ``# ac_graph_id: 2 - PREFER_RECOMPUTE File: ...`` before their ops
+_CHECKPOINT = re.compile(r"^#\s*ac_graph_id:\s*(\d+)\s*-\s*(\w+)\s+(File:.*)$")
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
            ast.Mod: operator.mod, ast.Div: operator.truediv, ast.Pow: operator.pow}
 _CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
@@ -154,12 +156,19 @@ class _Builder:
         self.attrs: dict[str, torch.Tensor] = {}
         self.parsed = ParsedGraph(gm=None)  # type: ignore[arg-type]
         self.trace: str | None = None
+        self.checkpoint: tuple[int, str] | None = None  # (region, policy) of the current block
         self.comment_upto = 0
 
     # comments between statements: track the current ``# File:`` block
     def advance(self, lineno: int) -> None:
         for i in range(self.comment_upto, min(lineno - 1, len(self.lines))):
             text = self.lines[i].strip()
+            region = _CHECKPOINT.match(text)
+            if region is not None:
+                self.checkpoint = (int(region.group(1)), region.group(2))
+                text = "# " + region.group(3)
+            elif text.startswith("# File:") or text.startswith("# No stacktrace"):
+                self.checkpoint = None
             if text.startswith("# File:"):
                 m = _FILE.match(text)
                 self.trace = _stack_trace(m) if m else None
@@ -247,6 +256,8 @@ class _Builder:
             self.env[name] = node
         if self.trace:
             _torch.LogGraphBuilder.set_stack_trace(node, self.trace)
+        if self.checkpoint is not None:
+            _torch.LogGraphBuilder.set_checkpoint(node, *self.checkpoint)
         self.parsed.ops += 1
         expected = parse_annotation(annotation, self.b) if annotation else None
         val = None

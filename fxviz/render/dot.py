@@ -361,11 +361,11 @@ def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
                 emit_tree(c, side, path)
 
     if scene.two_sides:
-        for side in ("forward", "backward"):
-            text, bg = _SIDE_STYLE[side]
+        for side, (text, bg) in (scene.side_styles or _SIDE_STYLE).items():
             with g.subgraph(name=f"cluster_{side}") as c:
-                c.attr(label=f"<<B>{text}</B>>", style="filled,rounded", fillcolor=bg, color="#BBBBBB",
-                       fontsize="14", labeljust="l", tooltip=_esc_string(f"the {side} pass"))
+                tip = f"the {side} pass" if scene.side_styles is None else text
+                c.attr(label=f"<<B>{_e(text)}</B>>", style="filled,rounded", fillcolor=bg, color="#BBBBBB",
+                       fontsize="14", labeljust="l", tooltip=_esc_string(tip))
                 emit_tree(c, side, ())
     else:
         emit_tree(g, "", ())

@@ -89,3 +89,6 @@ class Scene:
     place: dict[str, tuple[str, ...]] = field(default_factory=dict)  # item id -> module cluster path
     unframed: set[tuple[str, ...]] = field(default_factory=set)  # containers: no cluster frame of their own
     compact: bool = False  # two-line labels, tighter ranks: the differences-only drawing fits one screen
+    # the halves of a two-sided picture: side -> (label, background); default forward and backward
+    # (a diff of two graphs draws its sides "A" and "B")
+    side_styles: dict[str, tuple[str, str]] | None = None

@@ -186,6 +186,8 @@ class Explorer(widgets.VBox):
     notebook cell returned.
     """
 
+    diff_panel: Any = None  # the "compare with another trace" panel, made by compare_with
+
     def __init__(self, tr: Trace | None = None, *, model: Any = None, inputs: Sequence[Any] = (),
                  params: str = "lifted", trace_kwargs: dict[str, Any] | None = None, view: str = "joint",
                  strategy: str = "default", compare: str = "min_cut", budget: float = 0.5, solver: str = "dp",
@@ -285,6 +287,23 @@ class Explorer(widgets.VBox):
             c.observe(self._on_control, "value")
         self.params_control.observe(self._on_params, "value")
         self.pane.on_msg(self._on_pane_msg)
+
+    # --- compare with another trace ---------------------------------------------------------------
+    def compare_with(self, other: Trace | None, strategy: StrategyLike | None = None,
+                     strategy_b: StrategyLike | None = None) -> Any:
+        """Compare the trace shown (A) with ``other`` (B): ``fxviz.diff(self.trace, other, ...)`` in a
+        panel below the graph (summary, both sides drawn, bytes per module, every saved value).
+        ``None`` closes the panel.  Returns the ``Diff`` (or None)."""
+        from ..diff import diff
+        from .diff_panel import DiffPanel
+
+        panel = self.diff_panel
+        if panel is None:
+            panel = self.diff_panel = DiffPanel()
+            self.children = (*self.children, panel)  # type: ignore[has-type]  # ipywidgets is untyped
+        d = None if other is None else diff(self.trace, other, strategy, strategy_b)
+        panel.show(d)
+        return d
 
     # --- what is shown ---------------------------------------------------------------------------
     @property
@@ -667,9 +686,15 @@ class RunExplorer(widgets.VBox):
                                              description="rank", style=style)
         self.graph_control = widgets.Dropdown(options=self._graph_options(first[0]), value=first,
                                               description="graph", style=style)
+        # "compare with another trace": any other graph of the run, diffed against the one shown
+        self.diff_control = widgets.Dropdown(
+            options=[("(none)", None)] + [(f"rank {g[0]}, {g[1]}" + (f" piece {g[2]}" if g[2] else ""), g)
+                                          for g in self._graphs],
+            value=None, description="compare with", style=style)
         self.rank_control.observe(self._on_rank, names="value")
         self.graph_control.observe(self._on_graph, names="value")
-        self.selectors = widgets.HBox([self.rank_control, self.graph_control])
+        self.diff_control.observe(self._on_diff, names="value")
+        self.selectors = widgets.HBox([self.rank_control, self.graph_control, self.diff_control])
         super().__init__([self.selectors, self._explorer(first)])
 
     def _graph_options(self, rank: int) -> list[tuple[str, tuple[int, str, int]]]:
@@ -695,6 +720,16 @@ class RunExplorer(widgets.VBox):
 
     def _on_graph(self, change: dict[str, Any]) -> None:
         self.children = (self.selectors, self._explorer(change["new"]))
+        self._on_diff({"new": self.diff_control.value})
+
+    def _on_diff(self, change: dict[str, Any]) -> None:
+        key = change["new"]
+        shown = self.explorer
+        if key is None or key == self.graph_control.value:  # nothing, or the graph itself: no panel
+            if shown.diff_panel is not None:
+                shown.compare_with(None)
+            return
+        shown.compare_with(self.run.trace(*key))
 
 
 def _names(vk: ViewKey) -> str:

@@ -1,0 +1,216 @@
+"""What one partition saves that another does not, value by value, and why: ``fxviz.diff``'s facts.
+
+Each side is a joint graph and a partition of it (any strategy: a torch partitioner, the run's own
+``logged`` partition, or the ``eager`` measurement).  Its saved values carry storage-aware bytes
+(``memory.saved_memory``: a storage several saved values view is counted once, at the first of
+them), so each side's activation total is exactly its memory table's ``saved_activation_bytes``.
+Values are paired across the two graphs by ``match.match_graphs``; a value only one side saves
+gets a reason where fxviz can tell one from the other side's graph and partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..capture import JointGraph
+from ..roles import NodeInfo
+from .match import Matching, match_graphs, value_module, value_op
+from .memory import saved_memory
+from .partition import Partition
+
+__all__ = ["SavedValue", "Side", "DIFF_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE", "side_of", "diff_table",
+           "module_bytes"]
+
+DIFF_COLUMNS = ["status", "module", "op", "shape", "dtype", "owner", "bytes_a", "bytes_b", "name_a", "name_b",
+                "match", "why"]
+BY_MODULE_COLUMNS = ["module", "bytes_a", "bytes_b", "change"]
+NO_MODULE = "(no module)"
+"""What ``module`` says for a value no module made (a user input; most ops of a log, which records a
+module only for ops that read a parameter)."""
+
+
+@dataclass(frozen=True)
+class SavedValue:
+    """One value a partition saves for the backward."""
+
+    name: str | None  # the joint-graph node (None: an eager tensor fxviz could not tie to one)
+    module: str | None
+    op: str
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    owner: str  # activation | parameter | input
+    bytes: int  # its storage's bytes, counted at the first saved value that views it (0 for the rest)
+    shares: str | None = None  # that first saved value, when this one views its storage too
+
+
+@dataclass
+class Side:
+    """One side of a diff: a graph, a partition of it, and what the partition saves."""
+
+    letter: str  # "A" or "B"
+    label: str  # what the side is, in words ("Net, default, backend aot_eager")
+    graph: JointGraph
+    partition: Partition
+    values: list[SavedValue]
+
+    @property
+    def activation_bytes(self) -> int:
+        return sum(v.bytes for v in self.values if v.owner == "activation")
+
+    def bytes_of(self, owner: str) -> int:
+        return sum(v.bytes for v in self.values if v.owner == owner)
+
+    @property
+    def saved_names(self) -> set[str]:
+        return {v.name for v in self.values if v.name is not None}
+
+
+def _value(info: NodeInfo | None, name: str | None, op: str, owner: str, nbytes: int,
+           shape: tuple[int, ...] | None = None, dtype: str | None = None, shares: str | None = None) -> SavedValue:
+    if info is None:
+        return SavedValue(name, None, op, shape, dtype, owner, nbytes, shares)
+    return SavedValue(name, value_module(info), value_op(info), info.shape, info.dtype, owner, nbytes, shares)
+
+
+def side_of(letter: str, label: str, graph: JointGraph, p: Partition) -> Side:
+    """The saved values of ``p`` (tensors; SymInts hold no storage), in the partition's order."""
+    if p.error is not None:
+        from ..errors import StrategyError
+
+        raise StrategyError(f"strategy {p.name!r} failed on {label}: {p.error}",
+                            "diff against a strategy that partitions this graph (Trace.memory_table lists them)")
+    values: list[SavedValue] = []
+    if p.measurement is not None:  # eager: the tensors autograd saved, each tied to a node where possible
+        first: dict[int, str | None] = {}
+        for st in p.measurement.saved:
+            shared = st.storage in first
+            nbytes = 0 if shared else st.storage_bytes
+            first.setdefault(st.storage, st.joint)
+            info = graph.info.get(st.joint) if st.joint else None
+            values.append(_value(info, st.joint, st.op, st.owner, nbytes, st.shape, st.dtype,
+                                 first[st.storage] if shared else None))
+        return Side(letter, label, graph, p, values)
+    counted: dict[str, tuple[str, int, str | None]] = {}
+    for use in saved_memory(p, graph).storages:
+        for i, name in enumerate(use.names):
+            counted.setdefault(name, (use.owner, use.nbytes, None) if i == 0 else (use.owner, 0, use.names[0]))
+    for name in dict.fromkeys(p.saved):
+        if name in counted:  # a SymInt has no storage and no row
+            owner, nbytes, shares = counted[name]
+            values.append(_value(graph.info.get(name), name, "?", owner, nbytes, shares=shares))
+    return Side(letter, label, graph, p, values)
+
+
+def _shape_text(a: SavedValue | None, b: SavedValue | None) -> str:
+    shapes = [list(v.shape) for v in (a, b) if v is not None and v.shape is not None]
+    if not shapes:
+        return ""
+    if len(shapes) == 2 and shapes[0] != shapes[1]:
+        return f"{shapes[0]} -> {shapes[1]}"
+    return str(shapes[0])
+
+
+def _missing_op(value: SavedValue, mine: Side, other: Side) -> str:
+    """Why a value has no counterpart at all in the other graph."""
+    ops = {value_op(i) for i in other.graph.info.values()}
+    if value.op not in ops:
+        backends = {mine.graph.backend, other.graph.backend}
+        if "inductor" in backends and len(backends) == 2:
+            there = list(dict.fromkeys(value_op(i) for i in other.graph.info.values() if i.phase == "forward"
+                                       and i.op == "call_function" and value_module(i) == value.module))
+            instead = f"; its {value.module} runs {', '.join(there[:4])}" if there and value.module else ""
+            return f"a decomposition: {other.letter} ({other.graph.backend}) has no {value.op} op{instead}"
+        return f"{other.letter}'s graph has no {value.op} op"
+    where = f"in {value.module}" if value.module else "at this place"
+    return f"{other.letter}'s graph has no matching {value.op} {where}"
+
+
+def why(value: SavedValue, counterpart: str | None, mine: Side, other: Side, covered: set[str],
+        covered_mine: set[str]) -> str:
+    """In words, why ``other`` does not save ``value`` (``counterpart``: its node there, if any;
+    ``covered``: the other side's nodes whose twins ``mine`` saves too, so no explanation;
+    ``covered_mine``: ``mine``'s saved nodes whose twins ``other`` saves)."""
+    x = other.letter
+    if value.name is None:
+        return f"eager saved a {value.op} tensor that no graph node produces here"
+    if counterpart is None:
+        return _missing_op(value, mine, other)
+    if value.shares is not None and value.shares in covered_mine:
+        return f"a view of {value.shares}'s storage, which {x} keeps too: no extra bytes"
+    info = other.graph.info.get(counterpart)
+    policy = info.checkpoint_policy if info is not None else None
+    p = other.partition
+    if counterpart in p.recomputed:
+        return f"{x} recomputes it" + (f" (checkpoint policy {policy})" if policy else "")
+    node = next((n for n in other.graph.gm.graph.nodes if n.name == counterpart), None)
+    saved = other.saved_names - covered
+    if node is not None:
+        users = [u.name for u in node.users if u.name in saved]
+        if users:
+            return f"{x} saves {', '.join(users[:3])}, computed from it, instead"
+        inputs = [a.name for a in node.all_input_nodes if a.name in saved]
+        if inputs:
+            return f"{x} saves its input instead ({', '.join(inputs)})"
+    if counterpart in p.removed:
+        return f"{x}'s partition drops it (dead code)"
+    if policy:
+        return f"{x}'s backward does not read it (checkpoint policy {policy})"
+    if p.measurement is not None:
+        return f"{x} (eager autograd) does not keep it for the backward"
+    return f"{x}'s backward does not read it"
+
+
+def _row(status: str, a: SavedValue | None, b: SavedValue | None, rule: str, reason: str) -> dict[str, object]:
+    first = a if a is not None else b
+    assert first is not None
+    return {"status": status, "module": first.module or NO_MODULE, "op": first.op, "shape": _shape_text(a, b),
+            "dtype": first.dtype or "", "owner": first.owner, "bytes_a": a.bytes if a is not None else 0,
+            "bytes_b": b.bytes if b is not None else 0, "name_a": a.name if a is not None else None,
+            "name_b": b.name if b is not None else None, "match": rule, "why": reason}
+
+
+def diff_table(a: Side, b: Side, matching: Matching | None = None) -> pd.DataFrame:
+    """One row per saved value of either side (columns ``DIFF_COLUMNS``): A's values in A's order,
+    each with its B twin when B saves it, then the values only B saves."""
+    m = match_graphs(a.graph, b.graph) if matching is None else matching
+    to_a = m.b_to_a
+    b_by_name = {v.name: v for v in b.values if v.name is not None}
+    used: set[int] = set()
+    covered_b = {m.a_to_b[n] for n in a.saved_names if n in m.a_to_b}
+    covered_a = {to_a[n] for n in b.saved_names if n in to_a}
+    covered_a_in_a = {n for n in a.saved_names if m.a_to_b.get(n) in b.saved_names}
+    covered_b_in_b = {n for n in b.saved_names if to_a.get(n) in a.saved_names}
+    rows = []
+    for v in a.values:
+        twin_name = m.a_to_b.get(v.name) if v.name is not None else None
+        rule = m.rule.get(v.name, "unmatched") if v.name is not None else "unmatched"
+        twin = b_by_name.get(twin_name) if twin_name is not None else None
+        if twin is not None:
+            used.add(id(twin))
+            rows.append(_row("both", v, twin, rule, ""))
+        else:
+            rows.append(_row("only A", v, None, rule, why(v, twin_name, a, b, covered_b, covered_a_in_a)))
+    for v in b.values:
+        if id(v) in used:
+            continue
+        back = to_a.get(v.name) if v.name is not None else None
+        rule = m.rule.get(back, "unmatched") if back is not None else "unmatched"
+        rows.append(_row("only B", None, v, rule, why(v, back, b, a, covered_a, covered_b_in_b)))
+    df = pd.DataFrame(rows, columns=DIFF_COLUMNS)
+    for c in ("bytes_a", "bytes_b"):
+        df[c] = df[c].astype("int64")
+    for c in ("name_a", "name_b"):
+        df[c] = df[c].astype(object).where(df[c].notna(), None)
+    return df
+
+
+def module_bytes(table: pd.DataFrame) -> pd.DataFrame:
+    """Saved activation bytes per module for A and B and the change (B - A), biggest change first."""
+    act = table[table["owner"] == "activation"]
+    grouped = act.groupby("module", sort=False)[["bytes_a", "bytes_b"]].sum().reset_index()
+    grouped["change"] = grouped["bytes_b"] - grouped["bytes_a"]
+    order = grouped["change"].abs().sort_values(ascending=False, kind="stable").index
+    out = grouped.loc[order].reset_index(drop=True)
+    return out[BY_MODULE_COLUMNS].astype({"bytes_a": "int64", "bytes_b": "int64", "change": "int64"})

@@ -1,0 +1,177 @@
+"""A diff of two partitions as text for a terminal or a notebook: the summary (one screen, 100
+columns) and the table, each line cut to the width.  Reads ``analysis.diff``'s frames; derives
+nothing."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..analysis.diff import Side
+from ..analysis.match import RULES, Matching
+from ..units import format_bytes
+from . import dot
+from .drawing import DEFAULT_TIMEOUT, Drawing
+from .scene import Item, Scene
+
+__all__ = ["WIDTH", "diff_summary", "diff_table_text", "diff_scene", "draw_diff"]
+
+WIDTH = 100
+_TOP = 10  # differences listed in the summary
+_MODULES = 8  # modules listed in the summary
+_SHORT = {"name": "name", "module+op+position": "place", "op+shape": "op+shape", "unmatched": "none"}
+_LEGEND = "match: name = same name; place = module+op+position; op+shape; none = unmatched"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _change(a: int, b: int) -> str:
+    sign = "+" if b >= a else "-"
+    pct = f" ({(b - a) / a:+.0%})" if a else ""
+    return f"{sign}{format_bytes(abs(b - a))}{pct}"
+
+
+def _counts(table: pd.DataFrame) -> tuple[str, str]:
+    status = table["status"].value_counts()
+    values = ", ".join(f"{int(status.get(s, 0))} {s}" for s in ("both", "only A", "only B"))
+    rules = table["match"].value_counts()
+    matched = ", ".join(f"{r} {int(rules.get(r, 0))}" for r in RULES)
+    return values, matched
+
+
+def _difference_line(row: pd.Series, width: int) -> str:
+    nbytes = row["bytes_a"] if row["status"] == "only A" else row["bytes_b"]
+    name = row["name_a"] if row["status"] == "only A" else row["name_b"]
+    head = (f"  {row['status']:<6}  {_cut(str(row['module']), 16):<16} {_cut(str(row['op']), 12):<12} "
+            f"{_cut(str(row['shape']), 13):<13} {format_bytes(nbytes):>9}  {_cut(str(name), 10):<10} ")
+    if len(head + str(row["why"])) <= width:
+        return head + str(row["why"])
+    return head.rstrip() + "\n" + _cut(f"{'':<10}{row['why']}", width)
+
+
+def diff_summary(a: Side, b: Side, table: pd.DataFrame, by_module: pd.DataFrame, width: int = WIDTH) -> str:
+    """Totals for A and B (each equal to its memory table's ``saved_activation_bytes``), the change,
+    the modules that changed most and the biggest differences, in at most ``width`` columns."""
+    ta, tb = a.activation_bytes, b.activation_bytes
+    values, matched = _counts(table)
+    lines = [
+        _cut(f"A: {a.label}", width),
+        _cut(f"B: {b.label}", width),
+        f"saved activations: A {format_bytes(ta)}, B {format_bytes(tb)}, change {_change(ta, tb)}",
+    ]
+    others = [f"{o}s A {format_bytes(a.bytes_of(o))}, B {format_bytes(b.bytes_of(o))}" for o in ("parameter", "input")
+              if a.bytes_of(o) or b.bytes_of(o)]
+    if others:
+        lines.append(_cut("also saved, not activations: " + "; ".join(others), width))
+    lines += [_cut(f"saved values: {values}", width), _cut(f"matched by: {matched}", width)]
+    changed = by_module[by_module["change"] != 0].head(_MODULES)
+    if len(changed):
+        lines += ["", f"  {'module (activation bytes)':<40} {'A':>10} {'B':>10} {'change':>16}"]
+        for _, r in changed.iterrows():
+            lines.append(f"  {_cut(str(r['module']), 40):<40} {format_bytes(r['bytes_a']):>10} "
+                         f"{format_bytes(r['bytes_b']):>10} {_change(int(r['bytes_a']), int(r['bytes_b'])):>16}")
+    diffs = table[table["status"] != "both"].copy()
+    if len(diffs):
+        # activations first (what the totals count), biggest first
+        diffs["_size"] = -(diffs["bytes_a"] + diffs["bytes_b"])
+        diffs["_state"] = diffs["owner"] != "activation"
+        diffs = diffs.sort_values(["_state", "_size"], kind="stable")
+        lines += ["", f"  {'':<6}  {'module':<16} {'op':<12} {'shape':<13} {'bytes':>9}  {'name':<10} why"]
+        lines += [_difference_line(r, width) for _, r in diffs.head(_TOP).iterrows()]
+        if len(diffs) > _TOP:
+            lines.append(f"  ... {len(diffs) - _TOP} more differences in Diff.table")
+    else:
+        lines += ["", "A and B save the same values."]
+    return "\n".join(lines)
+
+
+def diff_table_text(table: pd.DataFrame, width: int = WIDTH) -> str:
+    """The table for a terminal: one line per saved value (its reason, if any, on the next line),
+    cut to ``width``."""
+    head = f"{'status':<6} {'module':<16} {'op':<12} {'shape':<13} {'A':>8} {'B':>8}  {'A / B name':<21} match"
+    lines = [_cut(head, width)]
+    for _, r in table.iterrows():
+        names = f"{r['name_a'] or '-'} / {r['name_b'] or '-'}"
+        a = format_bytes(r["bytes_a"]) if r["status"] != "only B" else "-"
+        b = format_bytes(r["bytes_b"]) if r["status"] != "only A" else "-"
+        lines.append(_cut(f"{r['status']:<6} {_cut(str(r['module']), 16):<16} {_cut(str(r['op']), 12):<12} "
+                          f"{_cut(str(r['shape']), 13):<13} {a:>8} {b:>8}  {_cut(names, 21):<21} {_SHORT[r['match']]}",
+                          width))
+        if r["why"]:
+            lines.append(_cut(f"{'':<7}why: {r['why']}", width))
+    lines.append(_LEGEND)
+    return "\n".join(lines)
+
+
+# --- the drawing ---------------------------------------------------------------------------------
+_SIDE_COLORS = {"A": "#F1F6FC", "B": "#FDF3EE"}
+
+
+def _side_items(side: Side, only: set[str], twins: set[str]) -> tuple[dict[str, Item], list[tuple[str, str]]]:
+    """One side's drawn values: what it alone saves (marked), where the other side's own saved
+    values sit in this graph (marked with what this side does to them), and their direct producers
+    and users as faded context.  Ids are ``"A/name"``: the two graphs share node names."""
+    s, p, graph = side.letter, side.partition, side.graph
+    mark = "A-only" if s == "A" else "B-only"
+    nodes = {n.name: n for n in graph.gm.graph.nodes if n.op != "output"}
+    core = [n for n in nodes if n in only or n in twins]
+    near = {x.name for n in core for x in nodes[n].all_input_nodes}
+    near |= {u.name for n in core for u in nodes[n].users if u.op != "output"}
+    shown = [n for n in nodes if n in set(core) | near]
+    items: dict[str, Item] = {}
+    for name in shown:
+        info = graph.info.get(name)
+        if info is None:
+            continue
+        it = Item(id=f"{s}/{name}", joint=name, info=info, side=s, context=name not in core)
+        if name in only:
+            it.cmp_saved = mark
+        if name in p.recomputed:
+            it.cmp_recomputed = mark
+        items[it.id] = it
+    edges = [(f"{s}/{x.name}", f"{s}/{n}") for n in shown for x in nodes[n].all_input_nodes
+             if f"{s}/{x.name}" in items and f"{s}/{n}" in items]
+    return items, edges
+
+
+def diff_scene(a: Side, b: Side, table: pd.DataFrame, matching: Matching) -> Scene:
+    """The values saved by one side only, in both graphs side by side (cluster A, cluster B), in the
+    differences drawing's style; matched values are joined by dashed lines (``diff_links``)."""
+    only_a = set(table.loc[table["status"] == "only A", "name_a"].dropna())
+    only_b = set(table.loc[table["status"] == "only B", "name_b"].dropna())
+    to_b, to_a = matching.a_to_b, matching.b_to_a
+    items_a, edges_a = _side_items(a, only_a, {to_a[n] for n in only_b if n in to_a})
+    items_b, edges_b = _side_items(b, only_b, {to_b[n] for n in only_a if n in to_b})
+    scene = Scene(items={**items_a, **items_b}, edges=edges_a + edges_b, view="diff", title="",
+                  two_sides=True, compare_names=("A", "B"), compact=True,
+                  side_styles={"A": (f"A: {a.label}", _SIDE_COLORS["A"]), "B": (f"B: {b.label}", _SIDE_COLORS["B"])})
+    ta, tb = a.activation_bytes, b.activation_bytes
+    scene.caption.append(f"saved activations: A {format_bytes(ta)}, B {format_bytes(tb)}, change {_change(ta, tb)}")
+    scene.caption.append(f"saved by A only: {len(only_a)}, by B only: {len(only_b)}; dashed lines join matched values")
+    return scene
+
+
+def diff_links(scene: Scene, matching: Matching) -> list[tuple[str, str, str]]:
+    """(A id, B id, rule) for each matched pair drawn on both sides."""
+    out = []
+    for a_name, b_name in matching.a_to_b.items():
+        ia, ib = f"A/{a_name}", f"B/{b_name}"
+        if ia in scene.items and ib in scene.items and not (scene.items[ia].context and scene.items[ib].context):
+            out.append((ia, ib, matching.rule[a_name]))
+    return out
+
+
+def draw_diff(a: Side, b: Side, table: pd.DataFrame, matching: Matching, timeout: float = DEFAULT_TIMEOUT) -> Drawing:
+    """The differing saved values of A and B, each in its own graph, as a ``Drawing``."""
+    scene = diff_scene(a, b, table, matching)
+    n_diff = sum(1 for it in scene.items.values() if not it.context)
+    n_only = sum(1 for it in scene.items.values() if it.cmp_saved)
+    scene.title = (f"diff: {n_only} values saved by one side only ({n_diff} nodes marked on both sides, "
+                   f"+{len(scene.items) - n_diff} neighbors)" if n_diff else
+                   "diff: A and B save the same values: nothing to draw")
+    g = dot.to_digraph(scene)
+    for ia, ib, rule in diff_links(scene, matching):
+        g.edge(ia, ib, style="dashed", constraint="false", dir="none", color="#9A9A9A", penwidth="1",
+               tooltip=f"{ia} is {ib} (matched by {rule})", **{"class": "fx-match"})
+    return Drawing(g, nodes=len(scene.items), timeout=timeout, caption=scene.title)
