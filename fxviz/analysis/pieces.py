@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..capture import Capture, graph_name
+from ..capture import Capture, graph_of
 from ..graph_facts import joint_node_count
 from ..roles import role_counts
 
@@ -137,7 +137,7 @@ def piece_summaries(cap: Capture, saved: list[int | None], strategy: str) -> lis
         runs = facts.runs_of(g.index)
         reason = cap.graph_breaks[g.index - 1] if 0 < g.index <= len(cap.graph_breaks) else None
         out.append(PieceSummary(
-            index=g.index, label=f"{graph_name(g.index)} of {total}", nodes=joint_node_count(g.info.values()),
+            index=g.index, label=graph_of(g.index, total), nodes=joint_node_count(g.info.values()),
             forward_ops=counts["forward"], backward_ops=counts["backward"],
             has_backward=g.has_backward, saved_bytes=saved[g.index] if g.index < len(saved) else None,
             strategy=strategy, reason=reason, runs=len(runs), modules=tuple(r.modules for r in runs)))
