@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 __all__ = ["FACTORIES", "router", "frozen", "argmax_beside_loss", "odd_parameters", "int_only_graph",
-           "all_eager", "all_eager_scalar"]
+           "all_eager", "all_eager_scalar", "moe_stack"]
 
 
 class Router(nn.Module):
@@ -96,6 +96,47 @@ class AllEagerScalar(AllEager):
         return super().forward(x).sum()
 
 
+class _MoEBlock(nn.Module):
+    """Seven graphs per block, split by breaks: norm, two parameter-free ones (a rotation, a SiLU), a
+    mixing projection, the gate's topk, the experts, the output projection (as a HF Mixtral layer splits)."""
+
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.gate = nn.Linear(d, 2)
+        self.experts = nn.ModuleList(nn.Linear(d, d) for _ in range(2))
+        self.mix = nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x)
+        torch._dynamo.graph_break()
+        h = torch.cat([h[:, 1:], -h[:, :1]], -1) * 0.5 + h  # no parameter: a graph reused without any
+        torch._dynamo.graph_break()
+        h = h * torch.sigmoid(h)  # another one
+        torch._dynamo.graph_break()
+        h = self.mix(h)
+        torch._dynamo.graph_break()
+        top, idx = torch.topk(torch.softmax(self.gate(h), -1), 1, dim=-1)
+        torch._dynamo.graph_break()
+        mixed = sum(e(h) * (top * (idx == i)) for i, e in enumerate(self.experts))
+        torch._dynamo.graph_break()
+        return x + self.out(mixed)
+
+
+class MoEStack(nn.Module):
+    """Two Mixtral-style blocks in a loop with breaks: every block graph runs twice (reused)."""
+
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(_MoEBlock(d) for _ in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
 def _seeded(make: type[nn.Module]) -> nn.Module:
     torch.manual_seed(0)
     return make()
@@ -121,6 +162,10 @@ def int_only_graph() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return _seeded(IntOnly), (torch.tensor([1, 2, 3]),)
 
 
+def moe_stack() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return _seeded(MoEStack), (torch.randn(3, 8),)
+
+
 def all_eager() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return _seeded(AllEager), (torch.randn(2, 4),)
 
@@ -130,4 +175,5 @@ def all_eager_scalar() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
 
 
 FACTORIES = {"router": router, "frozen": frozen, "argmax_beside_loss": argmax_beside_loss,
-             "odd_parameters": odd_parameters, "int_only_graph": int_only_graph, "all_eager": all_eager}
+             "odd_parameters": odd_parameters, "int_only_graph": int_only_graph, "all_eager": all_eager,
+             "moe_stack": moe_stack}

@@ -100,16 +100,18 @@ def test_drawings_and_payloads(traces, name):
     for piece in tr.pieces:
         views = ["joint", "forward", "backward"] if piece.has_backward else ["joint"]
         for view in views:
-            drawing = piece.draw(view, strategy="default")
+            strategy = "default" if piece.has_backward else None  # a forward-only graph: nothing to mark
+            drawing = piece.draw(view, strategy=strategy)
             assert drawing.caption.strip(), f"{name} graph {piece.index + 1} {view}: empty caption"
             _clean(drawing.caption, f"{name} {view} caption")
-            payload = view_payload(piece, ViewKey(view, "default")).to_json()
+            payload = view_payload(piece, ViewKey(view, strategy)).to_json()
             assert payload["svg"] and not payload["error"], payload["error"]
             _clean(payload["caption"], f"{name} {view} payload caption")
-        if not piece.has_backward:  # a forward-only graph has no forward/backward split to draw
-            payload = view_payload(piece, ViewKey("backward", "default")).to_json()
-            assert not payload["svg"] and "backward" in payload["error"]
-            _clean(payload["error"], f"{name} backward payload error")
+        if not piece.has_backward:  # no forward/backward split to draw: a clear error, said in the pane
+            for view in ("joint", "backward"):
+                payload = view_payload(piece, ViewKey(view, "default")).to_json()
+                assert not payload["svg"] and "no backward graph" in payload["error"], payload["error"]
+                _clean(payload["error"], f"{name} {view} payload error")
 
 
 def _strings(data) -> list[str]:
@@ -137,10 +139,14 @@ def test_report(traces, name, tmp_path):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_cli(name, capsys):
+def test_cli(traces, name, capsys):
+    tr = traces[name]
     spec = f"{HERE / 'awkward_models.py'}:{name}"
     for argv in (["doctor", spec], ["table", spec, "--strategies", "default,min_cut"], ["nodes", spec]):
-        assert main(argv) == 0, argv
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FxvizWarning)  # the CLI prints them; pytest makes them errors
+            rc = main(argv)
+        assert rc == (1 if argv[0] == "doctor" and not tr.doctor().healthy else 0), argv
         out = capsys.readouterr().out
         assert out.strip()
         _clean(out, f"fxviz {argv[0]} {name}")
@@ -149,10 +155,33 @@ def test_cli(name, capsys):
 def test_no_graph_at_all_is_a_clear_error(capsys):
     """Every frame fell back to eager and the model returns its own loss: no graph is left."""
     model, inputs = all_eager_scalar()
-    with pytest.raises(TraceError) as info:
+    with pytest.raises(TraceError) as info, warnings.catch_warnings():
+        warnings.simplefilter("ignore", FxvizWarning)
         fxviz.trace(model, *inputs)
     assert "captured no graph" in info.value.message and info.value.hint
     assert isinstance(info.value, FxvizError)
-    assert main(["doctor", f"{HERE / 'awkward_models.py'}:all_eager_scalar"]) != 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FxvizWarning)
+        assert main(["doctor", f"{HERE / 'awkward_models.py'}:all_eager_scalar"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err and "captured no graph" in err[0] and "Traceback" not in "\n".join(err)
+
+
+def test_reused_graphs_name_their_graph_and_modules(traces):
+    """The HF Mixtral case (issue 27 item 3): many graphs reused across layers, one of them without
+    any parameter.  Every reused graph is named ("graph k", 1-based) with the modules it ran for; the
+    list of findings past the first two ("likewise: ...") names them too, never "None"."""
+    tr = traces["moe_stack"]
+    doc = tr.doctor()
+    reused = doc.diagnosis.of_kind("reused_graph")
+    runs = {g.index: len(g.runs) for g in tr.capture.graphs}
+    assert {f.graph for f in reused} == {g for g, n in runs.items() if n > 1} and len(reused) > 4
+    text = str(doc)
+    _clean(text, "moe_stack doctor")
+    assert "(no parameters)" not in text
+    for f in reused:
+        assert f.message.startswith(f"graph {f.graph + 1} was compiled once, for ")
+        # the modules of its first run, or (no parameters) the graph's own modules or source lines
+        assert f.module and ("layers.0" in f.module or "the code at awkward_models.py:" in f.module), f.message
+    likewise = next(line for line in text.splitlines() if "likewise:" in line)
+    assert "graph " in likewise and "layers.0" in likewise
