@@ -24,6 +24,7 @@ from .errors import FxvizError, InputError
 from .render import theme
 from .render.embed import SVG_ELEMENTS, clean_svg, page_data
 from .render.scene import RECOMPUTED_SUFFIX, format_tensor
+from .roles import INPUT_ROLES, PARAMETER_ROLES
 from .units import format_bytes, format_flops, is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,7 +80,7 @@ def _gradient_facts(tr: Trace) -> dict[str, dict[str, Any]]:
         if info.role == "gradient":
             out[name] = {"gets": True, "parameter": r["parameter"], "node": None,
                          "reason": f"the gradient of {r['parameter']}"}
-        elif info.role in ("parameter", "constant"):
+        elif info.role in PARAMETER_ROLES:
             out[name] = {"gets": bool(r["gets_gradient"]), "parameter": r["parameter"],
                          "node": r.get("gradient_node") or None, "requires_grad": bool(r["requires_grad"]),
                          "reason": str(r["reason"])}
@@ -163,7 +164,7 @@ def table_notes(tr: Trace, keys: Sequence[str]) -> list[str]:
         if p.error:
             continue
         if p.strategy.kind == "recompute_all":
-            kept = [n for n in p.saved if n in tr.graph.info and tr.graph.info[n].role not in theme.INPUT_ROLES]
+            kept = [n for n in p.saved if n in tr.graph.info and tr.graph.info[n].role not in INPUT_ROLES]
             if kept:
                 notes.append(f"{p.label} saves graph inputs, and the outputs of random ops, which the backward "
                              f"must not draw again: {', '.join(kept[:6])}{' ...' if len(kept) > 6 else ''} "
