@@ -62,6 +62,9 @@ def test_summary_table_and_doctor_words(traces, name):
     tr = traces[name]
     for piece in tr.pieces:
         _clean(piece.summary(), f"{name} summary of graph {piece.index + 1}")
+        if not piece.has_backward:  # nothing to partition: said once, not a grid of "failed"
+            text = piece.memory_table(["default", "min_cut"]).to_text()
+            assert "failed" not in text and "no backward graph" in text, text
     table = tr.memory_table(["default", "min_cut"])
     _clean(table.to_text(), f"{name} memory table")
     _clean(re.sub(r"<[^>]+>", " ", table._repr_html_()), f"{name} memory table (html)")

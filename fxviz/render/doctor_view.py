@@ -96,7 +96,8 @@ class DoctorReport:
         elif not need:
             state = f"no parameter requires grad ({len(t)} frozen): no gradient is expected"
         elif d.healthy:
-            state = f"healthy: all {need} parameters that require grad get a gradient"
+            state = ("healthy: the one parameter that requires grad gets a gradient" if need == 1
+                     else f"healthy: all {need} parameters that require grad get a gradient")
         else:
             state = f"{len(d.missing)} of {need} parameters that require grad get no gradient"
         return f"fxviz doctor: {where}: {state}"
