@@ -157,11 +157,14 @@ _TABLE_COLUMNS: list[tuple[str, str, str]] = [
 def table_notes(tr: Trace, keys: Sequence[str]) -> list[str]:
     """Why a row's numbers are what they are, where a reader is surprised: what each strategy
     recomputes (the default recomputes too), and what recompute-all still saves (the outputs of
-    random ops, which must not be redrawn).  Every name comes from the strategy's ``Partition``."""
+    random ops, which must not be redrawn), and why a row is empty.  Every name comes from the
+    strategy's ``Partition``."""
     notes = []
+    failed: dict[str, list[str]] = {}  # why a row is empty (a graph without backward), said once per reason
     for key in keys:
         p = tr.partition(key)
         if p.error:
+            failed.setdefault(p.error, []).append(p.label)
             continue
         if p.strategy.kind == "recompute_all":
             kept = [n for n in p.saved if n in tr.graph.info and tr.graph.info[n].role not in INPUT_ROLES]
@@ -173,7 +176,7 @@ def table_notes(tr: Trace, keys: Sequence[str]) -> list[str]:
             ops = sorted(p.recomputed)
             notes.append(f"{p.label} recomputes {len(ops)}: {', '.join(ops[:6])}{' ...' if len(ops) > 6 else ''} "
                          "(forward ops its backward graph runs again instead of reading a saved value)")
-    return notes
+    return [f"{', '.join(labels)}: {error}" for error, labels in failed.items()] + notes
 
 
 def table_data(df: Any, tr: Trace | None = None) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from torch import nn
 from .. import _torch
 from .._fx import output_node, output_values
 from .._state import Snapshot, preserved, private_copy
-from ..graph_facts import gradient_slots
 from .._torch import pytree
 from ..errors import FxvizWarning, InputError, TraceError
+from ..graph_facts import gradient_slots
 from ..roles import InputName, classify_nodes
 from .graphs import Capture, JointGraph, graph_name
 from .inputs import (
