@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 __all__ = ["FACTORIES", "router", "frozen", "argmax_beside_loss", "odd_parameters", "int_only_graph",
-           "all_eager", "all_eager_scalar", "moe_stack"]
+           "all_eager", "all_eager_scalar", "moe_stack",
+           "int_only_function"]
 
 
 class Router(nn.Module):
@@ -163,6 +164,15 @@ def odd_parameters() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
 
 def int_only_graph() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return _seeded(IntOnly), (torch.tensor([1, 2, 3]),)
+
+
+def _int_step(ids: torch.Tensor) -> torch.Tensor:
+    return (ids * 3 + 1) % 7
+
+
+def int_only_function() -> tuple[object, tuple[torch.Tensor, ...]]:
+    """A function computing only integers: nothing to differentiate at all."""
+    return _int_step, (torch.tensor([1, 2, 3]),)
 
 
 def moe_stack() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:

@@ -17,11 +17,11 @@ import torch
 import fxviz
 from fxviz import _torch
 from fxviz.cli import main
-from fxviz.errors import FxvizError, FxvizWarning, TraceError
+from fxviz.errors import FxvizError, FxvizWarning, NoFloatingOutputError, TraceError
 from fxviz.payloads import ViewKey, view_payload
 from fxviz.render.embed import unpack_json
 
-from .awkward_models import FACTORIES, all_eager_scalar
+from .awkward_models import FACTORIES, all_eager_scalar, int_only_function
 
 HERE = pathlib.Path(__file__).resolve().parent
 NAMES = sorted(FACTORIES)
@@ -190,3 +190,15 @@ def test_reused_graphs_name_their_graph_and_modules(traces):
         assert f.module and ("layers.0" in f.module or "the code at awkward_models.py:" in f.module), f.message
     likewise = next(line for line in text.splitlines() if "likewise:" in line)
     assert "graph " in likewise and "layers.0" in likewise
+
+
+def test_int_only_step_is_a_clear_error(capsys):
+    """A step that computes only integers has no loss to differentiate: fxviz says so, in the API
+    and in one line of the CLI."""
+    fn, inputs = int_only_function()
+    with pytest.raises(NoFloatingOutputError) as info:
+        fxviz.trace(fn, *inputs)
+    assert "no floating tensor to differentiate" in info.value.message and info.value.hint
+    assert main(["nodes", f"{HERE / 'awkward_models.py'}:int_only_function"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and "no floating tensor" in err[0] and "Traceback" not in "\n".join(err)

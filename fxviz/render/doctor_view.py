@@ -117,7 +117,7 @@ class DoctorReport:
             for f in shown:
                 lines += textwrap.wrap(f.message, width, initial_indent="  - ", subsequent_indent="    ")
             if len(fs) > len(shown):
-                rest = "; ".join(f"{subject(f)} ({', '.join(f.nodes)})" if f.nodes and f.parameter
+                rest = "; ".join(f"{subject(f)} ({', '.join(f.nodes)})" if f.nodes
                                  else subject(f) for f in fs[len(shown):])
                 lines += textwrap.wrap(f"likewise: {rest}", width, initial_indent="  - ",
                                        subsequent_indent="    ")
