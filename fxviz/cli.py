@@ -225,12 +225,12 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_code(args: argparse.Namespace) -> int:
     """Print a partition's forward or backward graph (or the joint graph) as runnable Python."""
-    from .capture import graph_name
+    from .capture import graph_of
 
     tr = _trace(args)
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
-            print(f"# ===== {graph_name(piece.index)} of {len(tr.pieces)}")
+            print(f"# ===== {graph_of(piece.index, len(tr.pieces))}")
         print(piece.code(args.part, strategy=args.strategy))
     return 0
 
@@ -245,14 +245,14 @@ def cmd_table(args: argparse.Namespace) -> int:
     """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at."""
     import pandas as pd
 
-    from .capture import graph_name
+    from .capture import graph_of
     from .render.table import memory_table_text
 
     tr = _trace(args)
     strategies = parse_list(args.strategies)
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
-            print(f"== {graph_name(piece.index)} of {len(tr.pieces)}")
+            print(f"== {graph_of(piece.index, len(tr.pieces))}")
         df = piece.memory_table(strategies)
         if args.exact:
             with pd.option_context("display.width", 250, "display.max_columns", None):

@@ -19,15 +19,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .analysis.strategies import Strategy, StrategyLike, parse_list
-from .capture import graph_name
+from .capture import graph_name, graph_of
 from .errors import FxvizError, InputError
 from .render import theme
 from .render.embed import SVG_ELEMENTS, clean_svg, page_data
 from .render.scene import RECOMPUTED_SUFFIX, format_tensor
+from .roles import INPUT_ROLES, PARAMETER_ROLES
 from .units import format_bytes, format_flops, is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analysis.partition import Partition
+    from .analysis.pieces import PieceSummary
     from .trace import Trace
 
 __all__ = [
@@ -78,7 +80,7 @@ def _gradient_facts(tr: Trace) -> dict[str, dict[str, Any]]:
         if info.role == "gradient":
             out[name] = {"gets": True, "parameter": r["parameter"], "node": None,
                          "reason": f"the gradient of {r['parameter']}"}
-        elif info.role in ("parameter", "constant"):
+        elif info.role in PARAMETER_ROLES:
             out[name] = {"gets": bool(r["gets_gradient"]), "parameter": r["parameter"],
                          "node": r.get("gradient_node") or None, "requires_grad": bool(r["requires_grad"]),
                          "reason": str(r["reason"])}
@@ -155,14 +157,17 @@ _TABLE_COLUMNS: list[tuple[str, str, str]] = [
 def table_notes(tr: Trace, keys: Sequence[str]) -> list[str]:
     """Why a row's numbers are what they are, where a reader is surprised: what each strategy
     recomputes (the default recomputes too), and what recompute-all still saves (the outputs of
-    random ops, which must not be redrawn).  Every name comes from the strategy's ``Partition``."""
+    random ops, which must not be redrawn), and why a row is empty.  Every name comes from the
+    strategy's ``Partition``."""
     notes = []
+    failed: dict[str, list[str]] = {}  # why a row is empty (a graph without backward), said once per reason
     for key in keys:
         p = tr.partition(key)
         if p.error:
+            failed.setdefault(p.error, []).append(p.label)
             continue
         if p.strategy.kind == "recompute_all":
-            kept = [n for n in p.saved if n in tr.graph.info and tr.graph.info[n].role not in theme.INPUT_ROLES]
+            kept = [n for n in p.saved if n in tr.graph.info and tr.graph.info[n].role not in INPUT_ROLES]
             if kept:
                 notes.append(f"{p.label} saves graph inputs, and the outputs of random ops, which the backward "
                              f"must not draw again: {', '.join(kept[:6])}{' ...' if len(kept) > 6 else ''} "
@@ -171,7 +176,7 @@ def table_notes(tr: Trace, keys: Sequence[str]) -> list[str]:
             ops = sorted(p.recomputed)
             notes.append(f"{p.label} recomputes {len(ops)}: {', '.join(ops[:6])}{' ...' if len(ops) > 6 else ''} "
                          "(forward ops its backward graph runs again instead of reading a saved value)")
-    return notes
+    return [f"{', '.join(labels)}: {error}" for error, labels in failed.items()] + notes
 
 
 def table_data(df: Any, tr: Trace | None = None) -> dict[str, Any]:
@@ -439,11 +444,14 @@ def _differences_drawings(tr: Trace, keys: Sequence[str], statuses: dict[str, An
     return out
 
 
-def _default_compare(keys: Sequence[str]) -> str | None:
-    """The partner a compare view opens with: min-cut for the default, else the default."""
-    if len(keys) < 2:
-        return None
-    return keys[1] if keys[0] != keys[1] else None
+def default_compare(strategy: str, offered: Sequence[str]) -> str | None:
+    """The partner a compare view opens with (report, widget, a log's explorer): min-cut for any
+    other strategy, the default for min-cut; else the first other strategy ``offered``; None when
+    there is none.  ``strategy`` and ``offered``: strategy names or kinds (``"min_cut"``)."""
+    for partner in ("min_cut", "default"):
+        if partner != strategy and partner in offered:
+            return partner
+    return next((k for k in offered if k != strategy), None)
 
 
 def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
@@ -456,7 +464,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     :class:`ViewPayload` each, by key), the ``index`` from the controls' state to those keys, the
     node records, the memory table, the doctor's findings and the legend.  ``strategies``: default
     ``tr.offered`` (a log's trace shows what the run saved first).  ``compare``: the pair the
-    compare view opens with (its first pair; default: the first two strategies)."""
+    compare view opens with (its first pair; default: the first strategy and its ``default_compare``)."""
     keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
     if not keys:
         raise InputError("the report needs at least one strategy", "pass strategies=('default', 'min_cut')")
@@ -465,7 +473,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
         raise InputError("the report needs at least one view", f"use views from {', '.join(VIEWS)}")
     pairs = [(Strategy.parse(a).name, Strategy.parse(b).name) for a, b in compare] if compare else []
     pairs = [(a, b) for a, b in pairs if a in keys and b in keys and a != b]
-    first_pair = pairs[0] if pairs else (keys[0], _default_compare(keys))
+    first_pair = pairs[0] if pairs else (keys[0], default_compare(keys[0], keys))
     say = progress or (lambda _m: None)
 
     statuses: dict[str, Any] = {}
@@ -519,6 +527,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
         "pieces": pieces_data(tr, keys, views, pairs, group, depth, say) if tr.index == 0 else [],
         "piece_fields": list(PIECE_FIELDS),  # what the page swaps when another piece is picked
         "overview": overview_data(tr, keys) if tr.index == 0 and len(tr.pieces) > 1 else None,
+        "whole_model_option": whole_model_option(len(tr.pieces)),
     }
 
 
@@ -541,10 +550,10 @@ def pieces_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Seq
             "forward_ops": summary.forward_ops, "backward_ops": summary.backward_ops,
             "has_backward": summary.has_backward, "saved": format_bytes(summary.saved_bytes, missing="—"),
             "saved_bytes": summary.saved_bytes, "strategy": summary.strategy, "runs": summary.runs,
-            "modules": [list(m) for m in summary.modules],
+            "modules": [list(m) for m in summary.modules], "option": piece_option(summary),
         }
         if piece.index:
-            say(f"{graph_name(piece.index)} of {len(pieces)}")
+            say(graph_of(piece.index, len(pieces)))
             data = report_data(piece, strategies=keys, views=views, compare=list(pairs), group=group,
                                depth=depth, progress=say)
             entry["payload"] = {k: data[k] for k in PIECE_FIELDS}
@@ -576,14 +585,25 @@ def piece_options(tr: Trace, strategy: StrategyLike = "default") -> list[tuple[s
     pieces = tr.pieces
     if len(pieces) < 2:
         return [("graph 1", 0)]
-    options = [(f"whole model ({len(pieces)} graphs)", -1)]
+    options = [(whole_model_option(len(pieces)), -1)]
     for p in tr.piece_summaries(strategy):
-        saves = f"saves {format_bytes(p.saved_bytes, missing='—')}" if p.has_backward else "no backward graph"
-        text = f"{p.label}: {p.nodes} nodes, {saves}"
-        text += f", ran {p.runs}\u00d7" if p.runs > 1 else ""
-        text += f" \u2014 after: {p.reason}" if p.reason else ""
+        text = piece_option(p)
         options.append((text if len(text) <= 90 else text[:88] + "\u2026", p.index))
     return options
+
+
+def whole_model_option(pieces: int) -> str:
+    """The piece selector's first choice (widget and report)."""
+    return f"whole model ({pieces} graphs)"
+
+
+def piece_option(p: PieceSummary) -> str:
+    """One piece as the piece selector names it, in full (widget and report): "graph 2 of 3: 14 nodes,
+    saves 96 B, ran 2× — after: <the graph break>"."""
+    saves = f"saves {format_bytes(p.saved_bytes, missing='—')}" if p.has_backward else "no backward graph"
+    text = f"{p.label}: {p.nodes} nodes, {saves}"
+    text += f", ran {p.runs}\u00d7" if p.runs > 1 else ""
+    return text + (f" \u2014 after: {p.reason}" if p.reason else "")
 def run_report_data(graphs: Sequence[tuple[int, str, Trace]], initial: int = 0, title: str | None = None,
                     progress: Callable[[str], None] | None = None, **kwargs: Any) -> dict[str, Any]:
     """The payloads of several graphs of a logged run, one ``report_data`` each, for a report

@@ -13,7 +13,7 @@ import torch.fx as fx
 
 from .analysis.pieces import piece_facts
 from .analysis.strategies import Strategy, StrategyLike, offered, parse_list
-from .capture import Capture, JointGraph, capture, graph_name
+from .capture import Capture, JointGraph, capture, graph_name, graph_of
 from .graph_facts import joint_node_count
 from .roles import PARAMETER_ROLES, ROLES, STATE_ROLES, role_counts
 
@@ -264,7 +264,7 @@ class Trace:
                 lines.append(f"  parameters: {len(params)} ({n_req} require grad); "
                              f"{n_grad} get a gradient from the backward graph")
         if len(self.capture.graphs) > 1 or self.graph_breaks:
-            where = (f"graph {self.index + 1} of {len(self.capture.graphs)}" if len(self.capture.graphs) > 1
+            where = (graph_of(self.index, len(self.capture.graphs)) if len(self.capture.graphs) > 1
                      else "one graph captured; the code at the break ran outside it")
             lines.append(f"  {where}; {len(self.graph_breaks)} graph break(s): " + "; ".join(self.graph_breaks[:3]))
         lines += [f"  warning: {w}" for w in getattr(self.capture, "warnings", [])]
@@ -461,7 +461,7 @@ class Trace:
             return cached
         name = self.title
         if len(self.capture.graphs) > 1:
-            name += f" ({graph_name(self.index)} of {len(self.capture.graphs)})"
+            name += f" ({graph_of(self.index, len(self.capture.graphs))})"
         drawing = draw(self.graph, view=view, partition=self.partition(first) if first is not None else None,
                        compare=self.partition(second) if second is not None else None, group=group, depth=depth,
                        highlight=list(marks), name=name, expand=list(opened),
@@ -534,5 +534,5 @@ class Trace:
 
     def _code_title(self) -> str:
         name = self.title
-        where = f", graph {self.index + 1} of {len(self.capture.graphs)}" if len(self.capture.graphs) > 1 else ""
+        where = f", {graph_of(self.index, len(self.capture.graphs))}" if len(self.capture.graphs) > 1 else ""
         return f"{name}, parameters {self.params}{where}"

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..capture import Capture, graph_name
+from ..capture import Capture, graph_of
 from ..graph_facts import joint_node_count
 from ..roles import role_counts
 
-__all__ = ["PieceRun", "PieceFacts", "PieceSummary", "piece_facts", "piece_summaries", "modules_of"]
+__all__ = ["PieceRun", "PieceFacts", "PieceSummary", "piece_facts", "piece_summaries", "modules_of",
+           "collapse_modules", "ROOT"]
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,19 @@ class PieceFacts:
         return next((r for r in self.runs if name in r.parameters), None)
 
 
+ROOT = "(root)"  # modules_of's name for the root module (parameters without a dot); views name the model
+
+
 def modules_of(parameters: list[str] | tuple[str, ...], limit: int = 4) -> tuple[str, ...]:
     """The modules owning ``parameters``, collapsed to their deepest common module when they
     share one (``layers.1.experts.0.w1.weight``, ``layers.1.gate.bias`` -> ``layers.1``), else
     one name per top-level module (``embed``, ``head``)."""
-    owners = sorted({p.rsplit(".", 1)[0] if "." in p else "(root)" for p in parameters})
+    return collapse_modules({p.rsplit(".", 1)[0] if "." in p else ROOT for p in parameters}, limit)
+
+
+def collapse_modules(modules: set[str] | list[str], limit: int = 4) -> tuple[str, ...]:
+    """Module paths collapsed as :func:`modules_of` collapses their parameters' owners."""
+    owners = sorted(set(modules))
     if not owners:
         return ()
     if len(owners) == 1:
@@ -137,7 +146,7 @@ def piece_summaries(cap: Capture, saved: list[int | None], strategy: str) -> lis
         runs = facts.runs_of(g.index)
         reason = cap.graph_breaks[g.index - 1] if 0 < g.index <= len(cap.graph_breaks) else None
         out.append(PieceSummary(
-            index=g.index, label=f"{graph_name(g.index)} of {total}", nodes=joint_node_count(g.info.values()),
+            index=g.index, label=graph_of(g.index, total), nodes=joint_node_count(g.info.values()),
             forward_ops=counts["forward"], backward_ops=counts["backward"],
             has_backward=g.has_backward, saved_bytes=saved[g.index] if g.index < len(saved) else None,
             strategy=strategy, reason=reason, runs=len(runs), modules=tuple(r.modules for r in runs)))

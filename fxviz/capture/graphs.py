@@ -1,6 +1,7 @@
 """What a capture hands on: ``JointGraph`` (one joint graph and every fact about its nodes) and
-``Capture`` (the graphs in execution order and how they were made), and ``graph_name``, the one way a
-graph number is shown to a person (1-based).  Every floor above reads these types; they import no route."""
+``Capture`` (the graphs in execution order and how they were made), and ``graph_name`` / ``graph_of``, the
+one way a graph number is shown to a person (1-based: "graph 2", "graph 2 of 3").  Every floor above
+reads these types; they import no route."""
 
 from __future__ import annotations
 
@@ -93,3 +94,9 @@ def graph_name(index: int) -> str:
     """How fxviz names piece ``index`` (0-based, as ``draw(piece=...)`` takes it) to a person: "graph 1"
     is the first, as the piece selector, the CLI's ``--piece``, the memory table and the doctor count."""
     return f"graph {index + 1}"
+
+
+def graph_of(index: int, total: int) -> str:
+    """Piece ``index`` among ``total`` graphs, as every view says it: "graph 2 of 3" (piece selector,
+    summary, captions, the CLI's section heads)."""
+    return f"{graph_name(index)} of {total}"

@@ -16,6 +16,7 @@ from .._fx import output_node, output_values
 from .._state import Snapshot, preserved, private_copy
 from .._torch import pytree
 from ..errors import FxvizWarning, InputError, TraceError
+from ..graph_facts import gradient_slots
 from ..roles import InputName, classify_nodes
 from .graphs import Capture, JointGraph, graph_name
 from .inputs import (
@@ -185,13 +186,13 @@ def _gradient_inputs(g: JointGraph) -> list[str]:
     if descs:  # by descriptor: effect tokens (linalg.cholesky) are inputs with no gradient slot
         by_desc = {repr(_torch.node_desc(n)): n for n in g.gm.graph.nodes if n.op == "placeholder"}
         names = []
-        for desc, out in list(zip(descs, output_values(g.gm)))[g.num_fwd_outputs:]:
+        for desc, out in zip(descs[g.num_fwd_outputs:], gradient_slots(g.gm, g.num_fwd_outputs)):
             kind = _torch.describe_output(desc)
             ph = by_desc.get(repr(getattr(desc, "grad_of", None))) if kind.kind == "grad" else None
             if ph is not None and out is not None:
                 names.append(g.info[ph.name].qualname or ph.name)
         return names
-    grads = output_values(g.gm)[g.num_fwd_outputs:]
+    grads = gradient_slots(g.gm, g.num_fwd_outputs)
     primals = [n for n in g.gm.graph.nodes if n.op == "placeholder" and g.info[n.name].role != "tangent"]
     return [g.info[p.name].qualname or p.name for p, out in zip(primals, grads) if out is not None]
 

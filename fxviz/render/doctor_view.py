@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.doctor import Diagnosis, Finding
+from ..capture import graph_name
 from . import theme
 
 __all__ = ["DoctorReport", "SEVERITY_COLORS", "SEVERITY_LABELS"]
@@ -33,6 +34,23 @@ KIND_TITLES = {
     "duplicate_data": "the same data held more than once",
     "frozen": "frozen parameters (requires_grad=False)",
 }
+
+
+def subject(f: Finding) -> str:
+    """What one finding is about, in a few words (the "likewise" list): its parameter, else its graph
+    and module, else its module, else its first node; never "None"."""
+    if f.parameter:
+        return f.parameter
+    if f.graph is not None:
+        return graph_name(f.graph) + (f" ({f.module})" if f.module else "")
+    if f.module:
+        return f.module
+    return f.nodes[0] if f.nodes else KIND_TITLES.get(f.kind, f.kind)
+
+
+def _shown_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The per-parameter table as text shows it: a missing value (no gradient node) is "—"."""
+    return table.astype(object).where(table.notna(), "\u2014")
 
 
 def _groups(findings: list[Finding]) -> list[tuple[str, str, str, list[Finding]]]:
@@ -75,8 +93,11 @@ class DoctorReport:
         where = f"{d.title} (parameters {d.params_mode}, {graphs}, partition '{d.strategy}')"
         if not len(t):
             state = "no model parameters"
+        elif not need:
+            state = f"no parameter requires grad ({len(t)} frozen): no gradient is expected"
         elif d.healthy:
-            state = f"healthy: all {need} parameters that require grad get a gradient"
+            state = ("healthy: the one parameter that requires grad gets a gradient" if need == 1
+                     else f"healthy: all {need} parameters that require grad get a gradient")
         else:
             state = f"{len(d.missing)} of {need} parameters that require grad get no gradient"
         return f"fxviz doctor: {where}: {state}"
@@ -96,8 +117,8 @@ class DoctorReport:
             for f in shown:
                 lines += textwrap.wrap(f.message, width, initial_indent="  - ", subsequent_indent="    ")
             if len(fs) > len(shown):
-                rest = "; ".join(f"{f.parameter or f.nodes[0]} ({', '.join(f.nodes)})" if f.nodes
-                                 else str(f.parameter) for f in fs[len(shown):])
+                rest = "; ".join(f"{subject(f)} ({', '.join(f.nodes)})" if f.nodes
+                                 else subject(f) for f in fs[len(shown):])
                 lines += textwrap.wrap(f"likewise: {rest}", width, initial_indent="  - ",
                                        subsequent_indent="    ")
             lines += textwrap.wrap(fix, width, initial_indent="  fix: ", subsequent_indent="       ")
@@ -105,7 +126,7 @@ class DoctorReport:
             lines.append("")
             with pd.option_context("display.max_rows", None, "display.width", 200,
                                    "display.max_colwidth", 70):
-                lines.append(self.table.to_string(index=False))
+                lines.append(_shown_table(self.table).to_string(index=False))
         return "\n".join(lines)
 
     def __repr__(self) -> str:

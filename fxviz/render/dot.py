@@ -19,7 +19,7 @@ from collections import Counter
 
 import graphviz
 
-from ..roles import ROLES
+from ..roles import INPUT_ROLES, ROLES
 from ..units import format_bytes
 from . import theme
 from .scene import OPENED_FUNCTION, RECOMPUTED_SUFFIX, Group, Item, Scene, format_tensor, module_path
@@ -68,7 +68,7 @@ def _badges(it: Item, scene: Scene) -> list[tuple[str, str]]:
         out.append((theme.STATUS["saved"].ink, f"saved: alias of {it.alias_of} (0 B new)"))
     elif it.saved:
         size = format_bytes(it.info.bytes) if it.info.bytes is not None else ""
-        what = "saved input" if it.info.role in theme.INPUT_ROLES else "saved"  # no copy: already resident
+        what = "saved input" if it.info.role in INPUT_ROLES else "saved"  # no copy: already resident
         out.append((theme.STATUS["saved"].ink, f"{what} {size}".strip()))
     if it.recomputed:
         out.append((theme.STATUS["recomputed"].ink, "recomputed"))
@@ -181,7 +181,7 @@ def _tooltip(it: Item, scene: Scene) -> str:
 def _node_attrs(it: Item, scene: Scene) -> dict[str, object]:
     i = it.info
     fill = theme.ROLE_COLORS.get(i.role, "#FFFFFF")
-    style = ["filled"] if i.role in theme.INPUT_ROLES else ["filled", "rounded"]
+    style = ["filled"] if i.role in INPUT_ROLES else ["filled", "rounded"]
     attrs: dict[str, object] = {"color": "#333333", "penwidth": "1"}
     classes = ["fx-node", f"fx-role-{i.role}"]
     border = None
@@ -420,7 +420,7 @@ def _emit_edges(g: graphviz.Digraph, scene: Scene, unit_of: dict[str, str], side
         merged.setdefault((ua, ub), []).append((scene.items[a], scene.items[b]))
     for k, ((ua, ub), pairs) in enumerate(merged.items()):
         attrs: dict[str, str] = {"id": f"fxe{k}"}
-        if all(p.info.role not in theme.INPUT_ROLES for p, _ in pairs):
+        if all(p.info.role not in INPUT_ROLES for p, _ in pairs):
             attrs["weight"] = "3"  # keep the data-flow spine straight; inputs join it from the side
         classes = ["fx-edge"]
         src_saved = [p for p, c in pairs if (p.saved and (c.side == "backward" or scene.view == "backward"))]

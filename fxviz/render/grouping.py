@@ -8,10 +8,8 @@ import re
 import urllib.parse
 from collections import Counter
 
-from ..roles import NodeInfo
+from ..roles import STATE_ROLES, NodeInfo
 from .scene_types import Group, Scene
-
-_STATE_ROLES = ("parameter", "buffer", "constant")
 
 
 def module_path(info: NodeInfo) -> list[str]:
@@ -19,7 +17,7 @@ def module_path(info: NodeInfo) -> list[str]:
     or constant the module that owns it (``features.0.weight`` -> ``features.0``)."""
     if info.module:
         return info.module.split(".")
-    if info.role in _STATE_ROLES and info.qualname and "." in info.qualname:
+    if info.role in STATE_ROLES and info.qualname and "." in info.qualname:
         return info.qualname.split(".")[:-1]
     return []
 

@@ -16,7 +16,7 @@ import torch.fx as fx
 
 from ..analysis.partition import Partition
 from ..capture.graphs import JointGraph
-from ..roles import NodeInfo
+from ..roles import CALLER_INPUT_ROLES, NodeInfo
 from ..units import format_bytes
 from .grouping import auto_depth, group_scene, module_path
 from .scene_types import RECOMPUTED_SUFFIX, VIEWS, Group, Item, Scene, format_tensor
@@ -98,7 +98,7 @@ def saved_aliases(graph: JointGraph, partition: Partition | None) -> dict[str, s
     for use in saved_memory(partition, graph).storages:
         names = list(use.names)
         if use.owner != "activation":
-            out.update({n: use.owner for n in names if graph.info[n].role not in ("parameter", "buffer", "primal")})
+            out.update({n: use.owner for n in names if graph.info[n].role not in CALLER_INPUT_ROLES})
         else:
             out.update({n: names[0] for n in names[1:]})
     return out

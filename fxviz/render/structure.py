@@ -5,18 +5,17 @@ level of it, with the boxes named in ``expand`` opened."""
 
 from __future__ import annotations
 
-import re
 import urllib.parse
 from collections.abc import Iterable
 
 import torch.fx as fx
 
 from ..capture.graphs import JointGraph
+from ..graph_facts import stack_frames
 from .grouping import find_patterns, module_path
 from .scene_types import Group, Scene
 
 _CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")
-_FRAME_FN = re.compile(r'File "([^"]+)", line \d+, in ([\w<>.]+)')
 BOOKKEEPING = "(in-place buffer updates)"
 _FN_BOX_MIN = 2  # one op of a function is drawn as itself; two or more share the function's box
 
@@ -28,7 +27,7 @@ def _source_function(node: fx.Node | None) -> str | None:
     trace = stack_trace(node) if node is not None else None
     if not trace:
         return None
-    found = _FRAME_FN.findall(trace)
+    found = [(path, fn) for path, _line, fn, _code in stack_frames(trace) if fn]
     if not found:
         return None
     path, fn = found[-1]

@@ -97,8 +97,13 @@ def style_memory_table(df: pd.DataFrame) -> Any:
 def memory_table_text(df: pd.DataFrame, width: int = 100) -> str:
     """The table for a terminal, one column per strategy (so it fits): human units, ``*`` after
     each row's best value, failures listed, then the caption wrapped to ``width``."""
-    best = best_rows(df)
     errors = df["error"].notna() if "error" in df else pd.Series(False, index=df.index)
+    reasons = set(df["error"][errors]) if errors.any() else set()
+    if len(df) and errors.all() and len(reasons) == 1:
+        # one reason for every row (a graph without backward): said once, not as a grid of "failed"
+        return "\n".join(textwrap.wrap(f"no strategy applies to this graph: {reasons.pop()} "
+                                        f"({', '.join(str(x) for x in df['strategy'])})", width))
+    best = best_rows(df)
     metrics = [c for c in df.columns if c not in ("strategy", "error", "seconds")]
     shown = pd.DataFrame(index=pd.Index(metrics))
     for r in df.index:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..roles import ROLES
+from ..roles import INPUT_ROLES, ROLES
 
 __all__ = [
     "FONT",
@@ -81,7 +81,6 @@ ROLE_DESCRIPTIONS: dict[str, str] = {
     "gradient": "a gradient the backward returns",
 }
 
-INPUT_ROLES = frozenset({"primal", "parameter", "buffer", "constant", "tangent"})
 
 FADE_ALPHA = "40"  # hex alpha appended to a fill: faded nodes keep their hue, at 25% opacity
 EDGE_COLOR = "#555555"

@@ -44,7 +44,7 @@ function startReport(data) {
   const state = {
     view: data.initial.view,
     strategy: data.initial.strategy,
-    compare: data.initial.compare || (data.pairs[0] || [])[1] || null,
+    compare: data.initial.compare || null,  // payloads.default_compare chose it
     differences: false,
   };
   // a piece's report data may hold differences drawings: the toggle shows them, else the pane
@@ -103,11 +103,9 @@ function startReport(data) {
   state.piece = 0;
   if (pieces.length > 1) {
     const pieceSel = el("select", { id: "fxviz-piece", "aria-label": "graph piece" });
-    if (data.overview) pieceSel.append(el("option", { value: "-1" }, `whole model (${pieces.length} graphs)`));
+    if (data.overview) pieceSel.append(el("option", { value: "-1" }, data.whole_model_option));
     for (const p of pieces) {
-      const runs = p.runs > 1 ? `, ran ${p.runs}\u00d7` : "";
-      const text = `${p.label}: ${p.nodes} nodes, ${p.has_backward ? "saves " + p.saved : "no backward graph"}${runs}` +
-        (p.reason ? ` \u2014 after: ${p.reason}` : "");
+      const text = p.option;  // payloads.piece_option: the one spelling, shared with the widget
       pieceSel.append(el("option", { value: String(p.piece), title: text }, text.length > 90 ? text.slice(0, 88) + "\u2026" : text));
     }
     pieceSel.value = "0";

@@ -38,6 +38,7 @@ from ..payloads import (
     VIEWS,
     ViewKey,
     ViewPayload,
+    default_compare,
     doctor_data,
     legend_data,
     node_data,
@@ -190,7 +191,7 @@ class Explorer(widgets.VBox):
 
     def __init__(self, tr: Trace | None = None, *, model: Any = None, inputs: Sequence[Any] = (),
                  params: str = "lifted", trace_kwargs: dict[str, Any] | None = None, view: str = "joint",
-                 strategy: str = "default", compare: str = "min_cut", budget: float = 0.5, solver: str = "dp",
+                 strategy: str = "default", compare: str | None = None, budget: float = 0.5, solver: str = "dp",
                  group: str | None = None, depth: int | None = None, expand: Sequence[str] = (),
                  differences: bool = False) -> None:
         if tr is None and model is None:
@@ -204,6 +205,8 @@ class Explorer(widgets.VBox):
         # table lists, because each budget is a MILP solve
         self._choices.append((KINDS["optimal"].short, "optimal"))
         strategy, budget, solver = _choice(strategy, budget, solver, self._choices)
+        if compare is None:
+            compare = default_compare(strategy, [v for _, v in self._choices]) or strategy
         compare, _, _ = _choice(compare, budget, solver, self._choices)
         t_start = time.perf_counter()
         self._model = model
@@ -485,10 +488,13 @@ class Explorer(widgets.VBox):
 
     def _avoid_self_compare(self) -> bool:
         """A compare view never compares a strategy with itself: when B would equal A, B becomes
-        min-cut (or the default when A is min-cut).  True when it changed B (which refreshed)."""
+        ``payloads.default_compare`` of A.  True when it changed B (which refreshed)."""
         if self.view_control.value != "compare" or self._key(self.compare_control.value) != self.strategy:
             return False
-        self.compare_control.value = "min_cut" if self.strategy_control.value != "min_cut" else "default"
+        partner = default_compare(self.strategy_control.value, [v for _, v in self._choices])
+        if partner is None:
+            return False
+        self.compare_control.value = partner
         return True
 
     def _refresh(self) -> None:
@@ -676,7 +682,7 @@ class RunExplorer(widgets.VBox):
         rows = rows[rows["joint"] & rows["backward"]]
         self.run = run
         self._graphs = [(int(r["rank"]), str(r["compile_id"]), int(r["piece"])) for _, r in rows.iterrows()]
-        self._options = {"strategy": "logged", "compare": "min_cut", **options}
+        self._options = {"strategy": "logged", **options}  # compare: payloads.default_compare
         self._explorers: dict[tuple[int, str, int], Explorer] = {}
         start = run.trace(rank=rank, compile_id=compile_id)
         first = next((g for g in self._graphs if run.trace(*g) is start), self._graphs[0])

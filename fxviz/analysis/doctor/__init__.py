@@ -97,7 +97,7 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
         rows.append({"parameter": p.name, "requires_grad": bool(p.tensor.requires_grad),
                      "gets_gradient": gets, "gradient_node": grad_node,
                      "in_graph": in_graph, "reason": reason})
-    findings += outside_findings(outside, eager, facts)
+    findings += outside_findings(outside, eager, facts, cap.title)
     findings += frame_findings(facts)
     findings += reuse_findings(facts, cap)
     findings += dropped

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...capture import Capture, graph_name
 from ..gradient_paths import EagerPath
-from ..pieces import PieceFacts, PieceRun, modules_of
+from ..pieces import ROOT, PieceFacts, PieceRun, collapse_modules, modules_of
 from .findings import Finding, Param
 
 
@@ -20,11 +20,14 @@ def reused_gradient_node(params: dict[str, Param], facts: PieceFacts, run: Piece
     return nodes[0] if nodes else None
 
 
-def outside_findings(names: list[str], eager: dict[str, EagerPath], facts: PieceFacts) -> list[Finding]:
-    """One finding per module whose parameters get their gradient from code outside every graph."""
+def outside_findings(names: list[str], eager: dict[str, EagerPath], facts: PieceFacts,
+                     title: str = "the model") -> list[Finding]:
+    """One finding per module whose parameters get their gradient from code outside every graph
+    (the root module's own parameters are named after the model, ``title``)."""
     groups: dict[str, list[str]] = {}
     for n in names:
-        groups.setdefault(modules_of([n])[0], []).append(n)
+        owner = modules_of([n])[0]
+        groups.setdefault(f"{title} (the root module)" if owner == ROOT else owner, []).append(n)
     findings = []
     frames = (" (in " + ", ".join(facts.eager_frames) + ", a frame dynamo ran as plain Python)"
               if facts.eager_frames else "")
@@ -57,10 +60,26 @@ def frame_findings(facts: PieceFacts) -> list[Finding]:
         "iteration", cause="skipped_frame") for frame in facts.eager_frames]
 
 
+def _graph_code(cap: Capture, g: int) -> str:
+    """What graph ``g`` runs, named for a reused graph whose runs receive no parameter: the modules of
+    its nodes (collapsed as ``modules_of`` collapses parameters), else the source lines of its ops."""
+    info = cap.graphs[g].info.values()
+    mods = collapse_modules({i.module for i in info if i.module})
+    if mods:
+        return "; ".join(mods)
+    lines = list(dict.fromkeys(i.source for i in info if i.source and i.role == "forward"))
+    if lines:
+        return "the code at " + ", ".join(lines[:2]) + (" ..." if len(lines) > 2 else "")
+    return "code outside any module"
+
+
 def reuse_findings(facts: PieceFacts, cap: Capture) -> list[Finding]:
     findings = []
     for g, runs in facts.reused.items():
-        mods = ["; ".join(r.modules) or "(no parameters)" for r in runs]
+        if not any(r.parameters for r in runs):
+            findings.append(_reused_without_parameters(g, len(runs), _graph_code(cap, g)))
+            continue
+        mods = ["; ".join(r.modules) or f"run {r.run + 1} (no parameters)" for r in runs]
         first = mods[0]
         others = ", ".join(mods[1:])
         findings.append(Finding(
@@ -72,3 +91,13 @@ def reuse_findings(facts: PieceFacts, cap: Capture) -> list[Finding]:
             "nothing to fix: dynamo reuses a graph for every call its guards accept", cause="reused",
             graph=g, module=first))
     return findings
+
+
+def _reused_without_parameters(g: int, runs: int, code: str) -> Finding:
+    return Finding(
+        "reused_graph", "info", None, (),
+        f"{graph_name(g)} ({code}; no parameters) was compiled once and ran {runs} times, once for every call "
+        f"its guards accepted. Its backward runs as often; fxviz draws and measures one run of {graph_name(g)}, "
+        f"so this step holds its saved values {runs} times.",
+        "nothing to fix: dynamo reuses a graph for every call its guards accept", cause="reused",
+        graph=g, module=code)
