@@ -1,0 +1,262 @@
+"""The compatibility smoke subset (issue 27): what ``bash scripts/run.sh compat`` runs on every supported
+torch minor, each in its own venv (``scripts/compat.sh``); the suite runs it on its own torch too.
+
+One test per check (the columns of ``docs/COMPAT.md``), each on the four structures the issue names
+(AlexNet, mini_gpt, a graph-broken model, a checkpointed model); every check compares with torch itself
+run on the same model: eager autograd's gradients, torch's partitioners called directly, a TORCH_TRACE
+log written by that same torch in a fresh process, torch's own OpInfo samples.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.dom.minidom
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+import fxviz
+from fxviz import _torch
+from fxviz.render.embed import unpack_json
+
+from . import opinfo_sweep
+from .conftest import assert_unchanged, make_example, snapshot
+from .logs_util import MINI_GPT, make_log
+
+pytestmark = pytest.mark.compat
+
+
+# --- the structures -------------------------------------------------------------------------------
+class _Routed(nn.Module):
+    """A router (topk), then a graph break, then the experts in an eager loop: several graphs."""
+
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Linear(d, d)
+        self.gate = nn.Linear(d, 2)
+        self.experts = nn.ModuleList(nn.Linear(d, d) for _ in range(2))
+        self.head = nn.Linear(d, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.embed(x))
+        top, idx = torch.topk(torch.softmax(self.gate(h), -1), 1, dim=-1)
+        torch._dynamo.graph_break()
+        out = torch.zeros_like(h)
+        for i, expert in enumerate(self.experts):
+            out = out + expert(h) * (top * (idx[:, :1] == i))
+        return self.head(h + out).sum()
+
+
+class _Checkpointed(nn.Module):
+    """Two blocks, each its own ``torch.utils.checkpoint`` region, and one parameter the loss never
+    reads (the doctor must say so, as eager autograd does)."""
+
+    def __init__(self, d: int = 16) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, d)) for _ in range(2))
+        self.unused = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False)
+        return x.pow(2).mean()
+
+
+def _model(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(0)
+    if name == "graph_broken":
+        return _Routed(), (torch.randn(4, 8),)
+    if name == "checkpointed":
+        return _Checkpointed(), (torch.randn(4, 16),)
+    model, inputs = make_example(name)
+    return model, tuple(inputs)
+
+
+MODELS = ["alexnet", "mini_gpt", "graph_broken", "checkpointed"]
+_TRACES: dict[str, tuple[nn.Module, tuple[torch.Tensor, ...], fxviz.Trace]] = {}
+
+
+def _traced(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], fxviz.Trace]:
+    if name not in _TRACES:
+        model, inputs = _model(name)
+        _TRACES[name] = (model, inputs, fxviz.trace(model, *inputs))
+    return _TRACES[name]
+
+
+def _eager_missing(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> list[str]:
+    """The parameters eager autograd gives no gradient (on a copy: the user's model is never run)."""
+    import copy
+
+    twin = copy.deepcopy(model)
+    twin.zero_grad(set_to_none=True)
+    out = twin(*inputs)
+    (out if out.dim() == 0 else out.float().sum()).backward()
+    return [n for n, p in twin.named_parameters() if p.requires_grad and p.grad is None]
+
+
+def _direct_saved(graph, strategy: str) -> list[str]:
+    """torch's own partitioner on a copy of the same joint graph."""
+    gm = _torch.copy_graph_module(graph.gm)
+    part = _torch.default_partition if strategy == "default" else _torch.min_cut_partition
+    with _torch.quiet_torch():
+        fwd, _ = part(gm, graph.joint_inputs, num_fwd_outputs=graph.num_fwd_outputs,
+                      static_lifetime_input_indices=graph.static_lifetime_input_indices)
+    return [n.name for n in list(fwd.graph.nodes)[-1].args[0][graph.num_fwd_outputs:] if n is not None]
+
+
+# --- the checks -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", MODELS)
+def test_trace(name):
+    """The captured graphs' gradients are eager autograd's, and the model is untouched."""
+    model, inputs = _model(name)
+    before = snapshot(model)
+    tr = fxviz.trace(model, *inputs)
+    assert_unchanged(model, before)
+    assert tr.has_backward
+    assert bool(tr.graph_breaks) == (name == "graph_broken") and (len(tr.pieces) > 1) == (name == "graph_broken")
+    grads = tr.check_gradients()
+    assert grads["ok"].all(), grads[~grads["ok"]].to_string()
+    if name == "checkpointed":
+        assert tr.nodes["checkpoint_region"].dropna().nunique() == 2  # one region per checkpoint call
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_strategies(name):
+    """Every offered strategy partitions every graph; default and min-cut save what torch's own
+    partitioners save on the same joint graph."""
+    _, _, tr = _traced(name)
+    for piece in tr.pieces:
+        if not piece.has_backward:
+            continue
+        for strategy in piece.offered:
+            p = piece.partition(strategy)
+            assert p.ok, f"{strategy.name} on graph {piece.index + 1}: {p.error}"
+        for strategy in ("default", "min_cut"):
+            assert list(piece.partition(strategy).saved) == _direct_saved(piece.graph, strategy), strategy
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_table(name):
+    """One row per strategy, no errors; min-cut never saves more activation bytes than default."""
+    _, _, tr = _traced(name)
+    table = tr.memory_table()
+    assert list(table["strategy"]) == [s.name for s in tr.offered]
+    assert table["error"].isna().all(), table[["strategy", "error"]].to_string()
+    rows = table.set_index("strategy")
+    assert rows.loc["min_cut", "saved_activation_bytes"] <= rows.loc["default", "saved_activation_bytes"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_doctor(name):
+    """The doctor's missing gradients are eager autograd's, and its words never say "None"."""
+    model, inputs, tr = _traced(name)
+    doc = tr.doctor()
+    assert sorted(doc.missing) == sorted(_eager_missing(model, inputs))
+    assert doc.healthy == (name != "checkpointed")
+    words = " ".join(f.message + " " + f.fix for f in doc.findings)
+    assert not re.search(r"\bNone\b", words), words
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_draw(name):
+    """The joint, forward and backward drawings are SVG and name the graph's ops."""
+    _, _, tr = _traced(name)
+    piece = tr.pieces[0]
+    svg = piece.draw("joint").svg()
+    xml.dom.minidom.parseString(svg)
+    ops = {str(n.target).split(".")[1] for n in piece.joint.graph.nodes if str(n.target).startswith("aten.")}
+    assert "<svg" in svg and sum(op in svg for op in ops) >= len(ops) // 2, sorted(ops)
+    for view in ("forward", "backward"):
+        xml.dom.minidom.parseString(piece.draw(view, strategy="min_cut").svg())
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_report(name, tmp_path):
+    """The HTML report's data holds every node of the joint graph, and is strict JSON."""
+    _, _, tr = _traced(name)
+    path = fxviz.report(tr, tmp_path / "r.html", strategies=("default", "min_cut"))
+    html = path.read_text()
+    m = re.search(r'<script type="application/json" id="fxviz-data">(.*?)</script>', html, re.S)
+    assert m, "no data element"
+    data = unpack_json(m.group(1))
+    json.dumps(data, allow_nan=False)
+    nodes = json.dumps(data)
+    for n in tr.pieces[0].joint.graph.nodes:
+        assert f'"{n.name}"' in nodes, n.name
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_explorer(name):
+    """The explorer's payloads (the same front end as the report): every view of the first graph."""
+    from fxviz import payloads
+
+    _, _, tr = _traced(name)
+    piece = tr.pieces[0]
+    data = payloads.report_data(piece, strategies=("default", "min_cut"))
+    json.dumps(data, allow_nan=False)
+    assert set(payloads.node_data(piece)) == {n.name for n in piece.joint.graph.nodes if n.op != "output"}
+    pytest.importorskip("anywidget")
+    w = fxviz.explore(tr)
+    assert set(w.pane.nodes) <= set(w.trace.graph.info)
+
+
+def test_log(tmp_path):
+    """A TORCH_TRACE log written by this same torch (torch.compile, aot_eager, a fresh process):
+    the run min-cut saved what fxviz's own trace's min-cut saves, and its joint graph rebuilds."""
+    run = fxviz.load_logs(make_log(MINI_GPT, tmp_path / "trace", "aot_eager"))
+    tr = run.trace()
+    assert tr.has_backward and int(run.graphs["nodes"].iloc[0]) == len(tr.joint.graph.nodes)
+    model, (idx, tgt) = fxviz.examples.mini_gpt(n_layer=1, n_embd=16, n_head=2, vocab=32, block_size=16, batch=2,
+                                                seq=8, dropout=0.0)
+    live = fxviz.trace(model, idx, tgt)
+    assert tr.partition("logged").saved == live.partition("min_cut").saved
+    assert tr.partition("min_cut").saved == live.partition("min_cut").saved
+    assert {i.qualname for i in tr.graph.info.values() if i.role == "gradient"} == {n for n, _ in
+                                                                                   model.named_parameters()}
+
+
+# A quick OpInfo subset: common ops, ops with effect tokens (linalg), a data-dependent one, and the
+# two the 2.14 capture wrapper lost (corrcoef, cov).
+OPINFO = ["add", "mul", "matmul", "sum", "cumsum", "softmax", "nn.functional.layer_norm", "nn.functional.conv2d",
+          "nn.functional.cross_entropy", "index_select", "linalg.solve", "masked_select", "corrcoef", "cov"]
+
+
+@pytest.fixture(scope="module")
+def canary():
+    return opinfo_sweep.Canary()
+
+
+def _graphs_torch_alone(op) -> int:
+    """How many graphs plain ``torch.compile`` (no fxviz) captures for the op's sample module."""
+    sample = opinfo_sweep.first_sample(op)
+    model = opinfo_sweep.OpModule(op.op, sample)
+    graphs = []
+
+    def count(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        with _torch.quiet_torch():
+            torch.compile(model, backend=count)(*model.inputs(sample))
+    finally:
+        torch._dynamo.reset()
+    return len(graphs)
+
+
+@pytest.mark.parametrize("op", OPINFO)
+def test_opinfo(op, canary):
+    """fxviz on the op's first float32 sample: the partitions are torch's, the gradients eager
+    autograd's, nothing touched, the session not poisoned (``tests/opinfo_sweep.py``).  A refusal
+    is right only where torch.compile alone captures no graph either."""
+    ops = [o for o in opinfo_sweep.differentiable_ops() if opinfo_sweep.op_name(o) == op]
+    assert ops, f"{op} is not in this torch's op_db"
+    res = opinfo_sweep.sweep_op(ops[0], canary)
+    if res.cls == "refused":
+        assert _graphs_torch_alone(ops[0]) == 0, f"fxviz refused ({res.detail}) where torch.compile captures a graph"
+    else:
+        assert res.cls in ("ok", "known"), f"{res.cls}: {res.detail}"
