@@ -38,7 +38,7 @@ install() {  # install torch $1 and the dependencies into its venv; the log says
   spec="torch==$v"
   # the CPU build where the index has one (pip prints e.g. "2.13.0+cpu" among the versions)
   if python3 -m pip index versions torch 2>/dev/null | grep -q "\b$v+cpu\b"; then spec="torch==$v+cpu"; fi
-  echo "== $(date +%T) installing $spec into $venv" | tee -a "$log"
+  echo "== $(date +%T) installing $spec into $venv" | tee -a "$log" >&2
   "$venv/bin/python" -m pip install -q --no-cache-dir "$spec" >>"$log" 2>&1 || return 1
   "$venv/bin/python" -m pip install -q "${DEPS[@]}" >>"$log" 2>&1 || return 1
   has_torch "$venv" "$v"
@@ -68,7 +68,7 @@ for i in "${!VERSIONS[@]}"; do
   wait "$pending"
   next="${VERSIONS[$((i + 1))]:-}"
   [ -n "$next" ] && start_install "$next"
-  if [ "$(cat "$RESULTS/torch-$v.installed" 2>/dev/null)" = ok ]; then
+  if [ "$(tail -n 1 "$RESULTS/torch-$v.installed" 2>/dev/null)" = ok ]; then
     rm -f "$RESULTS/torch-$v.xml"
     smoke "$v"
   else

@@ -32,16 +32,17 @@ def _version_key(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v))
 
 
-def _cases(xml_path: pathlib.Path) -> tuple[str, list[tuple[str, str, str, str]]]:
-    """(timestamp, [(check, case id, outcome, message)])."""
+def _cases(xml_path: pathlib.Path) -> tuple[str, list[tuple[str, str, str, str, str]]]:
+    """(timestamp, [(check, case id, outcome, message, what fxviz did)])."""
     root = ET.parse(xml_path).getroot()
     suite = root if root.tag == "testsuite" else root.find("testsuite")
     stamp = suite.get("timestamp", "") if suite is not None else ""
     out = []
     for case in root.iter("testcase"):
         name = case.get("name", "")
-        m = re.match(r"test_(\w+?)(?:\[(.*)\])?$", name)
-        check = m.group(1) if m else name
+        # a check's tests: test_<check> and test_<check>_<what> (test_trace_graph_break_..., a regression)
+        check = next((c for c in CHECKS if name == f"test_{c}" or name.startswith((f"test_{c}[", f"test_{c}_"))),
+                     name)
         outcome, message = "passed", ""
         for tag in ("failure", "error", "skipped"):
             el = case.find(tag)
@@ -49,7 +50,8 @@ def _cases(xml_path: pathlib.Path) -> tuple[str, list[tuple[str, str, str, str]]
                 outcome = "failed" if tag != "skipped" else "skipped"
                 message = (el.get("message") or el.text or "").strip()
                 break
-        out.append((check, name, outcome, message))
+        did = next((p.get("value", "") for p in case.iter("property") if p.get("name") == "fxviz"), "")
+        out.append((check, name, outcome, message, did))
     return stamp, out
 
 
@@ -61,12 +63,12 @@ def _first_line(text: str, width: int = 300) -> str:
 def main(results: pathlib.Path, target: pathlib.Path) -> None:
     versions = sorted({p.name[len("torch-"):].split(".install")[0].removesuffix(".xml").removesuffix(".installed")
                        for p in results.glob("torch-*") if p.suffix in (".xml", ".installed")}, key=_version_key)
-    rows, failures, dates = [], [], []
+    rows, failures, dates, refusals = [], [], [], []
     for v in versions:
         xml_path = results / f"torch-{v}.xml"
         installed = results / f"torch-{v}.installed"
         if not xml_path.exists():
-            if installed.exists() and installed.read_text().strip() == "failed":
+            if installed.exists() and installed.read_text().strip().splitlines()[-1:] == ["failed"]:
                 rows.append(f"| {v} | " + " | ".join("not installed" for _ in CHECKS) + " |")
             continue
         stamp, cases = _cases(xml_path)
@@ -81,9 +83,11 @@ def main(results: pathlib.Path, target: pathlib.Path) -> None:
             else:
                 cells.append(("✓" if passed == ran and ran else "✗") + f" {passed}/{ran}")
         rows.append(f"| {v} | " + " | ".join(cells) + " |")
-        for check, name, outcome, message in cases:
+        for _check, name, outcome, message, did in cases:
             if outcome == "failed":
                 failures.append(f"- **{v}** `{name}`: {_first_line(message)}")
+            elif did.startswith("refused") and outcome == "passed":
+                refusals.append(f"- **{v}** `{name}`: {_first_line(did, 200)}")
     today = max(dates) if dates else datetime.date.today().isoformat()
     lines = [
         "# fxviz on each torch",
@@ -104,6 +108,10 @@ def main(results: pathlib.Path, target: pathlib.Path) -> None:
         "## Failures",
         "",
         *(failures or ["None."]),
+        "",
+        "## OpInfo samples fxviz refuses (as torch.compile alone, which captures no graph for them either)",
+        "",
+        *(refusals or ["None."]),
         "",
     ]
     target.write_text("\n".join(lines))

@@ -123,6 +123,64 @@ def test_trace(name):
         assert tr.nodes["checkpoint_region"].dropna().nunique() == 2  # one region per checkpoint call
 
 
+def _torch_compile_graphs(step, *inputs) -> tuple[list, list[str]]:
+    """The graphs plain torch.compile (no fxviz) captures for ``step``, and the frames it skipped."""
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    before = _torch.unimplemented_count()
+    try:
+        with _torch.quiet_torch():
+            torch.compile(step, backend=keep)(*inputs)
+    finally:
+        skipped = _torch.skipped_frames(before)
+        torch._dynamo.reset()
+    return graphs, skipped
+
+
+class _Corrcoef(nn.Module):
+    """OpInfo's first corrcoef sample as a module: a 1-D weight of two elements; the op returns a scalar
+    and graph-breaks at ``aten.equal`` (data-dependent), in 2.13 and 2.14 alike."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor([0.3, -1.2]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: fxviz.trace takes example inputs
+        return torch.corrcoef(self.w)
+
+
+def test_trace_graph_break_at_the_only_op():
+    """Issue 27 (OpInfo's corrcoef/cov): the op's graph break leaves no op in any graph, and fxviz's
+    wrapper makes dynamo skip no frame: fxviz captures what torch.compile captures for the same step,
+    nothing without a loss op, the loss op after the break with one."""
+    model, x = _Corrcoef(), torch.zeros(1)
+    graphs, skipped = _torch_compile_graphs(model, x)
+    assert graphs == [] and skipped == []  # torch alone: the only op runs eagerly, no frame skipped
+    with pytest.raises(fxviz.TraceError, match="every op ran outside the graphs, at graph breaks") as err:
+        fxviz.trace(model, x)
+    assert "Data dependent operator" in err.value.message and "plain Python" not in err.value.message
+
+    def loss(out):
+        return out * 3
+
+    graphs, skipped = _torch_compile_graphs(lambda x: loss(model(x)), x)
+    tr = fxviz.trace(model, x, loss_fn=loss)
+    assert len(graphs) == len(tr.pieces) == 1 and skipped == [] and tr.capture.eager_frames == []
+    dynamo_ops = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
+    assert len(dynamo_ops) == 1 and "mul" in dynamo_ops[0], dynamo_ops
+    fwd = [str(n.target) for n in tr.joint.graph.nodes
+           if n.op == "call_function" and tr.graph.info[n.name].phase == "forward"]
+    # the loss op after the break is in fxviz's graph (fxviz's loss_fn reshape(()) may add a view: issue 27 item 2)
+    assert fwd.count("aten.mul.Tensor") == 1 and set(fwd) <= {"aten.mul.Tensor", "aten.view.default"}, fwd
+    grads = tr.check_gradients()
+    assert grads["ok"].all(), grads.to_string()
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_strategies(name):
     """Every offered strategy partitions every graph; default and min-cut save what torch's own
@@ -233,29 +291,18 @@ def _graphs_torch_alone(op) -> int:
     """How many graphs plain ``torch.compile`` (no fxviz) captures for the op's sample module."""
     sample = opinfo_sweep.first_sample(op)
     model = opinfo_sweep.OpModule(op.op, sample)
-    graphs = []
-
-    def count(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    torch._dynamo.reset()
-    try:
-        with _torch.quiet_torch():
-            torch.compile(model, backend=count)(*model.inputs(sample))
-    finally:
-        torch._dynamo.reset()
-    return len(graphs)
+    return len(_torch_compile_graphs(model, *model.inputs(sample))[0])
 
 
 @pytest.mark.parametrize("op", OPINFO)
-def test_opinfo(op, canary):
+def test_opinfo(op, canary, record_property):
     """fxviz on the op's first float32 sample: the partitions are torch's, the gradients eager
     autograd's, nothing touched, the session not poisoned (``tests/opinfo_sweep.py``).  A refusal
     is right only where torch.compile alone captures no graph either."""
     ops = [o for o in opinfo_sweep.differentiable_ops() if opinfo_sweep.op_name(o) == op]
     assert ops, f"{op} is not in this torch's op_db"
     res = opinfo_sweep.sweep_op(ops[0], canary)
+    record_property("fxviz", f"{res.cls}: {res.detail}")  # docs/COMPAT.md lists the refusals
     if res.cls == "refused":
         assert _graphs_torch_alone(ops[0]) == 0, f"fxviz refused ({res.detail}) where torch.compile captures a graph"
     else:
