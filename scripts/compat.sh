@@ -50,7 +50,7 @@ smoke() {  # run the compat tests on torch $1; junit XML for the matrix
   echo "== $(date +%T) torch $v: tests/test_compat.py"
   ( cd "$ROOT" && PYTHONPATH="$ROOT" OMP_NUM_THREADS=1 FXVIZ_TEST_ARTIFACTS="$WORK/artifacts-$v" \
       timeout 3600 "$venv/bin/python" -m pytest tests/test_compat.py -m compat -q -p no:cacheprovider \
-      -W ignore::DeprecationWarning --junitxml="$RESULTS/torch-$v.xml" ) >"$RESULTS/torch-$v.log" 2>&1
+      -W ignore::DeprecationWarning -o junit_family=legacy --junitxml="$RESULTS/torch-$v.xml" ) >"$RESULTS/torch-$v.log" 2>&1
   tail -3 "$RESULTS/torch-$v.log"
 }
 
