@@ -309,3 +309,30 @@ def test_opinfo(op, canary, record_property):
         assert _graphs_torch_alone(ops[0]) == 0, f"fxviz refused ({res.detail}) where torch.compile captures a graph"
     else:
         assert res.cls in ("ok", "known"), f"{res.cls}: {res.detail}"
+
+
+@pytest.mark.parametrize("version, outcome", [("2.8.0", "refused"), ("2.15.0", "warned"),
+                                              (torch.__version__, "imported")])
+def test_import_states_the_supported_range(version, outcome):
+    """``import fxviz`` under a torch reporting ``version`` (a fresh process): older than the range is
+    refused in one line naming it; newer is imported with a warning naming it."""
+    import subprocess
+    import sys
+
+    code = ("import torch, warnings\n"
+            f"torch.__version__ = torch.torch_version.TorchVersion({version!r})\n"
+            "warnings.simplefilter('always')\n"
+            "with warnings.catch_warnings(record=True) as seen:\n"
+            "    try:\n"
+            "        import fxviz\n"
+            "    except ImportError as exc:\n"
+            "        print('refused:', exc)\n"
+            "        raise SystemExit(0)\n"
+            "said = [str(w.message) for w in seen if type(w.message).__name__ == 'FxvizWarning']\n"
+            "print(('warned: ' + said[0]) if said else 'imported')\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(outcome), run.stdout
+    if outcome != "imported":
+        assert fxviz._supported.TORCH_RANGE in lines[0] and version in lines[0]
