@@ -13,8 +13,9 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
-CHECKS = ["trace", "strategies", "table", "doctor", "draw", "report", "explorer", "log", "opinfo"]
+CHECKS = ["import", "trace", "strategies", "table", "doctor", "draw", "report", "explorer", "log", "opinfo"]
 WHAT = {
+    "import": "import fxviz: this torch imports; one reporting 2.8.0 is refused, 2.15.0 warned, each naming the range",
     "trace": "fxviz.trace; gradients equal eager autograd's; model untouched",
     "strategies": "every offered strategy partitions; default and min-cut save what torch's partitioners save",
     "table": "memory_table: a row per strategy, no error",
@@ -26,6 +27,16 @@ WHAT = {
     "opinfo": "14 OpInfo ops' first samples (tests/opinfo_sweep.py), or refused where torch.compile alone captures "
               "no graph",
 }
+
+# Found by this run; each shim says its version where it lives.  Update when a run finds another.
+ADAPTED = [
+    "- torch 2.9: `reversed(graph.nodes)` is an iterable, not an iterator (`TypeError: '_node_list' object is "
+    "not an iterator`): `fxviz/_fx.py` takes `iter()` of it.",
+    "- torch 2.9: dynamo's `Source.name` is a method, not a property (`TypeError: expected string or bytes-like "
+    "object, got 'method'` naming graph inputs): `fxviz/_torch.py` calls it.",
+    "- older than 2.9: `import fxviz` raises one ImportError naming the supported range (`fxviz/_supported.py`); "
+    "newer than 2.14: an FxvizWarning.",
+]
 
 
 def _version_key(v: str) -> tuple[int, ...]:
@@ -104,6 +115,10 @@ def main(results: pathlib.Path, target: pathlib.Path) -> None:
         "The checks:",
         "",
         *[f"- **{c}**: {WHAT[c]}" for c in CHECKS],
+        "",
+        "## What fxviz adapts to per torch version",
+        "",
+        *ADAPTED,
         "",
         "## Failures",
         "",
