@@ -6,7 +6,10 @@ every strategy torch has, tabulate what each saves, and diagnose missing gradien
 
 from __future__ import annotations
 
-from . import examples
+from . import (
+    _supported,  # noqa: F401  (first: refuses a torch older than the supported range)
+    examples,
+)
 from .analysis.partition import partitioner
 from .diff import Diff, diff
 from .errors import FxvizError, InputError, LogError, NoFloatingOutputError, RenderError, StrategyError, TraceError

@@ -18,7 +18,8 @@ __all__ = ["output_node", "output_values", "ancestors"]
 def output_node(gm: fx.GraphModule | fx.Graph) -> fx.Node:
     """The graph's ``output`` node (always its last node)."""
     graph = gm.graph if isinstance(gm, fx.GraphModule) else gm
-    return next(reversed(graph.nodes))
+    # iter(): torch 2.9's reversed(graph.nodes) is an iterable, not an iterator (2.10+: an iterator)
+    return next(iter(reversed(graph.nodes)))
 
 
 def output_values(gm: fx.GraphModule | fx.Graph) -> list[Any]:

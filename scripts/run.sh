@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# One entry point for people and CI: `bash scripts/run.sh demo` or `bash scripts/run.sh test [pytest args]`.
+# One entry point for people and CI: `bash scripts/run.sh demo` or `bash scripts/run.sh test [pytest args]`;
+# `bash scripts/run.sh compat`: fxviz on every supported torch, one venv each (not CI; scripts/compat.sh).
 # Both create ./.venv and install what they need (system: graphviz, chromium; Python: torch CPU build + fxviz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "compat" ]; then shift; exec bash scripts/compat.sh "$@"; fi
 TORCH_SPEC="${FXVIZ_TORCH:-torch==2.13.0}"
 VENV="${FXVIZ_VENV:-.venv}"
 
@@ -43,5 +45,5 @@ case "${1:-demo}" in
     exit $rc
     ;;
   *)
-    echo "usage: bash scripts/run.sh demo|test [args]" >&2; exit 2;;
+    echo "usage: bash scripts/run.sh demo|test [args] | compat" >&2; exit 2;;
 esac

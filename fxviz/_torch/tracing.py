@@ -320,7 +320,9 @@ def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable
             if n.op == "placeholder":
                 arg = n.meta.get("grapharg")
                 source = getattr(arg, "source", None)
-                sources.append(source.name if source is not None and hasattr(source, "name") else None)
+                name = getattr(source, "name", None) if source is not None else None
+                # torch 2.9: Source.name() is a method (2.10+: a property holding the string)
+                sources.append(name() if callable(name) else name)
         record["input_sources"] = sources
         records.append(record)
         return _recording_runs(inner(gm, example_inputs), record, runs)

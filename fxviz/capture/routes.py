@@ -275,13 +275,14 @@ def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None
     for name, t in named_leaves(inputs, names):
         if isinstance(t, torch.Tensor):
             by_id.setdefault(id(t), InputName("primal", name))
+    before = _torch.unimplemented_count()
     try:
         raws, breaks, result = _torch.capture_with_dynamo(step, inputs, lambda t: None, backend=backend,
                                                            dynamic=dynamic)
     except Exception as exc:
         raise _trace_failed(exc, "dynamo") from exc
     if not raws:
-        raise _no_graph(breaks)
+        raise _no_graph(breaks, bool(_torch.skipped_frames(before)))
     graphs = []
     last = len(raws) - 1
     for k, raw in enumerate(raws):
@@ -298,12 +299,21 @@ def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None
     return graphs, breaks, result
 
 
-def _no_graph(breaks: list[str]) -> TraceError:
-    """Dynamo compiled nothing: say why it skipped the frames (``Attempted to wrap sparse Tensor``)."""
+def _no_graph(breaks: list[str], skipped: bool = True) -> TraceError:
+    """Dynamo compiled nothing: say why it skipped the frames (``Attempted to wrap sparse Tensor``),
+    or, where it skipped none (``skipped`` False), that the graph breaks left no op in any graph:
+    OpInfo's ``corrcoef``/``cov`` samples, whose one op breaks at ``aten.equal`` (data-dependent);
+    torch.compile of the same step compiles no graph either."""
     if not breaks:
         return TraceError("torch.compile captured no graph: the whole model ran as plain Python",
                           "make sure the model calls torch operations on its inputs")
     reasons = "; ".join(dict.fromkeys(breaks))
+    if not skipped and not any("sparse" in b.lower() for b in breaks):
+        return TraceError(f"torch.compile captured no graph: every op ran outside the graphs, at graph breaks "
+                          f"({reasons})",
+                          "torch.compile of the same step compiles no graph either (eager autograd runs that "
+                          "code); a loss_fn with an op of its own (lambda out: out.sum()) is captured after the "
+                          "break")
     if any("sparse" in b.lower() for b in breaks):
         hint = ("dynamo cannot take sparse tensors as graph inputs; pass x.to_dense(), or use "
                 "capture_route='aot', which traces COO tensors")
