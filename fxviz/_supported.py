@@ -5,9 +5,10 @@ is untested, so fxviz says so once and lets it through."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
+import sys
 import warnings
-
-import torch
 
 from .errors import FxvizWarning
 
@@ -19,13 +20,33 @@ _OLDEST, _FIRST_UNTESTED = "2.9", "2.15"
 
 def check_torch(version: str | None = None) -> None:
     """Raise ImportError for a torch older than the range; warn (FxvizWarning) for a newer one."""
-    v = torch.torch_version.TorchVersion(version or torch.__version__)
-    if v < _OLDEST:
+    v = version or _installed_torch()
+    if _minor(v) < _minor(_OLDEST):
         raise ImportError(f"fxviz supports torch {TORCH_RANGE} (docs/COMPAT.md) and this is torch {v}: "
                           f"pip install 'torch{TORCH_RANGE}'")
-    if v >= _FIRST_UNTESTED:
+    if _minor(v) >= _minor(_FIRST_UNTESTED):
         warnings.warn(f"fxviz is tested on torch {TORCH_RANGE} (docs/COMPAT.md) and this is torch {v}: if "
                       f"something fails, pip install 'torch{TORCH_RANGE}'", FxvizWarning, stacklevel=3)
+
+
+def _installed_torch() -> str:
+    """torch's version without importing torch (``fxviz --help`` must not pay torch's import):
+    the loaded module's when it is loaded, else the installed distribution's."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return str(torch.__version__)
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        raise ImportError(f"fxviz needs torch, and none is installed: pip install 'torch{TORCH_RANGE}'") from None
+
+
+def _minor(version: str) -> tuple[int, int]:
+    """``'2.13.0+cpu'`` -> ``(2, 13)``: the supported range is stated in minors."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    if found is None:
+        raise ImportError(f"fxviz cannot read torch's version {version!r}: pip install 'torch{TORCH_RANGE}'")
+    return int(found.group(1)), int(found.group(2))
 
 
 check_torch()
