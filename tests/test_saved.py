@@ -177,3 +177,24 @@ def test_saved_table_of_a_real_log(aot_log):
     model = examples.mini_gpt(n_layer=1, n_embd=16, n_head=2, vocab=32, block_size=16, batch=2, seq=8,
                               dropout=0.0)[0]
     _check(tr, model=model)
+
+
+def test_cli_saved_fits_100_columns(aot_log, capsys):
+    from fxviz.cli import main
+
+    assert main(["saved", "--logs", str(aot_log), "--top", "5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in out) <= 100, out
+    tr = fxviz.load_logs(aot_log).trace()
+    df = tr.saved()
+    assert "by strategy logged" in out[0] or "by strategy logged" in " ".join(out[:2])
+    ranks = [line.split()[1] for line in out if line[:3].strip().isdigit()]
+    assert ranks == list(df.index[:5])
+    assert f"... {len(df) - 5} more" in "\n".join(out)
+    assert main(["saved", "--logs", str(aot_log), "--by-module", "--depth", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in out) <= 100
+    by = tr.memory_by_module(depth=1)
+    assert [line[:len(m)] for line, m in zip(out[2:], by["module"])] == list(by["module"])
+    assert len(out) == 2 + len(by)
+    assert main(["saved", "--logs", str(aot_log), "--top", "-1"]) == 2
