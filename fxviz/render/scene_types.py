@@ -49,6 +49,10 @@ class Item:
     # a saved value that adds no bytes: the saved value whose storage it shares ("parameter" /
     # "input" for a view of one), so that the badges add up to the memory table
     alias_of: str | None = None
+    # a saved value's kind as the memory table counts it (activation / parameter / input) and the
+    # bytes it adds there (its storage's on the storage's first saved value, else 0)
+    saved_kind: str | None = None
+    saved_bytes: int = 0
     # drawn only as a producer or user of a node two strategies treat differently (the
     # differences-only compare): faded, smaller, said so in its tooltip
     context: bool = False
