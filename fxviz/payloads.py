@@ -39,6 +39,7 @@ __all__ = [
     "node_data",
     "status_data",
     "table_data",
+    "saved_data",
     "table_notes",
     "doctor_data",
     "legend_data",
@@ -203,6 +204,26 @@ def table_data(df: Any, tr: Trace | None = None) -> dict[str, Any]:
             "caption": df.attrs.get("caption", "").strip()}
 
 
+def saved_data(tr: Trace, strategy: StrategyLike, others: Sequence[StrategyLike] | None = None) -> dict[str, Any]:
+    """The "saved tensors" panel of one strategy: ``tr.saved(strategy, compare=others)`` as plain
+    records (``render.saved_view.saved_records``: name, kind, module, what, tensor, bytes, shares,
+    source, fates), the other strategies named in the fates (default: the offered ones), the totals
+    per kind and the caption; or a ``message`` where the strategy lists no graph values (measured,
+    or failed)."""
+    from .render.saved_view import other_strategies, saved_records
+
+    name = Strategy.parse(strategy).name
+    try:
+        df = tr.saved(strategy, compare=None if others is None else list(others))
+    except FxvizError as exc:
+        return {"strategy": name, "message": exc.message}
+    sums = df.groupby("kind")["bytes"].sum()
+    totals = {k: int(sums.get(k, 0)) for k in ("activation", "parameter", "input")}
+    return {"strategy": name, "rows": saved_records(df), "others": other_strategies(df),
+            "totals": totals, "totals_text": {k: format_bytes(v) or "0 B" for k, v in totals.items()},
+            "caption": df.attrs.get("caption", "")}
+
+
 def doctor_data(tr: Trace, strategy: Any = "default") -> dict[str, Any]:
     """The doctor's findings (``tr.doctor()``), grouped as its card groups them, as plain records."""
     from .render.doctor_view import KIND_TITLES
@@ -309,6 +330,8 @@ class ViewPayload:
     records (``Group.record``: id, key, label, kind, side, members); ``expanded``: the boxes open.
     ``differences``: the differences-only drawing of a compare.  ``overlay``: drawn without any
     strategy's marks (the report's shared joint layout): the page draws them from the statuses.
+    ``saved``: the "saved tensors" panel's data by strategy name (:func:`saved_data`): the view's
+    strategy, or on the report's shared layout every strategy it overlays.
     """
 
     key: str
@@ -322,6 +345,7 @@ class ViewPayload:
     differences: bool = False
     overlay: bool = False
     error: str = ""
+    saved: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The payload as page data (``render.embed.page_data``: strict JSON values)."""
@@ -363,7 +387,9 @@ def view_payload(tr: Trace, key: ViewKey, timeout: float | None = None) -> ViewP
         drawing = tr.draw("joint" if key.view == "compare" else key.view, strategy=key.strategy,
                           compare=key.compare if key.view == "compare" else None, group=key.group,
                           depth=key.depth, expand=list(key.expand), timeout=timeout, differences=key.differences)
-        return dataclasses.replace(head, svg=clean_svg(drawing.svg()), caption=drawing.caption, boxes=drawing.boxes)
+        saved = {key.strategy.name: saved_data(tr, key.strategy)} if key.strategy is not None else {}
+        return dataclasses.replace(head, svg=clean_svg(drawing.svg()), caption=drawing.caption, boxes=drawing.boxes,
+                                   saved=saved)
     except FxvizError as exc:
         return dataclasses.replace(head, error=f"{exc.message}\nWhat to do: {exc.hint}" if exc.hint else exc.message)
     except Exception as exc:  # a bug: said in the pane, not a traceback that loses every other view
@@ -479,7 +505,11 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     drawn: dict[str, dict[str, Any]] = {}
     for k in todo:
         say("drawing: the joint layout" if k is layout else f"drawing: {k.text()}")
-        drawn[k.text()] = view_payload(tr, k).to_json()
+        payload = view_payload(tr, k)
+        # the saved tensors against the report's own strategies; the shared layout shows every strategy
+        shown = keys if k is layout else [k.strategy.name] if k.strategy is not None else []
+        payload = dataclasses.replace(payload, saved={s: saved_data(tr, s, keys) for s in shown})
+        drawn[k.text()] = payload.to_json()
     differences = _differences_drawings(tr, keys, statuses, views, drawn, say)
     say("memory table")
     try:
