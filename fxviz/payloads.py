@@ -506,9 +506,8 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     for k in todo:
         say("drawing: the joint layout" if k is layout else f"drawing: {k.text()}")
         payload = view_payload(tr, k)
-        # the saved tensors against the report's own strategies; the shared layout shows every strategy
-        shown = keys if k is layout else [k.strategy.name] if k.strategy is not None else []
-        payload = dataclasses.replace(payload, saved={s: saved_data(tr, s, keys) for s in shown})
+        if k is layout:  # the shared layout shows every strategy: each one's saved tensors
+            payload = dataclasses.replace(payload, saved={s: saved_data(tr, s) for s in keys})
         drawn[k.text()] = payload.to_json()
     differences = _differences_drawings(tr, keys, statuses, views, drawn, say)
     say("memory table")

@@ -966,6 +966,12 @@ function savedBadge(state, id, g) {
   return parts.join(" ") || "saved";
 }
 
+/** The saved-tensor panel in `box`: `render()` the table of the strategy shown, `mark()` the rows
+ *  of the selection; a row click calls `pick(name)`. */
+function bindSaved(box, state, pick) {
+  return { render: () => renderSaved(box, state, pick), mark: () => markSavedRows(box, state) };
+}
+
 /** Mark (and scroll to) the saved rows of the selection. */
 function markSavedRows(box, state) {
   const chosen = selectedNames(state);
@@ -1425,8 +1431,7 @@ function bindSearch(ui, state, search, opts) {
 export function createPane(root, opts = {}) {
   configure(opts.constants);
   const state = paneState();
-  const ui = buildLayout(root);
-  const { el } = ui;
+  const ui = buildLayout(root), { el } = ui;
   const freeKeys = swallowKeys(el, ui.viewport);
   const widthObserver = bindWidth(el);
   const zp = new ZoomPan(ui.viewport);
@@ -1438,11 +1443,10 @@ export function createPane(root, opts = {}) {
   const details = createDetailsPanel(ui.details, state, linkList, actions);
   const detachWheel = bindZoomControls(ui, zp);
   bindDragAndClick(ui.viewport, zp, (title) => select(title, { reveal: false, notify: true }));
-
   const search = (move = 0) => applySearch(ui.viewport, ui.status, state, zp, move);
   const table = () => renderTable(ui.tableBox, state, (key) => { if (opts.onRowClick) opts.onRowClick(key); });
   const legend = () => renderLegend(ui.legendBox, state.legend, state);
-  const saved = () => renderSaved(ui.savedBox, state, (name) => select(name, { reveal: true, notify: true }));
+  const saved = bindSaved(ui.savedBox, state, (name) => select(name, { reveal: true, notify: true }));
   const markSelected = (reveal) => {
     const unit = markSelection(ui.viewport, state, zp, reveal);
     if (state.selected) details.render(unit);  // a cleared selection leaves the details as they were
@@ -1451,8 +1455,7 @@ export function createPane(root, opts = {}) {
   const togglePanel = bindToggles(ui, state, zp, marks, opts.onDifferences);
   function select(id, { reveal = true, notify = true } = {}) {
     state.selected = id || "";
-    markSelected(reveal);
-    markSavedRows(ui.savedBox, state);
+    markSelected(reveal); saved.mark();
     if (notify && opts.onSelect) opts.onSelect(state.selected);
   }
   function setSvg(text, { keepZoom = false, key = "", overlay = false } = {}) {
@@ -1486,9 +1489,8 @@ export function createPane(root, opts = {}) {
     setStatus(s, cmp) { state.status = s && s.key ? s : null; state.compare = cmp && cmp.key ? cmp : null; marks(); legend(); markSelected(false); },
     setView(view) { state.view = view || "joint"; el.dataset.view = state.view; table(); legend(); markSelected(false); },
     setTable(t) { state.table = t; table(); },
-    setHighlight(key, compareKey) { state.highlight = key || ""; state.compareHighlight = compareKey || ""; table(); saved(); },
-    /** the view payload's `saved` (strategy -> fxviz.payloads.saved_data): the saved-tensor panel */
-    setSaved(tables) { state.saved = tables || {}; saved(); },
+    setHighlight(key, compareKey) { state.highlight = key || ""; state.compareHighlight = compareKey || ""; table(); saved.render(); },
+    setSaved(tables) { state.saved = tables || {}; saved.render(); },  // the view payload's `saved`
     setDoctor(d) { state.doctor = d; showDoctor(ui, d, linkList, togglePanel); },
     setLegend(l) { state.legend = l; legend(); },
     setBoxes(list) { indexBoxes(state, list); markSelected(false); marks(); },  // the view payload's `boxes`
