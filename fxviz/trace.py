@@ -380,7 +380,8 @@ class Trace:
         from .analysis.saved import saved_table
 
         main = Strategy.parse(strategy) if strategy is not None else self.offered[0]
-        others = [s for s in (parse_list(compare) if compare is not None else list(self.offered)) if s != main]
+        listed = parse_list(compare) if compare is not None else None
+        others = [s for s in (listed if listed is not None else self.offered) if s != main]
         key = ("saved", main, tuple(others))
         if key not in self._cache:
             self._cache[key] = saved_table(self.graph, self.partition(main), [self.partition(s) for s in others])

@@ -150,7 +150,7 @@ class _Broken(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.blocks[0](x)
-        torch._dynamo.graph_break()
+        torch._dynamo.graph_break()  # noqa: SLF001
         x = self.blocks[1](x)
         return self.head(x).sum()
 

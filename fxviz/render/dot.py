@@ -245,7 +245,6 @@ def _group_label(g: Group, scene: Scene) -> str:
     total = sum(counts.values())
     bar = "".join(f'<TD BGCOLOR="{theme.ROLE_COLORS[r]}" WIDTH="{max(3, round(90 * counts[r] / total))}" '
                   f'HEIGHT="7"></TD>' for r in ROLES if counts.get(r))
-    saved = [m for m in g.members if m.saved or m.cmp_saved]
     recomputed = sum(1 for m in g.members if m.recomputed or m.cmp_recomputed)
     head = {"module": "", "function": "ops of ", "bookkeeping": ""}[g.kind]
     rows = [f"<TR><TD><B>{head}{_e(g.path)}</B></TD></TR>",

@@ -68,7 +68,8 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
     right = {0, 6}
 
     def line(cells: list[str]) -> str:
-        out = [_cut(c, w).rjust(w) if i in right else _cut(c, w).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        out = [_cut(c, w).rjust(w) if i in right else _cut(c, w).ljust(w)
+               for i, (c, w) in enumerate(zip(cells, widths))]
         return "  ".join(out).rstrip()
 
     body = [line(names)] + [line(r) for r in rows]

@@ -14,7 +14,8 @@ from . import dot
 from . import scene as sc
 from .drawing import DEFAULT_TIMEOUT, Drawing
 
-__all__ = ["draw", "openable", "box_name", "aspect_of", "level_order", "collapse_level", "NODE_LIMIT", "AUTO_UNITS", "UNIT_LIMIT", "ASPECT", "GROUPS"]
+__all__ = ["draw", "openable", "box_name", "aspect_of", "level_order", "collapse_level", "NODE_LIMIT", "AUTO_UNITS",
+           "UNIT_LIMIT", "ASPECT", "GROUPS"]
 
 # Above this many nodes the default view collapses modules into boxes.  Layout time is not the
 # limit (docs/rendering-timings.md: ~1 s in ``dot -Tsvg`` at 560 nodes): readability is.  A
