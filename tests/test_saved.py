@@ -198,3 +198,43 @@ def test_cli_saved_fits_100_columns(aot_log, capsys):
     assert [line[:len(m)] for line, m in zip(out[2:], by["module"])] == list(by["module"])
     assert len(out) == 2 + len(by)
     assert main(["saved", "--logs", str(aot_log), "--top", "-1"]) == 2
+
+
+def test_saved_per_run_of_a_reused_graph():
+    """A graph dynamo ran for two layers: each run's rows name that run's modules, and the runs
+    together are the whole step's saved activation bytes (memory_table_by_piece)."""
+    from fxviz.analysis.pieces import piece_facts
+
+    from .test_breaks import MixtralStyle
+
+    torch.manual_seed(0)
+    model = MixtralStyle()
+    tr = fxviz.trace(model, torch.randn(4, 8))
+    facts = piece_facts(tr.capture)
+    known = dict(model.named_modules())
+    totals = tr.memory_table_by_piece(["default"])
+    total = totals[totals["piece"] == "total"]["saved_activation_bytes"].iloc[0]
+    summed = 0
+    reused = [p for p in tr.pieces if p.has_backward and len(facts.runs_of(p.index)) > 1]
+    assert reused
+    for piece in tr.pieces:
+        if not piece.has_backward:
+            continue
+        runs = facts.runs_of(piece.index)
+        for k, r in enumerate(runs):
+            df = piece.saved(run=k)
+            mods = set(df["module"].dropna())
+            assert mods <= set(known)
+            # every module is this run's (layers.1 where the first run was layers.0)
+            assert all(any(m == x or m.startswith(x + ".") or x.startswith(m + ".") for x in r.modules)
+                       for m in mods), (mods, r.modules)
+            params = df[df["kind"] == "parameter"]
+            # a saved parameter (or a view of one) is one this run received
+            assert all(any(p.startswith(m + ".") for p in r.parameters) for m in params["module"].dropna())
+            by = piece.memory_by_module(run=k)
+            assert set(by["module"]) - {NO_MODULE} <= set(known)
+            summed += int(by["saved_activation_bytes"].sum())
+        _check(piece, model=model, real=True)
+    assert summed == total
+    with pytest.raises(FxvizError, match="run"):
+        reused[0].saved(run=len(facts.runs_of(reused[0].index)))
