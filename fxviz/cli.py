@@ -282,6 +282,7 @@ def cmd_saved(args: argparse.Namespace) -> int:
     """What the backward reads from the forward, biggest first: each value's kind, module, op in
     plain words, tensor and storage-aware bytes, and what the other strategies do with it
     (--by-module: saved activation bytes per module)."""
+    from .analysis.pieces import piece_facts
     from .capture import graph_name
     from .render.saved_view import by_module_text, saved_text
 
@@ -289,8 +290,11 @@ def cmd_saved(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise FxvizError(f"--top must be 0 (all rows) or more, not {args.top}", "pass --top 10")
     title = tr.title
+    facts = piece_facts(tr.capture)
     for piece in tr.pieces:
         name = title if len(tr.pieces) == 1 else f"{title}, {graph_name(piece.index)} of {len(tr.pieces)}"
+        runs = len(facts.runs_of(piece.index))
+        name += f" (ran {runs} times: one such set per run)" if runs > 1 else ""
         if not piece.has_backward:
             print(f"{name}: no backward graph: nothing is saved")
             continue

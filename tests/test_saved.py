@@ -238,3 +238,27 @@ def test_saved_per_run_of_a_reused_graph():
     assert summed == total
     with pytest.raises(FxvizError, match="run"):
         reused[0].saved(run=len(facts.runs_of(reused[0].index)))
+
+
+def test_saved_panel_data_travels_in_the_view_payload(traces):
+    """The widget's one view trait and the report's drawings carry the panel's rows: tr.saved()'s,
+    as records; the report's shared layout holds every strategy it overlays."""
+    from fxviz.payloads import ViewKey, report_data, saved_data, view_payload
+
+    tr = traces[("mlp", "lifted")]
+    payload = view_payload(tr, ViewKey("forward", "min_cut")).to_json()
+    rows = payload["saved"]["min_cut"]["rows"]
+    df = tr.saved("min_cut")
+    assert [r["name"] for r in rows] == list(df.index)
+    assert [r["bytes"] for r in rows] == list(df["bytes"])
+    assert all(set(r["fates"]) == set(payload["saved"]["min_cut"]["others"]) for r in rows)
+    assert payload["saved"]["min_cut"]["totals"]["activation"] == \
+        tr.memory_table(["min_cut"])["saved_activation_bytes"].iloc[0]
+    data = report_data(tr, strategies=["default", "min_cut", "eager"], views=("joint",))
+    layout = data["drawings"][data["initial"]["drawing"]]
+    assert set(layout["saved"]) == {"default", "min_cut", "eager"}
+    assert layout["saved"]["eager"]["message"] and "rows" not in layout["saved"]["eager"]
+    assert layout["saved"]["default"] == saved_data(tr, "default")
+    pytest.importorskip("anywidget")
+    w = fxviz.explore(tr, view="forward", strategy="min_cut")
+    assert w.pane.get_state()["view_data"]["saved"] == payload["saved"]
