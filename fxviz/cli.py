@@ -301,7 +301,12 @@ def cmd_saved(args: argparse.Namespace) -> int:
         if args.by_module:
             print(by_module_text(piece.memory_by_module(args.strategy, depth=args.depth), name))
         else:
-            print(saved_text(piece.saved(args.strategy), name, top=args.top))
+            df = piece.saved(args.strategy)
+            if args.kind:
+                kept = df[df["kind"] == args.kind]
+                kept.attrs = dict(df.attrs)
+                df, name = kept, f"{name} [{args.kind} rows only]"
+            print(saved_text(df, name, top=args.top))
         if len(tr.pieces) > 1:
             print()
     return 0
@@ -314,6 +319,8 @@ def _saved_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--depth", type=int, help="with --by-module: the level of the model's structure "
                                              "(default: the level the drawing collapses to)")
     p.add_argument("--top", type=int, default=20, help="rows to show, biggest first (default 20; 0: all)")
+    p.add_argument("--kind", choices=["activation", "parameter", "input", "symint"],
+                   help="only the values of this kind (e.g. activation: leave out the resident parameters)")
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -198,6 +198,11 @@ def test_cli_saved_fits_100_columns(aot_log, capsys):
     assert [line[:len(m)] for line, m in zip(out[2:], by["module"])] == list(by["module"])
     assert len(out) == 2 + len(by)
     assert main(["saved", "--logs", str(aot_log), "--top", "-1"]) == 2
+    capsys.readouterr()
+    assert main(["saved", "--logs", str(aot_log), "--kind", "activation", "--top", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    shown = [line.split()[1] for line in out if line[:3].strip().isdigit()]
+    assert shown == list(df[df["kind"] == "activation"].index[:3])
 
 
 def test_saved_per_run_of_a_reused_graph():

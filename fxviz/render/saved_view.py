@@ -61,7 +61,7 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
                      format_shape(r["shape"], r["dtype"]) if r["kind"] != "symint" else "", size,
                      " ".join(FATE_CODES.get(r[c], "?") for c in others)])
     names = ["#", "value", "kind", "module", "what", "tensor", "bytes", " ".join(letters)]
-    caps = [4, 16, 5, 22, 0, 16, 10, 2 * len(others)]
+    caps = [4, 16, 5, 22, 0, 20, 10, 2 * len(others)]
     widths = [min(max([len(names[i])] + [len(row[i]) for row in rows]), caps[i] or 999) for i in range(len(names))]
     rest = width - sum(w for i, w in enumerate(widths) if i != 4) - (len(names) - 1) * 2
     widths[4] = max(12, min(rest, max([len(names[4])] + [len(row[4]) for row in rows])))
