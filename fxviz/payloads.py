@@ -204,23 +204,24 @@ def table_data(df: Any, tr: Trace | None = None) -> dict[str, Any]:
             "caption": df.attrs.get("caption", "").strip()}
 
 
-def saved_data(tr: Trace, strategy: StrategyLike, others: Sequence[StrategyLike] | None = None) -> dict[str, Any]:
-    """The "saved tensors" panel of one strategy: ``tr.saved(strategy, compare=others)`` as plain
-    records (``render.saved_view.saved_records``: name, kind, module, what, tensor, bytes, shares,
-    source, fates), the other strategies named in the fates (default: the offered ones), the totals
-    per kind and the caption; or a ``message`` where the strategy lists no graph values (measured,
-    or failed)."""
-    from .render.saved_view import other_strategies, saved_records
+def saved_data(tr: Trace, strategy: StrategyLike) -> dict[str, Any]:
+    """The "saved tensors" panel of one strategy: ``tr.saved(strategy)`` as plain records
+    (``render.saved_view.saved_records``: name, kind, module, what, tensor, bytes, shares, source),
+    the totals per kind and the caption; or a ``message`` where the strategy lists no graph values
+    (measured, or failed).  No other strategy is partitioned for it (a view's first picture waits
+    for nothing more than its own partition): the page says what the other strategies do from the
+    statuses it holds (``status_data``, the ``Partition``'s own sets)."""
+    from .render.saved_view import saved_records
 
     name = Strategy.parse(strategy).name
     try:
-        df = tr.saved(strategy, compare=None if others is None else list(others))
+        df = tr.saved(strategy, compare=[])
     except FxvizError as exc:
         return {"strategy": name, "message": exc.message}
     sums = df.groupby("kind")["bytes"].sum()
     totals = {k: int(sums.get(k, 0)) for k in ("activation", "parameter", "input")}
-    return {"strategy": name, "rows": saved_records(df), "others": other_strategies(df),
-            "totals": totals, "totals_text": {k: format_bytes(v) or "0 B" for k, v in totals.items()},
+    return {"strategy": name, "rows": saved_records(df), "totals": totals,
+            "totals_text": {k: format_bytes(v) or "0 B" for k, v in totals.items()},
             "caption": df.attrs.get("caption", "")}
 
 
@@ -548,6 +549,9 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
         "pieces": pieces_data(tr, keys, views, pairs, group, depth, say) if tr.index == 0 else [],
         "piece_fields": list(PIECE_FIELDS),  # what the page swaps when another piece is picked
         "overview": overview_data(tr, keys) if tr.index == 0 and len(tr.pieces) > 1 else None,
+        # the hook for the memory timeline plot (Trace.memory_timeline(...).plot(), built elsewhere):
+        # {"svg": the plot as SVG text, "caption": ...}; report.js shows it under the saved tensors
+        "timeline": None,
     }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import fxviz
+from fxviz.analysis.saved import fate
 
 from .browser_util import browser, chromium_path
 
@@ -36,15 +37,16 @@ def test_saved_panel_in_the_report(traces, tmp_path, artifacts):
         page = b.new_page()
         page.goto(path.as_uri())
         page.wait_for_selector(".fxviz-saved-row", timeout=LONG)
-        # the rows are tr.saved()'s, biggest first, with a letter per other offered strategy
+        # the rows are tr.saved()'s, biggest first, with a letter per other strategy of the report:
+        # what its Partition does with the value (analysis.saved.fate)
         assert _rows(page) == list(table.index)
-        others = [c for c in table.columns if c not in ("kind", "module", "op", "what", "shape", "dtype", "bytes",
-                                                        "shares_storage_with", "source")]
+        others = ["min_cut"]
         legend = page.inner_text(".fxviz-saved-legend")
         assert all(f"{'ABCDEFGH'[i]} = {o}" in legend for i, o in enumerate(others))
         letters = page.eval_on_selector_all(".fxviz-saved-fates", "ts => ts.map(t => t.textContent)")
         codes = {"saved": "S", "recomputed": "R", "not needed": "\u2013", "failed": "!"}
-        assert letters == [" ".join(codes[table.loc[n, o]] for o in others) for n in table.index]
+        assert letters == [" ".join(codes[fate(tr.partition(o), n)] for o in others) for n in table.index]
+        assert letters == [" ".join(codes[f] for f in tr.saved(compare=others).loc[n, others]) for n in table.index]
         # sortable: bytes ascending is the reverse; by module, each module's rows sit together
         page.click(".fxviz-saved-table th[data-sort='bytes']")
         assert _rows(page) == list(table.index)[::-1]

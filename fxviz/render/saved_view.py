@@ -110,7 +110,7 @@ def by_module_text(df: pd.DataFrame, title: str, width: int = 100) -> str:
 
 def saved_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """The rows as plain JSON-able records for a panel: name, kind, module, op, what, tensor,
-    bytes, shares, source, and ``fates`` (strategy -> fate) for the other strategies."""
+    bytes, shares, source, and ``fates`` (strategy -> fate) for the frame's strategy columns."""
     others = other_strategies(df)
     out = []
     for name, r in df.iterrows():

@@ -862,6 +862,8 @@ function renderTable(box, state, onRowClick) {
 // What the backward reads from the forward under the strategy shown (`state.highlight`; in the
 // compare view A), one row per value (fxviz.payloads.saved_data: Trace.saved as records), sortable by
 // a header click; a row click selects its node, a node (or box) selected in the graph marks its rows.
+// What each other strategy the page holds a status of does with a value is read off that status
+// (the Partition's saved and recomputed sets), as fxviz.analysis.saved.fate reads it.
 const FATE_LETTERS = { saved: "S", recomputed: "R", "not needed": "\u2013", failed: "!" };
 const KIND_SHORT = { activation: "act", parameter: "param", input: "input", symint: "size" };
 const SAVED_SORTS = {
@@ -872,7 +874,7 @@ const SAVED_SORTS = {
 
 /** The saved table of the strategy shown, or null. */
 function savedTable(state) {
-  const all = state.saved || {};
+  const all = state.savedPanel.tables || {};
   return all[state.highlight] || (state.status ? all[state.status.key] : null) || null;
 }
 
@@ -919,7 +921,10 @@ function renderSaved(box, state, onPick) {
     ` saved by ${t.strategy}: activations ${tot.activation || "0 B"}`,
     tot.parameter && tot.parameter !== "0 B" ? `, parameters ${tot.parameter}` : "",
     tot.input && tot.input !== "0 B" ? `, inputs ${tot.input}` : ""));
-  const others = t.others || [];
+  const statuses = Object.values(state.savedPanel.statuses || {}).filter((s) => s && s.key && s.key !== t.strategy);
+  const others = statuses.map((s) => s.key);
+  const sets = statuses.map((s) => [s.error, new Set(s.saved), new Set(s.recomputed)]);
+  const fate = (i, n) => (sets[i][0] ? "failed" : sets[i][1].has(n) ? "saved" : sets[i][2].has(n) ? "recomputed" : "not needed");
   const head = (key, text, tip) => {
     const arrow = sort.key === key ? (sort.desc ? " \u25be" : " \u25b4") : "";
     return h("th", { "data-sort": key, class: "fxviz-sortable", title: `${tip} (click to sort)`, "aria-sort": sort.key === key ? (sort.desc ? "descending" : "ascending") : "none",
@@ -931,9 +936,9 @@ function renderSaved(box, state, onPick) {
     others.length ? h("th", { title: fateTip, text: others.map((_, i) => "ABCDEFGH"[i]).join(" ") }) : null);
   const chosen = selectedNames(state);
   const body = rows.map((r) => {
-    const fates = others.map((o) => FATE_LETTERS[r.fates[o]] || "?").join(" ");
+    const fates = others.map((o, i) => FATE_LETTERS[fate(i, r.name)]).join(" ");
     const tip = `${r.name}: ${r.what}${r.tensor ? ` ${r.tensor}` : ""}${r.source ? `, ${r.source}` : ""}\n` +
-      others.map((o) => `${o}: ${r.fates[o]}`).join("\n");
+      others.map((o, i) => `${o}: ${fate(i, r.name)}`).join("\n");
     const row = h("tr", { class: "fxviz-row fxviz-saved-row", "data-node": r.name, title: tip,
                           onclick: () => onPick(r.name) },
       h("th", {}, h("code", { text: r.name }), " ", h("span", { class: `fxviz-saved-kind fxviz-kind-${r.kind}`, text: KIND_SHORT[r.kind] || r.kind })),
@@ -946,9 +951,9 @@ function renderSaved(box, state, onPick) {
   if (others.length) box.append(h("p", { class: "fxviz-table-note fxviz-saved-legend", text: fateTip }));
   box.append(h("table", { class: "fxviz-table fxviz-saved-table" }, h("thead", {}, headRow), h("tbody", {}, body)));
   if (t.caption) box.append(h("details", { class: "fxviz-table-caption" }, h("summary", { text: "how these are counted" }), h("p", { text: t.caption })));
-  // the hook for the memory timeline plot (Trace.memory_timeline, built elsewhere): a page that
-  // has one in `state.timeline` shows it under the table
-  if (state.timeline) box.append(h("div", { class: "fxviz-timeline" }, state.timeline));
+  // the hook for the memory timeline plot (Trace.memory_timeline, built elsewhere): an element given
+  // as `pane.setSaved({ timeline })` is shown under the table (the report: data.timeline)
+  if (state.savedPanel.timeline) box.append(h("div", { class: "fxviz-timeline" }, state.savedPanel.timeline));
 }
 
 /** The overlay's saved badge of unit `g`: a box counts its saved activations (and their bytes)
@@ -1257,7 +1262,8 @@ function paneState() {
   return {
     nodes: {}, status: null, compare: null, view: "joint", selected: "", query: "",
     units: new Map(), labels: new Map(), table: null,
-    saved: {}, savedSort: { key: "bytes", desc: true }, timeline: null,  // the saved-tensor panel (by strategy)
+    // the saved-tensor panel: tables by strategy, the statuses it reads fates from, the timeline hook
+    savedPanel: { tables: {}, statuses: {}, timeline: null }, savedSort: { key: "bytes", desc: true },
     // the drawn boxes' records (id -> {key, label, kind, side, members}), each member's box, every
     // box record seen (details of a box just opened), the boxes opened now, the nodes to bring
     // into view once the drawing with an opened box arrives
@@ -1490,7 +1496,7 @@ export function createPane(root, opts = {}) {
     setView(view) { state.view = view || "joint"; el.dataset.view = state.view; table(); legend(); markSelected(false); },
     setTable(t) { state.table = t; table(); },
     setHighlight(key, compareKey) { state.highlight = key || ""; state.compareHighlight = compareKey || ""; table(); saved.render(); },
-    setSaved(tables) { state.saved = tables || {}; saved.render(); },  // the view payload's `saved`
+    setSaved(part) { Object.assign(state.savedPanel, part); saved.render(); },  // {tables, statuses, timeline}
     setDoctor(d) { state.doctor = d; showDoctor(ui, d, linkList, togglePanel); },
     setLegend(l) { state.legend = l; legend(); },
     setBoxes(list) { indexBoxes(state, list); markSelected(false); marks(); },  // the view payload's `boxes`
@@ -1521,7 +1527,7 @@ function showView(pane, v, how = {}) {
   const view = v || {};
   const as = how.as || view;
   const statuses = how.statuses || {};
-  pane.setSaved(view.saved);
+  pane.setSaved({ tables: view.saved || {}, statuses });
   pane.setView(as.view || view.view);
   pane.setStatus(statuses[as.strategy] || null, as.compare ? statuses[as.compare] || null : null);
   pane.setHighlight(as.strategy || "", as.compare || "");
