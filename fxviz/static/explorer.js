@@ -977,7 +977,8 @@ function bindSaved(box, state, pick) {
   return { render: () => renderSaved(box, state, pick), mark: () => markSavedRows(box, state) };
 }
 
-/** Mark (and scroll to) the saved rows of the selection. */
+/** Mark the saved rows of the selection and scroll the panel's own list to the first (never the
+ *  page or the notebook around it: a click on the graph must not move what is under the mouse). */
 function markSavedRows(box, state) {
   const chosen = selectedNames(state);
   let first = null;
@@ -986,7 +987,10 @@ function markSavedRows(box, state) {
     row.classList.toggle("fxviz-row-selected", on);
     if (on) { row.setAttribute("aria-selected", "true"); first = first || row; } else row.removeAttribute("aria-selected");
   }
-  if (first && !box.closest("[hidden]")) first.scrollIntoView({ block: "nearest" });
+  if (!first || box.closest("[hidden]")) return;
+  const r = first.getBoundingClientRect();
+  const c = box.getBoundingClientRect();
+  if (r.top < c.top || r.bottom > c.bottom) box.scrollTop += r.top - c.top - c.height / 3;
 }
 
 // --- doctor ------------------------------------------------------------------------------------------
