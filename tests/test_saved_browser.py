@@ -25,7 +25,7 @@ def _rows(page) -> list[str]:
 
 
 def _marked(page) -> list[str]:
-    return page.eval_on_selector_all(".fxviz-saved-row.fxviz-row-selected", "rs => rs.map(r => r.dataset.node)")
+    return page.eval_on_selector_all(".fxviz-saved-row.fxviz-saved-selected", "rs => rs.map(r => r.dataset.node)")
 
 
 def test_saved_panel_in_the_report(traces, tmp_path, artifacts):

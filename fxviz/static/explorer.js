@@ -939,18 +939,18 @@ function renderSaved(box, state, onPick) {
     const fates = others.map((o, i) => FATE_LETTERS[fate(i, r.name)]).join(" ");
     const tip = `${r.name}: ${r.what}${r.tensor ? ` ${r.tensor}` : ""}${r.source ? `, ${r.source}` : ""}\n` +
       others.map((o, i) => `${o}: ${fate(i, r.name)}`).join("\n");
-    const row = h("tr", { class: "fxviz-row fxviz-saved-row", "data-node": r.name, title: tip,
+    const row = h("tr", { class: "fxviz-saved-row", "data-node": r.name, title: tip,
                           onclick: () => onPick(r.name) },
       h("th", {}, h("code", { text: r.name }), " ", h("span", { class: `fxviz-saved-kind fxviz-kind-${r.kind}`, text: KIND_SHORT[r.kind] || r.kind })),
       h("td", { class: "fxviz-saved-what" }, r.what, h("div", { class: "fxviz-muted", text: r.module || "(no module)" })),
       h("td", {}, r.shares ? h("span", { class: "fxviz-muted", title: `shares storage with ${r.shares}`, text: `= ${r.shares}` }) : formatBytes(r.bytes)),
       others.length ? h("td", { class: "fxviz-saved-fates", text: fates }) : null);
-    if (chosen.has(r.name)) { row.classList.add("fxviz-row-selected"); row.setAttribute("aria-selected", "true"); }
+    if (chosen.has(r.name)) { row.classList.add("fxviz-saved-selected"); row.setAttribute("aria-selected", "true"); }
     return row;
   });
-  if (others.length) box.append(h("p", { class: "fxviz-table-note fxviz-saved-legend", text: fateTip }));
-  box.append(h("table", { class: "fxviz-table fxviz-saved-table" }, h("thead", {}, headRow), h("tbody", {}, body)));
-  if (t.caption) box.append(h("details", { class: "fxviz-table-caption" }, h("summary", { text: "how these are counted" }), h("p", { text: t.caption })));
+  if (others.length) box.append(h("p", { class: "fxviz-saved-legend", text: fateTip }));
+  box.append(h("table", { class: "fxviz-saved-table" }, h("thead", {}, headRow), h("tbody", {}, body)));
+  if (t.caption) box.append(h("details", { class: "fxviz-saved-caption" }, h("summary", { text: "how these are counted" }), h("p", { text: t.caption })));
   // the hook for the memory timeline plot (Trace.memory_timeline, built elsewhere): an element given
   // as `pane.setSaved({ timeline })` is shown under the table (the report: data.timeline)
   if (state.savedPanel.timeline) box.append(h("div", { class: "fxviz-timeline" }, state.savedPanel.timeline));
@@ -984,7 +984,7 @@ function markSavedRows(box, state) {
   let first = null;
   for (const row of box.querySelectorAll("tr.fxviz-saved-row")) {
     const on = chosen.has(row.dataset.node);
-    row.classList.toggle("fxviz-row-selected", on);
+    row.classList.toggle("fxviz-saved-selected", on);
     if (on) { row.setAttribute("aria-selected", "true"); first = first || row; } else row.removeAttribute("aria-selected");
   }
   if (!first || box.closest("[hidden]")) return;
