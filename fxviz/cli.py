@@ -278,6 +278,51 @@ def _table_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exact", action="store_true", help="exact integers instead of KiB/MiB/GiB")
 
 
+def cmd_saved(args: argparse.Namespace) -> int:
+    """What the backward reads from the forward, biggest first: each value's kind, module, op in
+    plain words, tensor and storage-aware bytes, and what the other strategies do with it
+    (--by-module: saved activation bytes per module)."""
+    from .analysis.pieces import piece_facts
+    from .capture import graph_name
+    from .render.saved_view import by_module_text, saved_text
+
+    tr = _trace(args)
+    if args.top < 0:
+        raise FxvizError(f"--top must be 0 (all rows) or more, not {args.top}", "pass --top 10")
+    title = tr.title
+    facts = piece_facts(tr.capture)
+    for piece in tr.pieces:
+        name = title if len(tr.pieces) == 1 else f"{title}, {graph_name(piece.index)} of {len(tr.pieces)}"
+        runs = len(facts.runs_of(piece.index))
+        name += f" (ran {runs} times: one such set per run)" if runs > 1 else ""
+        if not piece.has_backward:
+            print(f"{name}: no backward graph: nothing is saved")
+            continue
+        if args.by_module:
+            print(by_module_text(piece.memory_by_module(args.strategy, depth=args.depth), name))
+        else:
+            df = piece.saved(args.strategy)
+            if args.kind:
+                kept = df[df["kind"] == args.kind]
+                kept.attrs = dict(df.attrs)
+                df, name = kept, f"{name} [{args.kind} rows only]"
+            print(saved_text(df, name, top=args.top))
+        if len(tr.pieces) > 1:
+            print()
+    return 0
+
+
+def _saved_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strategy", help=f"partition strategy ({STRATEGY_FORMS}); default: default "
+                                      "(logged for --logs)")
+    p.add_argument("--by-module", action="store_true", help="saved activation bytes per module instead")
+    p.add_argument("--depth", type=int, help="with --by-module: the level of the model's structure "
+                                             "(default: the level the drawing collapses to)")
+    p.add_argument("--top", type=int, default=20, help="rows to show, biggest first (default 20; 0: all)")
+    p.add_argument("--kind", choices=["activation", "parameter", "input", "symint"],
+                   help="only the values of this kind (e.g. activation: leave out the resident parameters)")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the self-contained HTML report: graph views per strategy, details, search, memory
     table, doctor's findings; one file that loads nothing from the network."""
@@ -322,6 +367,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "code": (cmd_code, "a partition's forward or backward graph as Python with real names"),
     "draw": (cmd_draw, "draw the joint graph or a partition to SVG/PNG/DOT (needs graphviz's dot)"),
     "nodes": (cmd_nodes, "role counts and the parameter table of the joint graph"),
+    "saved": (cmd_saved, "what the backward reads from the forward, biggest first, per value or per module"),
 }
 
 
@@ -478,6 +524,7 @@ _EXTRA_ARGS["code"] = _code_args
 _EXTRA_ARGS["draw"] = _draw_args
 _EXTRA_ARGS["table"] = _table_args
 _EXTRA_ARGS["report"] = _report_args
+_EXTRA_ARGS["saved"] = _saved_args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -41,6 +41,7 @@ __all__ = [
     "node_data",
     "status_data",
     "table_data",
+    "saved_data",
     "table_notes",
     "doctor_data",
     "legend_data",
@@ -208,6 +209,27 @@ def table_data(df: Any, tr: Trace | None = None) -> dict[str, Any]:
             "caption": df.attrs.get("caption", "").strip()}
 
 
+def saved_data(tr: Trace, strategy: StrategyLike) -> dict[str, Any]:
+    """The "saved tensors" panel of one strategy: ``tr.saved(strategy)`` as plain records
+    (``render.saved_view.saved_records``: name, kind, module, what, tensor, bytes, shares, source),
+    the totals per kind and the caption; or a ``message`` where the strategy lists no graph values
+    (measured, or failed).  No other strategy is partitioned for it (a view's first picture waits
+    for nothing more than its own partition): the page says what the other strategies do from the
+    statuses it holds (``status_data``, the ``Partition``'s own sets)."""
+    from .render.saved_view import saved_records
+
+    name = Strategy.parse(strategy).name
+    try:
+        df = tr.saved(strategy, compare=[])
+    except FxvizError as exc:
+        return {"strategy": name, "message": exc.message}
+    sums = df.groupby("kind")["bytes"].sum()
+    totals = {k: int(sums.get(k, 0)) for k in ("activation", "parameter", "input")}
+    return {"strategy": name, "rows": saved_records(df), "totals": totals,
+            "totals_text": {k: format_bytes(v) or "0 B" for k, v in totals.items()},
+            "caption": df.attrs.get("caption", "")}
+
+
 def doctor_data(tr: Trace, strategy: Any = "default") -> dict[str, Any]:
     """The doctor's findings (``tr.doctor()``), grouped as its card groups them, as plain records."""
     from .render.doctor_view import KIND_TITLES
@@ -314,6 +336,8 @@ class ViewPayload:
     records (``Group.record``: id, key, label, kind, side, members); ``expanded``: the boxes open.
     ``differences``: the differences-only drawing of a compare.  ``overlay``: drawn without any
     strategy's marks (the report's shared joint layout): the page draws them from the statuses.
+    ``saved``: the "saved tensors" panel's data by strategy name (:func:`saved_data`): the view's
+    strategy, or on the report's shared layout every strategy it overlays.
     """
 
     key: str
@@ -327,6 +351,7 @@ class ViewPayload:
     differences: bool = False
     overlay: bool = False
     error: str = ""
+    saved: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The payload as page data (``render.embed.page_data``: strict JSON values)."""
@@ -368,7 +393,9 @@ def view_payload(tr: Trace, key: ViewKey, timeout: float | None = None) -> ViewP
         drawing = tr.draw("joint" if key.view == "compare" else key.view, strategy=key.strategy,
                           compare=key.compare if key.view == "compare" else None, group=key.group,
                           depth=key.depth, expand=list(key.expand), timeout=timeout, differences=key.differences)
-        return dataclasses.replace(head, svg=clean_svg(drawing.svg()), caption=drawing.caption, boxes=drawing.boxes)
+        saved = {key.strategy.name: saved_data(tr, key.strategy)} if key.strategy is not None else {}
+        return dataclasses.replace(head, svg=clean_svg(drawing.svg()), caption=drawing.caption, boxes=drawing.boxes,
+                                   saved=saved)
     except FxvizError as exc:
         return dataclasses.replace(head, error=f"{exc.message}\nWhat to do: {exc.hint}" if exc.hint else exc.message)
     except Exception as exc:  # a bug: said in the pane, not a traceback that loses every other view
@@ -487,7 +514,10 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     drawn: dict[str, dict[str, Any]] = {}
     for k in todo:
         say("drawing: the joint layout" if k is layout else f"drawing: {k.text()}")
-        drawn[k.text()] = view_payload(tr, k).to_json()
+        payload = view_payload(tr, k)
+        if k is layout:  # the shared layout shows every strategy: each one's saved tensors
+            payload = dataclasses.replace(payload, saved={s: saved_data(tr, s) for s in keys})
+        drawn[k.text()] = payload.to_json()
     differences = _differences_drawings(tr, keys, statuses, views, drawn, say)
     say("memory table")
     try:
@@ -528,6 +558,9 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
         "piece_fields": list(PIECE_FIELDS),  # what the page swaps when another piece is picked
         "overview": overview_data(tr, keys) if tr.index == 0 and len(tr.pieces) > 1 else None,
         "whole_model_option": whole_model_option(len(tr.pieces)),
+        # the hook for the memory timeline plot (Trace.memory_timeline(...).plot(), built elsewhere):
+        # {"svg": the plot as SVG text, "caption": ...}; report.js shows it under the saved tensors
+        "timeline": None,
     }
 
 

@@ -365,6 +365,91 @@ class Trace:
             "is measured on the whole model.")
         return out
 
+    def saved(self, strategy: StrategyLike | None = None, compare: Any = None, *, run: int | None = None
+              ) -> pd.DataFrame:
+        """What the backward reads from the forward under ``strategy`` (default: the first of
+        ``Trace.offered``: ``default``, or ``logged`` for a log), one row per value, biggest first.
+
+        Index: the joint node name.  Columns: ``kind`` (activation / parameter / input / symint),
+        ``module`` (full path), ``op`` and ``what`` (the op in plain words: ``GELU output``,
+        ``LayerNorm rstd``, ``a view of `addmm_1```), ``shape``, ``dtype``, ``bytes`` (by storage:
+        a storage several saved values share counts once, on its first value's row; the others
+        name it in ``shares_storage_with``), ``source``; then one column per strategy of ``compare``
+        (default: the other offered strategies) saying what it does with the value: saved /
+        recomputed / not needed (failed where it fails on this graph).  The bytes of each kind add
+        up to :meth:`memory_table`'s ``saved_activation_bytes``, ``saved_param_bytes`` and
+        ``saved_input_bytes``.  A graph dynamo reused holds one such set per run: ``run=k``
+        (0-based) names the modules of its k-th run (``layers.1`` where the first was ``layers.0``)."""
+        from .analysis.saved import saved_table
+
+        main = Strategy.parse(strategy) if strategy is not None else self.offered[0]
+        listed = parse_list(compare) if compare is not None else None
+        others = [s for s in (listed if listed is not None else self.offered) if s != main]
+        key = ("saved", main, tuple(others))
+        if key not in self._cache:
+            self._cache[key] = saved_table(self.graph, self.partition(main), [self.partition(s) for s in others])
+        df: pd.DataFrame = self._cache[key]
+        out = df.copy()
+        out.attrs = dict(df.attrs)
+        if run is not None:
+            rename = self._run_modules(run)
+            out["module"] = [_renamed(m, rename) for m in out["module"]]
+            out.attrs["run"] = run
+        return out
+
+    def _run_modules(self, run: int) -> dict[str, str]:
+        """Module paths of this graph's first run -> those of its ``run``-th (``pieces.run_modules``)."""
+        from .analysis.pieces import run_modules
+        from .errors import InputError
+
+        facts = piece_facts(self.capture)
+        runs = len(facts.runs_of(self.index))
+        if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run < max(runs, 1):
+            raise InputError(f"run={run!r} is not a run of this graph, which ran {runs} time(s) in the captured step",
+                             f"pass a run from 0 to {max(runs, 1) - 1}" if runs > 1 else "leave run out")
+        return run_modules(facts, self.index, run) if runs else {}
+
+    def memory_by_module(self, strategy: StrategyLike | None = None, depth: int | None = None, *,
+                         run: int | None = None) -> pd.DataFrame:
+        """Saved activation bytes and values per module, biggest first: the activation rows of
+        :meth:`saved` summed per module at ``depth``, a level of the model's structure as the
+        drawing counts it (containers such as ``ModuleList`` are no level; ``draw(depth=k)`` with
+        ``expand`` reads the same).  Default: the level the default drawing collapses to (the
+        deepest modules when it shows every node).  A value made outside every module's forward is
+        counted under ``(no module)``.  The bytes add up to the memory table's
+        ``saved_activation_bytes``; ``df.attrs["level"]`` is the level used.  ``run=k``: a reused
+        graph's k-th run, its modules named as in :meth:`saved`."""
+        from .analysis.saved import by_module
+        from .errors import InputError
+        from .render import scene as sc
+        from .render.views import collapse_level
+
+        if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
+            raise InputError(f"depth must be a positive integer, not {depth!r}",
+                             "depth=1 sums per top-level module; leave it out for the drawing's level")
+        table = self.saved(strategy, compare=[])
+        rename = self._run_modules(run) if run is not None else {}
+        key = ("structure",)
+        if key not in self._cache:
+            self._cache[key] = sc.Structure(sc.joint_scene(self.graph), self.graph)
+        structure: sc.Structure = self._cache[key]
+        level = depth if depth is not None else collapse_level(self.graph, structure)
+
+        def module_of(name: str) -> str | None:
+            if name not in structure.path:
+                return None
+            return _renamed(structure.box_of(name, level) or ".".join(structure.path[name]) or None, rename)
+
+        out = by_module(table, module_of)
+        out.attrs["level"] = level
+        if run is not None:
+            out.attrs["run"] = run
+        out.attrs["strategy"] = table.attrs["strategy"]
+        out.attrs["caption"] = (f"Saved activation bytes per module at level {level} of the model's structure, "
+                                f"strategy {table.attrs['strategy']}; they add up to the memory table's "
+                                "saved_activation_bytes.")
+        return out
+
     def memory_sweep(self, budgets: Any = None, solver: Any = "dp", progress: bool | None = None,
                      optimal: bool = False) -> MemorySweep:
         """The memory / recompute trade-off: min-cut under ``activation_memory_budget`` for each
@@ -536,3 +621,15 @@ class Trace:
         name = self.title
         where = f", {graph_of(self.index, len(self.capture.graphs))}" if len(self.capture.graphs) > 1 else ""
         return f"{name}, parameters {self.params}{where}"
+
+
+def _renamed(module: Any, rename: dict[str, str]) -> Any:
+    """``module`` with its longest prefix found in ``rename`` replaced (a reused graph's run)."""
+    if not isinstance(module, str) or not rename:
+        return module
+    parts = module.split(".")
+    for k in range(len(parts), 0, -1):
+        head = ".".join(parts[:k])
+        if head in rename:
+            return ".".join([rename[head]] + parts[k:])
+    return module

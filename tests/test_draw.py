@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 import fxviz
+from fxviz.units import format_bytes
 from fxviz.errors import InputError, RenderError
 from fxviz.render import NODE_LIMIT, theme
 from fxviz.render.scene import RECOMPUTED_SUFFIX
@@ -300,6 +301,7 @@ def _module_of(i) -> str:
 def test_group_depth_one_boxes_counts_and_edges(traces):
     tr = traces[("alexnet", "lifted")]
     p = tr.partition("min_cut")
+    table = tr.saved("min_cut")
     root = parse(tr.draw(group="module", depth=1, strategy="min_cut").svg())
     boxes = svg_nodes(root, "fx-group")
     info = tr.graph.info
@@ -314,8 +316,18 @@ def test_group_depth_one_boxes_counts_and_edges(traces):
     for box, g in boxes.items():
         text = " ".join(g.itertext())
         assert re.search(rf"\b{members[box]} nodes?:", text), box
-        n_saved = sum(1 for n, u in unit.items() if u == box and n in p.saved)
-        assert (f"saved {n_saved}:" in text) == (n_saved > 0), box
+        # the saved badge counts activations (their bytes as the memory table counts them) apart from
+        # the parameters and inputs the box saves, which are resident anyway (tr.saved's kinds)
+        rows = table[[unit.get(n) == box for n in table.index]]
+        acts = rows[rows["kind"] == "activation"]
+        if len(acts):
+            noun = "activation" if len(acts) == 1 else "activations"
+            assert f"saved {len(acts)} {noun}: {format_bytes(int(acts['bytes'].sum()))}" in text, box
+        else:
+            assert "activation" not in text, box
+        held = rows[rows["kind"].isin(["parameter", "input"])]
+        assert (len(held) > 0) == ("(resident)" in text), box
+        assert len(rows) == sum(1 for n, u in unit.items() if u == box and n in p.saved)
     # edges between boxes are deduplicated and counted
     pairs = Counter((unit[a], unit[b]) for a, b in graph_edges(tr.joint) if unit[a] != unit[b])
     drawn_edges = svg_edges(root)

@@ -20,7 +20,7 @@ from ..graph_facts import joint_node_count
 from ..roles import role_counts
 
 __all__ = ["PieceRun", "PieceFacts", "PieceSummary", "piece_facts", "piece_summaries", "modules_of",
-           "collapse_modules", "ROOT"]
+           "collapse_modules", "ROOT", "run_modules"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,24 @@ def piece_facts(cap: Capture) -> PieceFacts:
     outside = [n for n in model_params if n not in seen] if recorded else []
     return PieceFacts(runs=runs, graphs=len(cap.graphs), outside=outside, eager_frames=list(cap.eager_frames),
                       recorded=recorded, counterpart=counterpart)
+
+
+def run_modules(facts: PieceFacts, graph: int, run: int) -> dict[str, str]:
+    """Module paths of ``graph``'s first run -> the same modules in its ``run``-th run (0-based), read
+    off the parameters each run received at the same input positions (``blocks.0.fc.weight`` in run
+    0, ``blocks.1.fc.weight`` in run 1: ``blocks.0.fc`` -> ``blocks.1.fc``, ``blocks.0`` ->
+    ``blocks.1``).  Paths map component by component where both owners are equally deep."""
+    runs = facts.runs_of(graph)
+    if not 0 <= run < len(runs):
+        raise IndexError(run)
+    out: dict[str, str] = {}
+    for first, mine in zip(runs[0].parameters, runs[run].parameters):
+        a, b = first.split(".")[:-1], mine.split(".")[:-1]
+        if len(a) != len(b):
+            continue
+        for k in range(1, len(a) + 1):
+            out.setdefault(".".join(a[:k]), ".".join(b[:k]))
+    return out
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,9 @@ def _badges(it: Item, scene: Scene) -> list[tuple[str, str]]:
         out.append((theme.STATUS["saved"].ink, f"saved: a view of {article} {it.alias_of} (0 B new)"))
     elif it.saved and it.alias_of:
         out.append((theme.STATUS["saved"].ink, f"saved: alias of {it.alias_of} (0 B new)"))
+    elif it.saved and it.saved_kind in ("parameter", "input"):  # no copy: already resident
+        size = format_bytes(it.info.bytes) if it.info.bytes is not None else ""
+        out.append((theme.STATUS["saved"].ink, f"saved {it.saved_kind} {size} (resident)".replace("  ", " ")))
     elif it.saved:
         size = format_bytes(it.info.bytes) if it.info.bytes is not None else ""
         what = "saved input" if it.info.role in INPUT_ROLES else "saved"  # no copy: already resident
@@ -242,7 +245,6 @@ def _group_label(g: Group, scene: Scene) -> str:
     total = sum(counts.values())
     bar = "".join(f'<TD BGCOLOR="{theme.ROLE_COLORS[r]}" WIDTH="{max(3, round(90 * counts[r] / total))}" '
                   f'HEIGHT="7"></TD>' for r in ROLES if counts.get(r))
-    saved = [m for m in g.members if m.saved or m.cmp_saved]
     recomputed = sum(1 for m in g.members if m.recomputed or m.cmp_recomputed)
     head = {"module": "", "function": "ops of ", "bookkeeping": ""}[g.kind]
     rows = [f"<TR><TD><B>{head}{_e(g.path)}</B></TD></TR>",
@@ -250,9 +252,9 @@ def _group_label(g: Group, scene: Scene) -> str:
             + _e(", ".join(_plural(c, theme.ROLE_LABELS[r]) for r, c in counts.most_common(3)))
             + "</FONT></TD></TR>",
             f'<TR><TD><TABLE BORDER="0" CELLSPACING="0" CELLPADDING="0"><TR>{bar}</TR></TABLE></TD></TR>']
-    if saved:
-        rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="{theme.STATUS["saved"].ink}"><B>saved {len(saved)}: '
-                    f"{format_bytes(sum(m.info.bytes or 0 for m in saved))}</B></FONT></TD></TR>")
+    for text in _saved_lines(g):
+        rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="{theme.STATUS["saved"].ink}"><B>{_e(text)}</B>'
+                    "</FONT></TD></TR>")
     if recomputed:
         rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="{theme.STATUS["recomputed"].ink}"><B>'
                     f"recomputed {recomputed}</B></FONT></TD></TR>")
@@ -266,15 +268,37 @@ def _group_label(g: Group, scene: Scene) -> str:
     return '<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="1" CELLPADDING="1">' + "".join(rows) + "</TABLE>>"
 
 
+def _saved_lines(g: Group) -> list[str]:
+    """A box's saved badge: its saved activations (count, and the bytes they add to the memory
+    table's ``saved_activation_bytes``) apart from the parameters and inputs it saves, which are
+    resident anyway (a Linear saving its transposed weight is no activation).  A compare marks
+    what either strategy saves (nominal bytes, as the node badges)."""
+    acts = [m for m in g.members if m.saved and m.saved_kind in (None, "activation")]
+    held: dict[str, int] = {}
+    for m in g.members:
+        if m.saved and m.saved_kind in ("parameter", "input"):
+            held[m.saved_kind] = held.get(m.saved_kind, 0) + 1
+    lines = []
+    if acts:
+        lines.append(f"saved {_plural(len(acts), 'activation')}: {format_bytes(sum(m.saved_bytes for m in acts))}")
+    if held:
+        lines.append("saved " + ", ".join(_plural(n, k) for k, n in sorted(held.items())) + " (resident)")
+    compared = [m for m in g.members if m.cmp_saved and not m.saved]
+    if compared:
+        lines.append(f"saved {len(compared)}: {format_bytes(sum(m.info.bytes or 0 for m in compared))}")
+    return lines
+
+
 def _group_tooltip(g: Group) -> str:
     counts = Counter(m.info.role for m in g.members)
     what = {"module": f"module {g.path}", "function": f"ops of no module, from {g.path}",
             "bookkeeping": "values that only update buffers in place (running statistics, counters)"}[g.kind]
     lines = [f"{what} ({g.side}): {_plural(len(g.members), 'node')}",
              ", ".join(_plural(c, theme.ROLE_LABELS[r]) for r, c in counts.most_common())]
+    lines += _saved_lines(g)
     saved = [m.joint for m in g.members if m.saved or m.cmp_saved]
     if saved:
-        lines.append("saved: " + ", ".join(saved[:10]) + (" ..." if len(saved) > 10 else ""))
+        lines.append("saved values: " + ", ".join(saved[:10]) + (" ..." if len(saved) > 10 else ""))
     if g.pattern:
         lines.append(f"pattern {g.pattern}: {g.repeats} modules with the same ops and shapes")
     lines.append("nodes: " + ", ".join(m.id for m in g.members[:20]) + (" ..." if len(g.members) > 20 else ""))

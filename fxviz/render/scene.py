@@ -29,6 +29,8 @@ __all__ = [
     "Group",
     "Scene",
     "joint_scene",
+    "saved_storage",
+    "saved_aliases",
     "partition_scene",
     "compare_scene",
     "differs",
@@ -86,22 +88,39 @@ def _users(nodes: Sequence[fx.Node], ids: dict[str, str]) -> dict[str, list[str]
             if n.name in ids}
 
 
-def saved_aliases(graph: JointGraph, partition: Partition | None) -> dict[str, str]:
-    """Saved values that add no bytes, by joint name: -> the first saved value on the same storage,
-    or ``"parameter"`` / ``"input"`` for a view of one (the memory analysis counts storages, so
-    three ``detach`` aliases of one ``sigmoid`` are 1x its bytes, not 3x)."""
+def saved_storage(graph: JointGraph, partition: Partition | None) -> dict[str, tuple[str, int, str | None]]:
+    """Every saved tensor by joint name -> (kind, bytes it adds, alias): its kind as the memory
+    analysis counts it (``activation`` / ``parameter`` / ``input``), its storage's bytes on the
+    first value of a storage and 0 on the others, and what it aliases when it adds no bytes: the
+    first saved value on the same storage, or ``"parameter"`` / ``"input"`` for a view of one (three
+    ``detach`` aliases of one ``sigmoid`` are 1x its bytes, not 3x).  Empty without graphs."""
     if partition is None or partition.forward is None or partition.error:
         return {}
     from ..analysis.memory import saved_memory
 
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, int, str | None]] = {}
     for use in saved_memory(partition, graph).storages:
         names = list(use.names)
-        if use.owner != "activation":
-            out.update({n: use.owner for n in names if graph.info[n].role not in CALLER_INPUT_ROLES})
-        else:
-            out.update({n: names[0] for n in names[1:]})
+        for k, n in enumerate(names):
+            if use.owner != "activation":
+                alias = use.owner if graph.info[n].role not in CALLER_INPUT_ROLES else None
+            else:
+                alias = names[0] if k else None
+            out[n] = (use.owner, use.nbytes if k == 0 else 0, alias)
     return out
+
+
+def saved_aliases(graph: JointGraph, partition: Partition | None) -> dict[str, str]:
+    """Saved values that add no bytes, by joint name: -> the first saved value on the same storage,
+    or ``"parameter"`` / ``"input"`` for a view of one (``saved_storage``'s aliases)."""
+    return {n: alias for n, (_, _, alias) in saved_storage(graph, partition).items() if alias is not None}
+
+
+def _mark_saved(items: Iterable[Item], storage: dict[str, tuple[str, int, str | None]]) -> None:
+    """Give each saved item its kind, the bytes it adds and what it aliases (``saved_storage``)."""
+    for it in items:
+        if it.saved and it.joint in storage:
+            it.saved_kind, it.saved_bytes, it.alias_of = storage[it.joint]
 
 
 def joint_scene(graph: JointGraph, partition: Partition | None = None, title: str = "") -> Scene:
@@ -111,14 +130,14 @@ def joint_scene(graph: JointGraph, partition: Partition | None = None, title: st
     users = _users(nodes, ids)
     items: dict[str, Item] = {}
     saved = set(partition.saved) if partition is not None else set()
-    aliases = saved_aliases(graph, partition)
     for n in nodes:
         info = graph.info[n.name]
         items[n.name] = Item(
             id=n.name, joint=n.name, info=info, side=info.phase, saved=n.name in saved,
             recomputed=partition is not None and n.name in partition.recomputed,
             removed=partition is not None and n.name in partition.removed,
-            users=users[n.name], detail=_detail(n), alias_of=aliases.get(n.name))
+            users=users[n.name], detail=_detail(n))
+    _mark_saved(items.values(), saved_storage(graph, partition))
     scene = Scene(items=items, edges=_edges(nodes, ids), view="joint", title=title,
                   two_sides=graph.has_backward)
     if partition is not None:
@@ -228,13 +247,12 @@ def partition_scene(graph: JointGraph, partition: Partition, side: str, title: s
         infos[n.name] = (joint, info, recomputed)
     users = _users(nodes, ids)
     items: dict[str, Item] = {}
-    aliases = saved_aliases(graph, partition)
     for n in nodes:
         joint, info, recomputed = infos[n.name]
         is_saved = joint in saved and (side == "forward" or n.op == "placeholder")
         items[ids[n.name]] = Item(id=ids[n.name], joint=joint, info=info, side=side, saved=is_saved,
-                                  recomputed=recomputed, users=users[ids[n.name]], detail=_detail(n),
-                                  alias_of=aliases.get(joint) if is_saved else None)
+                                  recomputed=recomputed, users=users[ids[n.name]], detail=_detail(n))
+    _mark_saved(items.values(), saved_storage(graph, partition))
     scene = Scene(items=items, edges=_edges(nodes, ids), view=side, title=title)
     scene.caption.append(_totals_line(graph, partition))
     return scene

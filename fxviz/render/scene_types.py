@@ -18,9 +18,14 @@ _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f
 # --- formatting ----------------------------------------------------------------------------------
 def format_tensor(info: NodeInfo) -> str:
     """``f32[8, 64]`` (torch's own short form), or ``''`` when the value is not one tensor."""
-    if info.shape is None or info.dtype is None:
+    return format_shape(info.shape, info.dtype)
+
+
+def format_shape(shape: tuple[int, ...] | None, dtype: str | None) -> str:
+    """``format_tensor`` of a bare shape and dtype name (``''`` when either is missing)."""
+    if shape is None or dtype is None:
         return ""
-    return f"{_DTYPES.get(info.dtype, info.dtype)}[{', '.join(str(s) for s in info.shape)}]"
+    return f"{_DTYPES.get(dtype, dtype)}[{', '.join(str(s) for s in shape)}]"
 
 
 # --- the scene --------------------------------------------------------------------------------------
@@ -44,6 +49,10 @@ class Item:
     # a saved value that adds no bytes: the saved value whose storage it shares ("parameter" /
     # "input" for a view of one), so that the badges add up to the memory table
     alias_of: str | None = None
+    # a saved value's kind as the memory table counts it (activation / parameter / input) and the
+    # bytes it adds there (its storage's on the storage's first saved value, else 0)
+    saved_kind: str | None = None
+    saved_bytes: int = 0
     # drawn only as a producer or user of a node two strategies treat differently (the
     # differences-only compare): faded, smaller, said so in its tooltip
     context: bool = False

@@ -14,7 +14,8 @@ from . import dot
 from . import scene as sc
 from .drawing import DEFAULT_TIMEOUT, Drawing
 
-__all__ = ["draw", "openable", "box_name", "aspect_of", "NODE_LIMIT", "AUTO_UNITS", "UNIT_LIMIT", "ASPECT", "GROUPS"]
+__all__ = ["draw", "openable", "box_name", "aspect_of", "level_order", "collapse_level", "NODE_LIMIT", "AUTO_UNITS",
+           "UNIT_LIMIT", "ASPECT", "GROUPS"]
 
 # Above this many nodes the default view collapses modules into boxes.  Layout time is not the
 # limit (docs/rendering-timings.md: ~1 s in ``dot -Tsvg`` at 560 nodes): readability is.  A
@@ -179,6 +180,27 @@ def openable(graph: JointGraph, view: str = "joint", partition: Partition | None
     return sc.Structure(scene, graph).openable()
 
 
+def level_order(counts: dict[int, int]) -> list[int]:
+    """The structure levels the default drawing tries, best first, from the units each level draws:
+    the deepest with at most ``AUTO_UNITS`` units, then those up to ``UNIT_LIMIT`` (fewest units
+    first); failing both, the level with the fewest units."""
+    fitting = [lvl for lvl in sorted(counts, reverse=True) if counts[lvl] <= AUTO_UNITS]
+    fitting += sorted((lvl for lvl in counts if AUTO_UNITS < counts[lvl] <= UNIT_LIMIT), key=counts.__getitem__)
+    return fitting or [min(counts, key=counts.__getitem__)]
+
+
+def collapse_level(graph: JointGraph, structure: sc.Structure | None = None, node_limit: int = NODE_LIMIT) -> int:
+    """The structure level the default joint drawing collapses to (its first candidate, before the
+    layout's aspect check), or the deepest level when the drawing shows every node: the level a
+    per-module summary of the same graph reads at (``Trace.memory_by_module``)."""
+    scene = sc.joint_scene(graph)
+    structure = sc.Structure(scene, graph) if structure is None else structure
+    top = max(structure.max_level, 1)
+    if len(scene.items) <= node_limit:
+        return top
+    return level_order({lvl: structure.count(lvl) for lvl in range(1, top + 1)})[0]
+
+
 _SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
 
 
@@ -200,10 +222,7 @@ def _auto_structure(scene: sc.Scene, structure: sc.Structure, level: int | None,
     if level is not None:
         order = [level]
     else:  # the level is chosen as if nothing were opened: opening a box keeps the rest as it was
-        closed = {lvl: structure.count(lvl) for lvl in counts} if opened else counts
-        fitting = [lvl for lvl in sorted(closed, reverse=True) if closed[lvl] <= AUTO_UNITS]
-        fitting += sorted((lvl for lvl in closed if AUTO_UNITS < closed[lvl] <= UNIT_LIMIT), key=closed.__getitem__)
-        order = fitting or [min(closed, key=closed.__getitem__)]
+        order = level_order({lvl: structure.count(lvl) for lvl in counts} if opened else counts)
     best: tuple[float, Drawing] | None = None
     caption = list(scene.caption)
     for lvl in order:

@@ -333,12 +333,14 @@ function buildLayout(root) {
   const diffBox = h("div", { class: "fxviz-diff-body" });
   const tableBox = h("div", { class: "fxviz-table-body" }, h("p", { class: "fxviz-muted", text: "computing\u2026" }));
   const doctorBox = h("div", { class: "fxviz-doctor-body" }, h("p", { class: "fxviz-muted", text: "\u2014" }));
+  const savedBox = h("div", { class: "fxviz-saved-body" }, h("p", { class: "fxviz-muted", text: "\u2014" }));
   const legendBox = h("div", { class: "fxviz-legend-body" });
   const section = (cls, title, body) => h("section", { class: `fxviz-section ${cls}` }, h("h4", { text: title }), body);
   const sections = {
     details: section("fxviz-details", "Details", details),
     diff: section("fxviz-differences", "Differences", diffBox),
     memory: section("fxviz-memory", "Memory", tableBox),
+    saved: section("fxviz-saved", "Saved tensors", savedBox),
     doctor: section("fxviz-doctor", "Doctor", doctorBox),
     legend: section("fxviz-legend", "Legend", legendBox),
   };
@@ -347,7 +349,7 @@ function buildLayout(root) {
   // data-lm-suppress-shortcuts: JupyterLab / Notebook 7 run no shortcut for keys typed in here
   const el = h("div", { class: "fxviz-explorer", "data-lm-suppress-shortcuts": "true" }, h("div", { class: "fxviz-main" }, graph, side));
   root.append(el);
-  return { el, status, caption, hint, viewport, stage, busy, busyText, errorBox, banner, opened, details, diffBox, tableBox, doctorBox,
+  return { el, status, caption, hint, viewport, stage, busy, busyText, errorBox, banner, opened, details, diffBox, tableBox, doctorBox, savedBox,
            legendBox, buttons, search, prev, next, diffOnly, panel, side, sections };
 }
 
@@ -683,6 +685,17 @@ function createDetailsPanel(box, state, linkList, actions) {
       box.append(h("p", { text: `${g.members.length} node${g.members.length === 1 ? "" : "s"} collapsed into this box:` }));
     }
     box.append(h("p", {}, linkList(g.members.map((m) => m.name))));
+    // what it saves for the backward, under the strategy shown (its rows in the saved-tensor panel)
+    const t = savedTable(state);
+    const inBox = new Set(g.members.map((m) => m.name));
+    if (t && t.rows) {
+      const rows = t.rows.filter((r) => inBox.has(r.name));
+      box.append(h("p", { class: "fxviz-box-saved" }, h("b", { text: "saves: " }),
+        rows.length ? [savedKinds(rows), " \u2014 ", linkList(rows.map((r) => r.name))] : h("span", { class: "fxviz-muted", text: "nothing" })));
+    } else if (state.status && state.status.saved) {
+      const names = state.status.saved.filter((n) => inBox.has(n));
+      box.append(h("p", { class: "fxviz-box-saved" }, h("b", { text: "saves: " }), linkList(names)));
+    }
   }
 
   function render(unit) {
@@ -843,6 +856,141 @@ function renderTable(box, state, onRowClick) {
   if (t.best_note) box.append(h("p", { class: "fxviz-table-note", text: `${t.best_note}; hover a header for what it counts` }));
   if (t.notes && t.notes.length) box.append(h("ul", { class: "fxviz-table-notes" }, t.notes.map((n) => h("li", { text: n }))));
   if (t.caption) box.append(h("details", { class: "fxviz-table-caption" }, h("summary", { text: "how these are counted" }), h("p", { text: t.caption })));
+}
+
+// --- saved tensors -----------------------------------------------------------------------------------
+// What the backward reads from the forward under the strategy shown (`state.highlight`; in the
+// compare view A), one row per value (fxviz.payloads.saved_data: Trace.saved as records), sortable by
+// a header click; a row click selects its node, a node (or box) selected in the graph marks its rows.
+// What each other strategy the page holds a status of does with a value is read off that status
+// (the Partition's saved and recomputed sets), as fxviz.analysis.saved.fate reads it.
+const FATE_LETTERS = { saved: "S", recomputed: "R", "not needed": "\u2013", failed: "!" };
+const KIND_SHORT = { activation: "act", parameter: "param", input: "input", symint: "size" };
+const SAVED_SORTS = {
+  name: (a, b) => a.name.localeCompare(b.name, "en", { numeric: true }),
+  module: (a, b) => (a.module || "~").localeCompare(b.module || "~", "en", { numeric: true }),
+  kind: (a, b) => a.kind.localeCompare(b.kind),
+};
+
+/** The saved table of the strategy shown, or null. */
+function savedTable(state) {
+  const all = state.savedPanel.tables || {};
+  return all[state.highlight] || (state.status ? all[state.status.key] : null) || null;
+}
+
+/** The joint names `state.selected` stands for: the node, or a box's members. */
+function selectedNames(state) {
+  const id = state.selected;
+  if (!id) return new Set();
+  const name = baseName(id);
+  if (state.nodes[name]) return new Set([name]);
+  const box = state.boxes.get(id) || state.seenBoxes.get(id);
+  return new Set(box ? box.members : []);
+}
+
+/** "3 activations (12 KiB), 1 parameter": what rows `rows` are, by kind (bytes: activations). */
+function savedKinds(rows) {
+  const count = {};
+  let bytes = 0;
+  for (const r of rows) { count[r.kind] = (count[r.kind] || 0) + 1; if (r.kind === "activation") bytes += r.bytes; }
+  const word = (k, n) => `${n} ${k === "symint" ? "size" : k}${n === 1 ? "" : "s"}`;
+  const parts = [];
+  for (const k of ["activation", "parameter", "input", "symint"]) {
+    if (count[k]) parts.push(word(k, count[k]) + (k === "activation" ? ` (${formatBytes(bytes)})` : ""));
+  }
+  return parts.join(", ");
+}
+
+function formatBytes(n) {
+  const units = [["GiB", 1 << 30], ["MiB", 1 << 20], ["KiB", 1 << 10]];
+  for (const [u, size] of units) if (Math.abs(n) >= size) { const v = n / size; return `${v < 1000 ? +v.toPrecision(3) : Math.round(v)} ${u}`; }
+  return `${n} B`;
+}
+
+function renderSaved(box, state, onPick) {
+  box.replaceChildren();
+  const t = savedTable(state);
+  if (!t) { box.append(h("p", { class: "fxviz-muted", text: state.status ? "\u2014" : "pick a strategy to list what it saves" })); return; }
+  if (!t.rows) { box.append(h("p", { class: "fxviz-muted", text: t.message || "\u2014" })); return; }
+  const sort = state.savedSort;
+  const rows = t.rows.slice();  // the payload's order: biggest storage first
+  if (sort.key !== "bytes") rows.sort(SAVED_SORTS[sort.key]);
+  if (sort.desc !== (sort.key === "bytes")) rows.reverse();
+  const tot = t.totals_text || {};
+  box.append(h("p", { class: "fxviz-saved-total" }, h("b", { text: `${t.rows.length} values` }),
+    ` saved by ${t.strategy}: activations ${tot.activation || "0 B"}`,
+    tot.parameter && tot.parameter !== "0 B" ? `, parameters ${tot.parameter}` : "",
+    tot.input && tot.input !== "0 B" ? `, inputs ${tot.input}` : ""));
+  const statuses = Object.values(state.savedPanel.statuses || {}).filter((s) => s && s.key && s.key !== t.strategy);
+  const others = statuses.map((s) => s.key);
+  const sets = statuses.map((s) => [s.error, new Set(s.saved), new Set(s.recomputed)]);
+  const fate = (i, n) => (sets[i][0] ? "failed" : sets[i][1].has(n) ? "saved" : sets[i][2].has(n) ? "recomputed" : "not needed");
+  const head = (key, text, tip) => {
+    const arrow = sort.key === key ? (sort.desc ? " \u25be" : " \u25b4") : "";
+    return h("th", { "data-sort": key, class: "fxviz-sortable", title: `${tip} (click to sort)`, "aria-sort": sort.key === key ? (sort.desc ? "descending" : "ascending") : "none",
+                     onclick: () => { state.savedSort = { key, desc: sort.key === key ? !sort.desc : key === "bytes" }; renderSaved(box, state, onPick); } }, text + arrow);
+  };
+  const fateTip = others.map((o, i) => `${"ABCDEFGH"[i]} = ${o}`).join(", ") + ": S saved, R recomputed, \u2013 not needed, ! fails";
+  const headRow = h("tr", {}, head("name", "value", "the joint-graph node"), head("module", "what \u00b7 module", "the value in plain words, and the module that made it"),
+    head("bytes", "bytes", "the storage's bytes, counted once: a value sharing a storage adds 0"),
+    others.length ? h("th", { title: fateTip, text: others.map((_, i) => "ABCDEFGH"[i]).join(" ") }) : null);
+  const chosen = selectedNames(state);
+  const body = rows.map((r) => {
+    const fates = others.map((o, i) => FATE_LETTERS[fate(i, r.name)]).join(" ");
+    const tip = `${r.name}: ${r.what}${r.tensor ? ` ${r.tensor}` : ""}${r.source ? `, ${r.source}` : ""}\n` +
+      others.map((o, i) => `${o}: ${fate(i, r.name)}`).join("\n");
+    const row = h("tr", { class: "fxviz-saved-row", "data-node": r.name, title: tip,
+                          onclick: () => onPick(r.name) },
+      h("th", {}, h("code", { text: r.name }), " ", h("span", { class: `fxviz-saved-kind fxviz-kind-${r.kind}`, text: KIND_SHORT[r.kind] || r.kind })),
+      h("td", { class: "fxviz-saved-what" }, r.what, h("div", { class: "fxviz-muted", text: r.module || "(no module)" })),
+      h("td", {}, r.shares ? h("span", { class: "fxviz-muted", title: `shares storage with ${r.shares}`, text: `= ${r.shares}` }) : formatBytes(r.bytes)),
+      others.length ? h("td", { class: "fxviz-saved-fates", text: fates }) : null);
+    if (chosen.has(r.name)) { row.classList.add("fxviz-saved-selected"); row.setAttribute("aria-selected", "true"); }
+    return row;
+  });
+  if (others.length) box.append(h("p", { class: "fxviz-saved-legend", text: fateTip }));
+  box.append(h("table", { class: "fxviz-saved-table" }, h("thead", {}, headRow), h("tbody", {}, body)));
+  if (t.caption) box.append(h("details", { class: "fxviz-saved-caption" }, h("summary", { text: "how these are counted" }), h("p", { text: t.caption })));
+  // the hook for the memory timeline plot (Trace.memory_timeline, built elsewhere): an element given
+  // as `pane.setSaved({ timeline })` is shown under the table (the report: data.timeline)
+  if (state.savedPanel.timeline) box.append(h("div", { class: "fxviz-timeline" }, state.savedPanel.timeline));
+}
+
+/** The overlay's saved badge of unit `g`: a box counts its saved activations (and their bytes)
+ *  apart from the parameters and inputs it saves, which are resident anyway. */
+function savedBadge(state, id, g) {
+  const t = savedTable(state);
+  if (!g.classList.contains("fx-group") || !t || !t.rows) return "saved";
+  const inUnit = new Set(unitMembers(state, id, g));
+  const rows = t.rows.filter((r) => inUnit.has(r.name));
+  const acts = rows.filter((r) => r.kind === "activation");
+  const held = rows.length - acts.length;
+  const parts = [];
+  if (acts.length) parts.push(`saved ${acts.length} activation${acts.length === 1 ? "" : "s"} ${formatBytes(acts.reduce((n, r) => n + r.bytes, 0))}`);
+  if (held) parts.push(`${acts.length ? "+" : "saved"} ${held} resident`);
+  return parts.join(" ") || "saved";
+}
+
+/** The saved-tensor panel in `box`: `render()` the table of the strategy shown, `mark()` the rows
+ *  of the selection; a row click calls `pick(name)`. */
+function bindSaved(box, state, pick) {
+  return { render: () => renderSaved(box, state, pick), mark: () => markSavedRows(box, state) };
+}
+
+/** Mark the saved rows of the selection and scroll the panel's own list to the first (never the
+ *  page or the notebook around it: a click on the graph must not move what is under the mouse). */
+function markSavedRows(box, state) {
+  const chosen = selectedNames(state);
+  let first = null;
+  for (const row of box.querySelectorAll("tr.fxviz-saved-row")) {
+    const on = chosen.has(row.dataset.node);
+    row.classList.toggle("fxviz-saved-selected", on);
+    if (on) { row.setAttribute("aria-selected", "true"); first = first || row; } else row.removeAttribute("aria-selected");
+  }
+  if (!first || box.closest("[hidden]")) return;
+  const r = first.getBoundingClientRect();
+  const c = box.getBoundingClientRect();
+  if (r.top < c.top || r.bottom > c.bottom) box.scrollTop += r.top - c.top - c.height / 3;
 }
 
 // --- doctor ------------------------------------------------------------------------------------------
@@ -1010,7 +1158,7 @@ function applyMarks(state, svg) {
       if (sv) badge(`fx-saved-${sv}`, `${WHO[sv]} save${sv === "both" ? "" : "s"}`, sv);
       if (rc) badge(`fx-recomputed-${rc}`, `${WHO[rc]} recompute${rc === "both" ? "" : "s"}`, rc);
     } else if (state.overlay) {
-      if (a.saved) badge("fx-saved", "saved", "saved");
+      if (a.saved) badge("fx-saved", savedBadge(state, id, g), "saved");
       if (a.recomputed) badge("fx-recomputed", "recomputed", "recomputed");
       if (a.removed) badge("fx-removed", "removed", "removed");
     }
@@ -1118,6 +1266,8 @@ function paneState() {
   return {
     nodes: {}, status: null, compare: null, view: "joint", selected: "", query: "",
     units: new Map(), labels: new Map(), table: null,
+    // the saved-tensor panel: tables by strategy, the statuses it reads fates from, the timeline hook
+    savedPanel: { tables: {}, statuses: {}, timeline: null }, savedSort: { key: "bytes", desc: true },
     // the drawn boxes' records (id -> {key, label, kind, side, members}), each member's box, every
     // box record seen (details of a box just opened), the boxes opened now, the nodes to bring
     // into view once the drawing with an opened box arrives
@@ -1291,8 +1441,7 @@ function bindSearch(ui, state, search, opts) {
 export function createPane(root, opts = {}) {
   configure(opts.constants);
   const state = paneState();
-  const ui = buildLayout(root);
-  const { el } = ui;
+  const ui = buildLayout(root), { el } = ui;
   const freeKeys = swallowKeys(el, ui.viewport);
   const widthObserver = bindWidth(el);
   const zp = new ZoomPan(ui.viewport);
@@ -1304,10 +1453,10 @@ export function createPane(root, opts = {}) {
   const details = createDetailsPanel(ui.details, state, linkList, actions);
   const detachWheel = bindZoomControls(ui, zp);
   bindDragAndClick(ui.viewport, zp, (title) => select(title, { reveal: false, notify: true }));
-
   const search = (move = 0) => applySearch(ui.viewport, ui.status, state, zp, move);
   const table = () => renderTable(ui.tableBox, state, (key) => { if (opts.onRowClick) opts.onRowClick(key); });
   const legend = () => renderLegend(ui.legendBox, state.legend, state);
+  const saved = bindSaved(ui.savedBox, state, (name) => select(name, { reveal: true, notify: true }));
   const markSelected = (reveal) => {
     const unit = markSelection(ui.viewport, state, zp, reveal);
     if (state.selected) details.render(unit);  // a cleared selection leaves the details as they were
@@ -1316,7 +1465,7 @@ export function createPane(root, opts = {}) {
   const togglePanel = bindToggles(ui, state, zp, marks, opts.onDifferences);
   function select(id, { reveal = true, notify = true } = {}) {
     state.selected = id || "";
-    markSelected(reveal);
+    markSelected(reveal); saved.mark();
     if (notify && opts.onSelect) opts.onSelect(state.selected);
   }
   function setSvg(text, { keepZoom = false, key = "", overlay = false } = {}) {
@@ -1350,7 +1499,8 @@ export function createPane(root, opts = {}) {
     setStatus(s, cmp) { state.status = s && s.key ? s : null; state.compare = cmp && cmp.key ? cmp : null; marks(); legend(); markSelected(false); },
     setView(view) { state.view = view || "joint"; el.dataset.view = state.view; table(); legend(); markSelected(false); },
     setTable(t) { state.table = t; table(); },
-    setHighlight(key, compareKey) { state.highlight = key || ""; state.compareHighlight = compareKey || ""; table(); },
+    setHighlight(key, compareKey) { state.highlight = key || ""; state.compareHighlight = compareKey || ""; table(); saved.render(); },
+    setSaved(part) { Object.assign(state.savedPanel, part); saved.render(); },  // {tables, statuses, timeline}
     setDoctor(d) { state.doctor = d; showDoctor(ui, d, linkList, togglePanel); },
     setLegend(l) { state.legend = l; legend(); },
     setBoxes(list) { indexBoxes(state, list); markSelected(false); marks(); },  // the view payload's `boxes`
@@ -1381,6 +1531,7 @@ function showView(pane, v, how = {}) {
   const view = v || {};
   const as = how.as || view;
   const statuses = how.statuses || {};
+  pane.setSaved({ tables: view.saved || {}, statuses });
   pane.setView(as.view || view.view);
   pane.setStatus(statuses[as.strategy] || null, as.compare ? statuses[as.compare] || null : null);
   pane.setHighlight(as.strategy || "", as.compare || "");

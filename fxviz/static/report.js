@@ -142,6 +142,15 @@ function startReport(data) {
   pane.setLegend(data.legend);
   pane.setTable(data.table);
   pane.setDoctor(data.doctor);
+  // the memory timeline plot, where the report has one (data.timeline: {svg, caption}; the SVG is
+  // parsed and sanitized like every drawing): shown in the saved-tensor panel, under its table
+  if (data.timeline && data.timeline.svg) {
+    const plot = parseSvg(data.timeline.svg);
+    const figure = el("figure", { class: "fxviz-timeline-plot" });
+    if (plot) figure.append(plot);
+    if (data.timeline.caption) figure.append(el("figcaption", {}, data.timeline.caption));
+    pane.setSaved({ timeline: figure });
+  }
 
   /** B is never A: keep B if it differs, else the first other usable strategy */
   function fixCompare() {

@@ -1,0 +1,126 @@
+"""The saved-tensor table for people: a terminal text that fits a width (the ``fxviz saved``
+command), and the rows as plain data for the explorer's and the report's "saved tensors" panel.
+
+Formats ``analysis.saved``'s frames; derives nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..analysis.saved import SAVED_COLUMNS
+from ..units import format_bytes, is_missing
+from .scene_types import format_shape
+
+__all__ = ["FATE_CODES", "KIND_SHORT", "saved_text", "by_module_text", "saved_records", "other_strategies"]
+
+FATE_CODES: dict[str, str] = {"saved": "S", "recomputed": "R", "not needed": "-", "failed": "!"}
+"""One letter per fate in the terminal's strategy columns (the legend under the table spells them)."""
+
+KIND_SHORT: dict[str, str] = {"activation": "act", "parameter": "param", "input": "input", "symint": "size"}
+
+
+def other_strategies(df: pd.DataFrame) -> list[str]:
+    """The strategy columns of a saved table (every column after the table's own)."""
+    return [c for c in df.columns if c not in SAVED_COLUMNS]
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
+
+
+def _totals(df: pd.DataFrame) -> str:
+    sums = df.groupby("kind")["bytes"].sum()
+    parts = [f"{format_bytes(int(sums.get(k, 0)))} {k}s" for k in ("activation", "parameter", "input")
+             if sums.get(k, 0)]
+    return ", ".join(parts) or "0 B"
+
+
+def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 100) -> str:
+    """The table as lines of at most ``width`` characters: rank, value, kind, module, what,
+    tensor, bytes, then one letter per other strategy (legend below).  ``top``: rows shown
+    (None or 0: all)."""
+    others = other_strategies(df)
+    shown = df if not top else df.head(top)
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:len(others)]
+    head = [f"{title}: {len(df)} values saved for the backward by strategy {df.attrs.get('strategy', '?')} "
+            f"({_totals(df)})"]
+    rows = []
+    for rank, (name, r) in enumerate(shown.iterrows(), 1):
+        what = str(r["what"])
+        if not is_missing(r["module"]):  # the module is in its own column: `h.0.fc.weight` reads `weight`
+            what = what.replace(f"`{r['module']}.", "`")
+        if isinstance(r["shares_storage_with"], str):
+            what += f" (storage of {r['shares_storage_with']})"
+        size = "shared" if isinstance(r["shares_storage_with"], str) else format_bytes(r["bytes"]) \
+            if r["kind"] != "symint" else ""
+        rows.append([str(rank), str(name), KIND_SHORT.get(r["kind"], r["kind"]),
+                     "" if is_missing(r["module"]) else str(r["module"]), what,
+                     format_shape(r["shape"], r["dtype"]) if r["kind"] != "symint" else "", size,
+                     " ".join(FATE_CODES.get(r[c], "?") for c in others)])
+    names = ["#", "value", "kind", "module", "what", "tensor", "bytes", " ".join(letters)]
+    caps = [4, 16, 5, 22, 0, 20, 10, 2 * len(others)]
+    widths = [min(max([len(names[i])] + [len(row[i]) for row in rows]), caps[i] or 999) for i in range(len(names))]
+    rest = width - sum(w for i, w in enumerate(widths) if i != 4) - (len(names) - 1) * 2
+    widths[4] = max(12, min(rest, max([len(names[4])] + [len(row[4]) for row in rows])))
+    right = {0, 6}
+
+    def line(cells: list[str]) -> str:
+        out = [_cut(c, w).rjust(w) if i in right else _cut(c, w).ljust(w)
+               for i, (c, w) in enumerate(zip(cells, widths))]
+        return "  ".join(out).rstrip()
+
+    body = [line(names)] + [line(r) for r in rows]
+    tail = []
+    if top and len(df) > top:
+        tail.append(f"... {len(df) - top} more (--top 0 shows all)")
+    if others:
+        tail.append(_wrap("what other strategies do: " + ", ".join(f"{a} = {s}" for a, s in zip(letters, others)),
+                          width))
+        tail.append("  S saved, R recomputed, - not needed (the backward reads another value), ! fails on this graph")
+    tail.append(_wrap("bytes count storages: a value sharing a storage says whose; kinds add up to the "
+                      "memory table's saved_activation/param/input_bytes.", width))
+    return "\n".join([_wrap(h, width) for h in head] + body + tail)
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def by_module_text(df: pd.DataFrame, title: str, width: int = 100) -> str:
+    """``memory_by_module``'s frame as lines of at most ``width`` characters."""
+    total = int(df["saved_activation_bytes"].sum()) if len(df) else 0
+    head = [f"{title}: saved activations per module (level {df.attrs.get('level', '?')}), strategy "
+            f"{df.attrs.get('strategy', '?')}: {format_bytes(total) or '0 B'} in all"]
+    rows = [[str(r["module"]), format_bytes(r["saved_activation_bytes"]) or "0 B",
+             f"{100 * r['saved_activation_bytes'] / total:.0f}%" if total else "", str(r["saved_activations"]),
+             str(r["biggest"])] for _, r in df.iterrows()]
+    names = ["module", "bytes", "share", "values", "biggest value"]
+    widths = [max([len(names[i])] + [len(row[i]) for row in rows]) for i in range(len(names))]
+    widths[0] = min(widths[0], width - sum(widths[1:]) - 8)
+    right = {1, 2, 3}
+    lines = ["  ".join(_cut(c, w).rjust(w) if i in right else _cut(c, w).ljust(w)
+                       for i, (c, w) in enumerate(zip(cells, widths))).rstrip() for cells in [names] + rows]
+    return "\n".join([_wrap(h, width) for h in head] + lines)
+
+
+def saved_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows as plain JSON-able records for a panel: name, kind, module, op, what, tensor,
+    bytes, shares, source, and ``fates`` (strategy -> fate) for the frame's strategy columns."""
+    others = other_strategies(df)
+    out = []
+    for name, r in df.iterrows():
+        out.append({
+            "name": str(name), "kind": str(r["kind"]), "module": None if is_missing(r["module"]) else str(r["module"]),
+            "op": str(r["op"]), "what": str(r["what"]),
+            "tensor": format_shape(r["shape"], r["dtype"]) if r["kind"] != "symint" else "",
+            "bytes": int(r["bytes"]),
+            "shares": r["shares_storage_with"] if isinstance(r["shares_storage_with"], str) else None,
+            "source": None if is_missing(r["source"]) else str(r["source"]),
+            "fates": {c: str(r[c]) for c in others},
+        })
+    return out
