@@ -230,6 +230,28 @@ def saved_data(tr: Trace, strategy: StrategyLike) -> dict[str, Any]:
             "caption": df.attrs.get("caption", "")}
 
 
+def timeline_data(tr: Trace, strategies: Sequence[str]) -> dict[str, Any] | None:
+    """The memory timeline of the report's strategies that have graphs (``tr.memory_timeline``):
+    its SVG (``render.timeline_svg``, sanitizer-safe) and a caption naming each peak.  ``None``
+    where there is nothing to plot (no backward, every strategy measured or failed) and after
+    graph breaks (the page swaps pieces, and one piece's timeline would stand for all of them)."""
+    from .render.timeline_svg import timeline_svg
+
+    if not tr.has_backward or len(tr.pieces) > 1:
+        return None
+    chosen = [s for s in strategies if (p := tr.partition(s)).error is None and not p.measured]
+    if not chosen:
+        return None
+    timeline = tr.memory_timeline(chosen)
+    if timeline.empty:
+        return None
+    skipped = timeline.attrs.get("skipped") or []
+    caption = ("Memory held while each node runs, parameters and inputs included: the top of each curve is the "
+               "memory table's forward or backward peak (dots; hover for the node and module)."
+               + (f" No timeline for {', '.join(skipped)}." if skipped else ""))
+    return {"svg": clean_svg(timeline_svg(timeline, timeline.peaks)), "caption": caption}
+
+
 def doctor_data(tr: Trace, strategy: Any = "default") -> dict[str, Any]:
     """The doctor's findings (``tr.doctor()``), grouped as its card groups them, as plain records."""
     from .render.doctor_view import KIND_TITLES
@@ -558,9 +580,8 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
         "piece_fields": list(PIECE_FIELDS),  # what the page swaps when another piece is picked
         "overview": overview_data(tr, keys) if tr.index == 0 and len(tr.pieces) > 1 else None,
         "whole_model_option": whole_model_option(len(tr.pieces)),
-        # the hook for the memory timeline plot (Trace.memory_timeline(...).plot(), built elsewhere):
-        # {"svg": the plot as SVG text, "caption": ...}; report.js shows it under the saved tensors
-        "timeline": None,
+        # the memory timeline ({"svg", "caption"} or None); report.js shows it under the saved tensors
+        "timeline": timeline_data(tr, keys),
     }
 
 

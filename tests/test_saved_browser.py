@@ -58,7 +58,7 @@ def test_saved_panel_in_the_report(traces, tmp_path, artifacts):
         assert _rows(page) == list(table.index)
         # readable at 1024x768: the table fits its section, type no smaller than 11 px
         page.locator(".fxviz-saved").scroll_into_view_if_needed()
-        fit = page.evaluate("""() => { const body = document.querySelector('.fxviz-saved-body');
+        fit = page.evaluate("""() => { const body = document.querySelector('.fxviz-saved-list');
             const t = body.querySelector('table'); const cell = t.querySelector('tbody td');
             return [t.scrollWidth, body.clientWidth, parseFloat(getComputedStyle(cell).fontSize),
                     body.getBoundingClientRect().height]; }""")

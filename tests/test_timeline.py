@@ -87,3 +87,39 @@ def test_plot_draws_one_curve_per_strategy_per_panel(traces, tmp_path):
         assert all("peak" in lab for lab in labels if not lab.startswith("parameters"))
     fig.savefig(tmp_path / "timeline.png")
     assert (tmp_path / "timeline.png").stat().st_size > 5000
+
+
+def test_the_reports_timeline_marks_the_tables_peaks(traces):
+    """The report's timeline (``payloads.timeline_data``): an SVG the page's sanitizer keeps, with one
+    dot per strategy and phase whose tooltip names the memory table's peak, and nothing measured."""
+    import re
+    import xml.etree.ElementTree as ET
+
+    from fxviz.payloads import timeline_data
+    from fxviz.render.embed import clean_svg
+    from fxviz.units import byte_unit
+
+    tr = traces["mini_gpt"]
+    data = timeline_data(tr, [*STRATEGIES, "eager"])
+    assert data is not None and clean_svg(data["svg"]) == data["svg"]
+    root = ET.fromstring(data["svg"])
+    titles = [t.text or "" for c in root.iter("circle") for t in c.iter("title")]
+    table = tr.memory_table(STRATEGIES).set_index("strategy")
+    assert len(titles) == 2 * len(STRATEGIES)
+    unit, scale = byte_unit(float(table[["forward_peak_bytes", "backward_peak_bytes"]].to_numpy().max()))
+    for strategy in STRATEGIES:
+        name = fxviz.analysis.strategies.Strategy.parse(strategy).name
+        for phase in ("forward", "backward"):
+            said = [t for t in titles if t.startswith(f"{name}: {phase} peak ")]
+            assert len(said) == 1, (name, phase, titles)
+            value = float(re.match(rf"{re.escape(name)}: {phase} peak ([\d.]+) ", said[0]).group(1))
+            assert value == pytest.approx(table.loc[name, f"{phase}_peak_bytes"] / scale, rel=1e-3)
+    assert not any(t.startswith("eager") for t in titles)  # measured: no graph, no curve
+
+
+def test_no_timeline_without_a_backward():
+    from fxviz.payloads import timeline_data
+
+    tr = fxviz.trace(lambda x: torch.topk(x, 2).indices.float().sum(), torch.randn(6))
+    assert not tr.has_backward
+    assert timeline_data(tr, ["default"]) is None

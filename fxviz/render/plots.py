@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from ..units import byte_unit, format_flops
-from .theme import EDGE_COLOR, ROLE_COLORS, STATUS
+from .theme import EDGE_COLOR, ROLE_COLORS, STATUS, TIMELINE_COLORS
 
 __all__ = ["MemorySweep", "MemoryTimeline", "pareto_plot", "timeline_plot"]
 
@@ -155,10 +155,6 @@ class MemorySweep(pd.DataFrame):
         return pareto_plot(self, cost=cost, ax=ax, title=title)
 
 
-_TIMELINE_COLORS = [ROLE_COLORS["forward"], ROLE_COLORS["backward"], STATUS["saved"].color, ROLE_COLORS["gradient"],
-                    STATUS["recomputed"].color, "#000000", ROLE_COLORS["buffer"], EDGE_COLOR]
-
-
 def timeline_plot(df: pd.DataFrame, title: str | None = None) -> Any:
     """Two panels, forward and backward: the memory held while each node runs (parameters and
     inputs included, so each curve's top is the memory table's peak), one curve per strategy,
@@ -175,7 +171,7 @@ def timeline_plot(df: pd.DataFrame, title: str | None = None) -> Any:
     for ax, phase in zip(axes, ("forward", "backward")):
         for k, name in enumerate(strategies):
             rows = df[(df["strategy"] == name) & (df["phase"] == phase)]
-            color = _TIMELINE_COLORS[k % len(_TIMELINE_COLORS)]
+            color = TIMELINE_COLORS[k % len(TIMELINE_COLORS)]
             label = name
             for _, r in peaks[(peaks["strategy"] == name) & (peaks["phase"] == phase)].iterrows():
                 where = r["node"] + (f" ({r['module']})" if isinstance(r["module"], str) and r["module"] else "")

@@ -28,6 +28,7 @@ __all__ = [
     "COMPARE",
     "HIGHLIGHT",
     "EDGE_COLOR",
+    "TIMELINE_COLORS",
     "FADE_ALPHA",
     "SEVERITY_COLORS",
     "SEVERITY_INK",
@@ -110,6 +111,10 @@ STATUS: dict[str, Mark] = {
     "removed": Mark("removed", "#999999", "faded fill, dashed border, badge 'removed'",
                     "dead code: in neither the forward nor the backward graph", text="#666666"),
 }
+
+# one curve per strategy in the memory timeline (the notebook's plot and the report's SVG alike)
+TIMELINE_COLORS = [ROLE_COLORS["forward"], ROLE_COLORS["backward"], STATUS["saved"].color, ROLE_COLORS["gradient"],
+                   STATUS["recomputed"].color, "#000000", ROLE_COLORS["buffer"], EDGE_COLOR]
 
 CHECKPOINT = Mark("checkpoint", "#EE7733", "badge 'ckpt R: policy'",
                   "traced inside torch.utils.checkpoint region R; the policy (must_save, prefer_recompute...) "

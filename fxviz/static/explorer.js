@@ -949,10 +949,10 @@ function renderSaved(box, state, onPick) {
     return row;
   });
   if (others.length) box.append(h("p", { class: "fxviz-saved-legend", text: fateTip }));
-  box.append(h("table", { class: "fxviz-saved-table" }, h("thead", {}, headRow), h("tbody", {}, body)));
+  // the rows scroll in their own list; the caption and the timeline stay below it, in view
+  box.append(h("div", { class: "fxviz-saved-list" }, h("table", { class: "fxviz-saved-table" }, h("thead", {}, headRow), h("tbody", {}, body))));
   if (t.caption) box.append(h("details", { class: "fxviz-saved-caption" }, h("summary", { text: "how these are counted" }), h("p", { text: t.caption })));
-  // the hook for the memory timeline plot (Trace.memory_timeline, built elsewhere): an element given
-  // as `pane.setSaved({ timeline })` is shown under the table (the report: data.timeline)
+  // the memory timeline (an element given as `pane.setSaved({ timeline })`; the report: data.timeline)
   if (state.savedPanel.timeline) box.append(h("div", { class: "fxviz-timeline" }, state.savedPanel.timeline));
 }
 
@@ -987,10 +987,11 @@ function markSavedRows(box, state) {
     row.classList.toggle("fxviz-saved-selected", on);
     if (on) { row.setAttribute("aria-selected", "true"); first = first || row; } else row.removeAttribute("aria-selected");
   }
-  if (!first || box.closest("[hidden]")) return;
+  const list = box.querySelector(".fxviz-saved-list");
+  if (!first || !list || box.closest("[hidden]")) return;
   const r = first.getBoundingClientRect();
-  const c = box.getBoundingClientRect();
-  if (r.top < c.top || r.bottom > c.bottom) box.scrollTop += r.top - c.top - c.height / 3;
+  const c = list.getBoundingClientRect();
+  if (r.top < c.top || r.bottom > c.bottom) list.scrollTop += r.top - c.top - c.height / 3;
 }
 
 // --- doctor ------------------------------------------------------------------------------------------
