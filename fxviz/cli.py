@@ -155,7 +155,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
     tr = _trace(args)
     stem = _stem(args)
     if args.piece == "overview":
-        drawing = tr.overview(strategy=args.strategy or "default")
+        drawing = tr.overview(strategy=args.strategy)
         path = drawing.save(args.output or f"{stem}_overview.svg")
         print(f"{path}: {drawing!r}"[:300])
         return 0
@@ -194,7 +194,8 @@ def _draw_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--view", choices=["joint", "forward", "backward", "compare"], default="joint",
                    help="the joint graph, or the forward/backward graph of --strategy, or the joint graph "
                         "compared (needs --compare)")
-    p.add_argument("--strategy", help=f"mark what this strategy saves/recomputes ({STRATEGY_FORMS})")
+    p.add_argument("--strategy", help=f"mark what this strategy saves/recomputes ({STRATEGY_FORMS}); with "
+                                      "--logs: logged (what the run saved) unless named")
     p.add_argument("--compare", help="a second strategy: mark what each saves that the other does not")
     p.add_argument("--differences", action="store_true",
                    help="with --compare: draw only the nodes the two strategies treat differently, with "
@@ -219,8 +220,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _doctor_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--strategy", default="default",
-                   help="the partition whose backward graph is checked for dropped gradients (default)")
+    p.add_argument("--strategy", help="the partition whose backward graph is checked for dropped gradients "
+                                      "(default: default; with --logs: logged, what the run saved)")
 
 
 def cmd_code(args: argparse.Namespace) -> int:
@@ -231,21 +232,25 @@ def cmd_code(args: argparse.Namespace) -> int:
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
             print(f"# ===== {graph_name(piece.index)} of {len(tr.pieces)}")
-        print(piece.code(args.part, strategy=args.strategy))
+        # an inference-only graph has no backward: its forward graph is what there is to print
+        part = args.part or ("forward" if piece.graph.inference else "backward")
+        print(piece.code(part, strategy=args.strategy))
     return 0
 
 
 def _code_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--part", choices=["forward", "backward", "joint"], default="backward",
-                   help="which graph to print (default: backward)")
-    p.add_argument("--strategy", default="default", help=f"partition strategy ({STRATEGY_FORMS}); default: default")
+    p.add_argument("--part", choices=["forward", "backward", "joint"],
+                   help="which graph to print (default: backward; forward for an inference-only graph)")
+    p.add_argument("--strategy", help=f"partition strategy ({STRATEGY_FORMS}); default: default; with --logs: "
+                                      "logged (what the run saved)")
 
 
 def cmd_table(args: argparse.Namespace) -> int:
     """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at."""
     import pandas as pd
 
-    from .capture import graph_name
+    from .capture import INFERENCE_NOTE, graph_name
+    from .graph_facts import joint_node_count
     from .render.table import memory_table_text
 
     tr = _trace(args)
@@ -253,6 +258,10 @@ def cmd_table(args: argparse.Namespace) -> int:
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
             print(f"== {graph_name(piece.index)} of {len(tr.pieces)}")
+        if piece.graph.inference:  # a forward graph only: no strategy has anything to partition
+            print(f"{piece.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
+                  f"{INFERENCE_NOTE}")
+            continue
         df = piece.memory_table(strategies)
         if args.exact:
             with pd.option_context("display.width", 250, "display.max_columns", None):

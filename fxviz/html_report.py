@@ -100,15 +100,15 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: 
     the legend.  Keyword arguments go to :func:`build_report` (``strategies``, ``views``,
     ``compare``: the pair the compare view opens with, ``group``, ``depth``, ``title``).
     Written to a temporary file, then renamed into place.
-    ``tr`` may be a ``Run`` read from a log: the report then holds every graph with a backward on
-    every rank, with a rank and a graph selector, and opens on ``compile_id`` of ``rank``
+    ``tr`` may be a ``Run`` read from a log: the report then holds every graph with a backward (and
+    every inference-only graph) on every rank, with a rank and a graph selector, and opens on ``compile_id`` of ``rank``
     (default: the first graph with a backward on rank 0).
     """
     if hasattr(tr, "trace") and hasattr(tr, "compare_ranks"):  # a Run (fxviz.logs sits above this module)
         run = tr
         start = run.trace(rank=rank, compile_id=compile_id)
         rows = run.graphs
-        rows = rows[rows["joint"] & rows["backward"]]
+        rows = rows[(rows["joint"] & rows["backward"]) | rows["inference"]]  # inference graphs: forward only
         graphs = [(int(r["rank"]), str(r["compile_id"]),
                    run.trace(int(r["rank"]), str(r["compile_id"]), int(r["piece"])))
                   for _, r in rows.iterrows()]

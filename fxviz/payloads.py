@@ -203,7 +203,7 @@ def table_data(df: Any, tr: Trace | None = None) -> dict[str, Any]:
             "caption": df.attrs.get("caption", "").strip()}
 
 
-def doctor_data(tr: Trace, strategy: Any = "default") -> dict[str, Any]:
+def doctor_data(tr: Trace, strategy: Any = None) -> dict[str, Any]:
     """The doctor's findings (``tr.doctor()``), grouped as its card groups them, as plain records."""
     from .render.doctor_view import KIND_TITLES
 
@@ -570,7 +570,7 @@ def overview_data(tr: Trace, keys: Sequence[str]) -> dict[str, Any]:
     return {"view": view.to_json(), "table": table}
 
 
-def piece_options(tr: Trace, strategy: StrategyLike = "default") -> list[tuple[str, int]]:
+def piece_options(tr: Trace, strategy: StrategyLike | None = None) -> list[tuple[str, int]]:
     """The piece selector's choices: ``whole model`` (-1, the overview), then each piece with its
     node count, saved bytes, runs and the graph break before it; one graph gives one choice."""
     pieces = tr.pieces

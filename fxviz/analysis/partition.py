@@ -19,7 +19,7 @@ from typing import Any
 import torch.fx as fx
 
 from .. import _torch
-from ..capture import Capture, JointGraph
+from ..capture import INFERENCE_NOTE, Capture, JointGraph
 from ..errors import StrategyError
 from ..graph_facts import saved_values
 from .eager import EagerMeasurement, failure_reason, measure_eager
@@ -216,8 +216,8 @@ def partition(graph: JointGraph, strategy: StrategyLike = "default", capture: Ca
     raises ``StrategyError``."""
     s = Strategy.parse(strategy)
     if not graph.has_backward:
-        return Partition(strategy=s, forward=graph.gm, backward=None, caller=graph.partitioner_caller,
-                         error="no backward graph: nothing the loss depends on requires grad")
+        why = INFERENCE_NOTE if graph.inference else "no backward graph: nothing the loss depends on requires grad"
+        return Partition(strategy=s, forward=graph.gm, backward=None, caller=graph.partitioner_caller, error=why)
     if s.kind in _MEASURES:
         return _MEASURES[s.kind](s, graph, capture)
     fn = _PARTITIONERS[s.kind](s)

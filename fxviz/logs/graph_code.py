@@ -87,7 +87,13 @@ def parse_def_names(code: str) -> list[str]:
     return [a.arg for a in fn.args.args[1:]]
 
 
+_CLASS_LINE = re.compile(r"^class <lambda>\(", re.M)
+
+
 def _parse(code: str) -> ast.Module:
+    # an inference graph is printed as ``class <lambda>(torch.nn.Module):`` (the compiled function's
+    # name): not Python, and the class name is never read, so it becomes a name that parses
+    code = _CLASS_LINE.sub("class _lambda(", code, count=1)
     try:
         return ast.parse(code)
     except SyntaxError as exc:

@@ -477,7 +477,8 @@ class Run:
         graph = JointGraph(gm=gm, has_backward=has_backward, num_fwd_outputs=num_fwd,
                            static_lifetime_input_indices=list(p.static or []), joint_inputs=[], info=info,
                            placeholder_values={}, constant_values={}, index=0,
-                           partitioner_caller="torch.compile (read from the log)", logged=logged)
+                           partitioner_caller="torch.compile (read from the log)", logged=logged,
+                           inference=not has_backward)
         if has_backward and logged is None:
             warnings_.append("the log has the joint graph but not the forward/backward graphs the run used: "
                              "strategy 'logged' is unavailable")

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.doctor import Diagnosis, Finding
+from ..capture import INFERENCE_NOTE
 from . import theme
 
 __all__ = ["DoctorReport", "SEVERITY_COLORS", "SEVERITY_LABELS"]
@@ -75,6 +76,8 @@ class DoctorReport:
         where = f"{d.title} (parameters {d.params_mode}, {graphs}, partition '{d.strategy}')"
         if not len(t):
             state = "no model parameters"
+        elif not need and (t["reason"] == INFERENCE_NOTE).all():
+            state = f"{INFERENCE_NOTE}: no gradient expected"
         elif d.healthy:
             state = f"healthy: all {need} parameters that require grad get a gradient"
         else:
