@@ -89,3 +89,64 @@ def test_logged_is_the_default_everywhere(logs, capsys):
 
     model = torch.nn.Linear(4, 2)
     assert fxviz.trace(model, torch.randn(3, 4)).default_strategy.name == "default"
+
+
+# --- (3) no false alarms: returned gradients are not "dropped"; a random op must draw ------------------
+def test_doctor_on_healthy_logs_finds_no_error(logs):
+    for name in ("ckpt_aot", "sac_aot", "ckpt_ind"):
+        tr = fxviz.load_logs(logs[name]).trace()
+        _, bwd = tr.graph.logged
+        # the run's backward returns a gradient for every parameter (its output slots, as logged)
+        grads = [a for a in bwd.graph.output_node().args[0] if a is not None]
+        assert len(grads) == len(tr.capture.named_parameters())
+        for strategy in ("logged", "default", "min_cut"):
+            report = tr.doctor(strategy)
+            assert report.healthy and not [f for f in report.findings if f.severity == "error"], (name, strategy)
+
+
+def test_attention_without_dropout_draws_nothing(logs):
+    from fxviz import _torch
+    from fxviz.graph_facts import draws_random
+
+    tr = fxviz.load_logs(logs["ckpt_aot"]).trace()
+    sdpa = [n for n in tr.joint.graph.nodes if n.op == "call_function" and "scaled_dot_product" in str(n.target)
+            and tr.graph.info[n.name].phase == "forward"]
+    assert sdpa and all(_torch.is_random(n) and not draws_random(n) for n in sdpa)  # tagged, yet no draw
+    part = tr.partition("budget:0.5")
+    assert set(n.name for n in sdpa) & part.recomputed and not part.recomputed_random
+    assert tr.memory_table(["budget:0.5"])["recomputed_random_ops"].iloc[0] == 0
+
+
+def test_random_ops_on_traced_models_need_a_draw():
+    """The same rule on a model traced now: attention with dropout_p=0 draws nothing; a dropout
+    with p > 0 draws, and recomputing it is still flagged."""
+    import torch
+    import torch.nn.functional as F
+
+    from fxviz.graph_facts import draws_random
+
+    class Attn(torch.nn.Module):
+        def __init__(self, p):
+            super().__init__()
+            self.qkv = torch.nn.Linear(8, 24)
+            self.p = p
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).view(2, 4, 3, 2, 4).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v)
+            return F.dropout(y, self.p, training=True).sum()
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 8)
+    tr = fxviz.trace(Attn(0.0), x)
+    ops = {str(n.target): draws_random(n) for n in tr.joint.graph.nodes if n.op == "call_function"
+           and ("scaled_dot" in str(n.target) or "dropout" in str(n.target))}
+    assert ops and not any(ops.values()), ops
+    attention = {n.name for n in tr.joint.graph.nodes if str(n.target).startswith("aten._scaled_dot_product")
+                 and tr.graph.info[n.name].phase == "forward"}
+    assert attention & tr.partition("budget:0").recomputed  # recomputed, and drawing nothing
+    assert not tr.partition("budget:0").recomputed_random
+    dropped = fxviz.trace(Attn(0.5), x)
+    drops = [n for n in dropped.joint.graph.nodes if n.op == "call_function" and str(n.target) == "aten.native_dropout.default"]
+    assert drops and all(draws_random(n) for n in drops)
+    assert dropped.partition("budget:0").recomputed_random  # the knapsack recomputes a dropout (2.13)
