@@ -108,7 +108,7 @@ def test_attention_without_dropout_draws_nothing(logs):
     from fxviz import _torch
     from fxviz.graph_facts import draws_random
 
-    tr = fxviz.load_logs(logs["ckpt_aot"]).trace()
+    tr = fxviz.load_logs(logs["break"]).trace()  # a block's graph, not checkpointed
     sdpa = [n for n in tr.joint.graph.nodes if n.op == "call_function" and "scaled_dot_product" in str(n.target)
             and tr.graph.info[n.name].phase == "forward"]
     assert sdpa and all(_torch.is_random(n) and not draws_random(n) for n in sdpa)  # tagged, yet no draw
@@ -150,3 +150,41 @@ def test_random_ops_on_traced_models_need_a_draw():
     drops = [n for n in dropped.joint.graph.nodes if n.op == "call_function" and str(n.target) == "aten.native_dropout.default"]
     assert drops and all(draws_random(n) for n in drops)
     assert dropped.partition("budget:0").recomputed_random  # the knapsack recomputes a dropout (2.13)
+
+
+# --- (1) checkpointing: the policies the log's comments carry, honoured by min-cut ----------------------
+_AC = re.compile(r"# ac_graph_id: (\d+) - ([A-Z_]+)")
+
+
+def test_checkpoint_policies_come_from_the_log(logs):
+    for name in ("ckpt_aot", "sac_aot", "ckpt_ind"):
+        joint = _payloads(logs[name], "aot_joint_graph")[0]
+        tr = fxviz.load_logs(logs[name]).trace()
+        tagged = tr.nodes.dropna(subset=["checkpoint_policy"])
+        # every policy and region the log's comments name, on the nodes that follow them
+        assert {p.lower() for _, p in _AC.findall(joint)} == set(tagged["checkpoint_policy"])
+        assert {int(r) for r, _ in _AC.findall(joint)} == set(tagged["checkpoint_region"])
+        assert (tr.nodes.loc[tagged.index, "phase"] == "forward").all()
+        # the comments hold source lines too: checkpointed ops keep their ``# File:`` line
+        assert tagged["source"].notna().all()
+    sac = fxviz.load_logs(logs["sac_aot"]).trace().nodes
+    must = sac[sac["checkpoint_policy"] == "must_save"]
+    assert len(must) and set(must["short_op"]) == {"mm"}  # the selective policy saves mm, as logged
+
+
+def test_min_cut_on_a_checkpointed_log_is_what_the_run_saved(logs):
+    """aot_eager and inductor partition with min-cut: on the log's graph it must save what the run
+    saved, node for node and byte for byte (the RNG states min-cut saves for attention too)."""
+    for name in ("ckpt_aot", "sac_aot", "ckpt_ind"):
+        tr = fxviz.load_logs(logs[name]).trace()
+        logged, min_cut = tr.partition("logged"), tr.partition("min_cut")
+        assert sorted(min_cut.saved) == sorted(logged.saved), name
+        table = tr.memory_table(["logged", "min_cut"]).set_index("strategy")
+        assert table.loc["logged", "saved_activation_bytes"] == table.loc["min_cut", "saved_activation_bytes"]
+        # the run's backward reads exactly these values (the log's own text)
+        bwd = _payloads(logs[name], "aot_backward_graph")[0]
+        inputs = re.findall(r'^\s+(\w+): "[^"]*",\s*(?:#\s*(.*))?$', bwd, re.M)
+        read = [n for n, d in inputs if not d.startswith("TangentAOTInput")]
+        assert len(read) == len(logged.saved)
+        # the backward names the saved RNG states itself (rng_state_output_N); every other value by its name
+        assert {n for n in read if not n.startswith("rng_state_output")} <= set(logged.saved)

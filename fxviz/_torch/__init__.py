@@ -55,6 +55,7 @@ from .partitioners import (
     min_cut_partition,
     must_be_in_backward,
     must_be_in_forward,
+    partitioner_context,
     torch_size_of,
 )
 from .tracing import (
@@ -87,6 +88,7 @@ __all__ = [
     "functorch_config",
     "budget_config",
     "torch_size_of",
+    "partitioner_context",
     "meta_val",
     "partitioner_tag",
     "seq_nr",

@@ -12,7 +12,7 @@ from torch._functorch._aot_autograd import descriptors as _desc
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._dtype_abbrs import dtype_abbrs as _dtype_abbrs
 
-from .meta import DESC_KEY, FWD_STACK_KEY, STACK_KEY, TAG_KEY, TRACE_KEY, VAL_KEY
+from .meta import AC_GRAPH_ID_KEY, DESC_KEY, FWD_STACK_KEY, RECOMPUTE_KEY, STACK_KEY, TAG_KEY, TRACE_KEY, VAL_KEY
 
 DESCRIPTOR_CLASSES: dict[str, type] = {
     name: obj for name, obj in vars(_desc).items()
@@ -99,6 +99,17 @@ class LogGraphBuilder:
     @staticmethod
     def set_stack_trace(node: fx.Node, trace: str) -> None:
         node.meta[TRACE_KEY] = trace
+
+    @staticmethod
+    def set_checkpoint(node: fx.Node, policy: str | None, region: int | None) -> None:
+        """The checkpoint policy (``PREFER_RECOMPUTE``...) and region a log's ``# ac_graph_id: N -
+        POLICY`` comment gives a node, under the keys min-cut reads (``recompute``, ``ac_graph_id``)."""
+        from torch.utils.checkpoint import CheckpointPolicy
+
+        if policy is not None and policy in CheckpointPolicy.__members__:
+            node.meta[RECOMPUTE_KEY] = CheckpointPolicy[policy]
+        if region is not None:
+            node.meta[AC_GRAPH_ID_KEY] = region
 
     @staticmethod
     def set_tag(node: fx.Node, tag: str) -> None:

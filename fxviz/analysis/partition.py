@@ -223,7 +223,7 @@ def partition(graph: JointGraph, strategy: StrategyLike = "default", capture: Ca
     fn = _PARTITIONERS[s.kind](s)
     start = time.perf_counter()
     try:
-        with _torch.quiet_torch():
+        with _torch.quiet_torch(), _torch.partitioner_context(graph.gm):
             gm = _torch.copy_graph_module(graph.gm)
             fwd, bwd = _call(fn, gm, graph)
     except StrategyError:

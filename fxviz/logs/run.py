@@ -309,12 +309,32 @@ def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str]) -> None:
 
 def _share_values(part: fx.GraphModule, joint: fx.GraphModule) -> fx.GraphModule:
     """Give the run's forward/backward nodes the joint node's fake value of the same name (the
-    partitioner copies nodes by name), so storages, and hence saved bytes, are counted as one."""
-    vals = {n.name: _torch.meta_val(n) for n in joint.graph.nodes}
+    partitioner copies nodes by name), so storages, and hence saved bytes, are counted as one.
+    A node the partitioner made itself may reuse a joint name (min-cut's RNG functionalization
+    names its saved RNG state ``getitem_21``, a name the joint gives a layer-norm gradient): a
+    value is shared only with a node of the same op on the same inputs, or, for a backward input, of the same
+    dtype and shape."""
+    nodes = {n.name: n for n in joint.graph.nodes}
     for n in part.graph.nodes:
-        if n.name in vals and vals[n.name] is not None:
-            _torch.LogGraphBuilder.set_val(n, vals[n.name])
+        j = nodes.get(n.name)
+        val = _torch.meta_val(j) if j is not None else None
+        if val is None or j is None:
+            continue
+        same = (n.op == j.op and n.target == j.target and str(n.args) == str(j.args)) if n.op == "call_function" \
+            else _same_kind(
+            _torch.meta_val(n), val)
+        if same:
+            _torch.LogGraphBuilder.set_val(n, val)
     return part
+
+
+def _same_kind(a: Any, b: Any) -> bool:
+    """Same dtype and shape (tensors), or both not tensors: a parsed value and a joint value agree."""
+    import torch
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.dtype == b.dtype and str(list(a.shape)) == str(list(b.shape))
+    return not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor)
 
 
 def _tag_phases(gm: fx.GraphModule) -> None:
