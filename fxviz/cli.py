@@ -78,12 +78,16 @@ def _trace(args: argparse.Namespace) -> Any:
 
         if args.model:
             raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
-        return load_logs(args.logs).trace(rank=args.rank, compile_id=args.graph)
+        tr = load_logs(args.logs).trace(rank=args.rank, compile_id=args.graph)
+        if args.backend is not None and args.backend != tr.graph.backend:
+            raise FxvizError(f"--backend {args.backend}: the run compiled this graph with {tr.graph.backend} (its log "
+                             "says so), and fxviz reads it as the run did", "drop --backend with --logs")
+        return tr
     if not args.model:
         raise ModelSpecError("no model and no --logs",
                              "name a model (e.g. mini_gpt) or pass --logs DIR (see 'fxviz COMMAND --help')")
     model, inputs = load_model_spec(args.model)
-    return trace(model, *inputs, params=args.params, backend=args.backend, dynamic=args.dynamic)
+    return trace(model, *inputs, params=args.params, backend=args.backend or "aot_eager", dynamic=args.dynamic)
 
 
 def _stem(args: argparse.Namespace) -> str:
@@ -364,9 +368,9 @@ def _parser() -> argparse.ArgumentParser:
                                                       "graph with a backward); 'fxviz logs DIR' lists them")
         p.add_argument("--params", choices=["lifted", "closure"], default="lifted",
                        help="parameters as graph inputs (lifted) or captured as constants (closure)")
-        p.add_argument("--backend", choices=["aot_eager", "inductor"], default="aot_eager",
-                       help="whose joint graph: AOTAutograd's as traced (aot_eager) or the one torch.compile's "
-                            "default backend partitions (inductor)")
+        p.add_argument("--backend", choices=["aot_eager", "inductor"],
+                       help="whose joint graph: AOTAutograd's as traced (aot_eager, the default) or the one "
+                            "torch.compile's default backend partitions (inductor); with --logs: the run's own")
         p.add_argument("--dynamic", action="store_true", help="trace with symbolic sizes (torch.compile(dynamic=True))")
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
         _EXTRA_ARGS.get(name, lambda _p: None)(p)

@@ -188,3 +188,29 @@ def test_min_cut_on_a_checkpointed_log_is_what_the_run_saved(logs):
         assert len(read) == len(logged.saved)
         # the backward names the saved RNG states itself (rng_state_output_N); every other value by its name
         assert {n for n in read if not n.startswith("rng_state_output")} <= set(logged.saved)
+
+
+# --- (2) the backend is the run's; inductor's joint passes run on the rebuilt graph --------------------
+def test_an_inductor_log_is_read_as_inductor_ran_it(logs, capsys):
+    run = fxviz.load_logs(logs["ckpt_ind"])
+    assert run.graphs["backend"].tolist() == ["inductor"]
+    assert fxviz.load_logs(logs["ckpt_aot"]).graphs["backend"].tolist() == ["aot_eager"]
+    tr = run.trace()
+    assert tr.graph.backend == tr.capture.backend == "inductor" and tr.graph.compiler == "inductor"
+    assert "backend='inductor'" in tr.memory_table(["logged"]).attrs["caption"]
+    # the logged joint graph is the one before inductor's passes (kept); min-cut gets the one after
+    before = tr.graph.before_joint_passes
+    logged_joint = set(re.findall(r"^\s+(\w+)(?:: \"[^\"]*\")? = (?:torch\.ops|\w+\[)", _payloads(logs["ckpt_ind"],
+                                                                                         "aot_joint_graph")[0], re.M))
+    assert logged_joint == {n.name for n in before.graph.nodes if n.op == "call_function"}
+    assert len(tr.joint.graph.nodes) < len(before.graph.nodes)
+    # every op the run's forward and backward graphs hold is a node of the graph min-cut gets
+    fwd, bwd = tr.graph.logged
+    joint = {n.name for n in tr.joint.graph.nodes}
+    made_by_partitioner = ("run_and_save_rng_state", "run_with_rng_state", "rng_state_output")
+    ran = {n.name for g in (fwd, bwd) for n in g.graph.nodes if n.op == "call_function"}
+    assert {n for n in ran if not n.startswith(made_by_partitioner)} - joint <= {
+        n for n in ran if n.startswith("getitem")}  # getitems of the partitioner's own RNG wrappers
+    assert sorted(tr.partition("min_cut").saved) == sorted(tr.partition("logged").saved)
+    code, _, err = _cli(capsys, "table", "--logs", logs["ckpt_ind"], "--backend", "aot_eager")
+    assert code == 2 and "compiled this graph with inductor" in err and "--backend" in err

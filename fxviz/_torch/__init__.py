@@ -23,7 +23,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
 from .eager import OpRecorder, StorageProbe, record_module_stack, reparametrized, storage_key
-from .log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder
+from .log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder, inductor_joint_passes
 from .meta import (
     InputKind,
     OutputKind,
@@ -115,7 +115,8 @@ __all__ = [
     "is_collective",
     "cse_like_min_cut",
     "LogGraphBuilder",
-    "DESCRIPTOR_CLASSES",
+    "LogGraphBuilder",
+    "inductor_joint_passes",
     "InputKind",
     "OutputKind",
     "module_path_from_stack_entry",
@@ -156,6 +157,7 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch._dynamo.eval_frame.reset_code",
     "torch._C._dynamo.eval_frame._debug_get_cache_entry_list",
     "torch._inductor.compile_fx.compile_fx",
+    "torch._inductor.compile_fx._recursive_joint_graph_passes",
     "torch._inductor.custom_graph_pass.CustomPartitionerFn",
     "torch._inductor.config.custom_partitioner_fn",
     "torch._inductor.config.joint_custom_pre_pass",

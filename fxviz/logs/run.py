@@ -28,7 +28,7 @@ from .. import _torch
 from .._fx import output_values
 from ..capture import Capture, JointGraph
 from ..errors import FxvizWarning, LogError
-from ..graph_facts import is_cast, is_view_op, tangents, traced_phases
+from ..graph_facts import is_cast, is_view_op, tangent_dependent, tangents, traced_phases
 from ..roles import LIFTED_STATE_ROLES, InputName, classify_nodes
 from .graph_code import parse_def_names, parse_graph
 from .reader import ReadStats, Record, read_payload, read_records
@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Run", "load_logs", "GRAPH_COLUMNS", "READ_KINDS"]
 
-GRAPH_COLUMNS = ["rank", "compile_id", "piece", "attempt", "frame", "source", "joint", "forward", "backward",
+GRAPH_COLUMNS = ["rank", "compile_id", "piece", "attempt", "frame", "source", "backend", "joint", "forward", "backward",
                  "inference", "nodes", "saved", "recompile_reason", "graph_break_reason", "file"]
 
 READ_KINDS = frozenset({
@@ -48,6 +48,10 @@ READ_KINDS = frozenset({
 })
 """Record kinds fxviz reads; every other kind is skipped and counted in ``Run.skipped``."""
 
+_INDUCTOR_ARTIFACTS = frozenset({"before_pre_grad_graph", "after_pre_grad_graph", "before_post_grad_graph",
+                                 "after_post_grad_graph", "fx_graph_cache_hit", "fx_graph_cache_miss"})
+"""Artifacts only inductor's ``compile_fx`` logs (with ``inductor_*`` record kinds): how a log says
+which backend compiled a frame (no record names the backend itself)."""
 _GRAPH_KINDS = ("aot_joint_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph")
 _OP_LINE = re.compile(r"^\s+\w+(?:: \"[^\"]*\")? = (?!None\b)")
 _PLACEHOLDER = re.compile(r"^\s+\w+: \"[^\"]*\",?\s*(?:#\s*(.*))?$")
@@ -83,6 +87,7 @@ class _Compile:
     # tensor id -> (size, dtype, requires_grad)
     hints: dict[str, int] = field(default_factory=dict)  # size symbol -> its example value
     pieces: list[_Piece] = field(default_factory=list)
+    backend: str = "aot_eager"  # "inductor" when the compile wrote inductor's own records
 
     @property
     def compile_id(self) -> str:
@@ -159,6 +164,8 @@ class _FileIndex:
         c = self.compile(rec)
         if c is None:
             return
+        if rec.kind.startswith("inductor_") or (rec.artifact_name or "") in _INDUCTOR_ARTIFACTS:
+            c.backend = "inductor"  # only inductor writes these: the run compiled with it
         if rec.kind in ("aot_joint_graph", "aot_inference_graph") or (
                 rec.kind in _GRAPH_KINDS and (not c.pieces or rec.kind in c.pieces[-1].offsets)):
             c.pieces.append(_Piece(attempt=rec.compile_key[2]))  # a joint graph starts a new piece
@@ -337,6 +344,28 @@ def _same_kind(a: Any, b: Any) -> bool:
     return not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor)
 
 
+def _tag_new_nodes(gm: fx.GraphModule) -> None:
+    """Tag the ops inductor's joint passes added (their replacements carry no tag): an op that
+    reads a tangent or a backward op, directly or not, is backward; any other is forward.  Then
+    put every forward op before the first backward op, as AOTAutograd traced them (the passes
+    insert replacements where the pattern was): torch's default partitioner takes every node up
+    to the last forward-tagged one as the forward."""
+    late = tangent_dependent(gm)
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and _torch.partitioner_tag(n) is None:
+            backward = n in late or any(_torch.partitioner_tag(a) == "is_backward" for a in n.all_input_nodes)
+            _torch.LogGraphBuilder.set_tag(n, "is_backward" if backward else "is_forward")
+    nodes = list(gm.graph.nodes)
+    first_bwd = next((n for n in nodes if n.op == "call_function" and _torch.partitioner_tag(n) == "is_backward"), None)
+    if first_bwd is None:
+        return
+    for n in nodes[nodes.index(first_bwd):]:
+        if n.op == "call_function" and _torch.partitioner_tag(n) == "is_forward":
+            first_bwd.prepend(n)  # forward ops read only forward ops and inputs: the order stays valid
+    gm.graph.lint()
+    gm.recompile()
+
+
 def _tag_phases(gm: fx.GraphModule) -> None:
     """Tag every op forward or backward, as AOTAutograd tagged the joint graph it logged (the tags
     are not in the text).  AOTAutograd traces the forward, then the backward, so the joint graph's
@@ -402,7 +431,7 @@ class Run:
                     saved = p.placeholders.get("aot_backward_graph", 0) - p.bwd_tangents
                 rows.append({
                     "rank": c.rank, "compile_id": c.compile_id, "piece": k, "attempt": p.attempt if p else 0,
-                    "frame": c.frame, "source": c.source, "joint": "aot_joint_graph" in off,
+                    "frame": c.frame, "source": c.source, "backend": c.backend, "joint": "aot_joint_graph" in off,
                     "forward": "aot_forward_graph" in off, "backward": "aot_backward_graph" in off,
                     "inference": "aot_inference_graph" in off, "nodes": nodes, "saved": saved,
                     "recompile_reason": c.recompile_reason, "graph_break_reason": c.graph_break_reason,
@@ -484,6 +513,16 @@ class Run:
             warnings_.append(f"compile {c.compile_id} was split into {len(c.pieces)} graphs (DDP's bucketing): "
                              "inputs keep their graph names")
         _tag_phases(joint.gm)
+        before = None
+        if c.backend == "inductor" and has_backward:
+            # the run's min-cut partitioned the graph after inductor's joint passes; the log holds
+            # the one before them: run them (the pre-pass graph is kept, as fxviz.trace does)
+            before = gm
+            with _torch.quiet_torch():
+                gm = _torch.inductor_joint_passes(gm)
+            _tag_new_nodes(gm)
+            if logged is not None:
+                logged = (_share_values(logged[0], gm), _share_values(logged[1], gm))
         names = _input_names(c, dynamo_names)
         state = _state(c)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -498,7 +537,8 @@ class Run:
                            static_lifetime_input_indices=list(p.static or []), joint_inputs=[], info=info,
                            placeholder_values={}, constant_values={}, index=0,
                            partitioner_caller="torch.compile (read from the log)", logged=logged,
-                           inference=not has_backward)
+                           inference=not has_backward, backend=c.backend, before_joint_passes=before,
+                           compiler="inductor" if c.backend == "inductor" else None)
         if has_backward and logged is None:
             warnings_.append("the log has the joint graph but not the forward/backward graphs the run used: "
                              "strategy 'logged' is unavailable")
@@ -508,7 +548,7 @@ class Run:
                        loss="loss: what the run's compiled frame returned (read from the log)", graph_breaks=breaks,
                        model=None, fn=None, example_inputs=(), loss_fn=None, reduce=None,
                        input_names=[i.qualname for i in names.values()], warnings=warnings_,
-                       name=c.frame or "compiled frame", origin=origin, state=state)
+                       name=c.frame or "compiled frame", origin=origin, state=state, backend=c.backend)
 
     def compare_ranks(self, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame:
         """Where the ranks' graphs of one compile differ: one row per difference (``what``:
