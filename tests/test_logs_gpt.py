@@ -214,3 +214,42 @@ def test_an_inductor_log_is_read_as_inductor_ran_it(logs, capsys):
     assert sorted(tr.partition("min_cut").saved) == sorted(tr.partition("logged").saved)
     code, _, err = _cli(capsys, "table", "--logs", logs["ckpt_ind"], "--backend", "aot_eager")
     assert code == 2 and "compiled this graph with inductor" in err and "--backend" in err
+
+
+# --- (5) module paths for every op the log lets fxviz place ------------------------------------------
+def _saved_activation_modules(tr):
+    from fxviz.analysis.memory import saved_memory
+
+    nodes = tr.nodes
+    uses = [u for u in saved_memory(tr.partition("logged"), tr.graph).storages if u.owner == "activation"]
+    return [(u, [nodes.loc[n, "module"] for n in u.names if n in nodes.index]) for u in uses], nodes
+
+
+def test_every_saved_activation_inside_a_module_has_one(logs):
+    for name in ("ckpt_aot", "ckpt_ind", "break"):
+        tr = fxviz.load_logs(logs[name]).trace()
+        saved, nodes = _saved_activation_modules(tr)
+        blocks = nodes.index[nodes["source_code"].isin(_BLOCK_CODE)]
+        for u, mods in saved:
+            placed = [m for m in mods if isinstance(m, str)]
+            code = {nodes.loc[n, "source_code"] for n in u.names if n in nodes.index}
+            # only the top-level frame's own line (the loss) is in no module, as in a traced model
+            assert placed or code <= {"return F.cross_entropy(logits.flatten(0, 1), tgt.flatten())"}, (name, u)
+        share = sum(u.nbytes for u, m in saved if any(isinstance(x, str) for x in m)) / sum(u.nbytes for u, _ in saved)
+        assert share > (0.85 if name != "break" else 0.999), (name, share)
+        # ops on a line of Block.forward are in a block: blocks.N... for the whole model's graph
+        if name != "break":
+            inside = nodes.loc[blocks, "module"]
+            assert len(inside) > 50 and inside.notna().all() and inside.str.match(r"blocks\.[01](\.|$)").all()
+    tr = fxviz.load_logs(logs["ckpt_aot"]).trace()
+    n = tr.nodes
+    # backward ops are in the module of the forward op they differentiate
+    assert set(n[n.short_op == "gelu_backward"]["module"]) == set(n[n.short_op == "gelu"]["module"]) == {
+        "blocks.0", "blocks.1"}
+    assert set(n[n.short_op == "embedding_dense_backward"]["module"]) == {"emb"}
+    ln = n[n.short_op == "native_layer_norm_backward"]["module"]
+    assert set(ln) == set(n[n.short_op == "native_layer_norm"]["module"])
+
+
+_BLOCK_CODE = {"h = self.ln1(x)", "x = x + self.attn(h, h, h, need_weights=False)[0]",
+               "return x + self.proj(F.gelu(self.fc(self.ln2(x))))"}  # Block.forward in tests/logs_gpt.py

@@ -294,16 +294,28 @@ def _state(c: _Compile) -> list[tuple[str, Any]]:
     return out
 
 
-def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str]) -> None:
-    """Give forward ops that read a parameter (directly or through a view of it) the module that owns
-    the parameter (``h.0.attn.c_attn.weight`` -> ``h.0.attn.c_attn``).  A log records source lines but
-    not dynamo's module stack, so this is the module path a log can support; other ops have none."""
+def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str], phases: dict[str, str]) -> None:
+    """Give every op the module path the log lets fxviz place (a log records source lines but
+    not dynamo's module stack), in three steps:
+
+    1. an op that reads a parameter (directly or through a view or cast of it) is in the module
+       that owns the parameter (``blocks.0.attn.in_proj_weight`` -> ``blocks.0.attn``);
+    2. the other ops of a *source block* (the run of ops under one ``# File:`` comment, one line of
+       the user's code) are in the modules' common prefix: GELU between ``blocks.0.fc`` and
+       ``blocks.0.proj`` is in ``blocks.0``, attention's views between its projections in
+       ``blocks.0.attn``; where the modules share nothing, an op is in its producer's module
+       (``getitem`` of ``ln_f``'s layer norm), else in its consumer's;
+    3. a backward op is in the common module of the forward values it reads (its saved
+       activations and parameters), else in its source block's, else in the module of the
+       backward op it follows (the gradient arriving from its user).
+    Ops of the top-level frame (the loss) stay without a module, as in a traced model."""
     owner: dict[str, str] = {}
+    module: dict[str, str] = {}
     for n in gm.graph.nodes:
         if n.op == "placeholder" and n.name in info_inputs and "." in info_inputs[n.name]:
             owner[n.name] = info_inputs[n.name].rsplit(".", 1)[0]
             continue
-        if n.op != "call_function":
+        if n.op != "call_function" or phases.get(n.name) != "forward":
             continue
         mods = [owner[a.name] for a in n.all_input_nodes if a.name in owner]
         if not mods:
@@ -311,7 +323,95 @@ def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str]) -> None:
         # a view or a cast of a parameter (a transposed weight, an autocast copy) is the parameter's
         if (is_view_op(n.target) or is_cast(n)) and len(mods) == len(n.all_input_nodes):
             owner[n.name] = mods[0]
-        _torch.LogGraphBuilder.set_module(n, mods[0])
+        module[n.name] = mods[0]
+    blocks = _source_blocks(gm)
+    for ops in blocks:  # step 2: forward ops by source block
+        if phases.get(ops[0].name) != "forward":
+            continue
+        common = _common_module([module[n.name] for n in ops if n.name in module])
+        for n in ops:
+            if common and n.name not in module:
+                module[n.name] = common
+        inside = {n.name for n in ops}
+        for n in ops:  # modules with nothing in common (``self.head(self.ln_f(x))``): the producer's
+            made = [module[a.name] for a in n.all_input_nodes if a.name in inside and a.name in module]
+            if n.name not in module and made:
+                module[n.name] = made[0]
+        for n in reversed(ops):  # else the consumer's
+            used = [module[u.name] for u in n.users if u.name in inside and u.name in module]
+            if n.name not in module and used:
+                module[n.name] = used[0]
+    block_of = {n.name: i for i, ops in enumerate(blocks) for n in ops}
+    line_modules: dict[str | None, set[str]] = {}  # source line -> the modules of its forward ops
+    for n in gm.graph.nodes:
+        if phases.get(n.name) == "forward" and n.name in module:
+            line_modules.setdefault(_torch.stack_trace(n), set()).add(module[n.name])
+    for i, ops in enumerate(blocks):  # step 3: backward ops, in graph order
+        if phases.get(ops[0].name) != "backward":
+            continue
+        for n in ops:
+            common = _backward_module(n, module, owner, phases, line_modules)
+            if common:
+                module[n.name] = common
+        known = _common_module([module[n.name] for n in ops if n.name in module])
+        for n in ops:
+            if n.name not in module:
+                came = [module[a.name] for a in n.all_input_nodes if a.name in module
+                        and phases.get(a.name) == "backward" and block_of.get(a.name) is not None]
+                m = known or (came[0] if came else None)
+                if m:
+                    module[n.name] = m
+    for n in gm.graph.nodes:
+        if n.name in module:
+            _torch.LogGraphBuilder.set_module(n, module[n.name], forward=phases.get(n.name) == "forward")
+
+
+def _backward_module(n: fx.Node, module: dict[str, str], owner: dict[str, str], phases: dict[str, str],
+                     line_modules: dict[str | None, set[str]]) -> str | None:
+    """The module a backward op differentiates: the forward values it reads from its own source
+    line (AOTAutograd gives a backward op the source line of the forward op it differentiates) and
+    the parameters it reads; else the one module that line has in the forward; else the common
+    module of every forward value it reads."""
+    trace = _torch.stack_trace(n)
+    forward = [a for a in n.all_input_nodes if phases.get(a.name) == "forward" or a.name in owner]
+    same = [owner.get(a.name) or module.get(a.name) for a in forward
+            if a.name in owner or _torch.stack_trace(a) == trace]
+    found = _common_module([m for m in same if m])
+    if found:
+        return found
+    if len(line_modules.get(trace, ())) == 1:
+        return next(iter(line_modules[trace]))
+    return _common_module([m for m in (module.get(a.name) for a in forward) if m])
+
+
+def _source_blocks(gm: fx.GraphModule) -> list[list[fx.Node]]:
+    """Runs of consecutive ops of one phase under one source line (torch prints the ``# File:``
+    comment once per run)."""
+    blocks: list[list[fx.Node]] = []
+    key: Any = None
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        k = (_torch.stack_trace(n), _torch.partitioner_tag(n))
+        if not blocks or k != key:
+            blocks.append([])
+            key = k
+        blocks[-1].append(n)
+    return blocks
+
+
+def _common_module(paths: list[str]) -> str | None:
+    """The longest module path every one of ``paths`` lies in (``blocks.0.fc``, ``blocks.0.proj``
+    -> ``blocks.0``); None for none, or when they share nothing (the root)."""
+    if not paths:
+        return None
+    parts = [p.split(".") for p in paths]
+    common: list[str] = []
+    for items in zip(*parts):
+        if len(set(items)) != 1:
+            break
+        common.append(items[0])
+    return ".".join(common) or None
 
 
 def _share_values(part: fx.GraphModule, joint: fx.GraphModule) -> fx.GraphModule:
@@ -531,7 +631,7 @@ class Run:
         num_fwd = len(outs) - (len(placeholders) - tangent_count) if has_backward else len(outs)
         info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names)
         _annotate_modules(gm, {n: i.qualname for n, i in info.items() if i.role in LIFTED_STATE_ROLES
-                               and i.qualname})
+                               and i.qualname}, {n: i.phase for n, i in info.items()})
         info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names)
         graph = JointGraph(gm=gm, has_backward=has_backward, num_fwd_outputs=num_fwd,
                            static_lifetime_input_indices=list(p.static or []), joint_inputs=[], info=info,
