@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import operator
 import os
 import pathlib
 import re
@@ -316,6 +317,9 @@ def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str], phases: d
             owner[n.name] = info_inputs[n.name].rsplit(".", 1)[0]
             continue
         if n.op != "call_function" or phases.get(n.name) != "forward":
+            continue
+        if n.target is operator.getitem and isinstance(n.args[0], fx.Node) and n.args[0].name in module:
+            module[n.name] = module[n.args[0].name]  # an element of a multi-output op (layer norm's mean)
             continue
         mods = [owner[a.name] for a in n.all_input_nodes if a.name in owner]
         if not mods:
