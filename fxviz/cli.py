@@ -78,7 +78,9 @@ def _trace(args: argparse.Namespace) -> Any:
 
         if args.model:
             raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
-        tr = load_logs(args.logs).trace(rank=args.rank, compile_id=args.graph)
+        run = load_logs(args.logs)
+        args.run = run  # the whole run, for the commands that say where this graph sits in it
+        tr = run.trace(rank=args.rank, compile_id=args.graph)
         if args.backend is not None and args.backend != tr.graph.backend:
             raise FxvizError(f"--backend {args.backend}: the run compiled this graph with {tr.graph.backend} (its log "
                              "says so), and fxviz reads it as the run did", "drop --backend with --logs")
@@ -88,6 +90,18 @@ def _trace(args: argparse.Namespace) -> Any:
                              "name a model (e.g. mini_gpt) or pass --logs DIR (see 'fxviz COMMAND --help')")
     model, inputs = load_model_spec(args.model)
     return trace(model, *inputs, params=args.params, backend=args.backend or "aot_eager", dynamic=args.dynamic)
+
+
+def _where_in_run(run: Any, tr: Any, rank: int) -> str:
+    """One line: which graph of the run this is, and what else the run holds (a log trace is one
+    graph of many: never picked silently)."""
+    others = len(run.graphs[run.graphs["rank"] == rank])
+    eager = run.eager_frames(rank)
+    line = f"{tr.capture.origin} ({tr.graph.backend}): 1 of {others} compile(s) on rank {rank}"
+    if eager:
+        line += f"; {len(eager)} frame(s) ran as plain Python, outside every graph: " + "; ".join(
+            e.split("): ")[0] + ")" for e in eager)
+    return line + "; 'fxviz logs DIR' lists the whole run and its totals, --graph ID picks another graph"
 
 
 def _stem(args: argparse.Namespace) -> str:
@@ -104,13 +118,46 @@ def cmd_logs(args: argparse.Namespace) -> int:
     from .logs import load_logs
 
     run = load_logs(args.dir)
-    df = run.graphs.drop(columns=["file"])
-    with pd.option_context("display.width", 250, "display.max_columns", None, "display.max_colwidth", 60):
-        print(repr(run))
-        print(df.to_string(index=False))
+    print(_graphs_text(run.graphs))
+    print()
+    print("\n".join(_wrap(line) for line in run.summary().splitlines()))
     if run.skipped:
-        print("skipped record kinds: " + ", ".join(f"{k} ({n})" for k, n in sorted(run.skipped.items())))
+        print(_wrap("skipped record kinds: " + ", ".join(f"{k} ({n})" for k, n in sorted(run.skipped.items()))))
+    print(_wrap("read one graph: fxviz table|draw|doctor|report --logs DIR --graph ID [--rank N]"))
     return 0
+
+
+WIDTH = 100
+"""Every line the CLI prints fits this many columns."""
+
+
+def _wrap(text: str, indent: str = "    ") -> str:
+    import textwrap
+
+    return textwrap.fill(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def _graphs_text(df: Any) -> str:
+    """``run.graphs`` in 100 columns: one short row per graph, reasons below as numbered notes."""
+    import pandas as pd
+
+    rows, notes = [], []
+    for _, r in df.iterrows():
+        kind = "joint" if r["joint"] else "inference" if r["inference"] else "none (eager)"
+        mark = ""
+        for what in ("graph_break_reason", "recompile_reason"):
+            if r[what]:
+                notes.append(f"[{len(notes) + 1}] {r['compile_id']} {what.replace('_reason', '').replace('_', ' ')}: "
+                             f"{r[what]}")
+                mark += f"[{len(notes)}]"
+        frame = str(r["frame"] or "?")
+        rows.append({"rank": r["rank"], "graph": r["compile_id"] + (f".{r['piece']}" if r["piece"] else ""),
+                     "frame": frame if len(frame) <= 28 else frame[:27] + "…",
+                     "line": str(r["source"] or "?").rsplit("/", 1)[-1][-20:], "backend": r["backend"],
+                     "aot graph": kind, "nodes": "" if pd.isna(r["nodes"]) else r["nodes"],
+                     "saved": "" if pd.isna(r["saved"]) else r["saved"], "notes": mark})
+    text = pd.DataFrame(rows).to_string(index=False)
+    return "\n".join([text] + [_wrap(n) for n in notes])
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
@@ -259,6 +306,8 @@ def cmd_table(args: argparse.Namespace) -> int:
 
     tr = _trace(args)
     strategies = parse_list(args.strategies)
+    if getattr(args, "run", None) is not None:
+        print(_wrap(_where_in_run(args.run, tr, args.rank)))
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
             print(f"== {graph_name(piece.index)} of {len(tr.pieces)}")

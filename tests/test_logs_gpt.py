@@ -253,3 +253,27 @@ def test_every_saved_activation_inside_a_module_has_one(logs):
 
 _BLOCK_CODE = {"h = self.ln1(x)", "x = x + self.attn(h, h, h, need_weights=False)[0]",
                "return x + self.proj(F.gelu(self.fc(self.ln2(x))))"}  # Block.forward in tests/logs_gpt.py
+
+
+# --- (7) the whole run: graph breaks, eager frames, totals ------------------------------------------
+def test_a_graph_broken_run_says_what_ran_eagerly_and_totals(logs, capsys):
+    run = fxviz.load_logs(logs["break"])
+    g = run.graphs
+    # dynamo skipped the top-level frame (a break inside its loop) and compiled the block's forward
+    skipped = g[~g["joint"] & ~g["inference"]]
+    assert len(skipped) == 1 and "falling back to eager" in skipped["graph_break_reason"].iloc[0]
+    (frame,) = run.eager_frames(0)
+    assert frame.startswith("forward (") and "falling back to eager" in frame
+    totals = run.totals().set_index("rank")
+    joint = g[g["joint"]]
+    assert totals.loc[0, "graphs"] == len(joint) and totals.loc[0, "eager_frames"] == 1
+    saved = sum(int(run.trace(0, cid).memory_table(["logged"])["saved_activation_bytes"].iloc[0])
+                for cid in joint["compile_id"])
+    assert totals.loc[0, "saved_activation_bytes"] == saved > 0
+    text = run.summary()
+    assert "1 frame(s) ran as plain Python" in text and "eager: forward (" in text
+    code, out, err = _cli(capsys, "logs", logs["break"])
+    assert code == 0 and "eager: forward (" in out and "saved by the run" in out
+    code, out, err = _cli(capsys, "table", "--logs", logs["break"])
+    first = " ".join(out.split("\n")[:3])
+    assert code == 0 and "1 of 2 compile(s)" in first and "ran as plain Python" in first and "--graph ID" in first

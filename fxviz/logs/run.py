@@ -689,6 +689,62 @@ class Run:
         add("saved_bytes", None, saved)
         return pd.DataFrame(rows, columns=["what", "node"] + cols)
 
+    def eager_frames(self, rank: int | None = None) -> list[str]:
+        """The frames dynamo compiled nothing for and ran as plain Python (``forward (model.py:32):
+        why``): what they compute outside the graphs they call is in no graph of the log."""
+        out = []
+        for c in self._compiles:
+            if c.pieces or (rank is not None and c.rank != rank):
+                continue
+            why = c.graph_break_reason or c.fail_reason or "dynamo compiled no graph for it"
+            out.append(f"{c.frame or 'a frame'} ({os.path.basename(c.source or '?')}): {why}")
+        return out
+
+    def totals(self) -> pd.DataFrame:
+        """Per rank: graphs with a backward, inference-only graphs, frames run eagerly, and the
+        activation bytes the run saved (strategy ``logged``) summed over its graphs.  The log
+        records compiles, not calls: a graph dynamo reused (one block's graph for every block)
+        is counted once (``runs_known`` is False)."""
+        rows = []
+        for rank in self.ranks:
+            saved, graphs, inference = 0, 0, 0
+            for c in (c for c in self._compiles if c.rank == rank):
+                for k, p in enumerate(c.pieces):
+                    if "aot_inference_graph" in p.offsets:
+                        inference += 1
+                    elif {"aot_forward_graph", "aot_backward_graph"} <= set(p.offsets):
+                        graphs += 1
+                        row = self.trace(rank, c.compile_id, k).memory_table(["logged"]).iloc[0]
+                        saved += 0 if pd.isna(row["saved_activation_bytes"]) else int(row["saved_activation_bytes"])
+            rows.append({"rank": rank, "graphs": graphs, "inference_graphs": inference,
+                         "eager_frames": len(self.eager_frames(rank)), "saved_activation_bytes": saved,
+                         "runs_known": False})
+        return pd.DataFrame(rows, columns=["rank", "graphs", "inference_graphs", "eager_frames",
+                                           "saved_activation_bytes", "runs_known"])
+
+    def summary(self) -> str:
+        """The whole run in a few lines: graphs per rank, the frames that fell back to eager (what
+        they compute is in no graph), and per rank the activation bytes the run saved over all its
+        graphs (each graph counted once: the log records compiles, not how often a graph ran)."""
+        from ..units import format_bytes
+
+        lines = [f"{self.path}: {len(self.ranks)} rank(s), {self.compile_count} compile(s), "
+                 f"{self.aot_graph_count} AOT graph(s)"]
+        for _, t in self.totals().iterrows():
+            rank = int(t["rank"])
+            parts = [f"{t['graphs']} graph(s) with a backward"]
+            if t["inference_graphs"]:
+                parts.append(f"{t['inference_graphs']} inference only (nothing saved for a backward)")
+            if t["eager_frames"]:
+                parts.append(f"{t['eager_frames']} frame(s) ran as plain Python")
+            lines.append(f"rank {rank}: " + ", ".join(parts))
+            if t["graphs"]:
+                lines.append(f"  saved by the run: {format_bytes(int(t['saved_activation_bytes']))} of activations "
+                             "over its graphs, each counted once (the log does not say how often a graph ran)")
+            for frame in self.eager_frames(rank):
+                lines.append(f"  eager: {frame}; what it computes outside the graphs it calls is in no graph")
+        return "\n".join(lines)
+
     def __repr__(self) -> str:
         skipped = (f", skipped {sum(self.skipped.values())} records of {len(self.skipped)} kinds"
                    if self.skipped else "")
