@@ -9,13 +9,15 @@ import argparse
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .analysis.strategies import OFFERED, forms_text, parse_list
-from .errors import FxvizError, ModelSpecError
+from .errors import FxvizError, FxvizWarning, ModelSpecError
 from .render.views import NODE_LIMIT
 
 # every strategy form and the default list, from the one registry (fxviz/analysis/strategies.py)
@@ -131,6 +133,15 @@ WIDTH = 100
 """Every line the CLI prints fits this many columns."""
 
 
+def _fitted(text: str) -> str:
+    """Prose for a terminal: each line longer than ``WIDTH`` wrapped under its own indentation."""
+    out = []
+    for line in text.splitlines():
+        lead = line[:len(line) - len(line.lstrip())]
+        out.append(line if len(line) <= WIDTH else _wrap(line, lead + "    "))
+    return "\n".join(out)
+
+
 def _wrap(text: str, indent: str = "    ") -> str:
     import textwrap
 
@@ -165,15 +176,16 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     import pandas as pd
 
     tr = _trace(args)
-    print(tr.summary())
+    print(_fitted(cli_words(tr.summary())))
     print()
     params = tr.parameters()
     if len(params):
-        with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 60):
-            print(params.to_string(index=False))
+        from .render.table import fitted_text
+
+        print(fitted_text(params, WIDTH, drop=("dtype", "graph_role")))
     for piece in tr.pieces[1:]:
         print()
-        print(piece.summary())
+        print(_fitted(cli_words(piece.summary())))
     return 0
 
 
@@ -208,7 +220,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
     if args.piece == "overview":
         drawing = tr.overview(strategy=args.strategy)
         path = drawing.save(args.output or f"{stem}_overview.svg")
-        print(f"{path}: {drawing!r}"[:300])
+        print(_wrap(f"{path}: {drawing!r}"))
         return 0
     piece = _piece_number(args.piece, len(tr.pieces))
     drawing = tr.draw(args.view, strategy=args.strategy, compare=args.compare, group=args.group,
@@ -217,7 +229,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
     view = "differences" if args.differences else args.view
     out = args.output or f"{stem}_{view}" + (f"_graph{piece + 1}" if piece else "") + ".svg"
     path = drawing.save(out)
-    print(f"{path}: {drawing!r}"[:300])
+    print(_wrap(f"{path}: {drawing!r}"))
     return 0
 
 
@@ -266,7 +278,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     requires grad gets none."""
     tr = _trace(args)
     report = tr.doctor(strategy=args.strategy)
-    print(report)
+    print(_fitted(cli_words(str(report))))
     return 0 if report.healthy else 1
 
 
@@ -320,7 +332,7 @@ def cmd_table(args: argparse.Namespace) -> int:
             with pd.option_context("display.width", 250, "display.max_columns", None):
                 print(pd.DataFrame(df).drop(columns=["error"]).to_string(index=False))
         else:
-            print(memory_table_text(df))
+            print(cli_words(memory_table_text(df)))
     if len(tr.pieces) > 1:
         whole = tr.memory_table_by_piece(strategies)
         totals = whole[whole["piece"] == "total"].drop(columns=["piece", "runs"]).reset_index(drop=True)
@@ -330,7 +342,7 @@ def cmd_table(args: argparse.Namespace) -> int:
             with pd.option_context("display.width", 250, "display.max_columns", None):
                 print(pd.DataFrame(totals).drop(columns=["error"]).to_string(index=False))
         else:
-            print(memory_table_text(totals))
+            print(cli_words(memory_table_text(totals)))
     return 0
 
 
@@ -435,15 +447,47 @@ _EXTRA_ARGS["table"] = _table_args
 _EXTRA_ARGS["report"] = _report_args
 
 
+# the Python spellings fxviz's messages use, in the words of this command (a hint names what to type)
+_CLI_WORDS = (
+    (re.compile(r"\b(?:tr\.)?draw\(group='module', depth=(\d+)\)"), r"--group module --depth \1"),
+    (re.compile(r"\b(?:tr\.)?draw\(expand=[^)]*\)"), "--expand MODULE"),
+    (re.compile(r"\b(?:tr\.)?draw\(depth=k\)"), "--depth K"),
+    (re.compile(r"\b(?:tr\.)?draw\(group='none'\)"), "--group none"),
+    (re.compile(r"\bhighlight=\.\.\."), "--highlight NAME"),
+    (re.compile(r"\b(?:see |from )?run\.graphs\b"), "'fxviz logs DIR'"),
+    (re.compile(r"\buse piece=0\.\.(\d+)"), lambda m: f"use --piece 1..{int(m.group(1)) + 1}"),
+    (re.compile(r"\btr\.doctor\(\)"), "'fxviz doctor'"),
+    (re.compile(r"\btr\.has_backward\b"), "'fxviz nodes'"),
+    (re.compile(r"\btr\.partition\(\.\.\.\)\.error"), "'fxviz table'"),
+    (re.compile(r"\btr\.check_gradients\(\)"), "fxviz.trace(model, x).check_gradients() in Python"),
+)
+
+
+def cli_words(text: str) -> str:
+    """A message with its Python spellings (``tr.draw(expand=...)``, ``run.graphs``) replaced by
+    the options that do the same here (``--expand MODULE``, ``fxviz logs DIR``)."""
+    for pattern, words in _CLI_WORDS:
+        text = pattern.sub(words, text)  # type: ignore[arg-type]
+    return text
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_args: Any, **_kwargs: Any) -> None:
+    """fxviz's warnings as one ``fxviz: warning: ...`` line (no file and line of fxviz's code)."""
+    print(_wrap(f"fxviz: warning: {cli_words(str(message))}"), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            warnings.simplefilter("always", FxvizWarning)  # the command's own words, one line each
+            return int(args.func(args) or 0)
     except FxvizError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"fxviz: error: {exc.message} (hint: {exc.hint})", file=sys.stderr)
+        print(f"fxviz: error: {cli_words(exc.message)} (hint: {cli_words(exc.hint)})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fxviz: interrupted", file=sys.stderr)

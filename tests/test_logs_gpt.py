@@ -277,3 +277,28 @@ def test_a_graph_broken_run_says_what_ran_eagerly_and_totals(logs, capsys):
     code, out, err = _cli(capsys, "table", "--logs", logs["break"])
     first = " ".join(out.split("\n")[:3])
     assert code == 0 and "1 of 2 compile(s)" in first and "ran as plain Python" in first and "--graph ID" in first
+
+
+# --- (8) the CLI: 100 columns, hints that name its options, no raw warning lines ------------------------
+def test_cli_output_fits_and_speaks_cli(logs, capsys, tmp_path):
+    for name in ("ckpt_aot", "break", "infer"):
+        for argv in (("logs", logs[name]), ("table", "--logs", logs[name]), ("doctor", "--logs", logs[name]),
+                     ("nodes", "--logs", logs[name]), ("draw", "--logs", logs[name], "-o", tmp_path / "g.dot")):
+            code, out, err = _cli(capsys, *argv)
+            assert code == 0, (argv, err)
+            wide = [line for line in (out + err).splitlines() if len(line) > 100]
+            assert not wide, (argv, wide[:2])
+    bad = tmp_path / "notalog.txt"
+    bad.write_text("hello\n")
+    code, out, err = _cli(capsys, "logs", bad)
+    assert code == 2 and not out
+    assert err.splitlines() == [line for line in err.splitlines() if line.startswith("fxviz: ")], err
+    assert "FxvizWarning" not in err and ".py:" not in err
+    # hints say what to type here, not which Python call to make
+    from fxviz.cli import cli_words
+
+    assert cli_words("see run.graphs for what it compiled") == "'fxviz logs DIR' for what it compiled"
+    assert cli_words("use piece=0..2") == "use --piece 1..3"
+    assert "--expand MODULE" in cli_words("draw(expand=['<module>']) opens a box")
+    code, out, err = _cli(capsys, "draw", "--logs", logs["ckpt_aot"], "-o", tmp_path / "g.svg")
+    assert "draw(" not in out and "tr." not in out

@@ -15,6 +15,7 @@ import pandas as pd
 from ..analysis.doctor import Diagnosis, Finding
 from ..capture import INFERENCE_NOTE
 from . import theme
+from .table import fitted_text
 
 __all__ = ["DoctorReport", "SEVERITY_COLORS", "SEVERITY_LABELS"]
 
@@ -106,9 +107,7 @@ class DoctorReport:
             lines += textwrap.wrap(fix, width, initial_indent="  fix: ", subsequent_indent="       ")
         if len(self.table):
             lines.append("")
-            with pd.option_context("display.max_rows", None, "display.width", 200,
-                                   "display.max_colwidth", 70):
-                lines.append(self.table.to_string(index=False))
+            lines.append(fitted_text(self.table, width, drop=("requires_grad", "in_graph")))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
