@@ -115,8 +115,6 @@ def _stem(args: argparse.Namespace) -> str:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """The graphs of a logged run (TORCH_TRACE=dir): one row per compiled graph and rank."""
-    import pandas as pd
-
     from .logs import load_logs
 
     run = load_logs(args.dir)
@@ -152,7 +150,8 @@ def _graphs_text(df: Any) -> str:
     """``run.graphs`` in 100 columns: one short row per graph, reasons below as numbered notes."""
     import pandas as pd
 
-    rows, notes = [], []
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
     for _, r in df.iterrows():
         kind = "joint" if r["joint"] else "inference" if r["inference"] else "none (eager)"
         mark = ""
@@ -173,7 +172,6 @@ def _graphs_text(df: Any) -> str:
 
 def cmd_nodes(args: argparse.Namespace) -> int:
     """Role counts and the parameter table of a model's joint graph."""
-    import pandas as pd
 
     tr = _trace(args)
     print(_fitted(cli_words(tr.summary())))
@@ -467,7 +465,7 @@ def cli_words(text: str) -> str:
     """A message with its Python spellings (``tr.draw(expand=...)``, ``run.graphs``) replaced by
     the options that do the same here (``--expand MODULE``, ``fxviz logs DIR``)."""
     for pattern, words in _CLI_WORDS:
-        text = pattern.sub(words, text)  # type: ignore[arg-type]
+        text = pattern.sub(words, text)
     return text
 
 

@@ -115,7 +115,7 @@ __all__ = [
     "is_collective",
     "cse_like_min_cut",
     "LogGraphBuilder",
-    "LogGraphBuilder",
+    "DESCRIPTOR_CLASSES",
     "inductor_joint_passes",
     "InputKind",
     "OutputKind",

@@ -36,4 +36,5 @@ from .graphs import INFERENCE_NOTE, Capture, JointGraph, graph_name
 from .inputs import BACKENDS, CAPTURE_ROUTES, PARAM_MODES
 from .routes import capture
 
-__all__ = ["JointGraph", "Capture", "capture", "graph_name", "INFERENCE_NOTE", "PARAM_MODES", "CAPTURE_ROUTES", "BACKENDS"]
+__all__ = ["JointGraph", "Capture", "capture", "graph_name", "INFERENCE_NOTE", "PARAM_MODES", "CAPTURE_ROUTES",
+           "BACKENDS"]

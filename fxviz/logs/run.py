@@ -350,7 +350,7 @@ def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str], phases: d
     for n in gm.graph.nodes:
         if phases.get(n.name) == "forward" and n.name in module:
             line_modules.setdefault(_torch.stack_trace(n), set()).add(module[n.name])
-    for i, ops in enumerate(blocks):  # step 3: backward ops, in graph order
+    for ops in blocks:  # step 3: backward ops, in graph order
         if phases.get(ops[0].name) != "backward":
             continue
         for n in ops:

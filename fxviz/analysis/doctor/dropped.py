@@ -13,8 +13,8 @@ from ..._fx import output_values
 from ...capture import Capture, JointGraph
 from ...roles import short_op
 from ..gradient_paths import resolve_state
-from ..partition import Partition
 from ..gradients import gradient_outputs
+from ..partition import Partition
 from .findings import FIX_LIFT, Finding, Param
 
 
