@@ -6,7 +6,6 @@ every expectation is read from the log's own text or from torch's partitioner ru
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 
@@ -24,9 +23,6 @@ NAMES = ("ckpt_aot", "sac_aot", "ckpt_ind", "infer", "break")
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
-    reuse = os.environ.get("FXVIZ_DEV_GPT_LOGS")  # DEV ONLY: remove before commit
-    if reuse:
-        return {n: pathlib.Path(reuse) / n for n in NAMES}
     return make_gpt_logs(tmp_path_factory.mktemp("gpt"), NAMES)
 
 
