@@ -113,5 +113,5 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: 
                    run.trace(int(r["rank"]), str(r["compile_id"]), int(r["piece"])))
                   for _, r in rows.iterrows()]
         initial = next((i for i, g in enumerate(graphs) if g[2] is start), 0)
-        return write_atomic(path, build_run_report(graphs, initial, **kwargs))
+        return write_atomic(path, build_run_report(graphs, initial, run_summary=run.summary(), **kwargs))
     return write_atomic(path, build_report(tr, **kwargs))

@@ -585,16 +585,22 @@ def piece_options(tr: Trace, strategy: StrategyLike | None = None) -> list[tuple
         options.append((text if len(text) <= 90 else text[:88] + "\u2026", p.index))
     return options
 def run_report_data(graphs: Sequence[tuple[int, str, Trace]], initial: int = 0, title: str | None = None,
-                    progress: Callable[[str], None] | None = None, **kwargs: Any) -> dict[str, Any]:
+                    progress: Callable[[str], None] | None = None, run_summary: str | None = None,
+                    **kwargs: Any) -> dict[str, Any]:
     """The payloads of several graphs of a logged run, one ``report_data`` each, for a report
-    with a rank and a graph selector.  ``graphs``: (rank, compile id, trace) in display order."""
+    with a rank and a graph selector.  ``graphs``: (rank, compile id, trace) in display order.
+    ``run_summary`` (``Run.summary()``: graphs, eager frames, totals per rank) heads every graph's
+    summary, so the whole run is read before any one graph."""
     if not graphs:
-        raise InputError("the report needs at least one graph", "pick graphs with a backward from run.graphs")
+        raise InputError("the report needs at least one graph", "pick graphs with a backward from run.graphs "
+                         "(fxviz logs DIR)")
     say = progress or (lambda _m: None)
     entries: list[dict[str, Any]] = []
     for rank, compile_id, tr in graphs:
         say(f"rank {rank}, graph {compile_id}")
         data = report_data(tr, progress=progress, **kwargs)
+        if run_summary:
+            data["summary"] = f"{run_summary}\n\nthis graph: {data['summary']}"
         entries.append({"id": f"{rank}|{compile_id}", "rank": rank, "compile_id": compile_id,
                         "label": f"{compile_id} ({tr.title})", "data": data})
     first: dict[str, Any] = entries[initial]["data"]

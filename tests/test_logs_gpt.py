@@ -298,3 +298,15 @@ def test_cli_output_fits_and_speaks_cli(logs, capsys, tmp_path):
     assert "--expand MODULE" in cli_words("draw(expand=['<module>']) opens a box")
     code, out, err = _cli(capsys, "draw", "--logs", logs["ckpt_aot"], "-o", tmp_path / "g.svg")
     assert "draw(" not in out and "tr." not in out
+
+
+def test_the_report_of_a_run_opens_with_the_whole_run(logs, tmp_path):
+    from fxviz.render.embed import unpack_json
+
+    run = fxviz.load_logs(logs["break"])
+    text = fxviz.report(run, tmp_path / "run.html").read_text()
+    m = re.search(r'<script type="application/json" id="fxviz-data">(.*?)</script>', text, re.S)
+    data = unpack_json(m.group(1))
+    for entry in data["graphs"]:
+        summary = entry["data"]["summary"]
+        assert summary.startswith(run.summary()) and "this graph: " in summary
