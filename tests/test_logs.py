@@ -263,8 +263,10 @@ def test_cli_on_logs(aot_log, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "0/0" in out and "forward" in out
     assert main(["table", "--logs", str(aot_log), "--exact"]) == 0
-    out = capsys.readouterr().out
-    assert out.splitlines()[1].split()[0] == "logged"
+    lines = capsys.readouterr().out.splitlines()
+    assert "rank 0, compile 0/0" in lines[0]  # which graph of the run: never picked silently
+    header = next(k for k, line in enumerate(lines) if line.split()[:1] == ["strategy"])
+    assert lines[header + 1].split()[0] == "logged"
     svg = tmp_path / "g.svg"
     assert main(["draw", "--logs", str(aot_log), "--strategy", "logged", "-o", str(svg)]) == 0
     assert svg.read_text().lstrip().startswith("<?xml") or "<svg" in svg.read_text()
