@@ -9,13 +9,15 @@ import argparse
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .analysis.strategies import OFFERED, forms_text, parse_list
-from .errors import FxvizError, ModelSpecError
+from .errors import FxvizError, FxvizWarning, ModelSpecError
 from .render.views import NODE_LIMIT
 
 # every strategy form and the default list, from the one registry (fxviz/analysis/strategies.py)
@@ -78,12 +80,30 @@ def _trace(args: argparse.Namespace) -> Any:
 
         if args.model:
             raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
-        return load_logs(args.logs).trace(rank=args.rank, compile_id=args.graph)
+        run = load_logs(args.logs)
+        args.run = run  # the whole run, for the commands that say where this graph sits in it
+        tr = run.trace(rank=args.rank, compile_id=args.graph)
+        if args.backend is not None and args.backend != tr.graph.backend:
+            raise FxvizError(f"--backend {args.backend}: the run compiled this graph with {tr.graph.backend} (its log "
+                             "says so), and fxviz reads it as the run did", "drop --backend with --logs")
+        return tr
     if not args.model:
         raise ModelSpecError("no model and no --logs",
                              "name a model (e.g. mini_gpt) or pass --logs DIR (see 'fxviz COMMAND --help')")
     model, inputs = load_model_spec(args.model)
-    return trace(model, *inputs, params=args.params, backend=args.backend, dynamic=args.dynamic)
+    return trace(model, *inputs, params=args.params, backend=args.backend or "aot_eager", dynamic=args.dynamic)
+
+
+def _where_in_run(run: Any, tr: Any, rank: int) -> str:
+    """One line: which graph of the run this is, and what else the run holds (a log trace is one
+    graph of many: never picked silently)."""
+    others = len(run.graphs[run.graphs["rank"] == rank])
+    eager = run.eager_frames(rank)
+    line = f"{tr.capture.origin} ({tr.graph.backend}): 1 of {others} compile(s) on rank {rank}"
+    if eager:
+        line += f"; {len(eager)} frame(s) ran as plain Python, outside every graph: " + "; ".join(
+            e.split("): ")[0] + ")" for e in eager)
+    return line + "; 'fxviz logs DIR' lists the whole run and its totals, --graph ID picks another graph"
 
 
 def _stem(args: argparse.Namespace) -> str:
@@ -95,34 +115,75 @@ def _stem(args: argparse.Namespace) -> str:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """The graphs of a logged run (TORCH_TRACE=dir): one row per compiled graph and rank."""
-    import pandas as pd
-
     from .logs import load_logs
 
     run = load_logs(args.dir)
-    df = run.graphs.drop(columns=["file"])
-    with pd.option_context("display.width", 250, "display.max_columns", None, "display.max_colwidth", 60):
-        print(repr(run))
-        print(df.to_string(index=False))
+    print(_graphs_text(run.graphs))
+    print()
+    print("\n".join(_wrap(line) for line in run.summary().splitlines()))
     if run.skipped:
-        print("skipped record kinds: " + ", ".join(f"{k} ({n})" for k, n in sorted(run.skipped.items())))
+        print(_wrap("skipped record kinds: " + ", ".join(f"{k} ({n})" for k, n in sorted(run.skipped.items()))))
+    print(_wrap("read one graph: fxviz table|draw|doctor|report --logs DIR --graph ID [--rank N]"))
     return 0
+
+
+WIDTH = 100
+"""Every line the CLI prints fits this many columns."""
+
+
+def _fitted(text: str) -> str:
+    """Prose for a terminal: each line longer than ``WIDTH`` wrapped under its own indentation."""
+    out = []
+    for line in text.splitlines():
+        lead = line[:len(line) - len(line.lstrip())]
+        out.append(line if len(line) <= WIDTH else _wrap(line, lead + "    "))
+    return "\n".join(out)
+
+
+def _wrap(text: str, indent: str = "    ") -> str:
+    import textwrap
+
+    return textwrap.fill(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def _graphs_text(df: Any) -> str:
+    """``run.graphs`` in 100 columns: one short row per graph, reasons below as numbered notes."""
+    import pandas as pd
+
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for _, r in df.iterrows():
+        kind = "joint" if r["joint"] else "inference" if r["inference"] else "none (eager)"
+        mark = ""
+        for what in ("graph_break_reason", "recompile_reason"):
+            if r[what]:
+                notes.append(f"[{len(notes) + 1}] {r['compile_id']} {what.replace('_reason', '').replace('_', ' ')}: "
+                             f"{r[what]}")
+                mark += f"[{len(notes)}]"
+        frame = str(r["frame"] or "?")
+        rows.append({"rank": r["rank"], "graph": r["compile_id"] + (f".{r['piece']}" if r["piece"] else ""),
+                     "frame": frame if len(frame) <= 28 else frame[:27] + "…",
+                     "line": str(r["source"] or "?").rsplit("/", 1)[-1][-20:], "backend": r["backend"],
+                     "aot graph": kind, "nodes": "" if pd.isna(r["nodes"]) else r["nodes"],
+                     "saved": "" if pd.isna(r["saved"]) else r["saved"], "notes": mark})
+    text = pd.DataFrame(rows).to_string(index=False)
+    return "\n".join([text] + [_wrap(n) for n in notes])
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
     """Role counts and the parameter table of a model's joint graph."""
-    import pandas as pd
 
     tr = _trace(args)
-    print(tr.summary())
+    print(_fitted(cli_words(tr.summary())))
     print()
     params = tr.parameters()
     if len(params):
-        with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 60):
-            print(params.to_string(index=False))
+        from .render.table import fitted_text
+
+        print(fitted_text(params, WIDTH, drop=("dtype", "graph_role")))
     for piece in tr.pieces[1:]:
         print()
-        print(piece.summary())
+        print(_fitted(cli_words(piece.summary())))
     return 0
 
 
@@ -155,9 +216,9 @@ def cmd_draw(args: argparse.Namespace) -> int:
     tr = _trace(args)
     stem = _stem(args)
     if args.piece == "overview":
-        drawing = tr.overview(strategy=args.strategy or "default")
+        drawing = tr.overview(strategy=args.strategy)
         path = drawing.save(args.output or f"{stem}_overview.svg")
-        print(f"{path}: {drawing!r}"[:300])
+        print(_wrap(f"{path}: {drawing!r}"))
         return 0
     piece = _piece_number(args.piece, len(tr.pieces))
     drawing = tr.draw(args.view, strategy=args.strategy, compare=args.compare, group=args.group,
@@ -166,7 +227,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
     view = "differences" if args.differences else args.view
     out = args.output or f"{stem}_{view}" + (f"_graph{piece + 1}" if piece else "") + ".svg"
     path = drawing.save(out)
-    print(f"{path}: {drawing!r}"[:300])
+    print(_wrap(f"{path}: {drawing!r}"))
     return 0
 
 
@@ -194,7 +255,8 @@ def _draw_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--view", choices=["joint", "forward", "backward", "compare", "flow"], default="joint",
                    help="the joint graph, or the forward/backward graph of --strategy, or the joint graph "
                         "compared (needs --compare), or the flow network min-cut cuts")
-    p.add_argument("--strategy", help=f"mark what this strategy saves/recomputes ({STRATEGY_FORMS})")
+    p.add_argument("--strategy", help=f"mark what this strategy saves/recomputes ({STRATEGY_FORMS}); with "
+                                      "--logs: logged (what the run saved) unless named")
     p.add_argument("--compare", help="a second strategy: mark what each saves that the other does not")
     p.add_argument("--differences", action="store_true",
                    help="with --compare: draw only the nodes the two strategies treat differently, with "
@@ -214,13 +276,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     requires grad gets none."""
     tr = _trace(args)
     report = tr.doctor(strategy=args.strategy)
-    print(report)
+    print(_fitted(cli_words(str(report))))
     return 0 if report.healthy else 1
 
 
 def _doctor_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--strategy", default="default",
-                   help="the partition whose backward graph is checked for dropped gradients (default)")
+    p.add_argument("--strategy", help="the partition whose backward graph is checked for dropped gradients "
+                                      "(default: default; with --logs: logged, what the run saved)")
 
 
 def cmd_code(args: argparse.Namespace) -> int:
@@ -231,34 +293,44 @@ def cmd_code(args: argparse.Namespace) -> int:
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
             print(f"# ===== {graph_of(piece.index, len(tr.pieces))}")
-        print(piece.code(args.part, strategy=args.strategy))
+        # an inference-only graph has no backward: its forward graph is what there is to print
+        part = args.part or ("forward" if piece.graph.inference else "backward")
+        print(piece.code(part, strategy=args.strategy))
     return 0
 
 
 def _code_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--part", choices=["forward", "backward", "joint"], default="backward",
-                   help="which graph to print (default: backward)")
-    p.add_argument("--strategy", default="default", help=f"partition strategy ({STRATEGY_FORMS}); default: default")
+    p.add_argument("--part", choices=["forward", "backward", "joint"],
+                   help="which graph to print (default: backward; forward for an inference-only graph)")
+    p.add_argument("--strategy", help=f"partition strategy ({STRATEGY_FORMS}); default: default; with --logs: "
+                                      "logged (what the run saved)")
 
 
 def cmd_table(args: argparse.Namespace) -> int:
     """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at."""
     import pandas as pd
 
-    from .capture import graph_of
+    from .capture import INFERENCE_NOTE, graph_of
+    from .graph_facts import joint_node_count
     from .render.table import memory_table_text
 
     tr = _trace(args)
     strategies = parse_list(args.strategies)
+    if getattr(args, "run", None) is not None:
+        print(_wrap(_where_in_run(args.run, tr, args.rank)))
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
             print(f"== {graph_of(piece.index, len(tr.pieces))}")
+        if piece.graph.inference:  # a forward graph only: no strategy has anything to partition
+            print(f"{piece.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
+                  f"{INFERENCE_NOTE}")
+            continue
         df = piece.memory_table(strategies)
         if args.exact:
             with pd.option_context("display.width", 250, "display.max_columns", None):
                 print(pd.DataFrame(df).drop(columns=["error"]).to_string(index=False))
         else:
-            print(memory_table_text(df))
+            print(cli_words(memory_table_text(df)))
     if len(tr.pieces) > 1:
         whole = tr.memory_table_by_piece(strategies)
         totals = whole[whole["piece"] == "total"].drop(columns=["piece", "runs"]).reset_index(drop=True)
@@ -268,7 +340,7 @@ def cmd_table(args: argparse.Namespace) -> int:
             with pd.option_context("display.width", 250, "display.max_columns", None):
                 print(pd.DataFrame(totals).drop(columns=["error"]).to_string(index=False))
         else:
-            print(memory_table_text(totals))
+            print(cli_words(memory_table_text(totals)))
     return 0
 
 
@@ -508,9 +580,9 @@ def _parser() -> argparse.ArgumentParser:
                                                       "graph with a backward); 'fxviz logs DIR' lists them")
         p.add_argument("--params", choices=["lifted", "closure"], default="lifted",
                        help="parameters as graph inputs (lifted) or captured as constants (closure)")
-        p.add_argument("--backend", choices=["aot_eager", "inductor"], default="aot_eager",
-                       help="whose joint graph: AOTAutograd's as traced (aot_eager) or the one torch.compile's "
-                            "default backend partitions (inductor)")
+        p.add_argument("--backend", choices=["aot_eager", "inductor"],
+                       help="whose joint graph: AOTAutograd's as traced (aot_eager, the default) or the one "
+                            "torch.compile's default backend partitions (inductor); with --logs: the run's own")
         p.add_argument("--dynamic", action="store_true", help="trace with symbolic sizes (torch.compile(dynamic=True))")
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
         _EXTRA_ARGS.get(name, lambda _p: None)(p)
@@ -527,15 +599,47 @@ _EXTRA_ARGS["report"] = _report_args
 _EXTRA_ARGS["saved"] = _saved_args
 
 
+# the Python spellings fxviz's messages use, in the words of this command (a hint names what to type)
+_CLI_WORDS = (
+    (re.compile(r"\b(?:tr\.)?draw\(group='module', depth=(\d+)\)"), r"--group module --depth \1"),
+    (re.compile(r"\b(?:tr\.)?draw\(expand=[^)]*\)"), "--expand MODULE"),
+    (re.compile(r"\b(?:tr\.)?draw\(depth=k\)"), "--depth K"),
+    (re.compile(r"\b(?:tr\.)?draw\(group='none'\)"), "--group none"),
+    (re.compile(r"\bhighlight=\.\.\."), "--highlight NAME"),
+    (re.compile(r"\b(?:see |from )?run\.graphs\b"), "'fxviz logs DIR'"),
+    (re.compile(r"\buse piece=0\.\.(\d+)"), lambda m: f"use --piece 1..{int(m.group(1)) + 1}"),
+    (re.compile(r"\btr\.doctor\(\)"), "'fxviz doctor'"),
+    (re.compile(r"\btr\.has_backward\b"), "'fxviz nodes'"),
+    (re.compile(r"\btr\.partition\(\.\.\.\)\.error"), "'fxviz table'"),
+    (re.compile(r"\btr\.check_gradients\(\)"), "fxviz.trace(model, x).check_gradients() in Python"),
+)
+
+
+def cli_words(text: str) -> str:
+    """A message with its Python spellings (``tr.draw(expand=...)``, ``run.graphs``) replaced by
+    the options that do the same here (``--expand MODULE``, ``fxviz logs DIR``)."""
+    for pattern, words in _CLI_WORDS:
+        text = pattern.sub(words, text)
+    return text
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_args: Any, **_kwargs: Any) -> None:
+    """fxviz's warnings as one ``fxviz: warning: ...`` line (no file and line of fxviz's code)."""
+    print(_wrap(f"fxviz: warning: {cli_words(str(message))}"), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            warnings.simplefilter("always", FxvizWarning)  # the command's own words, one line each
+            return int(args.func(args) or 0)
     except FxvizError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"fxviz: error: {exc.message} (hint: {exc.hint})", file=sys.stderr)
+        print(f"fxviz: error: {cli_words(exc.message)} (hint: {cli_words(exc.hint)})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fxviz: interrupted", file=sys.stderr)

@@ -103,6 +103,37 @@ def is_cast(node: fx.Node) -> bool:
 
 
 # --- the forward/backward split ------------------------------------------------------------------
+_DRAW_PROBABILITY = ("dropout_p", "p")  # the argument that says how much a random op draws
+
+
+def draws_random(node: fx.Node) -> bool:
+    """Whether running ``node`` draws random numbers: a seeded random op (torch's
+    ``nondeterministic_seeded`` tag) whose drop probability is not a literal 0.  torch tags CPU
+    attention (``_scaled_dot_product_flash_attention_for_cpu``) as seeded even with ``dropout_p=0``,
+    which draws nothing (and ``native_dropout`` with ``train=False`` draws nothing either): a tag is
+    not a draw."""
+    if node.op != "call_function" or not _torch.is_random(node):
+        return False
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return True
+    values: dict[str, Any] = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args):
+            values[arg.name] = node.args[i]
+        elif arg.name in node.kwargs:
+            values[arg.name] = node.kwargs[arg.name]
+        elif arg.has_default_value():
+            values[arg.name] = arg.default_value
+    if values.get("train", True) is False:
+        return False
+    for name in _DRAW_PROBABILITY:
+        p = values.get(name)
+        if isinstance(p, (int, float)) and not isinstance(p, bool):
+            return p != 0
+    return True
+
+
 def is_tangent(node: fx.Node) -> bool:
     """A joint-graph placeholder that is an incoming gradient: by its AOT descriptor where torch
     recorded one, else by torch's own test (its name)."""

@@ -102,8 +102,8 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: 
     Written to a temporary file, then renamed into place.
     ``tr`` may be a ``Diff`` (``fxviz.diff``): one scriptless page with its summary, drawing, bytes
     per module and table (keyword ``title``).
-    ``tr`` may be a ``Run`` read from a log: the report then holds every graph with a backward on
-    every rank, with a rank and a graph selector, and opens on ``compile_id`` of ``rank``
+    ``tr`` may be a ``Run`` read from a log: the report then holds every graph with a backward (and
+    every inference-only graph) on every rank, with a rank and a graph selector, and opens on ``compile_id`` of ``rank``
     (default: the first graph with a backward on rank 0).
     """
     from .diff import Diff
@@ -116,10 +116,10 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: 
         run = tr
         start = run.trace(rank=rank, compile_id=compile_id)
         rows = run.graphs
-        rows = rows[rows["joint"] & rows["backward"]]
+        rows = rows[(rows["joint"] & rows["backward"]) | rows["inference"]]  # inference graphs: forward only
         graphs = [(int(r["rank"]), str(r["compile_id"]),
                    run.trace(int(r["rank"]), str(r["compile_id"]), int(r["piece"])))
                   for _, r in rows.iterrows()]
         initial = next((i for i, g in enumerate(graphs) if g[2] is start), 0)
-        return write_atomic(path, build_run_report(graphs, initial, **kwargs))
+        return write_atomic(path, build_run_report(graphs, initial, run_summary=run.summary(), **kwargs))
     return write_atomic(path, build_report(tr, **kwargs))

@@ -252,7 +252,7 @@ def timeline_data(tr: Trace, strategies: Sequence[str]) -> dict[str, Any] | None
     return {"svg": clean_svg(timeline_svg(timeline, timeline.peaks)), "caption": caption}
 
 
-def doctor_data(tr: Trace, strategy: Any = "default") -> dict[str, Any]:
+def doctor_data(tr: Trace, strategy: Any = None) -> dict[str, Any]:
     """The doctor's findings (``tr.doctor()``), grouped as its card groups them, as plain records."""
     from .render.doctor_view import KIND_TITLES
 
@@ -633,7 +633,7 @@ def overview_data(tr: Trace, keys: Sequence[str]) -> dict[str, Any]:
     return {"view": view.to_json(), "table": table}
 
 
-def piece_options(tr: Trace, strategy: StrategyLike = "default") -> list[tuple[str, int]]:
+def piece_options(tr: Trace, strategy: StrategyLike | None = None) -> list[tuple[str, int]]:
     """The piece selector's choices: ``whole model`` (-1, the overview), then each piece with its
     node count, saved bytes, runs and the graph break before it; one graph gives one choice."""
     pieces = tr.pieces
@@ -658,17 +658,25 @@ def piece_option(p: PieceSummary) -> str:
     text = f"{p.label}: {p.nodes} nodes, {saves}"
     text += f", ran {p.runs}\u00d7" if p.runs > 1 else ""
     return text + (f" \u2014 after: {p.reason}" if p.reason else "")
+
+
 def run_report_data(graphs: Sequence[tuple[int, str, Trace]], initial: int = 0, title: str | None = None,
-                    progress: Callable[[str], None] | None = None, **kwargs: Any) -> dict[str, Any]:
+                    progress: Callable[[str], None] | None = None, run_summary: str | None = None,
+                    **kwargs: Any) -> dict[str, Any]:
     """The payloads of several graphs of a logged run, one ``report_data`` each, for a report
-    with a rank and a graph selector.  ``graphs``: (rank, compile id, trace) in display order."""
+    with a rank and a graph selector.  ``graphs``: (rank, compile id, trace) in display order.
+    ``run_summary`` (``Run.summary()``: graphs, eager frames, totals per rank) heads every graph's
+    summary, so the whole run is read before any one graph."""
     if not graphs:
-        raise InputError("the report needs at least one graph", "pick graphs with a backward from run.graphs")
+        raise InputError("the report needs at least one graph", "pick graphs with a backward from run.graphs "
+                         "(fxviz logs DIR)")
     say = progress or (lambda _m: None)
     entries: list[dict[str, Any]] = []
     for rank, compile_id, tr in graphs:
         say(f"rank {rank}, graph {compile_id}")
         data = report_data(tr, progress=progress, **kwargs)
+        if run_summary:
+            data["summary"] = f"{run_summary}\n\nthis graph: {data['summary']}"
         entries.append({"id": f"{rank}|{compile_id}", "rank": rank, "compile_id": compile_id,
                         "label": f"{compile_id} ({tr.title})", "data": data})
     first: dict[str, Any] = entries[initial]["data"]

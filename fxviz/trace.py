@@ -13,7 +13,7 @@ import torch.fx as fx
 
 from .analysis.pieces import piece_facts
 from .analysis.strategies import Strategy, StrategyLike, offered, parse_list
-from .capture import Capture, JointGraph, capture, graph_name, graph_of
+from .capture import INFERENCE_NOTE, Capture, JointGraph, capture, graph_name, graph_of
 from .graph_facts import joint_node_count
 from .roles import PARAMETER_ROLES, ROLES, STATE_ROLES, role_counts
 
@@ -111,25 +111,26 @@ class Trace:
                              "this model is one graph: leave piece out")
         return pieces[index]
 
-    def overview(self, strategy: Any = "default") -> Drawing:
+    def overview(self, strategy: Any = None) -> Drawing:
         """The whole model as boxes, one per piece (graph), in execution order: edges follow
         execution, a graph dynamo ran for several modules has a double border and numbered runs,
         code that ran outside every graph is a dashed box.  Returns a ``Drawing``."""
         from .render.overview import draw_overview
 
         root = self.pieces[0]
-        key = ("overview", Strategy.parse(strategy))
+        strategy = self._strategy(strategy)
+        key = ("overview", strategy)
         if key not in self._model_cache:
             self._model_cache[key] = draw_overview(root.piece_summaries(strategy), piece_facts(self.capture),
                                                    name=self.title)
         return self._model_cache[key]
 
-    def piece_summaries(self, strategy: Any = "default") -> list[PieceSummary]:
+    def piece_summaries(self, strategy: Any = None) -> list[PieceSummary]:
         """One ``PieceSummary`` per piece: label, node and op counts, saved activation bytes under
         ``strategy`` (one run), how often its graph ran and for which modules."""
         from .analysis.pieces import piece_summaries
 
-        s = Strategy.parse(strategy)
+        s = self._strategy(strategy)
         saved: list[int | None] = []
         for p in self.pieces:
             value = None
@@ -157,6 +158,15 @@ class Trace:
     def from_log(self) -> bool:
         """True for a graph read from a log of a real run (no model: nothing can be run)."""
         return self.capture.route == "log"
+
+    @property
+    def default_strategy(self) -> Strategy:
+        """The strategy every view uses when none is named: what the run saved (``logged``) for a
+        graph read from a log with its forward and backward graphs, else torch's ``default``."""
+        return Strategy("logged") if self.graph.logged is not None else Strategy("default")
+
+    def _strategy(self, strategy: StrategyLike | None) -> Strategy:
+        return self.default_strategy if strategy is None else Strategy.parse(strategy)
 
     @property
     def offered(self) -> tuple[Strategy, ...]:
@@ -244,7 +254,9 @@ class Trace:
             "  " + ", ".join(f"{counts[r]} {r}" for r in ROLES if counts[r]),
             f"  {self.loss}",
         ]
-        if not self.has_backward:
+        if self.graph.inference:
+            lines.append(f"  {INFERENCE_NOTE} (compiled with gradients off)")
+        elif not self.has_backward:
             lines.append("  no backward graph: nothing the loss depends on requires grad")
         if self.capture.named_parameters():
             params = self.parameters()
@@ -279,15 +291,16 @@ class Trace:
         return "<pre>" + html.escape(self.summary()) + "</pre>"
 
     # --- analysis ---------------------------------------------------------------------------------
-    def partition(self, strategy: StrategyLike = "default") -> Partition:
-        """Partition the joint graph with ``strategy`` (cached): ``"default"``, ``"min_cut"``,
+    def partition(self, strategy: StrategyLike | None = None) -> Partition:
+        """Partition the joint graph with ``strategy`` (cached; default :attr:`default_strategy`):
+        ``"default"``, ``"min_cut"``,
         ``"budget:0.3"`` / ``"budget:0.3:greedy"``, ``"eager"``, ``"recompute_all"``,
         ``"optimal:0.5"`` / ``"optimal:64MiB"`` (the exact MILP optimum), a callable
         with a torch partitioner's signature, or a :class:`~fxviz.analysis.strategies.Strategy`
         (every form: ``fxviz.analysis.strategies.forms_text()``)."""
         from .analysis.partition import partition
 
-        s = Strategy.parse(strategy)
+        s = self._strategy(strategy)
         key = ("partition", s)
         if key not in self._cache:
             self._cache[key] = partition(self.graph, s, self.capture)
@@ -505,11 +518,12 @@ class Trace:
 
         Args:
             view: ``"joint"`` (forward and backward side by side), ``"forward"`` or ``"backward"``
-                (one side of ``strategy``'s partition, default strategy ``"default"``),
+                (one side of ``strategy``'s partition, default :attr:`default_strategy`),
                 ``"compare"`` (the joint view marked for ``strategy`` vs ``compare``), or
                 ``"flow"`` (the flow network min-cut solves, with capacities and the cut:
                 :meth:`flow_network`).
-            strategy: mark what this strategy saves, recomputes and removes.
+            strategy: mark what this strategy saves, recomputes and removes (a log's trace:
+                what the run saved, ``logged``, unless another is named).
             compare: a second strategy: mark what each saves/recomputes that the other does not.
             group: ``"module"`` clusters nodes by module path; ``"none"`` never collapses;
                 default: every node up to ``node_limit`` nodes, module boxes above.
@@ -534,8 +548,9 @@ class Trace:
         if view == "flow":
             return self._draw_flow(strategy if strategy is not None else "min_cut", timeout)
 
-        if strategy is None and (compare is not None or view in ("forward", "backward")):
-            strategy = "default"
+        if strategy is None and (compare is not None or view in ("forward", "backward")
+                                 or self.graph.logged is not None):
+            strategy = self.default_strategy
         first = None if strategy is None else Strategy.parse(strategy)
         second = None if compare is None else Strategy.parse(compare)
         marks = tuple([highlight] if isinstance(highlight, str) else highlight or ())
@@ -588,7 +603,7 @@ class Trace:
                              "trace the model itself: fxviz.trace(model, *inputs).check_gradients()")
         return check_gradients(self.capture, rtol=rtol, atol=atol)
 
-    def doctor(self, strategy: Any = "default") -> DoctorReport:
+    def doctor(self, strategy: Any = None) -> DoctorReport:
         """Why parameters get no gradient, across every graph of the trace (all ``pieces``): each
         finding names the parameter, the joint-graph node where the path is cut, why, and the fix.
         ``strategy``: the partition whose backward graphs are checked for dropped gradients.
@@ -598,22 +613,24 @@ class Trace:
         from .render.doctor_view import DoctorReport
 
         root = self.pieces[0]
-        key = ("doctor", Strategy.parse(strategy))
+        strategy = self._strategy(strategy)
+        key = ("doctor", strategy)
         if key not in self._model_cache:
             parts = [p.partition(strategy) if p.has_backward else None for p in root.pieces]
             self._model_cache[key] = DoctorReport(diagnose(self.capture, parts))
         return self._model_cache[key]
 
-    def code(self, part: str = "backward", strategy: Any = "default") -> GraphCode:
+    def code(self, part: str = "backward", strategy: Any = None) -> GraphCode:
         """The ``forward`` or ``backward`` graph of a partition (or the ``joint`` graph) as Python
         whose inputs and outputs carry real names (``features_0_weight``,
         ``grad_features_0_weight``, ``tangent_loss``); saved values keep their joint-graph names.
         ``str()`` of the result is the code; ``.compile()`` makes it callable (it runs)."""
         from .analysis.code import graph_code
 
-        key = ("code", part, None if part == "joint" else Strategy.parse(strategy))
+        s = self._strategy(strategy)
+        key = ("code", part, None if part == "joint" else s)
         if key not in self._cache:
-            p = None if part == "joint" else self.partition(strategy)
+            p = None if part == "joint" else self.partition(s)
             self._cache[key] = graph_code(self.graph, part, p, title=self._code_title())
         return self._cache[key]
 

@@ -75,7 +75,8 @@ def _backward_reads(payload):
 
 def _check_rebuilt(tr, joint_text):
     shapes, ops = _text_facts(joint_text)
-    nodes = {n.name: n for n in tr.joint.graph.nodes}
+    logged = tr.graph.before_joint_passes if tr.graph.before_joint_passes is not None else tr.joint  # inductor
+    nodes = {n.name: n for n in logged.graph.nodes}
     assert set(ops) <= set(nodes)
     for name, op in ops.items():
         assert str(nodes[name].target).replace("aten::", "aten.").startswith(op.rsplit(".", 1)[0]), (name, op)
@@ -105,7 +106,8 @@ def test_one_process_mini_gpt(backend, request):
     (_, joint_text), = _payloads(log, "aot_joint_graph")
     (_, bwd_text), = _payloads(log, "aot_backward_graph")
     _check_rebuilt(tr, joint_text)
-    assert int(g["nodes"].iloc[0]) == joint_node_count(tr.joint.graph.nodes)
+    logged_joint = tr.graph.before_joint_passes if backend == "inductor" else tr.joint  # the graph the log holds
+    assert int(g["nodes"].iloc[0]) == joint_node_count(logged_joint.graph.nodes)
     p = _check_logged(tr, bwd_text)
     assert int(g["saved"].iloc[0]) == len(p.saved)
     model, (idx, tgt) = fxviz.examples.mini_gpt(n_layer=1, n_embd=16, n_head=2, vocab=32, block_size=16, batch=2,
@@ -261,8 +263,10 @@ def test_cli_on_logs(aot_log, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "0/0" in out and "forward" in out
     assert main(["table", "--logs", str(aot_log), "--exact"]) == 0
-    out = capsys.readouterr().out
-    assert out.splitlines()[1].split()[0] == "logged"
+    lines = capsys.readouterr().out.splitlines()
+    assert "rank 0, compile 0/0" in lines[0]  # which graph of the run: never picked silently
+    header = next(k for k, line in enumerate(lines) if line.split()[:1] == ["strategy"])
+    assert lines[header + 1].split()[0] == "logged"
     svg = tmp_path / "g.svg"
     assert main(["draw", "--logs", str(aot_log), "--strategy", "logged", "-o", str(svg)]) == 0
     assert svg.read_text().lstrip().startswith("<?xml") or "<svg" in svg.read_text()

@@ -60,3 +60,34 @@ def test_two_rank_report_in_chromium(tmp_path, artifacts):
         assert _saved(page) == set(run.trace(rank=0).partition("logged").saved)
     if os.environ.get("FXVIZ_UPDATE_DOCS") == "1":
         shutil.copy(shot, DOCS / "report_two_ranks.png")
+
+
+def test_log_report_opens_fitted_and_readable_at_1024(tmp_path, artifacts):
+    """Issue 23: the report of a checkpointed GPT's log opens readable at 1024x768 (median label
+    >= 10 px), on the drawing's top left (its title and legend not cut off), with graph boxes in view."""
+    from .logs_gpt import make_gpt_logs
+    from .test_browser import SMALL_SCREEN, _median_label_px
+
+    log = make_gpt_logs(tmp_path / "gpt", ("ckpt_aot",))["ckpt_aot"]
+    path = fxviz.report(fxviz.load_logs(log), tmp_path / "gpt.html")
+    with browser(viewport=SMALL_SCREEN) as b:
+        page = b.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".fxviz-viewport svg g.node", timeout=120_000)
+        labels = _median_label_px(page)
+        print(f"median on-screen label height at 1024x768, log report: {labels:.1f} px")
+        assert labels >= 10
+        seen = page.evaluate("""() => {
+            const vp = document.querySelector('.fxviz-viewport').getBoundingClientRect();
+            const inside = (r) => r.left >= vp.left - 1 && r.right <= vp.right + 1 && r.top >= vp.top - 1
+                                  && r.bottom <= vp.bottom + 1;
+            const title = [...document.querySelectorAll('.fxviz-viewport svg g.graph text')]
+                .find((t) => t.textContent.includes('joint graph'));
+            const nodes = [...document.querySelectorAll('.fxviz-viewport g.node')].map((g) => g.getBoundingClientRect());
+            return {title: title ? inside(title.getBoundingClientRect()) : false,
+                    titleText: title ? title.textContent : '', nodes: nodes.length,
+                    shown: nodes.filter(inside).length};
+        }""")
+        assert seen["title"] and "logged" in seen["titleText"], seen
+        assert seen["shown"] >= 4, seen  # the inputs, the embedding and the first block's boxes
+        page.screenshot(path=str(artifacts / "log-report-1024.png"))

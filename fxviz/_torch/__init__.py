@@ -23,7 +23,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
 from .eager import OpRecorder, StorageProbe, record_module_stack, reparametrized, storage_key
-from .log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder
+from .log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder, inductor_joint_passes
 from .meta import (
     InputKind,
     OutputKind,
@@ -55,6 +55,7 @@ from .partitioners import (
     min_cut_partition,
     must_be_in_backward,
     must_be_in_forward,
+    partitioner_context,
     torch_size_of,
 )
 from .tracing import (
@@ -87,6 +88,7 @@ __all__ = [
     "functorch_config",
     "budget_config",
     "torch_size_of",
+    "partitioner_context",
     "meta_val",
     "partitioner_tag",
     "seq_nr",
@@ -114,6 +116,7 @@ __all__ = [
     "cse_like_min_cut",
     "LogGraphBuilder",
     "DESCRIPTOR_CLASSES",
+    "inductor_joint_passes",
     "InputKind",
     "OutputKind",
     "module_path_from_stack_entry",
@@ -154,6 +157,7 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch._dynamo.eval_frame.reset_code",
     "torch._C._dynamo.eval_frame._debug_get_cache_entry_list",
     "torch._inductor.compile_fx.compile_fx",
+    "torch._inductor.compile_fx._recursive_joint_graph_passes",
     "torch._inductor.custom_graph_pass.CustomPartitionerFn",
     "torch._inductor.config.custom_partitioner_fn",
     "torch._inductor.config.joint_custom_pre_pass",

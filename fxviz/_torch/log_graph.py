@@ -24,6 +24,27 @@ from these (by a small safe evaluator, never ``eval``)."""
 _DTYPES: dict[str, torch.dtype] = {abbr: dt for dt, abbr in _dtype_abbrs.items()}
 
 
+def inductor_joint_passes(gm: fx.GraphModule) -> fx.GraphModule:
+    """Inductor's joint-graph passes (``compile_fx._recursive_joint_graph_passes``: pattern rewrites,
+    no-op removal, random replacement) on a copy of a joint graph rebuilt from a log, as inductor's
+    ``partition_fn`` runs them before min-cut: a log holds the joint graph from before them.  They
+    run in the fake mode of the graph's own values; an op they add gets its forward/backward tag
+    from what it reads (a tangent-dependent value is backward)."""
+    from torch._guards import TracingContext, detect_fake_mode, tracing
+    from torch._inductor.compile_fx import _recursive_joint_graph_passes
+
+    from .partitioners import copy_graph_module
+
+    out = copy_graph_module(gm)
+    values = [n.meta.get(VAL_KEY) for n in out.graph.nodes if n.op == "placeholder"]
+    mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
+    devices = [v.device for v in values if isinstance(v, torch.Tensor)]
+    with tracing(TracingContext(mode)):
+        out = _recursive_joint_graph_passes(out, skip_invoke_subgraph=True,
+                                            input_device=devices[0] if devices else None)
+    return out
+
+
 class LogGraphBuilder:
     """The torch side of rebuilding a logged graph: one fake-tensor mode and shape environment
     shared by the joint, forward and backward graphs of one compile, so a symbolic size such as
@@ -101,17 +122,19 @@ class LogGraphBuilder:
         node.meta[TRACE_KEY] = trace
 
     @staticmethod
-    def set_tag(node: fx.Node, tag: str) -> None:
-        node.meta[TAG_KEY] = tag
-
-    @staticmethod
-    def set_checkpoint(node: fx.Node, region: int, policy: str) -> None:
-        """Tag a logged op as torch tagged it inside a ``torch.utils.checkpoint`` region (the log's
-        ``# ac_graph_id: N - POLICY`` comment), so partitioners honour it as they did in the run."""
+    def set_checkpoint(node: fx.Node, policy: str | None, region: int | None) -> None:
+        """The checkpoint policy (``PREFER_RECOMPUTE``...) and region a log's ``# ac_graph_id: N -
+        POLICY`` comment gives a node, under the keys min-cut reads (``recompute``, ``ac_graph_id``)."""
         from torch.utils.checkpoint import CheckpointPolicy
 
-        node.meta[AC_GRAPH_ID_KEY] = region
-        node.meta[RECOMPUTE_KEY] = CheckpointPolicy[policy] if policy in CheckpointPolicy.__members__ else policy
+        if policy is not None and policy in CheckpointPolicy.__members__:
+            node.meta[RECOMPUTE_KEY] = CheckpointPolicy[policy]
+        if region is not None:
+            node.meta[AC_GRAPH_ID_KEY] = region
+
+    @staticmethod
+    def set_tag(node: fx.Node, tag: str) -> None:
+        node.meta[TAG_KEY] = tag
 
     @staticmethod
     def set_module(node: fx.Node, path: str, forward: bool = True) -> None:

@@ -87,6 +87,26 @@ def budget_config(budget: float, solver: str) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def partitioner_context(gm: fx.GraphModule) -> Iterator[None]:
+    """The tracing context torch's partitioners expect to run in: min-cut functionalizes the RNG of
+    random ops a checkpoint region must recompute (CPU attention is tagged random), and that asks
+    ``detect_fake_mode()`` for the fake mode the joint graph was traced in.  Outside torch.compile
+    there is none, so the fake mode of the graph's own values is supplied (none: nothing to do)."""
+    from torch._guards import TracingContext, detect_fake_mode, tracing
+
+    if detect_fake_mode() is not None:
+        yield
+        return
+    values = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
+    if mode is None:
+        yield
+        return
+    with tracing(TracingContext(mode)):
+        yield
+
+
 def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
     """A copy a partitioner may mutate freely.
 

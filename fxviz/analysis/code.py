@@ -20,7 +20,7 @@ import torch.fx as fx
 
 from .. import _torch
 from .._fx import output_node, output_values
-from ..capture import JointGraph
+from ..capture import INFERENCE_NOTE, JointGraph
 from ..errors import InputError
 from ..roles import CALLER_INPUT_ROLES
 from .partition import Partition
@@ -182,9 +182,10 @@ def graph_code(graph: JointGraph, part: str, partition: Partition | None, title:
     saved: set[str] = set()
     strategy = None
     gm: fx.GraphModule | None
-    if part == "joint":
+    if part == "joint" or (graph.inference and part == "forward"):
         gm, to_joint = graph.gm, {}
-        what = "joint forward+backward graph (as the partitioner receives it)"
+        what = (f"forward graph ({INFERENCE_NOTE})" if graph.inference
+                else "joint forward+backward graph (as the partitioner receives it)")
     else:
         if partition is None or not partition.ok:
             why = partition.error if partition is not None else "no partition"

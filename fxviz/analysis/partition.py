@@ -19,9 +19,9 @@ from typing import Any
 import torch.fx as fx
 
 from .. import _torch
-from ..capture import Capture, JointGraph
+from ..capture import INFERENCE_NOTE, Capture, JointGraph
 from ..errors import StrategyError
-from ..graph_facts import saved_values
+from ..graph_facts import draws_random, saved_values
 from .eager import EagerMeasurement, failure_reason, measure_eager
 from .optimal import OptimalPartitioner, Solution
 from .recompute_all import recompute_all_partition
@@ -118,7 +118,7 @@ def from_graphs(graph: JointGraph, strategy: Strategy, fwd: fx.GraphModule, bwd:
     # a random op run again in the backward draws new values (on CPU torch does not functionalize
     # RNG), so its gradients no longer match the forward: worth a loud flag
     random = {n.name for n in bwd.graph.nodes
-              if n.op == "call_function" and n.name in recomputed and _torch.is_random(n) and n.users}
+              if n.name in recomputed and draws_random(n) and n.users}
     return Partition(strategy=strategy, forward=fwd, backward=bwd, saved=saved, recomputed=recomputed,
                      removed=removed, fw_to_joint=fw_map, bw_to_joint=bw_map, caller=graph.partitioner_caller,
                      seconds=seconds, recomputed_random=random)
@@ -216,14 +216,14 @@ def partition(graph: JointGraph, strategy: StrategyLike = "default", capture: Ca
     raises ``StrategyError``."""
     s = Strategy.parse(strategy)
     if not graph.has_backward:
-        return Partition(strategy=s, forward=graph.gm, backward=None, caller=graph.partitioner_caller,
-                         error="no backward graph: nothing the loss depends on requires grad")
+        why = INFERENCE_NOTE if graph.inference else "no backward graph: nothing the loss depends on requires grad"
+        return Partition(strategy=s, forward=graph.gm, backward=None, caller=graph.partitioner_caller, error=why)
     if s.kind in _MEASURES:
         return _MEASURES[s.kind](s, graph, capture)
     fn = _PARTITIONERS[s.kind](s)
     start = time.perf_counter()
     try:
-        with _torch.quiet_torch():
+        with _torch.quiet_torch(), _torch.partitioner_context(graph.gm):
             gm = _torch.copy_graph_module(graph.gm)
             fwd, bwd = _call(fn, gm, graph)
     except StrategyError:

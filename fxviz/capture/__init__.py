@@ -32,8 +32,9 @@ loss), ``inputs`` (names and checks of what the user passed), ``routes`` (``capt
 
 from __future__ import annotations
 
-from .graphs import Capture, JointGraph, graph_name, graph_of
+from .graphs import INFERENCE_NOTE, Capture, JointGraph, graph_name, graph_of
 from .inputs import BACKENDS, CAPTURE_ROUTES, PARAM_MODES
 from .routes import capture
 
-__all__ = ["JointGraph", "Capture", "capture", "graph_name", "graph_of", "PARAM_MODES", "CAPTURE_ROUTES", "BACKENDS"]
+__all__ = ["JointGraph", "Capture", "capture", "graph_name", "graph_of", "INFERENCE_NOTE", "PARAM_MODES",
+           "CAPTURE_ROUTES", "BACKENDS"]

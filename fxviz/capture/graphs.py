@@ -40,6 +40,9 @@ class JointGraph:
     before_joint_passes: fx.GraphModule | None = None  # inductor: the graph before its joint-graph passes
     # a graph read from a log: the forward and backward graphs the run itself used (strategy "logged")
     logged: tuple[fx.GraphModule, fx.GraphModule] | None = None
+    # compiled with gradients off (``torch.no_grad()``): a forward graph only, nothing saved for a
+    # backward and no gradient expected (a log's ``aot_inference_graph``)
+    inference: bool = False
 
 
 @dataclass
@@ -88,6 +91,10 @@ class Capture:
         if self.name is not None:
             return self.name
         return getattr(self.fn, "__name__", None) or "function"
+
+
+INFERENCE_NOTE = "inference only: nothing is saved for a backward"
+"""The one line every view shows for a graph compiled with gradients off."""
 
 
 def graph_name(index: int) -> str:

@@ -34,8 +34,11 @@ __all__ = ["ParsedGraph", "parse_graph", "parse_annotation", "parse_def_names"]
 
 _ANNOT = re.compile(r"^([a-z0-9]+)\[(.*?)\]\[(.*?)\]([a-z]+(?::\d+)?)$")
 _FILE = re.compile(r"^#\s*File:\s*(.+?):(\d+) in (\S+), code: (.*)$")
-# torch.utils.checkpoint regions: ``# ac_graph_id: 2 - PREFER_RECOMPUTE File: ...`` before their ops
-_CHECKPOINT = re.compile(r"^#\s*ac_graph_id:\s*(\d+)\s*-\s*(\w+)\s+(File:.*)$")
+# the summary line torch prints before each run of nodes that share it (``torch/fx/graph.py``,
+# ``append_stacktrace_summary``): ``#[ Annotation: {...}][ ac_graph_id: 3 - PREFER_RECOMPUTE |
+# recompute: MUST_SAVE | ac_graph_id: 3] (File: ... | No stacktrace found for following nodes)``
+_SUMMARY = re.compile(r"^#(?:\s*Annotation:\s*\{.*?\})?(?:\s*ac_graph_id:\s*(\d+)(?:\s*-\s*([A-Z_]+))?"
+                      r"|\s*recompute:\s*([A-Z_]+))?\s*(File:.*|No stacktrace found.*)$")
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
            ast.Mod: operator.mod, ast.Div: operator.truediv, ast.Pow: operator.pow}
 _CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
@@ -89,7 +92,13 @@ def parse_def_names(code: str) -> list[str]:
     return [a.arg for a in fn.args.args[1:]]
 
 
+_CLASS_LINE = re.compile(r"^class <lambda>\(", re.M)
+
+
 def _parse(code: str) -> ast.Module:
+    # an inference graph is printed as ``class <lambda>(torch.nn.Module):`` (the compiled function's
+    # name): not Python, and the class name is never read, so it becomes a name that parses
+    code = _CLASS_LINE.sub("class _lambda(", code, count=1)
     try:
         return ast.parse(code)
     except SyntaxError as exc:
@@ -156,24 +165,19 @@ class _Builder:
         self.attrs: dict[str, torch.Tensor] = {}
         self.parsed = ParsedGraph(gm=None)  # type: ignore[arg-type]
         self.trace: str | None = None
-        self.checkpoint: tuple[int, str] | None = None  # (region, policy) of the current block
+        self.checkpoint: tuple[str | None, int | None] = (None, None)  # (policy name, ac_graph_id)
         self.comment_upto = 0
 
     # comments between statements: track the current ``# File:`` block
     def advance(self, lineno: int) -> None:
         for i in range(self.comment_upto, min(lineno - 1, len(self.lines))):
-            text = self.lines[i].strip()
-            region = _CHECKPOINT.match(text)
-            if region is not None:
-                self.checkpoint = (int(region.group(1)), region.group(2))
-                text = "# " + region.group(3)
-            elif text.startswith("# File:") or text.startswith("# No stacktrace"):
-                self.checkpoint = None
-            if text.startswith("# File:"):
-                m = _FILE.match(text)
-                self.trace = _stack_trace(m) if m else None
-            elif text.startswith("# No stacktrace"):
-                self.trace = None
+            summary = _SUMMARY.match(self.lines[i].strip())
+            if summary is None:
+                continue
+            region, policy, alone, rest = summary.groups()
+            self.checkpoint = (policy or alone, int(region) if region is not None else None)
+            m = _FILE.match("# " + rest)
+            self.trace = _stack_trace(m) if m else None
         self.comment_upto = max(self.comment_upto, lineno - 1)
 
     def line(self, lineno: int) -> str:
@@ -256,7 +260,7 @@ class _Builder:
             self.env[name] = node
         if self.trace:
             _torch.LogGraphBuilder.set_stack_trace(node, self.trace)
-        if self.checkpoint is not None:
+        if self.checkpoint != (None, None):  # a torch.utils.checkpoint region, as the run tagged it
             _torch.LogGraphBuilder.set_checkpoint(node, *self.checkpoint)
         self.parsed.ops += 1
         expected = parse_annotation(annotation, self.b) if annotation else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import operator
 import os
 import pathlib
 import re
@@ -28,7 +29,7 @@ from .. import _torch
 from .._fx import output_values
 from ..capture import Capture, JointGraph
 from ..errors import FxvizWarning, LogError
-from ..graph_facts import is_cast, is_view_op, tangents, traced_phases
+from ..graph_facts import is_cast, is_view_op, tangent_dependent, tangents, traced_phases
 from ..roles import LIFTED_STATE_ROLES, InputName, classify_nodes
 from .graph_code import parse_def_names, parse_graph
 from .reader import ReadStats, Record, read_payload, read_records
@@ -38,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Run", "load_logs", "GRAPH_COLUMNS", "READ_KINDS"]
 
-GRAPH_COLUMNS = ["rank", "compile_id", "piece", "attempt", "frame", "source", "joint", "forward", "backward",
+GRAPH_COLUMNS = ["rank", "compile_id", "piece", "attempt", "frame", "source", "backend", "joint", "forward", "backward",
                  "inference", "nodes", "saved", "recompile_reason", "graph_break_reason", "file"]
 
 READ_KINDS = frozenset({
@@ -48,6 +49,10 @@ READ_KINDS = frozenset({
 })
 """Record kinds fxviz reads; every other kind is skipped and counted in ``Run.skipped``."""
 
+_INDUCTOR_ARTIFACTS = frozenset({"before_pre_grad_graph", "after_pre_grad_graph", "before_post_grad_graph",
+                                 "after_post_grad_graph", "fx_graph_cache_hit", "fx_graph_cache_miss"})
+"""Artifacts only inductor's ``compile_fx`` logs (with ``inductor_*`` record kinds): how a log says
+which backend compiled a frame (no record names the backend itself)."""
 _GRAPH_KINDS = ("aot_joint_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph")
 _OP_LINE = re.compile(r"^\s+\w+(?:: \"[^\"]*\")? = (?!None\b)")
 _PLACEHOLDER = re.compile(r"^\s+\w+: \"[^\"]*\",?\s*(?:#\s*(.*))?$")
@@ -83,6 +88,7 @@ class _Compile:
     # tensor id -> (size, dtype, requires_grad)
     hints: dict[str, int] = field(default_factory=dict)  # size symbol -> its example value
     pieces: list[_Piece] = field(default_factory=list)
+    backend: str = "aot_eager"  # "inductor" when the compile wrote inductor's own records
 
     @property
     def compile_id(self) -> str:
@@ -159,6 +165,8 @@ class _FileIndex:
         c = self.compile(rec)
         if c is None:
             return
+        if rec.kind.startswith("inductor_") or (rec.artifact_name or "") in _INDUCTOR_ARTIFACTS:
+            c.backend = "inductor"  # only inductor writes these: the run compiled with it
         if rec.kind in ("aot_joint_graph", "aot_inference_graph") or (
                 rec.kind in _GRAPH_KINDS and (not c.pieces or rec.kind in c.pieces[-1].offsets)):
             c.pieces.append(_Piece(attempt=rec.compile_key[2]))  # a joint graph starts a new piece
@@ -287,16 +295,31 @@ def _state(c: _Compile) -> list[tuple[str, Any]]:
     return out
 
 
-def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str]) -> None:
-    """Give forward ops that read a parameter (directly or through a view of it) the module that owns
-    the parameter (``h.0.attn.c_attn.weight`` -> ``h.0.attn.c_attn``).  A log records source lines but
-    not dynamo's module stack, so this is the module path a log can support; other ops have none."""
+def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str], phases: dict[str, str]) -> None:
+    """Give every op the module path the log lets fxviz place (a log records source lines but
+    not dynamo's module stack), in three steps:
+
+    1. an op that reads a parameter (directly or through a view or cast of it) is in the module
+       that owns the parameter (``blocks.0.attn.in_proj_weight`` -> ``blocks.0.attn``);
+    2. the other ops of a *source block* (the run of ops under one ``# File:`` comment, one line of
+       the user's code) are in the modules' common prefix: GELU between ``blocks.0.fc`` and
+       ``blocks.0.proj`` is in ``blocks.0``, attention's views between its projections in
+       ``blocks.0.attn``; where the modules share nothing, an op is in its producer's module
+       (``getitem`` of ``ln_f``'s layer norm), else in its consumer's;
+    3. a backward op is in the common module of the forward values it reads (its saved
+       activations and parameters), else in its source block's, else in the module of the
+       backward op it follows (the gradient arriving from its user).
+    Ops of the top-level frame (the loss) stay without a module, as in a traced model."""
     owner: dict[str, str] = {}
+    module: dict[str, str] = {}
     for n in gm.graph.nodes:
         if n.op == "placeholder" and n.name in info_inputs and "." in info_inputs[n.name]:
             owner[n.name] = info_inputs[n.name].rsplit(".", 1)[0]
             continue
-        if n.op != "call_function":
+        if n.op != "call_function" or phases.get(n.name) != "forward":
+            continue
+        if n.target is operator.getitem and isinstance(n.args[0], fx.Node) and n.args[0].name in module:
+            module[n.name] = module[n.args[0].name]  # an element of a multi-output op (layer norm's mean)
             continue
         mods = [owner[a.name] for a in n.all_input_nodes if a.name in owner]
         if not mods:
@@ -304,17 +327,147 @@ def _annotate_modules(gm: fx.GraphModule, info_inputs: dict[str, str]) -> None:
         # a view or a cast of a parameter (a transposed weight, an autocast copy) is the parameter's
         if (is_view_op(n.target) or is_cast(n)) and len(mods) == len(n.all_input_nodes):
             owner[n.name] = mods[0]
-        _torch.LogGraphBuilder.set_module(n, mods[0])
+        module[n.name] = mods[0]
+    blocks = _source_blocks(gm)
+    for ops in blocks:  # step 2: forward ops by source block
+        if phases.get(ops[0].name) != "forward":
+            continue
+        common = _common_module([module[n.name] for n in ops if n.name in module])
+        for n in ops:
+            if common and n.name not in module:
+                module[n.name] = common
+        inside = {n.name for n in ops}
+        for n in ops:  # modules with nothing in common (``self.head(self.ln_f(x))``): the producer's
+            made = [module[a.name] for a in n.all_input_nodes if a.name in inside and a.name in module]
+            if n.name not in module and made:
+                module[n.name] = made[0]
+        for n in reversed(ops):  # else the consumer's
+            used = [module[u.name] for u in n.users if u.name in inside and u.name in module]
+            if n.name not in module and used:
+                module[n.name] = used[0]
+    block_of = {n.name: i for i, ops in enumerate(blocks) for n in ops}
+    line_modules: dict[str | None, set[str]] = {}  # source line -> the modules of its forward ops
+    for n in gm.graph.nodes:
+        if phases.get(n.name) == "forward" and n.name in module:
+            line_modules.setdefault(_torch.stack_trace(n), set()).add(module[n.name])
+    for ops in blocks:  # step 3: backward ops, in graph order
+        if phases.get(ops[0].name) != "backward":
+            continue
+        for n in ops:
+            common = _backward_module(n, module, owner, phases, line_modules)
+            if common:
+                module[n.name] = common
+        known = _common_module([module[n.name] for n in ops if n.name in module])
+        for n in ops:
+            if n.name not in module:
+                came = [module[a.name] for a in n.all_input_nodes if a.name in module
+                        and phases.get(a.name) == "backward" and block_of.get(a.name) is not None]
+                m = known or (came[0] if came else None)
+                if m:
+                    module[n.name] = m
+    for n in gm.graph.nodes:
+        if n.name in module:
+            _torch.LogGraphBuilder.set_module(n, module[n.name], forward=phases.get(n.name) == "forward")
+
+
+def _backward_module(n: fx.Node, module: dict[str, str], owner: dict[str, str], phases: dict[str, str],
+                     line_modules: dict[str | None, set[str]]) -> str | None:
+    """The module a backward op differentiates: the forward values it reads from its own source
+    line (AOTAutograd gives a backward op the source line of the forward op it differentiates) and
+    the parameters it reads; else the one module that line has in the forward; else the common
+    module of every forward value it reads."""
+    trace = _torch.stack_trace(n)
+    forward = [a for a in n.all_input_nodes if phases.get(a.name) == "forward" or a.name in owner]
+    same = [owner.get(a.name) or module.get(a.name) for a in forward
+            if a.name in owner or _torch.stack_trace(a) == trace]
+    found = _common_module([m for m in same if m])
+    if found:
+        return found
+    if len(line_modules.get(trace, ())) == 1:
+        return next(iter(line_modules[trace]))
+    return _common_module([m for m in (module.get(a.name) for a in forward) if m])
+
+
+def _source_blocks(gm: fx.GraphModule) -> list[list[fx.Node]]:
+    """Runs of consecutive ops of one phase under one source line (torch prints the ``# File:``
+    comment once per run)."""
+    blocks: list[list[fx.Node]] = []
+    key: Any = None
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        k = (_torch.stack_trace(n), _torch.partitioner_tag(n))
+        if not blocks or k != key:
+            blocks.append([])
+            key = k
+        blocks[-1].append(n)
+    return blocks
+
+
+def _common_module(paths: list[str]) -> str | None:
+    """The longest module path every one of ``paths`` lies in (``blocks.0.fc``, ``blocks.0.proj``
+    -> ``blocks.0``); None for none, or when they share nothing (the root)."""
+    if not paths:
+        return None
+    parts = [p.split(".") for p in paths]
+    common: list[str] = []
+    for items in zip(*parts):
+        if len(set(items)) != 1:
+            break
+        common.append(items[0])
+    return ".".join(common) or None
 
 
 def _share_values(part: fx.GraphModule, joint: fx.GraphModule) -> fx.GraphModule:
     """Give the run's forward/backward nodes the joint node's fake value of the same name (the
-    partitioner copies nodes by name), so storages, and hence saved bytes, are counted as one."""
-    vals = {n.name: _torch.meta_val(n) for n in joint.graph.nodes}
+    partitioner copies nodes by name), so storages, and hence saved bytes, are counted as one.
+    A node the partitioner made itself may reuse a joint name (min-cut's RNG functionalization
+    names its saved RNG state ``getitem_21``, a name the joint gives a layer-norm gradient): a
+    value is shared only with a node of the same op on the same inputs, or, for a backward input, of the same
+    dtype and shape."""
+    nodes = {n.name: n for n in joint.graph.nodes}
     for n in part.graph.nodes:
-        if n.name in vals and vals[n.name] is not None:
-            _torch.LogGraphBuilder.set_val(n, vals[n.name])
+        j = nodes.get(n.name)
+        val = _torch.meta_val(j) if j is not None else None
+        if val is None or j is None:
+            continue
+        same = (n.op == j.op and n.target == j.target and str(n.args) == str(j.args)) if n.op == "call_function" \
+            else _same_kind(
+            _torch.meta_val(n), val)
+        if same:
+            _torch.LogGraphBuilder.set_val(n, val)
     return part
+
+
+def _same_kind(a: Any, b: Any) -> bool:
+    """Same dtype and shape (tensors), or both not tensors: a parsed value and a joint value agree."""
+    import torch
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.dtype == b.dtype and str(list(a.shape)) == str(list(b.shape))
+    return not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor)
+
+
+def _tag_new_nodes(gm: fx.GraphModule) -> None:
+    """Tag the ops inductor's joint passes added (their replacements carry no tag): an op that
+    reads a tangent or a backward op, directly or not, is backward; any other is forward.  Then
+    put every forward op before the first backward op, as AOTAutograd traced them (the passes
+    insert replacements where the pattern was): torch's default partitioner takes every node up
+    to the last forward-tagged one as the forward."""
+    late = tangent_dependent(gm)
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and _torch.partitioner_tag(n) is None:
+            backward = n in late or any(_torch.partitioner_tag(a) == "is_backward" for a in n.all_input_nodes)
+            _torch.LogGraphBuilder.set_tag(n, "is_backward" if backward else "is_forward")
+    nodes = list(gm.graph.nodes)
+    first_bwd = next((n for n in nodes if n.op == "call_function" and _torch.partitioner_tag(n) == "is_backward"), None)
+    if first_bwd is None:
+        return
+    for n in nodes[nodes.index(first_bwd):]:
+        if n.op == "call_function" and _torch.partitioner_tag(n) == "is_forward":
+            first_bwd.prepend(n)  # forward ops read only forward ops and inputs: the order stays valid
+    gm.graph.lint()
+    gm.recompile()
 
 
 def _tag_phases(gm: fx.GraphModule) -> None:
@@ -382,7 +535,7 @@ class Run:
                     saved = p.placeholders.get("aot_backward_graph", 0) - p.bwd_tangents
                 rows.append({
                     "rank": c.rank, "compile_id": c.compile_id, "piece": k, "attempt": p.attempt if p else 0,
-                    "frame": c.frame, "source": c.source, "joint": "aot_joint_graph" in off,
+                    "frame": c.frame, "source": c.source, "backend": c.backend, "joint": "aot_joint_graph" in off,
                     "forward": "aot_forward_graph" in off, "backward": "aot_backward_graph" in off,
                     "inference": "aot_inference_graph" in off, "nodes": nodes, "saved": saved,
                     "recompile_reason": c.recompile_reason, "graph_break_reason": c.graph_break_reason,
@@ -464,6 +617,16 @@ class Run:
             warnings_.append(f"compile {c.compile_id} was split into {len(c.pieces)} graphs (DDP's bucketing): "
                              "inputs keep their graph names")
         _tag_phases(joint.gm)
+        before = None
+        if c.backend == "inductor" and has_backward:
+            # the run's min-cut partitioned the graph after inductor's joint passes; the log holds
+            # the one before them: run them (the pre-pass graph is kept, as fxviz.trace does)
+            before = gm
+            with _torch.quiet_torch():
+                gm = _torch.inductor_joint_passes(gm)
+            _tag_new_nodes(gm)
+            if logged is not None:
+                logged = (_share_values(logged[0], gm), _share_values(logged[1], gm))
         names = _input_names(c, dynamo_names)
         state = _state(c)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -472,12 +635,14 @@ class Run:
         num_fwd = len(outs) - (len(placeholders) - tangent_count) if has_backward else len(outs)
         info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names)
         _annotate_modules(gm, {n: i.qualname for n, i in info.items() if i.role in LIFTED_STATE_ROLES
-                               and i.qualname})
+                               and i.qualname}, {n: i.phase for n, i in info.items()})
         info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names)
         graph = JointGraph(gm=gm, has_backward=has_backward, num_fwd_outputs=num_fwd,
                            static_lifetime_input_indices=list(p.static or []), joint_inputs=[], info=info,
                            placeholder_values={}, constant_values={}, index=0,
-                           partitioner_caller="torch.compile (read from the log)", logged=logged)
+                           partitioner_caller="torch.compile (read from the log)", logged=logged,
+                           inference=not has_backward, backend=c.backend, before_joint_passes=before,
+                           compiler="inductor" if c.backend == "inductor" else None)
         if has_backward and logged is None:
             warnings_.append("the log has the joint graph but not the forward/backward graphs the run used: "
                              "strategy 'logged' is unavailable")
@@ -487,7 +652,7 @@ class Run:
                        loss="loss: what the run's compiled frame returned (read from the log)", graph_breaks=breaks,
                        model=None, fn=None, example_inputs=(), loss_fn=None, reduce=None,
                        input_names=[i.qualname for i in names.values()], warnings=warnings_,
-                       name=c.frame or "compiled frame", origin=origin, state=state)
+                       name=c.frame or "compiled frame", origin=origin, state=state, backend=c.backend)
 
     def compare_ranks(self, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame:
         """Where the ranks' graphs of one compile differ: one row per difference (``what``:
@@ -523,6 +688,62 @@ class Run:
                          and "saved_activation_bytes" in table else None)
         add("saved_bytes", None, saved)
         return pd.DataFrame(rows, columns=["what", "node"] + cols)
+
+    def eager_frames(self, rank: int | None = None) -> list[str]:
+        """The frames dynamo compiled nothing for and ran as plain Python (``forward (model.py:32):
+        why``): what they compute outside the graphs they call is in no graph of the log."""
+        out = []
+        for c in self._compiles:
+            if c.pieces or (rank is not None and c.rank != rank):
+                continue
+            why = c.graph_break_reason or c.fail_reason or "dynamo compiled no graph for it"
+            out.append(f"{c.frame or 'a frame'} ({os.path.basename(c.source or '?')}): {why}")
+        return out
+
+    def totals(self) -> pd.DataFrame:
+        """Per rank: graphs with a backward, inference-only graphs, frames run eagerly, and the
+        activation bytes the run saved (strategy ``logged``) summed over its graphs.  The log
+        records compiles, not calls: a graph dynamo reused (one block's graph for every block)
+        is counted once (``runs_known`` is False)."""
+        rows = []
+        for rank in self.ranks:
+            saved, graphs, inference = 0, 0, 0
+            for c in (c for c in self._compiles if c.rank == rank):
+                for k, p in enumerate(c.pieces):
+                    if "aot_inference_graph" in p.offsets:
+                        inference += 1
+                    elif {"aot_forward_graph", "aot_backward_graph"} <= set(p.offsets):
+                        graphs += 1
+                        row = self.trace(rank, c.compile_id, k).memory_table(["logged"]).iloc[0]
+                        saved += 0 if pd.isna(row["saved_activation_bytes"]) else int(row["saved_activation_bytes"])
+            rows.append({"rank": rank, "graphs": graphs, "inference_graphs": inference,
+                         "eager_frames": len(self.eager_frames(rank)), "saved_activation_bytes": saved,
+                         "runs_known": False})
+        return pd.DataFrame(rows, columns=["rank", "graphs", "inference_graphs", "eager_frames",
+                                           "saved_activation_bytes", "runs_known"])
+
+    def summary(self) -> str:
+        """The whole run in a few lines: graphs per rank, the frames that fell back to eager (what
+        they compute is in no graph), and per rank the activation bytes the run saved over all its
+        graphs (each graph counted once: the log records compiles, not how often a graph ran)."""
+        from ..units import format_bytes
+
+        lines = [f"{self.path}: {len(self.ranks)} rank(s), {self.compile_count} compile(s), "
+                 f"{self.aot_graph_count} AOT graph(s)"]
+        for _, t in self.totals().iterrows():
+            rank = int(t["rank"])
+            parts = [f"{t['graphs']} graph(s) with a backward"]
+            if t["inference_graphs"]:
+                parts.append(f"{t['inference_graphs']} inference only (nothing saved for a backward)")
+            if t["eager_frames"]:
+                parts.append(f"{t['eager_frames']} frame(s) ran as plain Python")
+            lines.append(f"rank {rank}: " + ", ".join(parts))
+            if t["graphs"]:
+                lines.append(f"  saved by the run: {format_bytes(int(t['saved_activation_bytes']))} of activations "
+                             "over its graphs, each counted once (the log does not say how often a graph ran)")
+            for frame in self.eager_frames(rank):
+                lines.append(f"  eager: {frame}; what it computes outside the graphs it calls is in no graph")
+        return "\n".join(lines)
 
     def __repr__(self) -> str:
         skipped = (f", skipped {sum(self.skipped.values())} records of {len(self.skipped)} kinds"

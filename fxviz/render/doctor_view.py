@@ -13,8 +13,9 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.doctor import Diagnosis, Finding
-from ..capture import graph_name
+from ..capture import INFERENCE_NOTE, graph_name
 from . import theme
+from .table import fitted_text
 
 __all__ = ["DoctorReport", "SEVERITY_COLORS", "SEVERITY_LABELS"]
 
@@ -93,6 +94,8 @@ class DoctorReport:
         where = f"{d.title} (parameters {d.params_mode}, {graphs}, partition '{d.strategy}')"
         if not len(t):
             state = "no model parameters"
+        elif not need and (t["reason"] == INFERENCE_NOTE).all():
+            state = f"{INFERENCE_NOTE}: no gradient expected"
         elif not need:
             state = f"no parameter requires grad ({len(t)} frozen): no gradient is expected"
         elif d.healthy:
@@ -124,9 +127,7 @@ class DoctorReport:
             lines += textwrap.wrap(fix, width, initial_indent="  fix: ", subsequent_indent="       ")
         if len(self.table):
             lines.append("")
-            with pd.option_context("display.max_rows", None, "display.width", 200,
-                                   "display.max_colwidth", 70):
-                lines.append(_shown_table(self.table).to_string(index=False))
+            lines.append(fitted_text(_shown_table(self.table), width, drop=("requires_grad", "in_graph")))
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -94,6 +94,21 @@ def style_memory_table(df: pd.DataFrame) -> Any:
     return styler
 
 
+def fitted_text(df: pd.DataFrame, width: int = 100, drop: tuple[str, ...] = ()) -> str:
+    """``df`` as terminal text at most ``width`` columns wide: the columns in ``drop`` go first
+    (in that order) while it is wider, then long cells are cut with an ellipsis."""
+    df = df.copy()
+    for colwidth in (70, 50, 40, 30, 24, 18):
+        with pd.option_context("display.max_rows", None, "display.width", 10_000, "display.max_colwidth", colwidth):
+            text = df.to_string(index=False)
+        if max((len(line) for line in text.splitlines()), default=0) <= width:
+            return text
+        if drop and drop[0] in df.columns:
+            df = df.drop(columns=[drop[0]])
+            drop = drop[1:]
+    return "\n".join(line if len(line) <= width else line[:width - 1] + "…" for line in text.splitlines())
+
+
 def memory_table_text(df: pd.DataFrame, width: int = 100) -> str:
     """The table for a terminal, one column per strategy (so it fits): human units, ``*`` after
     each row's best value, failures listed, then the caption wrapped to ``width``."""

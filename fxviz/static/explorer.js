@@ -151,7 +151,9 @@ class ZoomPan {
   /** The opening window: the whole drawing when its labels stay readable (>= `this.readable`
    *  screen px per SVG unit, set from the drawing's label font sizes), else that scale, centered
    *  on `this.focus()` (the region that matters: compare differences, search hits, the doctor's
-   *  nodes) or on the top of the drawing.  Never magnified beyond 4/3. */
+   *  nodes), else on the drawing's top left corner, where its title, legend and first ops are
+   *  (centered, a drawing wider than the window opened with its title and legend cut off).
+   *  Never magnified beyond 4/3. */
   initial() {
     const r = this.viewport.getBoundingClientRect();
     if (!r.width || !r.height) return this.fit(false);
@@ -160,7 +162,10 @@ class ZoomPan {
     if (fitScale >= readable) return this.oneToOne(Math.min(fitScale, 96 / 72));
     const focus = this.focus ? this.focus() : null;
     this.oneToOne(readable);
-    if (focus) this.centerOn(focus);
+    if (focus) return this.centerOn(focus);
+    this.vb = { ...this.vb, x: this.base.x };
+    this.clamp();
+    this.apply();
   }
 
   /** center the window on box `b` (SVG units); a box taller than the window shows its top */

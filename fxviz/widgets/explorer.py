@@ -191,7 +191,7 @@ class Explorer(widgets.VBox):
 
     def __init__(self, tr: Trace | None = None, *, model: Any = None, inputs: Sequence[Any] = (),
                  params: str = "lifted", trace_kwargs: dict[str, Any] | None = None, view: str = "joint",
-                 strategy: str = "default", compare: str | None = None, budget: float = 0.5, solver: str = "dp",
+                 strategy: str | None = None, compare: str | None = None, budget: float = 0.5, solver: str = "dp",
                  group: str | None = None, depth: int | None = None, expand: Sequence[str] = (),
                  differences: bool = False) -> None:
         if tr is None and model is None:
@@ -204,6 +204,8 @@ class Explorer(widgets.VBox):
         # the exact optimum under the budget slider (issue 16): offered here, not in the default
         # table lists, because each budget is a MILP solve
         self._choices.append((KINDS["optimal"].short, "optimal"))
+        if strategy is None:  # the trace's own default: a log's is what the run saved (logged)
+            strategy = tr.default_strategy.name if tr is not None else "default"
         strategy, budget, solver = _choice(strategy, budget, solver, self._choices)
         if compare is None:
             compare = default_compare(strategy, [v for _, v in self._choices]) or strategy

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ...capture import Capture, graph_name
+from ...capture import INFERENCE_NOTE, Capture, graph_name
 from ..gradient_paths import eager_paths
 from ..partition import Partition
 from ..pieces import piece_facts
@@ -52,6 +52,7 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
     dropped = dropped_gradients(cap, parts, params)
     computed = {f.parameter for f in dropped}
     outside: list[str] = []
+    inference = all(g.inference for g in cap.graphs)
     for p in params.values():
         reason = "gets a gradient"
         gets = bool(p.grads)
@@ -62,6 +63,11 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
         # a later run of a graph dynamo reused returns this parameter's gradient (torch's runtime)
         run = facts.run_of_parameter(p.name)
         reused_from = reused_gradient_node(params, facts, run, p.name)
+        if inference:  # compiled with gradients off: no gradient is expected, none is missing
+            reason = INFERENCE_NOTE
+            rows.append({"parameter": p.name, "requires_grad": False, "gets_gradient": False,
+                         "gradient_node": None, "in_graph": in_graph, "reason": reason})
+            continue
         if not p.tensor.requires_grad:
             f = Finding("frozen", "info", p.name, tuple(n for ns in p.nodes.values() for n in ns),
                         f"{p.name} is frozen (requires_grad=False): no gradient is expected.",

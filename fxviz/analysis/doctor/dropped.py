@@ -13,8 +13,9 @@ from ..._fx import output_values
 from ...capture import Capture, JointGraph
 from ...roles import short_op
 from ..gradient_paths import resolve_state
+from ..gradients import gradient_outputs
 from ..partition import Partition
-from .findings import FIX_LIFT, Finding, Param, gradient_nodes
+from .findings import FIX_LIFT, Finding, Param
 
 
 # --- gradients computed but thrown away -----------------------------------------------------------
@@ -104,14 +105,20 @@ def _dropped_finding(cap: Capture, graph: JointGraph, node: fx.Node, state: str,
 
 
 def _lost_by_partitioner(graph: JointGraph, part: Partition) -> list[Finding]:
-    """Gradient outputs of the joint graph that the partition's backward graph does not return."""
+    """Gradient outputs of the joint graph that the partition's backward graph does not return.
+    The backward graph returns the joint graph's gradient outputs in the same slots (torch's
+    partitioners keep their order), so a slot is checked, not a node name: a run's backward may
+    return a node its compiler rewrote (inductor's joint passes rename ``permute_71``)."""
     if part.backward is None:
         return []
-    returned = {part.bw_to_joint.get(a.name, a.name) for a in output_values(part.backward)
-                if isinstance(a, fx.Node)}
+    bw_outs = output_values(part.backward)
+    if len(bw_outs) != len(output_values(graph.gm)) - graph.num_fwd_outputs:
+        return []  # not a partition of this joint graph's outputs: no slot to compare
+    args = output_values(graph.gm)
     res = []
-    for qual, node, role in gradient_nodes(graph):
-        if node is None or node in returned or role != "parameter":
+    for j, qual, role in gradient_outputs(graph):
+        node = args[j].name if isinstance(args[j], fx.Node) else None
+        if node is None or isinstance(bw_outs[j - graph.num_fwd_outputs], fx.Node) or role != "parameter":
             continue
         res.append(Finding(
             "gradient_dropped", "error", qual, (node,),
