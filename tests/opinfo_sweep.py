@@ -143,7 +143,7 @@ def _same(a: list[Any], b: list[Any]) -> bool:
     return True
 
 
-def _direct_saved(graph: Any, strategy: str) -> list[str]:
+def direct_saved(graph: Any, strategy: str) -> list[str]:
     """torch's partitioner called directly on a copy of the joint graph: the reference."""
     gm = _torch.copy_graph_module(graph.gm)
     part = _torch.default_partition if strategy == "default" else _torch.min_cut_partition
@@ -267,7 +267,7 @@ def _check_trace(tr: Any) -> str:
             p = piece.partition(strategy)
             if not p.ok:
                 return f"{strategy} failed on graph {piece.index}: {p.error}"
-            want = _direct_saved(piece.graph, strategy)
+            want = direct_saved(piece.graph, strategy)
             if list(p.saved) != want:
                 return f"{strategy} saved {list(p.saved)} but torch's partitioner saves {want}"
     grads = check_gradients(tr.capture)

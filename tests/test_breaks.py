@@ -22,6 +22,8 @@ import fxviz
 from fxviz import _torch
 from fxviz.graph_facts import joint_node_count
 
+from .awkward_models import Router
+
 
 # --- 3. module paths of a submodule called twice in a class with its own __getattr__ -------------
 class _GetattrMixin(nn.Module):
@@ -332,26 +334,12 @@ def test_pieces_in_draw_table_overview_and_report(tmp_path) -> None:
     assert data["overview"]["view"]["svg"].lstrip().startswith("<svg") and data["overview"]["table"]["rows"]
 
 
-class _Routed(nn.Module):
-    """A router whose first graph has no backward: its output is topk's integer indices."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = nn.Linear(4, 2)
-        self.expert = nn.Linear(4, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        idx = self.gate(x).topk(1, dim=-1).indices
-        torch._dynamo.graph_break()
-        return self.expert(x) * (idx + 1)
-
-
 def test_report_of_a_first_graph_without_backward_carries_no_nan(tmp_path) -> None:
     """Issue 27 item 1: the gate's parameters get no gradient (eager autograd agrees), the doctor's
     table has no gradient node for them (NaN in its DataFrame), and the page data says null where
     the report used to raise "Out of range float values are not JSON compliant"."""
     torch.manual_seed(0)
-    model, x = _Routed(), torch.randn(3, 4)
+    model, x = Router(), torch.randn(3, 4)
     model(x).sum().backward()
     assert model.gate.weight.grad is None and model.expert.weight.grad is not None  # torch's own answer
     model.zero_grad(set_to_none=True)

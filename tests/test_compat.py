@@ -26,6 +26,7 @@ from fxviz.render.embed import unpack_json
 from . import opinfo_sweep
 from .conftest import assert_unchanged, make_example, snapshot
 from .logs_util import MINI_GPT, make_log
+from .opinfo_sweep import direct_saved
 
 pytestmark = pytest.mark.compat
 
@@ -96,16 +97,6 @@ def _eager_missing(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> list[s
     out = twin(*inputs)
     (out if out.dim() == 0 else out.float().sum()).backward()
     return [n for n, p in twin.named_parameters() if p.requires_grad and p.grad is None]
-
-
-def _direct_saved(graph, strategy: str) -> list[str]:
-    """torch's own partitioner on a copy of the same joint graph."""
-    gm = _torch.copy_graph_module(graph.gm)
-    part = _torch.default_partition if strategy == "default" else _torch.min_cut_partition
-    with _torch.quiet_torch():
-        fwd, _ = part(gm, graph.joint_inputs, num_fwd_outputs=graph.num_fwd_outputs,
-                      static_lifetime_input_indices=graph.static_lifetime_input_indices)
-    return [n.name for n in list(fwd.graph.nodes)[-1].args[0][graph.num_fwd_outputs:] if n is not None]
 
 
 # --- the checks -----------------------------------------------------------------------------------
@@ -195,7 +186,7 @@ def test_strategies(name):
             p = piece.partition(strategy)
             assert p.ok, f"{strategy.name} on graph {piece.index + 1}: {p.error}"
         for strategy in ("default", "min_cut"):
-            assert list(piece.partition(strategy).saved) == _direct_saved(piece.graph, strategy), strategy
+            assert list(piece.partition(strategy).saved) == direct_saved(piece.graph, strategy), strategy
 
 
 @pytest.mark.parametrize("name", MODELS)
