@@ -33,7 +33,7 @@ ADAPTED = [
     "- torch 2.9: `reversed(graph.nodes)` is an iterable, not an iterator (`TypeError: '_node_list' object is "
     "not an iterator`): `fxviz/_fx.py` takes `iter()` of it.",
     "- torch 2.9: dynamo's `Source.name` is a method, not a property (`TypeError: expected string or bytes-like "
-    "object, got 'method'` naming graph inputs): `fxviz/_torch.py` calls it.",
+    "object, got 'method'` naming graph inputs): `fxviz/_torch/tracing.py` calls it.",
     "- older than 2.9: `import fxviz` raises one ImportError naming the supported range (`fxviz/_supported.py`); "
     "newer than 2.14: an FxvizWarning.",
 ]
