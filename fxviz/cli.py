@@ -16,7 +16,9 @@ from typing import Any
 
 from .analysis.strategies import OFFERED, forms_text, parse_list
 from .errors import FxvizError, ModelSpecError
-from .render.views import NODE_LIMIT
+from .examples import NAMES as EXAMPLE_NAMES
+from .logs.reader import log_files
+from .render.limits import NODE_LIMIT
 
 # every strategy form and the default list, from the one registry (fxviz/analysis/strategies.py)
 STRATEGY_FORMS = forms_text()
@@ -30,12 +32,12 @@ def load_model_spec(spec: str) -> tuple[Any, tuple[Any, ...]]:
 
     The factory is called with no arguments and returns ``(model, example_inputs)``.
     """
-    from .examples import EXAMPLES, get_example
+    from .examples import NAMES, get_example
 
     if ":" not in spec:
-        if spec in EXAMPLES:
+        if spec in NAMES:
             return get_example(spec)
-        raise ModelSpecError(f"unknown model {spec!r}: not a built-in example ({', '.join(EXAMPLES)}) "
+        raise ModelSpecError(f"unknown model {spec!r}: not a built-in example ({', '.join(NAMES)}) "
                              "and not of the form package.module:factory")
     where, _, attr = spec.rpartition(":")
     try:
@@ -71,18 +73,19 @@ def load_model_spec(spec: str) -> tuple[Any, tuple[Any, ...]]:
 
 
 def _trace(args: argparse.Namespace) -> Any:
-    from .trace import trace
-
     if getattr(args, "logs", None):
-        from .logs import load_logs
-
         if args.model:
             raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
+        log_files(args.logs)  # a missing path is said before torch loads
+        from .logs import load_logs
+
         return load_logs(args.logs).trace(rank=args.rank, compile_id=args.graph)
     if not args.model:
         raise ModelSpecError("no model and no --logs",
                              "name a model (e.g. mini_gpt) or pass --logs DIR (see 'fxviz COMMAND --help')")
     model, inputs = load_model_spec(args.model)
+    from .trace import trace
+
     return trace(model, *inputs, params=args.params, backend=args.backend, dynamic=args.dynamic)
 
 
@@ -95,6 +98,7 @@ def _stem(args: argparse.Namespace) -> str:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """The graphs of a logged run (TORCH_TRACE=dir): one row per compiled graph and rank."""
+    log_files(args.dir)  # a missing path is said before torch loads
     import pandas as pd
 
     from .logs import load_logs
@@ -111,9 +115,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_nodes(args: argparse.Namespace) -> int:
     """Role counts and the parameter table of a model's joint graph."""
+    tr = _trace(args)
     import pandas as pd
 
-    tr = _trace(args)
     print(tr.summary())
     print()
     params = tr.parameters()
@@ -225,9 +229,9 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_code(args: argparse.Namespace) -> int:
     """Print a partition's forward or backward graph (or the joint graph) as runnable Python."""
+    tr = _trace(args)
     from .capture import graph_name
 
-    tr = _trace(args)
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
             print(f"# ===== {graph_name(piece.index)} of {len(tr.pieces)}")
@@ -243,12 +247,12 @@ def _code_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_table(args: argparse.Namespace) -> int:
     """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at."""
+    tr = _trace(args)  # argument errors first, before torch loads
     import pandas as pd
 
     from .capture import graph_name
     from .render.table import memory_table_text
 
-    tr = _trace(args)
     strategies = parse_list(args.strategies)
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
@@ -281,14 +285,14 @@ def _table_args(p: argparse.ArgumentParser) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the self-contained HTML report: graph views per strategy, details, search, memory
     table, doctor's findings; one file that loads nothing from the network."""
-    from .html_report import report
-
     say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else None
     if args.logs:  # every graph of the run, with a rank and a graph selector, opening on --rank/--graph
-        from .logs import load_logs
-
         if args.model:
             raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
+        log_files(args.logs)  # a missing path is said before torch loads
+        from .html_report import report
+        from .logs import load_logs
+
         run = load_logs(args.logs)
         out = args.output or f"{_stem(args)}.html"
         path = report(run, out, rank=args.rank, compile_id=args.graph, strategies=parse_list(args.strategies),
@@ -296,6 +300,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB")
         return 0
     tr = _trace(args)
+    from .html_report import report
+
     strategies = parse_list(args.strategies) or list(tr.offered)
     out = args.output or f"{_stem(args)}.html"
     path = report(tr, out, strategies=strategies, group=args.group, depth=args.depth, progress=say)
@@ -346,8 +352,8 @@ def _parser() -> argparse.ArgumentParser:
     logs.set_defaults(func=cmd_logs)
     for name, (func, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("model", nargs="?", help="built-in example (alexnet, mlp, resnet_block, mini_gpt, "
-                                                "pointwise_chain) or package.module:factory or file.py:factory")
+        p.add_argument("model", nargs="?", help=f"built-in example ({', '.join(EXAMPLE_NAMES)}) or "
+                                                "package.module:factory or file.py:factory")
         p.add_argument("--logs", metavar="DIR", help="read the graph from a TORCH_TRACE log of a real run instead "
                                                      "of a model (a directory of per-rank files, or one file)")
         p.add_argument("--rank", type=int, default=0, help="with --logs: the rank (default 0)")

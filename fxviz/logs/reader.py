@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pathlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-__all__ = ["Record", "ReadStats", "read_records", "read_payload", "ENVELOPE_KEYS"]
+from ..errors import LogError
+
+__all__ = ["Record", "ReadStats", "read_records", "read_payload", "log_files", "ENVELOPE_KEYS"]
 
 # glog prefix: level letter, MMDD hh:mm:ss.micro, thread/process id, file:line] -- optional [rankN]:
 _HEADER = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]]*\] (\{.*\})\s*$")
@@ -29,6 +32,19 @@ ENVELOPE_KEYS = frozenset({
     "payload_filename",
 })
 """Envelope fields that are not the record's kind."""
+
+
+def log_files(path: str | pathlib.Path) -> list[str]:
+    """The files of a ``TORCH_TRACE`` directory (one per rank), or the one file given; a missing path or an
+    empty directory raises ``LogError``.  Torch-free, so ``fxviz logs /missing`` answers at once."""
+    p = pathlib.Path(path)
+    if not p.exists():
+        raise LogError(f"no such log: {p}", "pass the directory TORCH_TRACE=dir wrote, or one file in it")
+    files = sorted(str(f) for f in p.iterdir() if f.is_file() and not f.name.startswith(".")) if p.is_dir() \
+        else [str(p)]
+    if not files:
+        raise LogError(f"{p} is empty: no log files", "run the training with TORCH_TRACE=<this dir> set")
+    return files
 
 
 @dataclass

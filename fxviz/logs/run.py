@@ -21,7 +21,6 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import torch.fx as fx
 
 from .. import _torch
@@ -31,9 +30,11 @@ from ..errors import FxvizWarning, LogError
 from ..graph_facts import is_cast, is_view_op, tangents, traced_phases
 from ..roles import LIFTED_STATE_ROLES, InputName, classify_nodes
 from .graph_code import parse_def_names, parse_graph
-from .reader import ReadStats, Record, read_payload, read_records
+from .reader import ReadStats, Record, log_files, read_payload, read_records
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
     from ..trace import Trace
 
 __all__ = ["Run", "load_logs", "GRAPH_COLUMNS", "READ_KINDS"]
@@ -365,6 +366,7 @@ class Run:
     def graphs(self) -> pd.DataFrame:
         """One row per compiled graph: rank, compile id, frame and source location, which AOT
         graphs the log holds, node and saved counts, recompile and graph-break reasons."""
+        import pandas as pd
         rows = []
         for c in self._compiles:
             pieces: list[_Piece | None] = list(c.pieces) or [None]
@@ -492,6 +494,7 @@ class Run:
     def compare_ranks(self, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame:
         """Where the ranks' graphs of one compile differ: one row per difference (``what``:
         ``nodes``, ``op``, ``shape``, ``saved_bytes``), one column per rank.  Empty when they agree."""
+        import pandas as pd
         if compile_id is None:
             compile_id = self._find(self.ranks[0], None, piece)[0].compile_id
         traces = {}
@@ -551,12 +554,7 @@ def load_logs(path: str | os.PathLike[str]) -> Run:
     or partly corrupt file, or one from a torch fxviz does not support, gives a ``FxvizWarning``.
     """
     p = pathlib.Path(path)
-    if not p.exists():
-        raise LogError(f"no such log: {p}", "pass the directory TORCH_TRACE=dir wrote, or one file in it")
-    files = sorted(str(f) for f in p.iterdir() if f.is_file() and not f.name.startswith(".")) if p.is_dir() \
-        else [str(p)]
-    if not files:
-        raise LogError(f"{p} is empty: no log files", "run the training with TORCH_TRACE=<this dir> set")
+    files = log_files(p)
     indexes = []
     for i, f in enumerate(files):
         fi = _FileIndex(f, i)

@@ -8,12 +8,13 @@ from __future__ import annotations
 import html
 import re
 import textwrap
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.doctor import Diagnosis, Finding
 from . import theme
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["DoctorReport", "SEVERITY_COLORS", "SEVERITY_LABELS"]
 
@@ -83,6 +84,7 @@ class DoctorReport:
 
     # --- terminal ---------------------------------------------------------------------------------
     def __str__(self) -> str:
+        import pandas as pd
         width = 100
         lines = [self.headline()]
         counts = {s: sum(1 for f in self.findings if f.severity == s) for s in SEVERITY_LABELS}
@@ -152,6 +154,7 @@ class DoctorReport:
         return re.sub(rf"(?<![\w.])({names})(?!\w)", r'<code title="joint-graph node">\1</code>', text)
 
     def _table_html(self) -> str:
+        import pandas as pd
         t = self.table
         yes = theme.ROLE_COLORS["gradient"]
         no = SEVERITY_COLORS["error"]

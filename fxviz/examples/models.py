@@ -1,4 +1,4 @@
-"""Built-in example models used by the docs, the tests, the notebooks and the CLI.
+"""The built-in example models and their factories (``fxviz.examples`` re-exports them).
 
 Each factory returns ``(model, example_inputs)`` where ``example_inputs`` is a tuple, so
 ``fxviz.trace(model, *example_inputs)`` works.  Every factory has a size knob so tests stay fast;
@@ -14,7 +14,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["alexnet", "mlp", "resnet_block", "mini_gpt", "pointwise_chain", "EXAMPLES", "get_example"]
+from . import NAMES
+
+__all__ = ["alexnet", "mlp", "resnet_block", "mini_gpt", "pointwise_chain", "EXAMPLES", "Example"]
 
 Example = tuple[nn.Module, tuple[torch.Tensor, ...]]
 
@@ -232,21 +234,5 @@ def pointwise_chain(batch: int = 64, features: int = 128, depth: int = 3, seed: 
     return model, (torch.randn(batch, features, generator=_seeded(seed + 1)),)
 
 
-EXAMPLES: dict[str, Callable[..., Example]] = {
-    "alexnet": alexnet,
-    "mlp": mlp,
-    "resnet_block": resnet_block,
-    "mini_gpt": mini_gpt,
-    "pointwise_chain": pointwise_chain,
-}
-
-
-def get_example(name: str, **kwargs: object) -> Example:
-    """Build a built-in example by name (the CLI's ``MODEL`` argument)."""
-    from .errors import ModelSpecError
-
-    try:
-        factory = EXAMPLES[name]
-    except KeyError:
-        raise ModelSpecError(f"no built-in example named {name!r}; known: {', '.join(EXAMPLES)}") from None
-    return factory(**kwargs)
+EXAMPLES: dict[str, Callable[..., Example]] = {name: globals()[name] for name in NAMES}
+"""Every built-in example's factory, by the name the CLI takes (``fxviz.examples.NAMES``)."""
