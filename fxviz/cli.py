@@ -12,7 +12,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from .analysis.strategies import OFFERED, forms_text, parse_list
 from .errors import FxvizError, ModelSpecError
@@ -97,20 +97,61 @@ def _stem(args: argparse.Namespace) -> str:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    """The graphs of a logged run (TORCH_TRACE=dir): one row per compiled graph and rank."""
+    """The graphs of a logged run (TORCH_TRACE=dir): one row per compiled graph and rank, printed as
+    each compile is read."""
     log_files(args.dir)  # a missing path is said before torch loads
-    import pandas as pd
+    from .logs.run import graph_rows, load_logs
 
-    from .logs import load_logs
-
-    run = load_logs(args.dir)
-    df = run.graphs.drop(columns=["file"])
-    with pd.option_context("display.width", 250, "display.max_columns", None, "display.max_colwidth", 60):
-        print(repr(run))
-        print(df.to_string(index=False))
+    table = _StreamedTable(sys.stdout)
+    print(f"{args.dir}: the compiles as they are read")
+    run = load_logs(args.dir, on_compile=lambda c: table.rows(graph_rows(c)))
+    print(repr(run))
     if run.skipped:
         print("skipped record kinds: " + ", ".join(f"{k} ({n})" for k, n in sorted(run.skipped.items())))
     return 0
+
+
+class _StreamedTable:
+    """The rows of ``Run.graphs`` printed one at a time under a fixed header: numbers right-aligned
+    under their names, long text cut to 60 characters (what the pandas table showed)."""
+
+    WIDTHS: ClassVar[dict[str, int]] = {"rank": 4, "compile_id": 10, "piece": 5, "attempt": 7, "frame": 20,
+                                        "source": 44, "joint": 5, "forward": 7, "backward": 8, "inference": 9,
+                                        "nodes": 6, "saved": 6}
+    TEXT: ClassVar[tuple[str, ...]] = ("recompile_reason", "graph_break_reason")
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.shown: dict[tuple[Any, ...], dict[str, Any]] = {}  # (rank, compile id, piece) -> the row printed
+        self.header = False
+        self.noted = False
+
+    @staticmethod
+    def _cut(value: Any, width: int, tail: bool = False) -> str:
+        text = "None" if value is None else str(value)
+        if len(text) <= width:
+            return text
+        return "…" + text[-(width - 1):] if tail else text[:width - 1] + "…"
+
+    def rows(self, rows: list[dict[str, Any]]) -> None:
+        """Print the rows not printed yet; a row that changed since it was printed (a record of its
+        compile came after the compile's metrics) again, under a note."""
+        if not self.header:
+            cells = [name.rjust(w) for name, w in self.WIDTHS.items()] + list(self.TEXT)
+            print(" ".join(cells), file=self.out)
+            self.header = True
+        for row in rows:
+            key = (row["rank"], row["compile_id"], row["piece"])
+            before = self.shown.get(key)
+            if before == row:
+                continue
+            if before is not None and not self.noted:
+                print("rows completed by records after their compile's metrics:", file=self.out)
+                self.noted = True
+            self.shown[key] = row
+            cells = [self._cut(row[name], w, tail=name == "source").rjust(w) for name, w in self.WIDTHS.items()]
+            cells += [self._cut(row[name], 60) for name in self.TEXT]
+            print(" ".join(cells), file=self.out, flush=True)
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
