@@ -46,9 +46,9 @@ def make_big_log(directory: pathlib.Path, mb: float) -> pathlib.Path:
     return big
 
 
-def time_fxviz(log: pathlib.Path) -> tuple[float, float, int]:
-    """(whole command s, first row s, rows printed)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def time_fxviz(log: pathlib.Path, checkout: pathlib.Path = ROOT) -> tuple[float, float, int]:
+    """(whole command s, first row s, rows printed) of ``checkout``'s fxviz."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "fxviz", "logs", str(log)], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=env, cwd=tempfile.gettempdir(), text=True)
@@ -80,20 +80,21 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--log", help="an existing big log (skip making one)")
     ap.add_argument("--keep", help="make the log in this directory and keep it")
+    ap.add_argument("--before", help="a directory holding another checkout's fxviz/ to time beside")
     args = ap.parse_args()
     work = pathlib.Path(args.keep or tempfile.mkdtemp(prefix="fxviz_biglog_"))
     log = pathlib.Path(args.log) if args.log else make_big_log(work, args.mb)
     size = log.stat().st_size / 1e6
     before = os.getloadavg()
     fx: list[tuple[float, float, int]] = []
+    old: list[tuple[float, float, int]] = []
     tl: list[float] = []
     for r in range(args.rounds):
-        if r % 2 == 0:
-            fx.append(time_fxviz(log))
-            tl.append(time_tlparse(log, work / "tl_out"))
-        else:
-            tl.append(time_tlparse(log, work / "tl_out"))
-            fx.append(time_fxviz(log))
+        steps = [lambda: fx.append(time_fxviz(log)), lambda: tl.append(time_tlparse(log, work / "tl_out"))]
+        if args.before:
+            steps.append(lambda: old.append(time_fxviz(log, pathlib.Path(args.before))))
+        for step in steps if r % 2 == 0 else reversed(steps):
+            step()
     after = os.getloadavg()
     whole = statistics.median(f[0] for f in fx)
     first = statistics.median(f[1] for f in fx)
@@ -104,6 +105,9 @@ def main() -> None:
     print(f"| `fxviz logs BIG` (whole) | {whole:.2f} | {min(f[0] for f in fx):.2f} | {whole / tlp:.2f}x |")
     print(f"| `fxviz logs BIG` (first row) | {first:.2f} | {min(f[1] for f in fx):.2f} | {first / tlp:.2f}x |")
     print(f"| `tlparse BIG --no-browser -o OUT` | {tlp:.2f} | {min(tl):.2f} | 1.00x |")
+    if old:
+        o = statistics.median(f[0] for f in old)
+        print(f"| before: `fxviz logs BIG` (whole) | {o:.2f} | {min(f[0] for f in old):.2f} | {o / tlp:.2f}x |")
     if not args.keep and not args.log:
         shutil.rmtree(work, ignore_errors=True)
 
