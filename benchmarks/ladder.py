@@ -56,11 +56,11 @@ WARMUP = "mlp"  # both sides run their path once on this before measuring anythi
 
 
 def _load_examples() -> Any:
-    """``fxviz.examples.models``: the torch-alone worker must not load fxviz's analysis (its import
-    cost belongs to fxviz's side).  Since issue 26 ``import fxviz`` and ``fxviz.examples`` load no
-    torch and nothing else of fxviz, so importing the models module costs torch's side only torch."""
+    """``fxviz.examples``: the torch-alone worker must not load fxviz's analysis (its import cost
+    belongs to fxviz's side).  Since issue 26 ``import fxviz`` loads nothing but ``fxviz.errors``, and
+    ``fxviz.examples`` only torch and ``fxviz.example_names``."""
     sys.path.insert(0, str(ROOT))
-    return importlib.import_module("fxviz.examples.models")
+    return importlib.import_module("fxviz.examples")
 
 
 def build_model(spec: Spec) -> tuple[Any, tuple[Any, ...]]:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from .analysis.strategies import OFFERED, forms_text, parse_list
 from .errors import FxvizError, ModelSpecError
-from .examples import NAMES as EXAMPLE_NAMES
+from .example_names import NAMES as EXAMPLE_NAMES
 from .logs.reader import log_files
 from .render.limits import NODE_LIMIT
 
@@ -32,12 +32,12 @@ def load_model_spec(spec: str) -> tuple[Any, tuple[Any, ...]]:
 
     The factory is called with no arguments and returns ``(model, example_inputs)``.
     """
-    from .examples import NAMES, get_example
-
     if ":" not in spec:
-        if spec in NAMES:
+        if spec in EXAMPLE_NAMES:
+            from .examples import get_example
+
             return get_example(spec)
-        raise ModelSpecError(f"unknown model {spec!r}: not a built-in example ({', '.join(NAMES)}) "
+        raise ModelSpecError(f"unknown model {spec!r}: not a built-in example ({', '.join(EXAMPLE_NAMES)}) "
                              "and not of the form package.module:factory")
     where, _, attr = spec.rpartition(":")
     try:

@@ -1,4 +1,4 @@
-"""The built-in example models and their factories (``fxviz.examples`` re-exports them).
+"""Built-in example models used by the docs, the tests, the notebooks and the CLI.
 
 Each factory returns ``(model, example_inputs)`` where ``example_inputs`` is a tuple, so
 ``fxviz.trace(model, *example_inputs)`` works.  Every factory has a size knob so tests stay fast;
@@ -14,9 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import NAMES
-
-__all__ = ["alexnet", "mlp", "resnet_block", "mini_gpt", "pointwise_chain", "EXAMPLES", "Example"]
+__all__ = ["alexnet", "mlp", "resnet_block", "mini_gpt", "pointwise_chain", "EXAMPLES", "get_example"]
 
 Example = tuple[nn.Module, tuple[torch.Tensor, ...]]
 
@@ -234,5 +232,19 @@ def pointwise_chain(batch: int = 64, features: int = 128, depth: int = 3, seed: 
     return model, (torch.randn(batch, features, generator=_seeded(seed + 1)),)
 
 
+# the names live in a torch-free module, so the CLI checks a model name before torch loads (issue 26);
+# imported here, at the end, so the source lines the golden drawings and tests pin do not move
+from .example_names import NAMES  # noqa: E402
+
 EXAMPLES: dict[str, Callable[..., Example]] = {name: globals()[name] for name in NAMES}
-"""Every built-in example's factory, by the name the CLI takes (``fxviz.examples.NAMES``)."""
+
+
+def get_example(name: str, **kwargs: object) -> Example:
+    """Build a built-in example by name (the CLI's ``MODEL`` argument)."""
+    from .errors import ModelSpecError
+
+    try:
+        factory = EXAMPLES[name]
+    except KeyError:
+        raise ModelSpecError(f"no built-in example named {name!r}; known: {', '.join(EXAMPLES)}") from None
+    return factory(**kwargs)
