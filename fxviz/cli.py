@@ -18,7 +18,7 @@ from .analysis.strategies import OFFERED, forms_text, parse_list
 from .errors import FxvizError, ModelSpecError
 from .example_names import NAMES as EXAMPLE_NAMES
 from .logs.reader import log_files
-from .render.limits import NODE_LIMIT
+from .render.limits import NODE_LIMIT, REPORT_BUDGET
 
 # every strategy form and the default list, from the one registry (fxviz/analysis/strategies.py)
 STRATEGY_FORMS = forms_text()
@@ -337,7 +337,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         run = load_logs(args.logs)
         out = args.output or f"{_stem(args)}.html"
         path = report(run, out, rank=args.rank, compile_id=args.graph, strategies=parse_list(args.strategies),
-                      group=args.group, depth=args.depth, progress=say)
+                      group=args.group, depth=args.depth, progress=say, budget=args.budget or None)
         print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB")
         return 0
     tr = _trace(args)
@@ -345,7 +345,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     strategies = parse_list(args.strategies) or list(tr.offered)
     out = args.output or f"{_stem(args)}.html"
-    path = report(tr, out, strategies=strategies, group=args.group, depth=args.depth, progress=say)
+    path = report(tr, out, strategies=strategies, group=args.group, depth=args.depth, progress=say,
+                  budget=args.budget or None)
     note = f" ({len(tr.pieces)} graphs: every piece and a whole-model overview)" if len(tr.pieces) > 1 else ""
     print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB{note}")
     return 0
@@ -359,6 +360,9 @@ def _report_args(p: argparse.ArgumentParser) -> None:
                                                                f"node (none); default: modules collapse above "
                                                                f"{NODE_LIMIT} nodes")
     p.add_argument("--depth", type=int, help="with module grouping: modules at this depth become one box")
+    p.add_argument("--budget", type=float, default=REPORT_BUDGET,
+                   help=f"seconds of layout for the forward/backward drawings once the opening view is drawn; "
+                        f"views past it say how to draw them (default {REPORT_BUDGET:g}; 0: draw every view)")
     p.add_argument("-v", "--verbose", action="store_true", help="say what is being computed")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 from .analysis.strategies import Strategy, StrategyLike, parse_list
 from .capture import graph_name
 from .errors import FxvizError, InputError
+from .graph_facts import joint_node_count
 from .render import theme
 from .render.embed import SVG_ELEMENTS, clean_svg, page_data
+from .render.limits import REPORT_BUDGET
 from .render.scene import RECOMPUTED_SUFFIX, format_tensor
 from .units import format_bytes, format_flops, is_missing
 
@@ -45,6 +48,8 @@ __all__ = [
     "DIFFERENCES_NODE_LIMIT",
     "openable_boxes",
     "report_data",
+    "drawings_within",
+    "REPORT_BUDGET",
     "pieces_data",
     "overview_data",
     "piece_options",
@@ -439,6 +444,30 @@ def _differences_drawings(tr: Trace, keys: Sequence[str], statuses: dict[str, An
     return out
 
 
+def drawings_within(tr: Trace, todo: Sequence[ViewKey], first: ViewKey, budget: float | None,
+                    say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """The payload of every view in ``todo``, by key, in order: ``first`` (the view the page opens
+    with) always, the others while the layout time spent is under ``budget`` seconds; a view past
+    the budget gets a payload whose ``error`` says so and how to draw it."""
+    drawn: dict[str, dict[str, Any]] = {}
+    start = time.perf_counter()
+    for k in todo:
+        spent = time.perf_counter() - start
+        if k is not first and budget is not None and spent > budget:
+            head = ViewPayload(key=k.text(), view=k.view, strategy=k.strategy.name if k.strategy else None,
+                               compare=None, expanded=list(k.expand), overlay=k.strategy is None)
+            side = f"--view {k.view} --strategy {k.strategy.name}" if k.strategy else f"--view {k.view}"
+            drawn[k.text()] = dataclasses.replace(head, error=(
+                f"not drawn in this report: its drawings took {spent:.0f} s of layout, past its budget of "
+                f"{budget:g} s, on this {joint_node_count(tr.graph.info.values())}-node graph\n"
+                f"What to do: draw it with 'fxviz draw MODEL {side}' (or tr.draw(...)), or write the report with "
+                "budget=None ('fxviz report --budget 0' draws every view)")).to_json()
+            continue
+        say("drawing: the joint layout" if k is first else f"drawing: {k.text()}")
+        drawn[k.text()] = view_payload(tr, k).to_json()
+    return drawn
+
+
 def _default_compare(keys: Sequence[str]) -> str | None:
     """The partner a compare view opens with: min-cut for the default, else the default."""
     if len(keys) < 2:
@@ -450,13 +479,16 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
                 views: Iterable[str] = ("joint", "forward", "backward", "compare"),
                 compare: Sequence[tuple[StrategyLike, StrategyLike]] | None = None, group: str | None = None,
                 depth: int | None = None, title: str | None = None,
-                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                progress: Callable[[str], None] | None = None,
+                budget: float | None = REPORT_BUDGET) -> dict[str, Any]:
     """Every payload one report holds: one joint layout (strategies and compares are overlays on
     it, any pair of ``strategies``), each strategy's forward and backward drawing (``views``: one
     :class:`ViewPayload` each, by key), the ``index`` from the controls' state to those keys, the
     node records, the memory table, the doctor's findings and the legend.  ``strategies``: default
     ``tr.offered`` (a log's trace shows what the run saved first).  ``compare``: the pair the
-    compare view opens with (its first pair; default: the first two strategies)."""
+    compare view opens with (its first pair; default: the first two strategies).  ``budget``: seconds
+    of layout after which the remaining forward/backward drawings are left out (see
+    :func:`drawings_within`); None draws every one."""
     keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
     if not keys:
         raise InputError("the report needs at least one strategy", "pass strategies=('default', 'min_cut')")
@@ -476,10 +508,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     todo = [ViewKey(v, s, None, group, depth) for v in views if v in ("forward", "backward") for s in keys]
     if "joint" in views or "compare" in views:
         todo.insert(0, layout)
-    drawn: dict[str, dict[str, Any]] = {}
-    for k in todo:
-        say("drawing: the joint layout" if k is layout else f"drawing: {k.text()}")
-        drawn[k.text()] = view_payload(tr, k).to_json()
+    drawn = drawings_within(tr, todo, todo[0] if todo else layout, budget, say)
     differences = _differences_drawings(tr, keys, statuses, views, drawn, say)
     say("memory table")
     try:
