@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import os
 import pathlib
 import statistics
@@ -46,7 +47,7 @@ def main() -> None:
     t_trace, tr = timed(lambda: fxviz.trace(model, *inputs))
     g = tr.graph
     print(f"{args.rung}: {len(g.info)} joint nodes; trace {t_trace:.2f} s", flush=True)
-    t_first, drawing = timed(lambda: tr.draw().svg())
+    t_first, _ = timed(lambda: tr.draw().svg())
     print(f"first picture (tr.draw().svg()) {t_first:.2f} s", flush=True)
 
     def torch_call(which: str) -> Any:
@@ -65,26 +66,31 @@ def main() -> None:
             times[name].append(timed(fn)[0])
         tr._cache.clear()  # the memory table from scratch: partitions included
         times["fxviz memory table"].append(timed(lambda: tr.memory_table(["default", "min_cut"]))[0])
-    med = {k: statistics.median(v) for k, v in times.items()}
-    for k, v in times.items():
-        print(f"{k}: median {med[k]:.2f} s, runs {', '.join(f'{x:.2f}' for x in v)}", flush=True)
-    print(f"ratio fxviz min_cut / torch min_cut: {med['fxviz min_cut'] / med['torch min_cut']:.2f}x")
-    print(f"ratio fxviz memory table (default + min_cut partitions included) / torch (default + min_cut): "
-          f"{med['fxviz memory table'] / (med['torch min_cut'] + med['torch default']):.2f}x", flush=True)
+    if args.repeat:
+        med = {k: statistics.median(v) for k, v in times.items()}
+        for k, v in times.items():
+            print(f"{k}: median {med[k]:.2f} s, runs {', '.join(f'{x:.2f}' for x in v)}", flush=True)
+        print(f"ratio fxviz min_cut / torch min_cut: {med['fxviz min_cut'] / med['torch min_cut']:.2f}x")
+        print(f"ratio fxviz memory table (default + min_cut partitions included) / torch (default + min_cut): "
+              f"{med['fxviz memory table'] / (med['torch min_cut'] + med['torch default']):.2f}x", flush=True)
     if args.profile:
         pathlib.Path(args.profile).mkdir(parents=True, exist_ok=True)
-        cProfile.runctx("partition(g, 'min_cut')", globals(), locals(), f"{args.profile}/min_cut.prof")
     if not args.skip_report:
-        out = pathlib.Path(tempfile.mkdtemp()) / "big.html"
-        prof = cProfile.Profile() if args.profile else None
-        if prof:
-            prof.enable()
-        t_report, _ = timed(lambda: fxviz.report(tr, out))
-        if prof:
-            prof.disable()
-            prof.dump_stats(f"{args.profile}/report.prof")
-        print(f"report {t_report:.2f} s ({out.stat().st_size / 1e6:.1f} MB) = {t_report / t_trace:.2f} x the trace "
-              f"(target < 0.5 x){' (profiled)' if prof else ''}", flush=True)
+        # every view (what the report did before issue 26), then within the default budget; the
+        # Trace's caches cleared before each, so both compute their partitions and tables
+        for budget in ([None] if args.profile else []) + ["default"]:
+            tr._cache.clear()
+            out = pathlib.Path(tempfile.mkdtemp()) / "big.html"
+            kw = {} if budget == "default" else {"budget": None}
+            prof = cProfile.Profile() if args.profile and budget is None else None
+            if prof:
+                prof.enable()
+            t_report, _ = timed(functools.partial(fxviz.report, tr, out, **kw))
+            if prof:
+                prof.disable()
+                prof.dump_stats(f"{args.profile}/report.prof")
+            print(f"report (budget {budget}) {t_report:.2f} s ({out.stat().st_size / 1e6:.1f} MB) = "
+                  f"{t_report / t_trace:.2f} x the trace (target < 0.5 x){' (profiled)' if prof else ''}", flush=True)
     print(f"load after {os.getloadavg()}")
 
 

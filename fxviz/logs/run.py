@@ -155,9 +155,10 @@ class _FileIndex:
                     if c is not None:
                         c.rank = self._rank()
                         on_compile(c)
-        for c in self.compiles.values() if on_compile is not None else ():
-            c.rank = self._rank()
-            on_compile(c)
+        if on_compile is not None:
+            for c in self.compiles.values():
+                c.rank = self._rank()
+                on_compile(c)
 
     def _rank(self) -> int:
         """The file's rank: the one its records name, else its file name's, else its position."""
