@@ -361,8 +361,8 @@ def _report_args(p: argparse.ArgumentParser) -> None:
                                                                f"{NODE_LIMIT} nodes")
     p.add_argument("--depth", type=int, help="with module grouping: modules at this depth become one box")
     p.add_argument("--budget", type=float, default=REPORT_BUDGET,
-                   help=f"seconds of layout for the forward/backward drawings once the opening view is drawn; "
-                        f"views past it say how to draw them (default {REPORT_BUDGET:g}; 0: draw every view)")
+                   help=f"seconds to spend partitioning and drawing beyond the first strategy and the opening view; "
+                        f"what is left out says how to get it (default {REPORT_BUDGET:g}; 0: everything)")
     p.add_argument("-v", "--verbose", action="store_true", help="say what is being computed")
 
 

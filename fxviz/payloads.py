@@ -49,6 +49,7 @@ __all__ = [
     "openable_boxes",
     "report_data",
     "drawings_within",
+    "statuses_within",
     "REPORT_BUDGET",
     "pieces_data",
     "overview_data",
@@ -444,27 +445,60 @@ def _differences_drawings(tr: Trace, keys: Sequence[str], statuses: dict[str, An
     return out
 
 
-def drawings_within(tr: Trace, todo: Sequence[ViewKey], first: ViewKey, budget: float | None,
-                    say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+_LEFT_OUT = "not computed in this report"
+
+
+def _left_out_text(tr: Trace, budget: float, what: str, how: str) -> str:
+    nodes = joint_node_count(tr.graph.info.values())
+    return (f"{_LEFT_OUT}: {what} would pass the report's budget of {budget:g} s on this {nodes}-node graph\n"
+            f"What to do: {how}, or write the report with budget=None ('fxviz report --budget 0' computes and "
+            "draws everything)")
+
+
+def statuses_within(tr: Trace, keys: Sequence[str], start: float, budget: float | None,
+                    say: Callable[[str], None]) -> dict[str, Any]:
+    """Each strategy's status (``status_data``): the first strategy's always, the others' while under
+    ``budget`` seconds since ``start``; a strategy past it gets a status whose ``error`` says so and
+    how to see it (its partition is not cached, so asking for it later computes it).  "Past it": when
+    the time spent plus what the first partition took (torch's cheapest, usually) would exceed it."""
+    out: dict[str, Any] = {}
+    first_cost = 0.0
+    for i, s in enumerate(keys):
+        if i and budget is not None and time.perf_counter() - start + first_cost > budget:
+            strategy = Strategy.parse(s)
+            how = f"see it with 'fxviz table MODEL --strategies {s}' or tr.partition('{s}')"
+            out[s] = {"key": s, "label": strategy.label, "saved": [], "recomputed": [], "removed": [], "random": [],
+                      "error": _left_out_text(tr, budget, f"partitioning with {strategy.label}", how)}
+            continue
+        say(f"partitioning: {s}")
+        began = time.perf_counter()
+        out[s] = status_data(tr.partition(s))
+        first_cost = first_cost or time.perf_counter() - began
+    return out
+
+
+def drawings_within(tr: Trace, todo: Sequence[ViewKey], first: ViewKey, start: float, budget: float | None,
+                    left_out: set[str], say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     """The payload of every view in ``todo``, by key, in order: ``first`` (the view the page opens
-    with) always, the others while the layout time spent is under ``budget`` seconds; a view past
-    the budget gets a payload whose ``error`` says so and how to draw it."""
+    with) always, the others while under ``budget`` seconds since ``start`` and their strategy was
+    partitioned (not in ``left_out``); a view left out gets a payload whose ``error`` says so and how
+    to draw it.  Past the budget: when the time spent plus what the first drawing took would exceed it."""
     drawn: dict[str, dict[str, Any]] = {}
-    start = time.perf_counter()
+    first_cost = 0.0
     for k in todo:
-        spent = time.perf_counter() - start
-        if k is not first and budget is not None and spent > budget:
+        late = budget is not None and time.perf_counter() - start + first_cost > budget
+        if k is not first and (late or (k.strategy is not None and k.strategy.name in left_out)):
             head = ViewPayload(key=k.text(), view=k.view, strategy=k.strategy.name if k.strategy else None,
                                compare=None, expanded=list(k.expand), overlay=k.strategy is None)
             side = f"--view {k.view} --strategy {k.strategy.name}" if k.strategy else f"--view {k.view}"
-            drawn[k.text()] = dataclasses.replace(head, error=(
-                f"not drawn in this report: its drawings took {spent:.0f} s of layout, past its budget of "
-                f"{budget:g} s, on this {joint_node_count(tr.graph.info.values())}-node graph\n"
-                f"What to do: draw it with 'fxviz draw MODEL {side}' (or tr.draw(...)), or write the report with "
-                "budget=None ('fxviz report --budget 0' draws every view)")).to_json()
+            drawn[k.text()] = dataclasses.replace(head, error=_left_out_text(
+                tr, budget, f"drawing the {k.view} view", f"draw it with 'fxviz draw MODEL {side}' or tr.draw(...)")
+            ).to_json()
             continue
         say("drawing: the joint layout" if k is first else f"drawing: {k.text()}")
+        began = time.perf_counter()
         drawn[k.text()] = view_payload(tr, k).to_json()
+        first_cost = first_cost or time.perf_counter() - began
     return drawn
 
 
@@ -487,8 +521,9 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     node records, the memory table, the doctor's findings and the legend.  ``strategies``: default
     ``tr.offered`` (a log's trace shows what the run saved first).  ``compare``: the pair the
     compare view opens with (its first pair; default: the first two strategies).  ``budget``: seconds
-    of layout after which the remaining forward/backward drawings are left out (see
-    :func:`drawings_within`); None draws every one."""
+    after which the report stops partitioning further strategies and drawing further views (the first
+    strategy and the opening view always; see :func:`statuses_within`, :func:`drawings_within`); None
+    computes and draws everything."""
     keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
     if not keys:
         raise InputError("the report needs at least one strategy", "pass strategies=('default', 'min_cut')")
@@ -500,19 +535,18 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     first_pair = pairs[0] if pairs else (keys[0], _default_compare(keys))
     say = progress or (lambda _m: None)
 
-    statuses: dict[str, Any] = {}
-    for s in keys:
-        say(f"partitioning: {s}")
-        statuses[s] = status_data(tr.partition(s))
+    start = time.perf_counter()
+    statuses = statuses_within(tr, keys, start, budget, say)
+    left_out = {s for s in keys if statuses[s]["error"] and statuses[s]["error"].startswith(_LEFT_OUT)}
     layout = ViewKey("joint", None, None, group, depth)
     todo = [ViewKey(v, s, None, group, depth) for v in views if v in ("forward", "backward") for s in keys]
     if "joint" in views or "compare" in views:
         todo.insert(0, layout)
-    drawn = drawings_within(tr, todo, todo[0] if todo else layout, budget, say)
+    drawn = drawings_within(tr, todo, todo[0] if todo else layout, start, budget, left_out, say)
     differences = _differences_drawings(tr, keys, statuses, views, drawn, say)
     say("memory table")
     try:
-        table = table_data(tr.memory_table(keys), tr)
+        table = table_data(tr.memory_table([s for s in keys if s not in left_out]), tr)
     except FxvizError as exc:
         table = {"message": f"no memory table: {exc.message}"}
 
