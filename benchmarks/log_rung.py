@@ -39,8 +39,8 @@ t2 = time.perf_counter()
 svg = tr.draw().svg()
 t3 = time.perf_counter()
 from fxviz.graph_facts import joint_node_count
-print(json.dumps({"nodes": joint_node_count(tr.graph.info.values()), "load_logs_s": t1 - t0, "trace_from_log_s": t2 - t1,
-                  "first_picture_s": t3 - t2, "load": os.getloadavg()}))
+print(json.dumps({"nodes": joint_node_count(tr.graph.info.values()), "load_logs_s": t1 - t0,
+                  "trace_from_log_s": t2 - t1, "first_picture_s": t3 - t2, "load": os.getloadavg()}))
 """
 
 
