@@ -448,9 +448,9 @@ def _differences_drawings(tr: Trace, keys: Sequence[str], statuses: dict[str, An
 _LEFT_OUT = "not computed in this report"
 
 
-def _left_out_text(tr: Trace, budget: float, what: str, how: str) -> str:
+def _left_out_text(tr: Trace, budget: float | None, what: str, how: str) -> str:
     nodes = joint_node_count(tr.graph.info.values())
-    return (f"{_LEFT_OUT}: {what} would pass the report's budget of {budget:g} s on this {nodes}-node graph\n"
+    return (f"{_LEFT_OUT}: {what} would pass the report's budget of {budget or 0:g} s on this {nodes}-node graph\n"
             f"What to do: {how}, or write the report with budget=None ('fxviz report --budget 0' computes and "
             "draws everything)")
 
