@@ -12,10 +12,11 @@ __all__ = ["NODE_LIMIT", "REPORT_BUDGET"]
 # drawn op by op.
 NODE_LIMIT = 150
 
-REPORT_BUDGET = 20.0
+REPORT_BUDGET = 10.0
 """Seconds a report spends partitioning and laying out before it leaves the rest out.  The first
 strategy and the view the page opens with are always computed; further strategies and drawings only
-while under the budget, and each one left out says so in the page with how to get it.  Small graphs
-never reach it (AlexNet's whole report: about 2 s); on a 10,000-node graph (issue 26) torch's own
-partitioners take 18 s (default) and 43 s (min-cut) each under load, more than the 20 s, and each
-collapsed forward or backward drawing several seconds."""
+while the time spent plus their estimated cost stays under the budget, and each one left out says so
+in the page with how to get it.  Small graphs never reach it (AlexNet's whole report: about 2 s; a
+12-layer GPT-2: about 5 s); on a 10,282-node graph (issue 26) torch's own partitioners take 6-18 s
+(default) and 20-43 s (min-cut) each, and its trace 27-90 s, so a report holding every strategy
+took twice the trace.  10 s keeps the report of that graph near half its trace."""
