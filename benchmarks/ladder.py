@@ -8,7 +8,7 @@ targets in ``report.py`` that are about one model (``REPORT_MODEL``, ``META_MODE
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
+import importlib
 import pathlib
 import sys
 from typing import Any
@@ -56,15 +56,11 @@ WARMUP = "mlp"  # both sides run their path once on this before measuring anythi
 
 
 def _load_examples() -> Any:
-    """``fxviz/examples.py`` loaded by path: the torch-alone worker must not import the fxviz
-    package (its import cost and its imports of pandas, graphviz... belong to fxviz's side)."""
-    path = ROOT / "fxviz" / "examples.py"
-    spec = importlib.util.spec_from_file_location("_bench_examples", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["_bench_examples"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    """``fxviz.examples``: the torch-alone worker must not load fxviz's analysis (its import cost
+    belongs to fxviz's side).  Since issue 26 ``import fxviz`` loads nothing but ``fxviz.errors``, and
+    ``fxviz.examples`` only torch and ``fxviz.example_names``."""
+    sys.path.insert(0, str(ROOT))
+    return importlib.import_module("fxviz.examples")
 
 
 def build_model(spec: Spec) -> tuple[Any, tuple[Any, ...]]:

@@ -14,11 +14,13 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from .analysis.strategies import OFFERED, forms_text, parse_list
 from .errors import FxvizError, FxvizWarning, ModelSpecError
-from .render.views import NODE_LIMIT
+from .example_names import NAMES as EXAMPLE_NAMES
+from .logs.reader import log_files
+from .render.limits import NODE_LIMIT, REPORT_BUDGET
 
 # every strategy form and the default list, from the one registry (fxviz/analysis/strategies.py)
 STRATEGY_FORMS = forms_text()
@@ -32,12 +34,12 @@ def load_model_spec(spec: str) -> tuple[Any, tuple[Any, ...]]:
 
     The factory is called with no arguments and returns ``(model, example_inputs)``.
     """
-    from .examples import EXAMPLES, get_example
-
     if ":" not in spec:
-        if spec in EXAMPLES:
+        if spec in EXAMPLE_NAMES:
+            from .examples import get_example
+
             return get_example(spec)
-        raise ModelSpecError(f"unknown model {spec!r}: not a built-in example ({', '.join(EXAMPLES)}) "
+        raise ModelSpecError(f"unknown model {spec!r}: not a built-in example ({', '.join(EXAMPLE_NAMES)}) "
                              "and not of the form package.module:factory")
     where, _, attr = spec.rpartition(":")
     try:
@@ -73,13 +75,12 @@ def load_model_spec(spec: str) -> tuple[Any, tuple[Any, ...]]:
 
 
 def _trace(args: argparse.Namespace) -> Any:
-    from .trace import trace
-
     if getattr(args, "logs", None):
-        from .logs import load_logs
-
         if args.model:
             raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
+        log_files(args.logs)  # a missing path is said before torch loads
+        from .logs import load_logs
+
         run = load_logs(args.logs)
         args.run = run  # the whole run, for the commands that say where this graph sits in it
         tr = run.trace(rank=args.rank, compile_id=args.graph)
@@ -91,6 +92,8 @@ def _trace(args: argparse.Namespace) -> Any:
         raise ModelSpecError("no model and no --logs",
                              "name a model (e.g. mini_gpt) or pass --logs DIR (see 'fxviz COMMAND --help')")
     model, inputs = load_model_spec(args.model)
+    from .trace import trace
+
     return trace(model, *inputs, params=args.params, backend=args.backend or "aot_eager", dynamic=args.dynamic)
 
 
@@ -114,11 +117,14 @@ def _stem(args: argparse.Namespace) -> str:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    """The graphs of a logged run (TORCH_TRACE=dir): one row per compiled graph and rank."""
-    from .logs import load_logs
+    """The graphs of a logged run (TORCH_TRACE=dir): one row per compiled graph and rank, printed as
+    each compile is read; then the whole run (graphs, frames that ran as plain Python, totals)."""
+    log_files(args.dir)  # a missing path is said before torch loads
+    from .logs.run import graph_rows, load_logs
 
-    run = load_logs(args.dir)
-    print(_graphs_text(run.graphs))
+    table = _StreamedTable(sys.stdout, args.dir)
+    run = load_logs(args.dir, on_compile=lambda c: table.rows(graph_rows(c)))
+    table.notes()
     print()
     print("\n".join(_wrap(line) for line in run.summary().splitlines()))
     if run.skipped:
@@ -146,33 +152,68 @@ def _wrap(text: str, indent: str = "    ") -> str:
     return textwrap.fill(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
 
 
-def _graphs_text(df: Any) -> str:
-    """``run.graphs`` in 100 columns: one short row per graph, reasons below as numbered notes."""
-    import pandas as pd
+class _StreamedTable:
+    """The rows of ``Run.graphs`` printed one at a time under a fixed header, in 100 columns: numbers
+    right-aligned under their names, long text cut; graph-break and recompile reasons as numbered
+    notes after the table.  A row completed by a record after its compile's metrics is printed again."""
 
-    rows: list[dict[str, Any]] = []
-    notes: list[str] = []
-    for _, r in df.iterrows():
-        kind = "joint" if r["joint"] else "inference" if r["inference"] else "none (eager)"
+    WIDTHS: ClassVar[dict[str, int]] = {"rank": 4, "graph": 8, "frame": 24, "line": 18, "backend": 9,
+                                        "aot graph": 9, "nodes": 6, "saved": 5, "notes": 6}
+
+    def __init__(self, out: Any, where: str) -> None:
+        self.out, self.where = out, where
+        self.shown: dict[tuple[Any, ...], dict[str, Any]] = {}  # (rank, compile id, piece) -> the row printed
+        self.reasons: dict[tuple[str, str], int] = {}  # (compile id, what) -> note number
+        self.header = False
+        self.noted = False
+
+    @staticmethod
+    def _cut(value: Any, width: int, tail: bool = False) -> str:
+        text = "" if value is None or value != value else str(value)  # None and NaN: empty
+        if len(text) <= width:
+            return text
+        return "…" + text[-(width - 1):] if tail else text[:width - 1] + "…"
+
+    def _cells(self, r: dict[str, Any]) -> dict[str, Any]:
         mark = ""
         for what in ("graph_break_reason", "recompile_reason"):
             if r[what]:
-                notes.append(f"[{len(notes) + 1}] {r['compile_id']} {what.replace('_reason', '').replace('_', ' ')}: "
-                             f"{r[what]}")
-                mark += f"[{len(notes)}]"
-        frame = str(r["frame"] or "?")
-        rows.append({"rank": r["rank"], "graph": r["compile_id"] + (f".{r['piece']}" if r["piece"] else ""),
-                     "frame": frame if len(frame) <= 28 else frame[:27] + "…",
-                     "line": str(r["source"] or "?").rsplit("/", 1)[-1][-20:], "backend": r["backend"],
-                     "aot graph": kind, "nodes": "" if pd.isna(r["nodes"]) else r["nodes"],
-                     "saved": "" if pd.isna(r["saved"]) else r["saved"], "notes": mark})
-    text = pd.DataFrame(rows).to_string(index=False)
-    return "\n".join([text] + [_wrap(n) for n in notes])
+                number = self.reasons.setdefault((f"{r['compile_id']}", what), len(self.reasons) + 1)
+                mark += f"[{number}]"
+        kind = "joint" if r["joint"] else "inference" if r["inference"] else "eager"
+        return {"rank": r["rank"], "graph": r["compile_id"] + (f".{r['piece']}" if r["piece"] else ""),
+                "frame": r["frame"] or "?", "line": str(r["source"] or "?").rsplit("/", 1)[-1],
+                "backend": r["backend"], "aot graph": kind, "nodes": r["nodes"], "saved": r["saved"], "notes": mark}
+
+    def rows(self, rows: list[dict[str, Any]]) -> None:
+        """Print the rows not printed yet (the header before the first), and a row that changed since."""
+        if not self.header:
+            print(f"{self.where}: the compiles as they are read", file=self.out)
+            print(" ".join(name.rjust(w) for name, w in self.WIDTHS.items()), file=self.out)
+            self.header = True
+        for row in rows:
+            key = (row["rank"], row["compile_id"], row["piece"])
+            before = self.shown.get(key)
+            if before == row:
+                continue
+            if before is not None and not self.noted:
+                print("rows completed by records after their compile's metrics:", file=self.out)
+                self.noted = True
+            self.shown[key] = row
+            cells = self._cells(row)
+            print(" ".join(self._cut(cells[name], w, tail=name == "line").rjust(w) for name, w in self.WIDTHS.items()),
+                  file=self.out, flush=True)
+
+    def notes(self) -> None:
+        """The reasons the rows' note marks point to, numbered, wrapped to 100 columns."""
+        for (compile_id, what), number in self.reasons.items():
+            reason = next((r[what] for r in self.shown.values() if r["compile_id"] == compile_id and r[what]), "")
+            label = what.replace("_reason", "").replace("_", " ")
+            print(_wrap(f"[{number}] {compile_id} {label}: {reason}"), file=self.out)
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
     """Role counts and the parameter table of a model's joint graph."""
-
     tr = _trace(args)
     print(_fitted(cli_words(tr.summary())))
     print()
@@ -287,9 +328,9 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_code(args: argparse.Namespace) -> int:
     """Print a partition's forward or backward graph (or the joint graph) as runnable Python."""
+    tr = _trace(args)
     from .capture import graph_of
 
-    tr = _trace(args)
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
             print(f"# ===== {graph_of(piece.index, len(tr.pieces))}")
@@ -308,13 +349,13 @@ def _code_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_table(args: argparse.Namespace) -> int:
     """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at."""
+    tr = _trace(args)  # argument errors first, before torch loads
     import pandas as pd
 
     from .capture import INFERENCE_NOTE, graph_of
     from .graph_facts import joint_node_count
     from .render.table import memory_table_text
 
-    tr = _trace(args)
     strategies = parse_list(args.strategies)
     if getattr(args, "run", None) is not None:
         print(_wrap(_where_in_run(args.run, tr, args.rank)))
@@ -398,24 +439,27 @@ def _saved_args(p: argparse.ArgumentParser) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the self-contained HTML report: graph views per strategy, details, search, memory
     table, doctor's findings; one file that loads nothing from the network."""
-    from .html_report import report
-
     say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else None
     if args.logs:  # every graph of the run, with a rank and a graph selector, opening on --rank/--graph
-        from .logs import load_logs
-
         if args.model:
             raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
+        log_files(args.logs)  # a missing path is said before torch loads
+        from .html_report import report
+        from .logs import load_logs
+
         run = load_logs(args.logs)
         out = args.output or f"{_stem(args)}.html"
         path = report(run, out, rank=args.rank, compile_id=args.graph, strategies=parse_list(args.strategies),
-                      group=args.group, depth=args.depth, progress=say)
+                      group=args.group, depth=args.depth, progress=say, budget=args.budget or None)
         print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB")
         return 0
     tr = _trace(args)
+    from .html_report import report
+
     strategies = parse_list(args.strategies) or list(tr.offered)
     out = args.output or f"{_stem(args)}.html"
-    path = report(tr, out, strategies=strategies, group=args.group, depth=args.depth, progress=say)
+    path = report(tr, out, strategies=strategies, group=args.group, depth=args.depth, progress=say,
+                  budget=args.budget or None)
     note = f" ({len(tr.pieces)} graphs: every piece and a whole-model overview)" if len(tr.pieces) > 1 else ""
     print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB{note}")
     return 0
@@ -429,6 +473,9 @@ def _report_args(p: argparse.ArgumentParser) -> None:
                                                                f"node (none); default: modules collapse above "
                                                                f"{NODE_LIMIT} nodes")
     p.add_argument("--depth", type=int, help="with module grouping: modules at this depth become one box")
+    p.add_argument("--budget", type=float, default=REPORT_BUDGET,
+                   help=f"seconds to spend partitioning and drawing beyond the first strategy and the opening view; "
+                        f"what is left out says how to get it (default {REPORT_BUDGET:g}; 0: everything)")
     p.add_argument("-v", "--verbose", action="store_true", help="say what is being computed")
 
 
@@ -571,8 +618,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_diff(sub)
     for name, (func, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("model", nargs="?", help="built-in example (alexnet, mlp, resnet_block, mini_gpt, "
-                                                "pointwise_chain) or package.module:factory or file.py:factory")
+        p.add_argument("model", nargs="?", help=f"built-in example ({', '.join(EXAMPLE_NAMES)}) or "
+                                                "package.module:factory or file.py:factory")
         p.add_argument("--logs", metavar="DIR", help="read the graph from a TORCH_TRACE log of a real run instead "
                                                      "of a model (a directory of per-rank files, or one file)")
         p.add_argument("--rank", type=int, default=0, help="with --logs: the rank (default 0)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 from .analysis.strategies import Strategy, StrategyLike, parse_list
 from .capture import graph_name, graph_of
 from .errors import FxvizError, InputError
+from .graph_facts import joint_node_count
 from .render import theme
 from .render.embed import SVG_ELEMENTS, clean_svg, page_data
+from .render.limits import REPORT_BUDGET
 from .render.scene import RECOMPUTED_SUFFIX, format_tensor
 from .roles import INPUT_ROLES, PARAMETER_ROLES
 from .units import format_bytes, format_flops, is_missing
@@ -48,6 +51,9 @@ __all__ = [
     "DIFFERENCES_NODE_LIMIT",
     "openable_boxes",
     "report_data",
+    "drawings_within",
+    "statuses_within",
+    "REPORT_BUDGET",
     "pieces_data",
     "overview_data",
     "piece_options",
@@ -503,17 +509,83 @@ def default_compare(strategy: str, offered: Sequence[str]) -> str | None:
     return next((k for k in offered if k != strategy), None)
 
 
+_LEFT_OUT = "not computed in this report"
+
+
+def _left_out_text(tr: Trace, budget: float | None, what: str, how: str) -> str:
+    nodes = joint_node_count(tr.graph.info.values())
+    return (f"{_LEFT_OUT}: {what} would pass the report's budget of {budget or 0:g} s on this {nodes}-node graph\n"
+            f"What to do: {how}, or write the report with budget=None ('fxviz report --budget 0' computes and "
+            "draws everything)")
+
+
+MIN_CUT_OVER_DEFAULT = 3.0
+"""How much longer than torch's default partition a min-cut partition takes (24.7 s against 7.9 s on
+the 10,282-node graph, issue 26): the estimate of the next strategy's cost, from the first one's."""
+
+
+def statuses_within(tr: Trace, keys: Sequence[str], start: float, budget: float | None,
+                    say: Callable[[str], None]) -> dict[str, Any]:
+    """Each strategy's status (``status_data``): the first strategy's always, the others' while under
+    ``budget`` seconds since ``start``; a strategy past it gets a status whose ``error`` says so and
+    how to see it (its partition is not cached, so asking for it later computes it).  "Past it": when
+    the time spent plus ``MIN_CUT_OVER_DEFAULT`` times what the first partition took would exceed it."""
+    out: dict[str, Any] = {}
+    first_cost = 0.0
+    for i, s in enumerate(keys):
+        if i and budget is not None and time.perf_counter() - start + MIN_CUT_OVER_DEFAULT * first_cost > budget:
+            strategy = Strategy.parse(s)
+            how = f"see it with 'fxviz table MODEL --strategies {s}' or tr.partition('{s}')"
+            out[s] = {"key": s, "label": strategy.label, "saved": [], "recomputed": [], "removed": [], "random": [],
+                      "error": _left_out_text(tr, budget, f"partitioning with {strategy.label}", how)}
+            continue
+        say(f"partitioning: {s}")
+        began = time.perf_counter()
+        out[s] = status_data(tr.partition(s))
+        first_cost = first_cost or time.perf_counter() - began
+    return out
+
+
+def drawings_within(tr: Trace, todo: Sequence[ViewKey], first: ViewKey, start: float, budget: float | None,
+                    left_out: set[str], say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """The payload of every view in ``todo``, by key, in order: ``first`` (the view the page opens
+    with) always, the others while under ``budget`` seconds since ``start`` and their strategy was
+    partitioned (not in ``left_out``); a view left out gets a payload whose ``error`` says so and how
+    to draw it.  Past the budget: when the time spent plus what the first drawing took would exceed it."""
+    drawn: dict[str, dict[str, Any]] = {}
+    first_cost = 0.0
+    for k in todo:
+        late = budget is not None and time.perf_counter() - start + first_cost > budget
+        if k is not first and (late or (k.strategy is not None and k.strategy.name in left_out)):
+            head = ViewPayload(key=k.text(), view=k.view, strategy=k.strategy.name if k.strategy else None,
+                               compare=None, expanded=list(k.expand), overlay=k.strategy is None)
+            side = f"--view {k.view} --strategy {k.strategy.name}" if k.strategy else f"--view {k.view}"
+            drawn[k.text()] = dataclasses.replace(head, error=_left_out_text(
+                tr, budget, f"drawing the {k.view} view", f"draw it with 'fxviz draw MODEL {side}' or tr.draw(...)")
+            ).to_json()
+            continue
+        say("drawing: the joint layout" if k is first else f"drawing: {k.text()}")
+        began = time.perf_counter()
+        drawn[k.text()] = view_payload(tr, k).to_json()
+        first_cost = first_cost or time.perf_counter() - began
+    return drawn
+
+
 def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
                 views: Iterable[str] = ("joint", "forward", "backward", "compare"),
                 compare: Sequence[tuple[StrategyLike, StrategyLike]] | None = None, group: str | None = None,
                 depth: int | None = None, title: str | None = None,
-                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                progress: Callable[[str], None] | None = None,
+                budget: float | None = REPORT_BUDGET) -> dict[str, Any]:
     """Every payload one report holds: one joint layout (strategies and compares are overlays on
     it, any pair of ``strategies``), each strategy's forward and backward drawing (``views``: one
     :class:`ViewPayload` each, by key), the ``index`` from the controls' state to those keys, the
     node records, the memory table, the doctor's findings and the legend.  ``strategies``: default
     ``tr.offered`` (a log's trace shows what the run saved first).  ``compare``: the pair the
-    compare view opens with (its first pair; default: the first strategy and its ``default_compare``)."""
+    compare view opens with (its first pair; default: the first strategy and its ``default_compare``).
+    ``budget``: seconds after which the report stops partitioning further strategies and drawing
+    further views (the first strategy and the opening view always; see :func:`statuses_within`,
+    :func:`drawings_within`); None computes and draws everything."""
     keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
     if not keys:
         raise InputError("the report needs at least one strategy", "pass strategies=('default', 'min_cut')")
@@ -525,25 +597,21 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     first_pair = pairs[0] if pairs else (keys[0], default_compare(keys[0], keys))
     say = progress or (lambda _m: None)
 
-    statuses: dict[str, Any] = {}
-    for s in keys:
-        say(f"partitioning: {s}")
-        statuses[s] = status_data(tr.partition(s))
+    start = time.perf_counter()
+    statuses = statuses_within(tr, keys, start, budget, say)
+    left_out = {s for s in keys if statuses[s]["error"] and statuses[s]["error"].startswith(_LEFT_OUT)}
     layout = ViewKey("joint", None, None, group, depth)
     todo = [ViewKey(v, s, None, group, depth) for v in views if v in ("forward", "backward") for s in keys]
     if "joint" in views or "compare" in views:
         todo.insert(0, layout)
-    drawn: dict[str, dict[str, Any]] = {}
-    for k in todo:
-        say("drawing: the joint layout" if k is layout else f"drawing: {k.text()}")
-        payload = view_payload(tr, k)
-        if k is layout:  # the shared layout shows every strategy: each one's saved tensors
-            payload = dataclasses.replace(payload, saved={s: saved_data(tr, s) for s in keys})
-        drawn[k.text()] = payload.to_json()
+    drawn = drawings_within(tr, todo, todo[0] if todo else layout, start, budget, left_out, say)
+    if layout.text() in drawn and not drawn[layout.text()].get("error"):
+        # the shared layout shows every strategy: each partitioned one's saved tensors
+        drawn[layout.text()]["saved"] = page_data({s: saved_data(tr, s) for s in keys if s not in left_out})
     differences = _differences_drawings(tr, keys, statuses, views, drawn, say)
     say("memory table")
     try:
-        table = table_data(tr.memory_table(keys), tr)
+        table = table_data(tr.memory_table([s for s in keys if s not in left_out]), tr)
     except FxvizError as exc:
         table = {"message": f"no memory table: {exc.message}"}
 

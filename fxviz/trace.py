@@ -8,7 +8,6 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import torch.fx as fx
 
 from .analysis.pieces import piece_facts
@@ -18,6 +17,7 @@ from .graph_facts import joint_node_count
 from .roles import PARAMETER_ROLES, ROLES, STATE_ROLES, role_counts
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
     import torch.nn as nn
 
     from .analysis.code import GraphCode
@@ -128,6 +128,8 @@ class Trace:
     def piece_summaries(self, strategy: Any = None) -> list[PieceSummary]:
         """One ``PieceSummary`` per piece: label, node and op counts, saved activation bytes under
         ``strategy`` (one run), how often its graph ran and for which modules."""
+        import pandas as pd
+
         from .analysis.pieces import piece_summaries
 
         s = self._strategy(strategy)
@@ -188,6 +190,7 @@ class Trace:
     @cached_property
     def nodes(self) -> pd.DataFrame:
         """One row per joint-graph node, indexed by node name."""
+        import pandas as pd
         rows = [{k: getattr(info, k) for k in NODE_COLUMNS} for info in self.graph.info.values()]
         df = pd.DataFrame(rows, columns=NODE_COLUMNS, index=pd.Index(list(self.graph.info), name="name"))
         df["role"] = pd.Categorical(df["role"], categories=list(ROLES))
@@ -203,6 +206,7 @@ class Trace:
 
     def parameters(self) -> pd.DataFrame:
         """Per model parameter: how it appears in the graph and which node is its gradient."""
+        import pandas as pd
         named = self.capture.named_parameters()  # a log's parameters when there is no model
         rows = []
         if not named:
@@ -342,6 +346,8 @@ class Trace:
         of count, byte and FLOP columns are sums of ``runs`` x the piece's value; peaks and resident
         bytes are not additive and stay empty there.  The eager reference is measured on the whole
         model at once: it has only a total row."""
+        import pandas as pd
+
         from .analysis.memory import COLUMNS
 
         facts = piece_facts(self.capture)

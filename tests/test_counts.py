@@ -77,7 +77,7 @@ def test_a_logged_run_prints_one_set_of_counts(aot_log, capsys):
     assert int(run.graphs["nodes"].iloc[0]) == nodes
     assert main(["logs", str(aot_log)]) == 0
     out = capsys.readouterr().out.splitlines()
-    header, row = out[0], out[1]  # the table first, values right-aligned under their names
+    header, row = out[1], out[2]  # after the first line: the streamed table, values right-aligned under their names
     end = re.search(r"\bnodes\b", header).end()
     assert re.search(r"(\d+)$", row[:end]).group(1) == str(nodes), "\n".join(out[:3])
     # `fxviz nodes --logs`: the summary, as the notebook prints it

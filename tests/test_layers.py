@@ -14,7 +14,8 @@ ROOT = pathlib.Path(fxviz.__file__).parent
 
 # floor -> module names or dotted prefixes (relative to the package); the longest match decides
 FLOORS: dict[int, tuple[str, ...]] = {
-    1: ("_torch", "_fx", "_io", "_state", "_supported", "errors", "examples", "units", "graph_facts"),
+    1: ("_torch", "_fx", "_io", "_state", "_supported", "errors", "examples", "example_names", "units",
+        "graph_facts"),
     2: ("capture", "roles", "logs.reader", "logs.graph_code"),
     3: ("analysis",),
     4: ("render",),

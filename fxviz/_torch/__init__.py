@@ -18,6 +18,9 @@ The rest of fxviz imports the names below from here (``from .. import _torch; _t
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from torch._functorch import config as functorch_config
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
@@ -43,31 +46,55 @@ from .meta import (
     seq_nr,
     stack_trace,
 )
-from .partitioners import (
-    budget_config,
-    copy_graph_module,
-    cse_like_min_cut,
-    default_partition,
-    extract_fwd_bwd_modules,
-    is_collective,
-    is_random,
-    is_tangent,
-    min_cut_partition,
-    must_be_in_backward,
-    must_be_in_forward,
-    partitioner_context,
-    torch_size_of,
-)
-from .tracing import (
-    CAPTURE_BACKENDS,
-    RawJoint,
-    capture_with_aot_function,
-    capture_with_dynamo,
-    quiet_torch,
-    run_compiled_backward,
-    skipped_frames,
-    unimplemented_count,
-)
+
+# ``partitioners`` and ``tracing`` import torch._functorch.partitioners (which loads inductor and
+# dynamo: 3.5 of import fxviz's 4.4 s in issue 26) and dynamo's backends: they load when a name of
+# theirs is first read (``_torch.default_partition``), so ``import fxviz`` costs about ``import torch``.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("budget_config", "copy_graph_module", "cse_like_min_cut", "default_partition",
+                     "extract_fwd_bwd_modules", "is_collective", "is_random", "is_tangent", "min_cut_partition",
+                     "must_be_in_backward", "must_be_in_forward", "partitioner_context", "torch_size_of"),
+                    "partitioners"),
+    **dict.fromkeys(("RawJoint", "capture_with_aot_function", "capture_with_dynamo",
+                     "quiet_torch", "run_compiled_backward", "skipped_frames", "unimplemented_count"), "tracing"),
+}
+
+if TYPE_CHECKING:
+    from .partitioners import (
+        budget_config,
+        copy_graph_module,
+        cse_like_min_cut,
+        default_partition,
+        extract_fwd_bwd_modules,
+        is_collective,
+        is_random,
+        is_tangent,
+        min_cut_partition,
+        must_be_in_backward,
+        must_be_in_forward,
+        partitioner_context,
+        torch_size_of,
+    )
+    from .tracing import (
+        RawJoint,
+        capture_with_aot_function,
+        capture_with_dynamo,
+        quiet_torch,
+        run_compiled_backward,
+        skipped_frames,
+        unimplemented_count,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """A name of ``partitioners`` or ``tracing``, importing that module on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "SUPPORTED_TORCH",
@@ -124,6 +151,11 @@ __all__ = [
 ]
 
 SUPPORTED_TORCH = ">=2.9,<2.15"
+
+CAPTURE_BACKENDS: tuple[str, ...] = ("aot_eager", "inductor")
+"""torch.compile backends whose joint graph fxviz records: ``aot_eager`` (AOTAutograd's own
+decompositions, the graph as traced) and ``inductor`` (torch.compile's default: inductor's
+decomposition table and joint-graph passes, min-cut with ``compiler="inductor"``)."""
 
 # Names checked by tests/test_torch_internals.py so a torch upgrade fails loudly, naming the API.
 REQUIRED_INTERNALS: tuple[str, ...] = (

@@ -219,12 +219,6 @@ def _recording_runs(compiled: Callable, record: dict[str, Any], counter: Iterato
     return run
 
 
-CAPTURE_BACKENDS: tuple[str, ...] = ("aot_eager", "inductor")
-"""torch.compile backends whose joint graph fxviz records: ``aot_eager`` (AOTAutograd's own
-decompositions, the graph as traced) and ``inductor`` (torch.compile's default: inductor's
-decomposition table and joint-graph passes, min-cut with ``compiler="inductor"``)."""
-
-
 def _inductor_backend(records: list[dict[str, Any]]) -> tuple[Callable, contextlib.AbstractContextManager]:
     """A dynamo backend that is inductor's own ``compile_fx`` up to and including partitioning, and
     a context (config patches) to run it in.

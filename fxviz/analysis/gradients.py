@@ -6,9 +6,8 @@ model, ``.grad`` fields and RNG are untouched and dropout draws the same masks o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import torch
 import torch.fx as fx
 from torch import nn
@@ -18,6 +17,9 @@ from .._fx import output_node
 from .._state import preserved, restore_rng, rng_state
 from ..capture import Capture, JointGraph
 from ..errors import FxvizError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["check_gradients", "run_joint", "run_partition", "gradient_outputs"]
 
@@ -199,6 +201,7 @@ def _compare(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) ->
 
 def check_gradients(cap: Capture, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
     """One row per parameter: does the traced backward produce its gradient, and does it match?"""
+    import pandas as pd
     if cap.model is None:
         raise FxvizError("check_gradients compares parameter gradients, and a plain function has no "
                          "parameters", "trace an nn.Module")

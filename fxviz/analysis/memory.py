@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import torch
 import torch.fx as fx
 
@@ -26,6 +25,9 @@ from ..roles import STATE_ROLES
 from .optimal import gaps_to_optimal
 from .partition import Partition
 from .strategies import OFFERED, Strategy, parse_list
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "COLUMNS",
@@ -313,6 +315,7 @@ def checkpoint_summary(graph: JointGraph) -> str:
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
     df = pd.DataFrame(rows, columns=COLUMNS)
     for c in _INT_COLUMNS:
         df[c] = df[c].astype("Int64")

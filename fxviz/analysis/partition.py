@@ -110,9 +110,10 @@ def from_graphs(graph: JointGraph, strategy: Strategy, fwd: fx.GraphModule, bwd:
     fw_map, bw_map = _to_joint(fwd, joint_names), _to_joint(bwd, joint_names)
     saved = [fw_map.get(o.name, o.name) for o in saved_values(fwd, graph.num_fwd_outputs)]
     in_fwd = set(fw_map.values())
+    bwd_inputs = _placeholders(bwd)
     recomputed = {j for b, j in bw_map.items()
                   if graph.info[j].phase == "forward" and graph.info[j].op == "call_function"
-                  and not _is_placeholder(bwd, b)}
+                  and b not in bwd_inputs}
     present = in_fwd | set(bw_map.values())
     removed = {n for n in joint_names if n not in present}
     # a random op run again in the backward draws new values (on CPU torch does not functionalize
@@ -124,11 +125,10 @@ def from_graphs(graph: JointGraph, strategy: Strategy, fwd: fx.GraphModule, bwd:
                      seconds=seconds, recomputed_random=random)
 
 
-def _is_placeholder(gm: fx.GraphModule, name: str) -> bool:
-    for n in gm.graph.nodes:
-        if n.name == name:
-            return n.op == "placeholder"
-    return False
+def _placeholders(gm: fx.GraphModule) -> set[str]:
+    """The names of a graph's inputs, once (a scan per recomputed node was quadratic: seconds on a
+    10,000-node graph whose min-cut recomputes thousands of nodes, issue 26)."""
+    return {n.name for n in gm.graph.nodes if n.op == "placeholder"}
 
 
 # --- the dispatcher: from a kind to the code that runs it ------------------------------------------

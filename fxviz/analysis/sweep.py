@@ -14,14 +14,15 @@ flagged (``monotone`` False) and listed in ``df.attrs["non_monotone"]``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..capture import JointGraph
 from ..units import exact_size
 from .memory import caption, has_symbolic_sizes, memory_row
 from .partition import Partition
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["DEFAULT_BUDGETS", "SWEEP_COLUMNS", "memory_sweep", "pareto_mask"]
 
@@ -65,6 +66,7 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
     ``default`` and ``min_cut`` points.  The ``pareto`` column leaves out partitions that redraw
     random values in the backward (they do not compute the same gradients).
     """
+    import pandas as pd
     budgets = sorted({float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)})
     solvers = [solver] if isinstance(solver, str) else list(solver)
     series: list[tuple[str, str | None, list[tuple[Any, str]]]] = []

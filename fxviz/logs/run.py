@@ -19,10 +19,10 @@ import os
 import pathlib
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import torch.fx as fx
 
 from .. import _torch
@@ -32,12 +32,14 @@ from ..errors import FxvizWarning, LogError
 from ..graph_facts import is_cast, is_view_op, tangent_dependent, tangents, traced_phases
 from ..roles import LIFTED_STATE_ROLES, InputName, classify_nodes
 from .graph_code import parse_def_names, parse_graph
-from .reader import ReadStats, Record, read_payload, read_records
+from .reader import ReadStats, Record, log_files, read_payload, read_records
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
     from ..trace import Trace
 
-__all__ = ["Run", "load_logs", "GRAPH_COLUMNS", "READ_KINDS"]
+__all__ = ["Run", "load_logs", "graph_rows", "GRAPH_COLUMNS", "READ_KINDS"]
 
 GRAPH_COLUMNS = ["rank", "compile_id", "piece", "attempt", "frame", "source", "backend", "joint", "forward", "backward",
                  "inference", "nodes", "saved", "recompile_reason", "graph_break_reason", "file"]
@@ -119,7 +121,10 @@ class _FileIndex:
             self.compiles[key] = _Compile(rank=-1, key=key, file=self.path)
         return self.compiles[key]
 
-    def read(self) -> None:
+    def read(self, on_compile: Callable[[_Compile], None] | None = None) -> None:
+        """One pass over the file; ``on_compile(c)`` as each compile's metrics record closes it (so a
+        table can stream), with ``c.rank`` as far as the file has said it, and once more for every
+        compile at the end of the file (records may follow a compile's metrics)."""
         def keep(r: Record) -> bool:
             return r.kind == "artifact" and r.artifact_name in ("torch_version", "recompile_reasons",
                                                                    "dynamo_graph_break_reason")
@@ -145,9 +150,26 @@ class _FileIndex:
         except OSError as exc:
             raise LogError(f"cannot read log file {self.path}: {exc.strerror}",
                            "check the path and permissions") from exc
+        def wants_lines(r: Record) -> bool:
+            return r.kind in _GRAPH_KINDS or r.artifact_name == "aot_forward_graph_fw_metadata"
+
         with f:
-            for rec in read_records(f, self.stats, keep, on_line):
+            for rec in read_records(f, self.stats, keep, on_line, wants_lines):
                 self.record(rec)
+                if on_compile is not None and rec.kind == "compilation_metrics":
+                    c = self.compile(rec)
+                    if c is not None:
+                        c.rank = self._rank()
+                        on_compile(c)
+        if on_compile is not None:
+            for c in self.compiles.values():
+                c.rank = self._rank()
+                on_compile(c)
+
+    def _rank(self) -> int:
+        """The file's rank: the one its records name, else its file name's, else its position."""
+        return self.rank if self.rank is not None else \
+            self.name_rank if self.name_rank is not None else self.default_rank
 
     def record(self, rec: Record) -> None:
         env, md = rec.envelope, rec.metadata
@@ -479,6 +501,33 @@ def _tag_phases(gm: fx.GraphModule) -> None:
         _torch.LogGraphBuilder.set_tag(n, "is_backward" if phase == "backward" else "is_forward")
 
 
+def graph_rows(c: _Compile) -> list[dict[str, Any]]:
+    """The rows of ``Run.graphs`` for one compile (one per piece; one row when it has none)."""
+    rows: list[dict[str, Any]] = []
+    pieces: list[_Piece | None] = list(c.pieces) or [None]
+    for k, p in enumerate(pieces):
+        off = p.offsets if p is not None else {}
+        nodes = None
+        saved = None
+        # joint-graph nodes as graph_facts.joint_node_count counts them (and Trace.summary
+        # prints them): placeholders and ops, the output node not counted
+        if p is not None and "aot_joint_graph" in off:
+            nodes = p.placeholders.get("aot_joint_graph", 0) + p.ops.get("aot_joint_graph", 0)
+        elif p is not None and "aot_inference_graph" in off:
+            nodes = p.placeholders.get("aot_inference_graph", 0) + p.ops.get("aot_inference_graph", 0)
+        if p is not None and "aot_backward_graph" in off:
+            saved = p.placeholders.get("aot_backward_graph", 0) - p.bwd_tangents
+        rows.append({
+            "rank": c.rank, "compile_id": c.compile_id, "piece": k, "attempt": p.attempt if p else 0,
+            "frame": c.frame, "source": c.source, "backend": c.backend, "joint": "aot_joint_graph" in off,
+            "forward": "aot_forward_graph" in off, "backward": "aot_backward_graph" in off,
+            "inference": "aot_inference_graph" in off, "nodes": nodes, "saved": saved,
+            "recompile_reason": c.recompile_reason, "graph_break_reason": c.graph_break_reason,
+            "file": os.path.basename(c.file),
+        })
+    return rows
+
+
 # --- the run ---------------------------------------------------------------------------------------
 class Run:
     """Every graph of a logged run.  ``graphs``: one row per compiled graph (and piece)."""
@@ -518,29 +567,8 @@ class Run:
     def graphs(self) -> pd.DataFrame:
         """One row per compiled graph: rank, compile id, frame and source location, which AOT
         graphs the log holds, node and saved counts, recompile and graph-break reasons."""
-        rows = []
-        for c in self._compiles:
-            pieces: list[_Piece | None] = list(c.pieces) or [None]
-            for k, p in enumerate(pieces):
-                off = p.offsets if p is not None else {}
-                nodes = None
-                saved = None
-                # joint-graph nodes as graph_facts.joint_node_count counts them (and Trace.summary
-                # prints them): placeholders and ops, the output node not counted
-                if p is not None and "aot_joint_graph" in off:
-                    nodes = p.placeholders.get("aot_joint_graph", 0) + p.ops.get("aot_joint_graph", 0)
-                elif p is not None and "aot_inference_graph" in off:
-                    nodes = p.placeholders.get("aot_inference_graph", 0) + p.ops.get("aot_inference_graph", 0)
-                if p is not None and "aot_backward_graph" in off:
-                    saved = p.placeholders.get("aot_backward_graph", 0) - p.bwd_tangents
-                rows.append({
-                    "rank": c.rank, "compile_id": c.compile_id, "piece": k, "attempt": p.attempt if p else 0,
-                    "frame": c.frame, "source": c.source, "backend": c.backend, "joint": "aot_joint_graph" in off,
-                    "forward": "aot_forward_graph" in off, "backward": "aot_backward_graph" in off,
-                    "inference": "aot_inference_graph" in off, "nodes": nodes, "saved": saved,
-                    "recompile_reason": c.recompile_reason, "graph_break_reason": c.graph_break_reason,
-                    "file": os.path.basename(c.file),
-                })
+        import pandas as pd
+        rows = [row for c in self._compiles for row in graph_rows(c)]
         df = pd.DataFrame(rows, columns=GRAPH_COLUMNS)
         df = df.sort_values(["rank"], kind="stable").reset_index(drop=True)
         for col in ("nodes", "saved"):
@@ -657,6 +685,7 @@ class Run:
     def compare_ranks(self, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame:
         """Where the ranks' graphs of one compile differ: one row per difference (``what``:
         ``nodes``, ``op``, ``shape``, ``saved_bytes``), one column per rank.  Empty when they agree."""
+        import pandas as pd
         if compile_id is None:
             compile_id = self._find(self.ranks[0], None, piece)[0].compile_id
         traces = {}
@@ -705,6 +734,8 @@ class Run:
         activation bytes the run saved (strategy ``logged``) summed over its graphs.  The log
         records compiles, not calls: a graph dynamo reused (one block's graph for every block)
         is counted once (``runs_known`` is False)."""
+        import pandas as pd
+
         rows = []
         for rank in self.ranks:
             saved, graphs, inference = 0, 0, 0
@@ -764,24 +795,20 @@ def _returned_names(code: str) -> dict[int, str]:
     return {}
 
 
-def load_logs(path: str | os.PathLike[str]) -> Run:
+def load_logs(path: str | os.PathLike[str], on_compile: Callable[[_Compile], None] | None = None) -> Run:
     """Read a ``TORCH_TRACE`` directory (one file per rank) or one log file into a :class:`Run`.
 
     Each file is streamed once (memory stays bounded whatever its size).  A missing path, a
     file that is not a trace log, or a log without any AOT graph raises ``LogError``; a truncated
     or partly corrupt file, or one from a torch fxviz does not support, gives a ``FxvizWarning``.
+    ``on_compile(c)`` sees each compile as its reading ends (``graph_rows(c)``: its rows of ``graphs``).
     """
     p = pathlib.Path(path)
-    if not p.exists():
-        raise LogError(f"no such log: {p}", "pass the directory TORCH_TRACE=dir wrote, or one file in it")
-    files = sorted(str(f) for f in p.iterdir() if f.is_file() and not f.name.startswith(".")) if p.is_dir() \
-        else [str(p)]
-    if not files:
-        raise LogError(f"{p} is empty: no log files", "run the training with TORCH_TRACE=<this dir> set")
+    files = log_files(p)
     indexes = []
     for i, f in enumerate(files):
         fi = _FileIndex(f, i)
-        fi.read()
+        fi.read(on_compile)
         if fi.stats.records == 0:
             warnings.warn(f"{os.path.basename(f)} is not a TORCH_TRACE log (no records): skipped", FxvizWarning,
                           stacklevel=2)

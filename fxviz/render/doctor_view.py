@@ -8,14 +8,15 @@ from __future__ import annotations
 import html
 import re
 import textwrap
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.doctor import Diagnosis, Finding
 from ..capture import INFERENCE_NOTE, graph_name
 from . import theme
 from .table import fitted_text
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["DoctorReport", "SEVERITY_COLORS", "SEVERITY_LABELS"]
 
@@ -174,6 +175,7 @@ class DoctorReport:
         return re.sub(rf"(?<![\w.])({names})(?!\w)", r'<code title="joint-graph node">\1</code>', text)
 
     def _table_html(self) -> str:
+        import pandas as pd
         t = self.table
         yes = theme.ROLE_COLORS["gradient"]
         no = SEVERITY_COLORS["error"]

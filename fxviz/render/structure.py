@@ -80,7 +80,8 @@ def _use_site(producers: list[tuple[str, ...]], candidates: set[tuple[str, ...]]
     around:"), which several modules may run (every layer's norm); the one that produced one of
     the summed gradients is the place.  Summing the residual stream's gradient chains these adds,
     so the plain common prefix of the producers would climb to the whole stack."""
-    hits = [c for c in candidates if any(p[:len(c)] == c for p in producers)]
+    prefixes = {p[:k] for p in producers for k in range(len(p) + 1)}  # c is a prefix of a producer's path
+    hits = [c for c in candidates if c in prefixes]
     if hits:
         return _common_prefix(hits)
     return _common_prefix(producers)
@@ -225,6 +226,7 @@ class Structure:
                 links[a].add(b)
                 links[b].add(a)
         parts = []
+        order = {x: n for n, x in enumerate(ids)}  # once: per part it was quadratic (16 s at 50k nodes, issue 26)
         for i in ids:
             if i not in rest:
                 continue
@@ -237,7 +239,6 @@ class Structure:
                     if y in rest:
                         rest.discard(y)
                         todo.append(y)
-            order = {x: n for n, x in enumerate(ids)}
             parts.append(sorted(part, key=order.__getitem__))
         return parts
 

@@ -13,16 +13,11 @@ from ..errors import InputError, RenderError
 from . import dot
 from . import scene as sc
 from .drawing import DEFAULT_TIMEOUT, Drawing
+from .limits import NODE_LIMIT
 
 __all__ = ["draw", "openable", "box_name", "aspect_of", "level_order", "collapse_level", "NODE_LIMIT", "AUTO_UNITS",
            "UNIT_LIMIT", "ASPECT", "GROUPS"]
 
-# Above this many nodes the default view collapses modules into boxes.  Layout time is not the
-# limit (docs/rendering-timings.md: ~1 s in ``dot -Tsvg`` at 560 nodes): readability is.  A
-# 2-layer HF GPT-2 drawn node by node (396 nodes) is 1656 x 5219 pt, a strip no screen shows
-# legibly; ResNet-18 in train mode (528) was 13,427 pt wide.  fxviz's AlexNet (127 nodes) stays
-# drawn op by op.
-NODE_LIMIT = 150
 # When the default view collapses, it picks the deepest level of the model's structure with at
 # most AUTO_UNITS drawn units whose layout is between 1:3 and 3:1 (``ASPECT``); failing that, a
 # level of at most UNIT_LIMIT units.  About 60 boxes is what a laptop screen shows with every label

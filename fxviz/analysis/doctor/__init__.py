@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pandas as pd
-
 from ...capture import INFERENCE_NOTE, Capture, graph_name
 from ..gradient_paths import eager_paths
 from ..partition import Partition
@@ -34,6 +32,7 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
 
     ``parts`` holds one partition per graph (the strategy whose backward graphs are checked for
     dropped gradients), or None."""
+    import pandas as pd
     parts = list(parts) if parts is not None else [None] * len(cap.graphs)
     params = collect_parameters(cap)
     facts = piece_facts(cap)

@@ -4,8 +4,8 @@ gathers first: every parameter, its graph nodes and its gradient outputs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import torch
 import torch.fx as fx
 
@@ -14,6 +14,9 @@ from ...capture import Capture, JointGraph
 from ...roles import PARAMETER_ROLES
 from ..gradient_paths import tangent_valued
 from ..gradients import gradient_outputs
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KINDS = ("captured_as_constant", "no_path", "unused", "gradient_dropped", "outside_graphs", "eager_frame",
          "reused_graph", "duplicate_data", "frozen")

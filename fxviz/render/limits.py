@@ -1,0 +1,22 @@
+"""How big a drawing gets before fxviz collapses it, and how long a report lays out: a leaf module
+(no torch), so the CLI's help can say the limits without importing the renderer."""
+
+from __future__ import annotations
+
+__all__ = ["NODE_LIMIT", "REPORT_BUDGET"]
+
+# Above this many nodes the default view collapses modules into boxes.  Layout time is not the
+# limit (docs/rendering-timings.md: ~1 s in ``dot -Tsvg`` at 560 nodes): readability is.  A
+# 2-layer HF GPT-2 drawn node by node (396 nodes) is 1656 x 5219 pt, a strip no screen shows
+# legibly; ResNet-18 in train mode (528) was 13,427 pt wide.  fxviz's AlexNet (127 nodes) stays
+# drawn op by op.
+NODE_LIMIT = 150
+
+REPORT_BUDGET = 10.0
+"""Seconds a report spends partitioning and laying out before it leaves the rest out.  The first
+strategy and the view the page opens with are always computed; further strategies and drawings only
+while the time spent plus their estimated cost stays under the budget, and each one left out says so
+in the page with how to get it.  Small graphs never reach it (AlexNet's whole report: about 2 s; a
+12-layer GPT-2: about 5 s); on a 10,282-node graph (issue 26) torch's own partitioners take 6-18 s
+(default) and 20-43 s (min-cut) each, and its trace 27-90 s, so a report holding every strategy
+took twice the trace.  10 s keeps the report of that graph near half its trace."""

@@ -1,0 +1,46 @@
+"""The report's layout budget (issue 26): the view the page opens with is always drawn; forward and
+backward drawings past the budget are left out with a message that says how to draw them."""
+
+from __future__ import annotations
+
+import fxviz
+from fxviz.payloads import report_data
+
+
+def _trace() -> fxviz.Trace:
+    model, inputs = fxviz.examples.pointwise_chain(batch=4, features=8, depth=2)
+    return fxviz.trace(model, *inputs)
+
+
+def test_budget_spent_leaves_out_the_sides_and_says_how_to_draw_them():
+    tr = _trace()
+    full = report_data(tr, strategies=["default", "min_cut"], budget=None)
+    cut = report_data(tr, strategies=["default", "min_cut"], budget=0.0)
+    assert {e["drawing"] for e in cut["index"]} <= cut["drawings"].keys()  # every view the index names is there
+    first = cut["initial"]["drawing"]
+    assert cut["drawings"][first]["svg"] and cut["drawings"][first]["svg"] == full["drawings"][first]["svg"]
+    left_out = [k for k, d in cut["drawings"].items() if d["view"] in ("forward", "backward")]
+    assert left_out and all(not full["drawings"][k]["error"] for k in left_out)
+    for k in left_out:
+        d = cut["drawings"][k]
+        assert d["svg"] == "" and "budget of 0 s" in d["error"] and "fxviz draw MODEL --view" in d["error"], d
+    # what was computed is what the full report computes
+    assert cut["status"]["default"] == full["status"]["default"]
+
+
+def test_default_budget_draws_every_view_of_a_small_graph():
+    data = report_data(_trace(), strategies=["default", "min_cut"])
+    assert all(d["svg"] and not d["error"] for d in data["drawings"].values())
+
+
+def test_strategies_past_the_budget_are_left_out_with_a_status_that_says_so():
+    tr = _trace()
+    cut = report_data(tr, strategies=["default", "min_cut", "recompute_all"], budget=0.0)
+    st = cut["status"]
+    assert st["default"]["error"] is None and st["default"]["saved"]  # the first strategy: always
+    for s in ("min_cut", "recompute_all"):
+        assert st[s]["error"].startswith("not computed in this report") and "--strategies" in st[s]["error"]
+        assert not st[s]["saved"]
+    assert [r["key"] for r in cut["table"]["rows"]] == ["default"]
+    # nothing was cached in their name: asking later computes them
+    assert tr.partition("min_cut").error is None
