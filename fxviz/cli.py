@@ -542,6 +542,10 @@ def _diff_models(args: argparse.Namespace) -> tuple[str | None, str | None]:
         raise ModelSpecError("fxviz diff has nothing to compare: no model and no --logs",
                              "e.g. fxviz diff --logs-a DIR1 --logs-b DIR2, or fxviz diff MODEL_A MODEL_B")
     if chosen["b"] is None and not logged["b"]:
+        if chosen["a"] is None:  # A is a log and B is nothing
+            raise ModelSpecError("fxviz diff has no B side: --logs-a names A's log, and there is no --logs-b and "
+                                 "no model", "add --logs-b DIR2 (or a model), or use --logs DIR with --graph-a/"
+                                 "--graph-b or --strategy-b to compare within one log")
         chosen["b"] = chosen["a"]  # B is A again: the same model under another strategy or backend
     return chosen["a"], chosen["b"]
 
