@@ -28,7 +28,8 @@ def _cut(text: str, width: int) -> str:
 
 def _change(a: int, b: int) -> str:
     sign = "+" if b >= a else "-"
-    pct = f" ({(b - a) / a:+.0%})" if a else ""
+    ratio = (b - a) / a if a else 0.0
+    pct = (f" ({ratio:+.0%})" if abs(ratio) >= 0.01 or ratio == 0 else f" ({ratio:+.2%})") if a else ""
     return f"{sign}{format_bytes(abs(b - a))}{pct}"
 
 
@@ -64,7 +65,8 @@ def diff_summary(a: Side, b: Side, table: pd.DataFrame, by_module: pd.DataFrame,
               if a.bytes_of(o) or b.bytes_of(o)]
     if others:
         lines.append(_cut("also saved, not activations: " + "; ".join(others), width))
-    lines += [_cut(f"saved values: {values}", width), _cut(f"matched by: {matched}", width)]
+    lines += [_cut(f"saved values: {values}", width),
+              _cut(f"each row's value found in the other graph by: {matched}", width)]
     changed = by_module[by_module["change"] != 0].head(_MODULES)
     if len(changed):
         lines += ["", f"  {'module (activation bytes)':<40} {'A':>10} {'B':>10} {'change':>16}"]
