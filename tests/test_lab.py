@@ -137,10 +137,24 @@ def test_01_gpt_min_cut_saves_about_what_default_saves(gpt):
     assert abs(raw["min_cut"] - raw["default"]) <= 0.01 * raw["default"]
 
 
-def test_01_default_backward_runs_dead_dropouts(gpt):
-    bw = gpt.partition("default").backward
-    dead = [n for n in bw.graph.nodes if n.target is torch.ops.aten.native_dropout.default]
+def test_01_dead_dropouts_depend_on_the_tracing_context(gpt):
+    """Notebook 01: inside a TracingContext (every torch.compile run, and fxviz) dead-code elimination
+    treats random ops as pure (``fallback_random`` off), so the default backward runs no dead dropout;
+    torch's default_partition called outside one keeps them (``Graph.eliminate_dead_code``)."""
+    from fxviz import _torch
+
+    def dropouts(bw):
+        return [n for n in bw.graph.nodes if n.target is torch.ops.aten.native_dropout.default]
+
+    assert dropouts(gpt.partition("default").backward) == []
+    g = gpt.graph
+    with _torch.quiet_torch():
+        _, bw = _torch.default_partition(_torch.copy_graph_module(g.gm), g.joint_inputs,
+                                         num_fwd_outputs=g.num_fwd_outputs,
+                                         static_lifetime_input_indices=g.static_lifetime_input_indices)
+    dead = dropouts(bw)
     assert dead and all(len(n.users) == 0 for n in dead)
+    assert not gpt.partition("default").recomputed  # the notebook: it recomputes nothing under torch.compile
 
 
 def test_01_gpt_collapses_in_drawings(gpt):
