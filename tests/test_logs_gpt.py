@@ -317,14 +317,20 @@ def test_the_report_of_a_run_opens_with_the_whole_run(logs, tmp_path):
 
 # --- values the partitioner made itself (RNG states) claim no joint node ---------------------------
 def _check_rng_states(tr, strategy):
+    import torch
+
     """Every saved value that names a joint node IS that node (same op on the forward side); the
     RNG states min-cut's functionalization saves are rows of their own, with the run's bytes."""
     p = tr.partition(strategy)
     joint = {n.name: n for n in tr.graph.gm.graph.nodes}
     fwd = {n.name: n for n in p.forward.graph.nodes}
-    for f, j in p.fw_to_joint.items():
-        if fwd[f].op == "call_function" and f == j:
-            assert fwd[f].target == joint[j].target, (f, j)
+    saved_fwd = list(p.forward.graph.output_node().args[0])[tr.graph.num_fwd_outputs:]
+    for node in saved_fwd:  # a saved value that names a joint node runs its op on its inputs
+        j = p.fw_to_joint.get(node.name)
+        if node.op == "call_function" and j == node.name:
+            mine = torch.fx.map_arg(fwd[j].args, lambda a: p.fw_to_joint.get(a.name))
+            theirs = torch.fx.map_arg(joint[j].args, lambda a: a.name)
+            assert (fwd[j].target, str(mine)) == (joint[j].target, str(theirs)), j
     states = [n for n in p.forward.graph.nodes if n.op == "call_function"
               and n.args[1:] == (0,) and str(getattr(n.args[0], "target", "")).endswith("run_and_save_rng_state")]
     assert states, "the checkpointed attention's RNG state is saved"
