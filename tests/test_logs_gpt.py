@@ -217,8 +217,11 @@ def _saved_activation_modules(tr):
     from fxviz.analysis.memory import saved_memory
 
     nodes = tr.nodes
-    uses = [u for u in saved_memory(tr.partition("logged"), tr.graph).storages if u.owner == "activation"]
-    return [(u, [nodes.loc[n, "module"] for n in u.names if n in nodes.index]) for u in uses], nodes
+    p = tr.partition("logged")
+    uses = [u for u in saved_memory(p, tr.graph).storages if u.owner == "activation"]
+    # an RNG state min-cut saved belongs to the module of the op it replays
+    of = {n: (p.made[n].wraps if n in p.made else n) for u in uses for n in u.names}
+    return [(u, [nodes.loc[of[n], "module"] for n in u.names if of[n] in nodes.index]) for u in uses], nodes
 
 
 def test_every_saved_activation_inside_a_module_has_one(logs):
@@ -310,3 +313,74 @@ def test_the_report_of_a_run_opens_with_the_whole_run(logs, tmp_path):
     for entry in data["graphs"]:
         summary = entry["data"]["summary"]
         assert summary.startswith(run.summary()) and "this graph: " in summary
+
+
+# --- values the partitioner made itself (RNG states) claim no joint node ---------------------------
+def _check_rng_states(tr, strategy):
+    import torch
+
+    """Every saved value that names a joint node IS that node (same op on the forward side); the
+    RNG states min-cut's functionalization saves are rows of their own, with the run's bytes."""
+    p = tr.partition(strategy)
+    joint = {n.name: n for n in tr.graph.gm.graph.nodes}
+    fwd = {n.name: n for n in p.forward.graph.nodes}
+    saved_fwd = list(p.forward.graph.output_node().args[0])[tr.graph.num_fwd_outputs:]
+    for node in saved_fwd:  # a saved value that names a joint node runs its op on its inputs
+        j = p.fw_to_joint.get(node.name)
+        if node.op == "call_function" and j == node.name:
+            mine = torch.fx.map_arg(fwd[j].args, lambda a: p.fw_to_joint.get(a.name))
+            theirs = torch.fx.map_arg(joint[j].args, lambda a: a.name)
+            assert (fwd[j].target, str(mine)) == (joint[j].target, str(theirs)), j
+    states = [n for n in p.forward.graph.nodes if n.op == "call_function"
+              and n.args[1:] == (0,) and str(getattr(n.args[0], "target", "")).endswith("run_and_save_rng_state")]
+    assert states, "the checkpointed attention's RNG state is saved"
+    table = tr.saved(strategy, compare=[])
+    rng = table[table["op"] == "rng state"]
+    assert len(rng) == len(states) and not set(rng.index) & set(joint)
+    assert rng["what"].str.startswith("CPU RNG state saved by run_and_save_rng_state for").all()
+    assert rng["module"].notna().all()
+    assert (rng["bytes"] > 0).all()
+    memory = tr.memory_table([strategy]).set_index("strategy")
+    assert table[table["kind"] == "activation"]["bytes"].sum() == memory.loc[strategy, "saved_activation_bytes"]
+    # no joint value is named after a forward value the partitioner made
+    assert not re.search(r"\bgrad_\w+ = ", tr.code("forward", strategy).src)
+    return p
+
+
+def test_rng_states_the_partitioner_made_are_not_joint_values(logs, capsys):
+    tr = fxviz.load_logs(logs["ckpt_aot"]).trace()
+    _check_rng_states(tr, "logged")
+    code, out, _ = _cli(capsys, "code", "--logs", str(logs["ckpt_aot"]), "--part", "forward")
+    assert code == 0 and "run_and_save_rng_state" in out
+    assert not re.search(r"\bgrad_\w+ = ", out)
+
+
+def test_rng_states_on_a_traced_checkpointed_model():
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = torch.nn.LayerNorm(16)
+            self.attn = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+
+        def forward(self, x):
+            h = self.ln(x)
+            return x + self.attn(h, h, h, need_weights=False)[0]
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Block()
+            self.ln = torch.nn.LayerNorm(16)
+
+        def forward(self, x):
+            return self.ln(checkpoint(self.block, x, use_reentrant=False)).sum()
+
+    torch.manual_seed(0)
+    tr = fxviz.trace(Net(), torch.randn(2, 4, 16))
+    p = _check_rng_states(tr, "min_cut")
+    # the values min-cut handed the backward, in its order: each joint value or a made one
+    outs = list(p.forward.graph.output_node().args[0])[tr.graph.num_fwd_outputs:]
+    assert p.saved == [p.fw_to_joint.get(o.name) or f"forward:{o.name}" for o in outs]

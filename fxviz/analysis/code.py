@@ -23,7 +23,7 @@ from .._fx import output_node, output_values
 from ..capture import INFERENCE_NOTE, JointGraph
 from ..errors import InputError
 from ..roles import CALLER_INPUT_ROLES
-from .partition import Partition
+from .partition import Partition, made_name
 
 __all__ = ["GraphCode", "CodeValue", "graph_code", "python_name", "real_names", "PARTS"]
 
@@ -138,7 +138,7 @@ def real_names(graph: JointGraph) -> dict[str, tuple[str, str]]:
 
 
 def _rebuild(gm: fx.GraphModule, to_joint: dict[str, str], names: dict[str, tuple[str, str]],
-             saved: set[str]) -> tuple[fx.GraphModule, list[CodeValue], list[CodeValue]]:
+             saved: set[str], made_saved: bool = False) -> tuple[fx.GraphModule, list[CodeValue], list[CodeValue]]:
     new = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     inputs: list[CodeValue] = []
@@ -149,20 +149,32 @@ def _rebuild(gm: fx.GraphModule, to_joint: dict[str, str], names: dict[str, tupl
             return "saved"
         return names[joint][1] if joint in names else default
 
+    def joint_of(n: fx.Node) -> str | None:
+        # a partition node the partitioner made (an RNG state) has no joint node, whatever its name
+        return to_joint.get(n.name)
+
+    taken = {v[0] for v in names.values()}
     for n in gm.graph.nodes:
-        joint = to_joint.get(n.name, n.name)
-        want = names[joint][0] if joint in names else n.name
+        joint = joint_of(n)
+        if joint is not None:
+            want = names[joint][0] if joint in names else n.name
+        else:  # a name no joint value is printed under
+            want = n.name
+            while want in taken:
+                want = f"{want}_"
         if n.op == "placeholder":
             env[n] = new.placeholder(want)
-            inputs.append(CodeValue(env[n].name, joint, role_of(joint, "input")))
+            inputs.append(CodeValue(env[n].name, joint, role_of(joint, "input") if joint else "input"))
         elif n.op == "output":
             out_args = n.args[0]
             new.output(fx.map_arg(out_args, lambda a: env[a]))
             flat = list(out_args) if isinstance(out_args, (tuple, list)) else [out_args]
             for a in flat:
                 if isinstance(a, fx.Node):
-                    j = to_joint.get(a.name, a.name)
-                    outputs.append(CodeValue(env[a].name, j, role_of(j, "output")))
+                    j = joint_of(a)
+                    made = made_saved and j is None and made_name(a.name) in saved
+                    role = "saved" if made else role_of(j, "output") if j else "output"
+                    outputs.append(CodeValue(env[a].name, j, role))
                 else:
                     outputs.append(CodeValue(None, None, "none"))
         else:
@@ -183,7 +195,8 @@ def graph_code(graph: JointGraph, part: str, partition: Partition | None, title:
     strategy = None
     gm: fx.GraphModule | None
     if part == "joint" or (graph.inference and part == "forward"):
-        gm, to_joint = graph.gm, {}
+        gm = graph.gm
+        to_joint = {n.name: n.name for n in gm.graph.nodes}
         what = (f"forward graph ({INFERENCE_NOTE})" if graph.inference
                 else "joint forward+backward graph (as the partitioner receives it)")
     else:
@@ -198,7 +211,7 @@ def graph_code(graph: JointGraph, part: str, partition: Partition | None, title:
         saved = set(partition.saved)
         strategy = partition.name
         what = f"{part} graph of partition {partition.label!r}"
-    rebuilt, inputs, outputs = _rebuild(gm, to_joint, names, saved)
+    rebuilt, inputs, outputs = _rebuild(gm, to_joint, names, saved, made_saved=part == "forward")
     src = rebuilt.code
     header = _header(what, title, inputs, outputs)
     return GraphCode(part=part, strategy=strategy, header=header, src=src, inputs=inputs, outputs=outputs,

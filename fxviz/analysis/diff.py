@@ -99,7 +99,8 @@ def side_of(letter: str, label: str, graph: JointGraph, p: Partition) -> Side:
     for name in dict.fromkeys(p.saved):
         if name in counted:  # a SymInt has no storage and no row
             owner, nbytes, shares = counted[name]
-            values.append(_value(graph.info.get(name), name, "?", owner, nbytes, shares=shares))
+            made = p.made.get(name)  # an RNG state the partitioner made: no joint node, its kind as op
+            values.append(_value(graph.info.get(name), name, made.kind if made else "?", owner, nbytes, shares=shares))
     return Side(letter, label, graph, p, values)
 
 

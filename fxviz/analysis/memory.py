@@ -147,7 +147,7 @@ def saved_memory(p: Partition, graph: JointGraph, storages: Storages | None = No
         result.tensors += 1
         result.torch_estimate_bytes += _torch.torch_size_of(node)
         key = storages.key(val)
-        groups.setdefault(key, (owners.get(key, "activation"), []))[1].append(p.fw_to_joint.get(node.name, node.name))
+        groups.setdefault(key, (owners.get(key, "activation"), []))[1].append(p.saved_name(node.name))
     result.storages = [StorageUse(k, storages.nbytes(k), ow, tuple(names)) for k, (ow, names) in groups.items()]
     return result
 

@@ -27,7 +27,27 @@ from .optimal import OptimalPartitioner, Solution
 from .recompute_all import recompute_all_partition
 from .strategies import PartitionFn, Strategy, StrategyLike
 
-__all__ = ["Partition", "partition", "partitioner", "from_graphs"]
+__all__ = ["MadeValue", "Partition", "partition", "partitioner", "from_graphs"]
+
+
+MADE_PREFIX = "forward:"
+
+
+def made_name(forward_node: str) -> str:
+    """The name of a value the partitioner made: a forward node name with a prefix no joint
+    node name can have (FX names are identifiers)."""
+    return MADE_PREFIX + forward_node
+
+
+@dataclass(frozen=True)
+class MadeValue:
+    """A saved value no joint node computes: the partitioner made it (its RNG states)."""
+
+    name: str  # its name in Partition.saved
+    node: str  # the forward graph node
+    kind: str  # "rng state" or "partitioner-made"
+    what: str  # in words
+    wraps: str | None = None  # the joint node of the op whose RNG state it is
 
 
 @dataclass
@@ -38,7 +58,10 @@ class Partition:
     (the forward graph's outputs after the first ``num_fwd_outputs``), tensors and SymInts alike.
     ``recomputed``: joint forward ops that appear (again) in the backward graph.
     ``removed``: joint nodes that appear in neither graph (dead code).
-    ``fw_to_joint`` / ``bw_to_joint``: forward/backward graph node name -> joint node name.
+    ``fw_to_joint`` / ``bw_to_joint``: forward/backward graph node name -> joint node name, only for
+    nodes that ARE that joint value (a partitioner may reuse a joint name for a node of its own).
+    ``made``: saved values the partitioner made itself (min-cut's saved RNG states), keyed by
+    their name in ``saved`` (``forward:getitem_19``: never a joint name).
     ``error``: why the strategy failed (then forward/backward are None and the sets are empty).
     """
 
@@ -57,6 +80,11 @@ class Partition:
     recomputed_random: set[str] = field(default_factory=set)  # random ops the backward redraws
     measurement: EagerMeasurement | None = None  # the eager reference: measured, no graphs
     solution: Solution | None = None  # what the optimal partitioner reports
+    made: dict[str, MadeValue] = field(default_factory=dict)  # saved values with no joint node
+
+    def saved_name(self, forward_node: str) -> str:
+        """The name in ``saved`` of the forward graph's node ``forward_node``."""
+        return self.fw_to_joint.get(forward_node) or made_name(forward_node)
 
     @property
     def ok(self) -> bool:
@@ -97,18 +125,120 @@ def _call(fn: Callable[..., Any], gm: fx.GraphModule, graph: JointGraph) -> tupl
     return result
 
 
-def _to_joint(gm: fx.GraphModule, joint_names: set[str]) -> dict[str, str]:
-    """Partition graphs keep joint node names (torch copies nodes by name); anything the
-    partitioner created itself (none for torch's own partitioners on these graphs) stays unmapped."""
-    return {n.name: n.name for n in gm.graph.nodes if n.name in joint_names and n.op != "output"}
+def _args_key(n: fx.Node, name_of: Callable[[fx.Node], str | None]) -> str | None:
+    """``n``'s target and inputs, each input named by ``name_of``; None if an input has no name."""
+    return _key(n.op, n.target, n.args, n.kwargs, name_of)
+
+
+def _key(op: str, target: Any, args: Any, kwargs: Any, name_of: Callable[[fx.Node], str | None]) -> str | None:
+    missing = False
+
+    def name(a: fx.Node) -> str:
+        nonlocal missing
+        m = name_of(a)
+        missing = missing or m is None
+        return f"%{m}"
+
+    key = str((op, str(target), fx.map_arg((args, kwargs), name)))
+    return None if missing else key
+
+
+def _wrapped_key(n: fx.Node, name_of: Callable[[fx.Node], str | None]) -> str | None:
+    """For a node that stands for an op min-cut's RNG functionalization wrapped (the forward's
+    ``run_and_save_rng_state(op, ...)[1]``, the backward's ``run_with_rng_state(state, op, ...)``),
+    the key of the op it stands for."""
+    wrapper: fx.Node | None = None
+    skip = 0
+    if n.op == "call_function" and _target_name(n) == "getitem" and n.args[1:] == (1,) \
+            and isinstance(n.args[0], fx.Node) and _target_name(n.args[0]) == "run_and_save_rng_state":
+        wrapper, skip = n.args[0], 0
+    elif n.op == "call_function" and _target_name(n) == "run_with_rng_state":
+        wrapper, skip = n, 1
+    if wrapper is None or len(wrapper.args) <= skip:
+        return None
+    return _key("call_function", wrapper.args[skip], tuple(wrapper.args[skip + 1:]), dict(wrapper.kwargs), name_of)
+
+
+def _target_name(n: fx.Node) -> str:
+    return str(getattr(n.target, "__name__", n.target)).split(".")[0]
+
+
+def _to_joint(gm: fx.GraphModule, joint: fx.GraphModule, inputs: dict[str, str | None] | None = None) -> dict[str, str]:
+    """Partition node name -> the joint node it IS: the joint node of its name, if that one runs the
+    same op and target on the same values (torch copies nodes by name, but a node a partitioner makes
+    itself may reuse a joint name: min-cut names a saved RNG state ``getitem_19``, a name the joint
+    gives a layer-norm value).  Values are compared up to duplicates the joint computes more than
+    once (inductor's joint passes, run again on a log's graph, may pick another of two equal
+    ``ne``).  A node standing for an op the RNG functionalization wrapped maps to that op.
+    ``inputs`` (backward): the forward's saved values by name and the joint node each is (or None)."""
+    jnodes = {n.name: n for n in joint.graph.nodes if n.op != "output"}
+    canon: dict[str, str] = {}  # joint node -> the first joint node computing the same value
+    keys: dict[str, list[str]] = {}
+    for j in jnodes.values():
+        k = None if j.op == "placeholder" else _args_key(j, lambda a: canon.get(a.name))
+        if k is None:
+            canon[j.name] = j.name
+            continue
+        same = keys.setdefault(k, [])
+        canon[j.name] = same[0] if same and not _torch.is_random(j) else j.name
+        same.append(j.name)
+    out: dict[str, str] = {}
+
+    def value(a: fx.Node) -> str | None:
+        return canon.get(out.get(a.name, ""))
+
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            continue
+        j = jnodes.get(n.name)
+        if n.op == "placeholder":
+            if inputs is not None and n.name in inputs:
+                if inputs[n.name] is not None:
+                    out[n.name] = str(inputs[n.name])
+            elif j is not None and j.op == "placeholder":
+                out[n.name] = n.name
+            continue
+        key = _args_key(n, value)
+        if key is not None and n.name in keys.get(key, ()):
+            out[n.name] = n.name
+            continue
+        wrapped = _wrapped_key(n, value)
+        same = keys.get(wrapped, []) if wrapped is not None else []
+        if len(same) == 1:
+            out[n.name] = same[0]
+    return out
+
+
+def _made(graph: JointGraph, saved_nodes: list[fx.Node], fw_map: dict[str, str]) -> dict[str, MadeValue]:
+    """The saved values no joint node computes, described."""
+    made: dict[str, MadeValue] = {}
+    for n in saved_nodes:
+        if n.name in fw_map:
+            continue
+        name = made_name(n.name)
+        src = n.args[0] if n.op == "call_function" and n.args else None
+        if isinstance(src, fx.Node) and _target_name(src) == "run_and_save_rng_state" and n.args[1:] == (0,):
+            out1 = [u for u in src.users if u.args[1:] == (1,)]
+            wraps = fw_map.get(out1[0].name) if out1 else None
+            op = graph.info[wraps].short_op if wraps in graph.info \
+                else str(getattr(src.args[0], "__name__", src.args[0]))
+            made[name] = MadeValue(name, n.name, "rng state",
+                                   f"CPU RNG state saved by run_and_save_rng_state for {op}", wraps)
+        else:
+            made[name] = MadeValue(name, n.name, "partitioner-made",
+                                   f"a value the partitioner made ({n.format_node()})")
+    return made
 
 
 def from_graphs(graph: JointGraph, strategy: Strategy, fwd: fx.GraphModule, bwd: fx.GraphModule,
                 seconds: float = 0.0) -> Partition:
     """Describe a (forward, backward) pair in joint-graph terms."""
     joint_names = {n.name for n in graph.gm.graph.nodes if n.op != "output"}
-    fw_map, bw_map = _to_joint(fwd, joint_names), _to_joint(bwd, joint_names)
-    saved = [fw_map.get(o.name, o.name) for o in saved_values(fwd, graph.num_fwd_outputs)]
+    fw_map = _to_joint(fwd, graph.gm)
+    saved_nodes = saved_values(fwd, graph.num_fwd_outputs)
+    bw_map = _to_joint(bwd, graph.gm, {o.name: fw_map.get(o.name) for o in saved_nodes})
+    made = _made(graph, saved_nodes, fw_map)
+    saved = [fw_map.get(o.name) or made_name(o.name) for o in saved_nodes]
     in_fwd = set(fw_map.values())
     bwd_inputs = _placeholders(bwd)
     recomputed = {j for b, j in bw_map.items()
@@ -118,11 +248,11 @@ def from_graphs(graph: JointGraph, strategy: Strategy, fwd: fx.GraphModule, bwd:
     removed = {n for n in joint_names if n not in present}
     # a random op run again in the backward draws new values (on CPU torch does not functionalize
     # RNG), so its gradients no longer match the forward: worth a loud flag
-    random = {n.name for n in bwd.graph.nodes
-              if n.name in recomputed and draws_random(n) and n.users}
+    random = {bw_map[n.name] for n in bwd.graph.nodes
+              if bw_map.get(n.name) in recomputed and n.name not in bwd_inputs and draws_random(n) and n.users}
     return Partition(strategy=strategy, forward=fwd, backward=bwd, saved=saved, recomputed=recomputed,
                      removed=removed, fw_to_joint=fw_map, bw_to_joint=bw_map, caller=graph.partitioner_caller,
-                     seconds=seconds, recomputed_random=random)
+                     seconds=seconds, recomputed_random=random, made=made)
 
 
 def _placeholders(gm: fx.GraphModule) -> set[str]:

@@ -20,7 +20,7 @@ from .. import _torch
 from ..capture import JointGraph
 from ..errors import StrategyError
 from ..graph_facts import alias_base, is_view_op
-from ..roles import NodeInfo
+from ..roles import NodeInfo, tensor_facts
 from .memory import saved_memory
 from .partition import Partition
 
@@ -191,8 +191,9 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
     for _, use in ordered:
         kind = use.owner
         for k, name in enumerate(use.names):
-            rows.append(_row(name, nodes[name], graph, kind, use.nbytes if k == 0 else 0,
-                             use.names[0] if k else None))
+            nbytes, shares = (use.nbytes, None) if k == 0 else (0, use.names[0])
+            rows.append(_made_row(graph, p, name, kind, nbytes, shares) if name in p.made
+                        else _row(name, nodes[name], graph, kind, nbytes, shares))
     tensors = {n for use in memory.storages for n in use.names}
     for name in p.saved:
         if name not in tensors and name in nodes:  # sizes: no storage
@@ -208,6 +209,19 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
         "add up to tr.memory_table()'s saved_activation_bytes, saved_param_bytes and saved_input_bytes. "
         + (f"Other columns: what {', '.join(o.name for o in others)} do with each value." if others else ""))
     return df
+
+
+def _made_row(graph: JointGraph, p: Partition, name: str, kind: str, nbytes: int,
+              shares: str | None) -> dict[str, Any]:
+    """A value the partitioner made (an RNG state): described from the forward graph, under the
+    module of the op it belongs to; it stands for no joint node."""
+    made = p.made[name]
+    assert p.forward is not None
+    node = next(n for n in p.forward.graph.nodes if n.name == made.node)
+    shape, dtype, _ = tensor_facts(_torch.meta_val(node))
+    module = owner_module(graph.info[made.wraps]) if made.wraps in graph.info else None
+    return {"name": name, "kind": kind, "module": module, "op": made.kind, "what": made.what,
+            "shape": shape, "dtype": dtype, "bytes": nbytes, "shares_storage_with": shares, "source": None}
 
 
 def _row(name: str, node: fx.Node, graph: JointGraph, kind: str, nbytes: int, shares: str | None) -> dict[str, Any]:
