@@ -454,7 +454,12 @@ class Trace:
         structure: sc.Structure = self._cache[key]
         level = depth if depth is not None else collapse_level(self.graph, structure)
 
+        made = self.partition(Strategy.parse(strategy) if strategy is not None else self.offered[0]).made
+
         def module_of(name: str) -> str | None:
+            wraps = made[name].wraps if name in made else None
+            if wraps is not None:  # an RNG state: the module of the op it replays
+                name = wraps
             if name not in structure.path:
                 return None
             return _renamed(structure.box_of(name, level) or ".".join(structure.path[name]) or None, rename)

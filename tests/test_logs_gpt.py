@@ -344,6 +344,12 @@ def _check_rng_states(tr, strategy):
     assert table[table["kind"] == "activation"]["bytes"].sum() == memory.loc[strategy, "saved_activation_bytes"]
     # no joint value is named after a forward value the partitioner made
     assert not re.search(r"\bgrad_\w+ = ", tr.code("forward", strategy).src)
+    # per module, an RNG state counts under the module of the op it replays (never "no module")
+    from fxviz.analysis.saved import NO_MODULE
+
+    per_module = tr.memory_by_module(strategy).set_index("module")["saved_activation_bytes"]
+    acts = table[table["kind"] == "activation"]
+    assert int(per_module.get(NO_MODULE, 0)) == int(acts[acts["module"].isna()]["bytes"].sum())
     return p
 
 
