@@ -1,0 +1,76 @@
+"""The choices every front end makes, made once: which strategies a trace offers, which one a view
+shows when none is named, which strategy a compare view pairs it with, and which graphs of a logged
+run a view offers.  ``Trace``, the payloads, the explorer, the report (its JavaScript reads the answers
+from the page data) and the CLI all ask here; a second copy of a rule disagrees sooner or later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .strategies import OFFERED, Strategy
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from ..capture import Capture, JointGraph
+
+__all__ = ["offered", "default_strategy", "compare_partner", "compare_partners", "drawable", "flow_strategy",
+           "shown_graphs"]
+
+FLOW_STRATEGY = Strategy("min_cut")
+"""The flow network is min-cut's: the strategy a flow view shows when none is named."""
+
+
+def offered(graph: JointGraph, capture: Capture) -> tuple[Strategy, ...]:
+    """The strategies views show for ``graph`` when none are named, the default first: what the run
+    saved (``logged``) for a graph read from a log with its forward and backward graphs; a strategy
+    that needs the model (``eager``) only when there is a model to run."""
+    has_model = capture.fn is not None
+    chosen = [s for s in OFFERED if has_model or not s.needs_model]
+    if graph.logged is not None:
+        chosen.insert(0, Strategy("logged"))
+    return tuple(chosen)
+
+
+def default_strategy(graph: JointGraph, capture: Capture) -> Strategy:
+    """The strategy a view shows when none is named: the first of :func:`offered`."""
+    return offered(graph, capture)[0]
+
+
+def drawable(strategies: Sequence[Strategy]) -> list[Strategy]:
+    """The strategies of ``strategies`` that have forward and backward graphs to draw or replay
+    (a measured reference such as eager autograd has none)."""
+    return [s for s in strategies if s.kind != "eager"]
+
+
+def flow_strategy(strategy: Strategy | None) -> Strategy:
+    """The strategy whose flow network a flow view shows: min-cut unless one is named."""
+    return FLOW_STRATEGY if strategy is None else strategy
+
+
+def compare_partner(strategy: Strategy, choices: Sequence[Strategy]) -> Strategy | None:
+    """The partner a compare view opens with: min-cut for any other strategy, the default for
+    min-cut; else the first other strategy of ``choices``; None when there is none."""
+    for partner in (Strategy("min_cut"), Strategy("default")):
+        if partner != strategy and partner in choices:
+            return partner
+    return next((s for s in choices if s != strategy), None)
+
+
+def compare_partners(choices: Sequence[Strategy]) -> dict[str, str | None]:
+    """:func:`compare_partner` of each of ``choices``, by strategy name: what a page's script reads
+    instead of a rule of its own."""
+    usable = drawable(choices)
+    out: dict[str, str | None] = {}
+    for s in usable:
+        partner = compare_partner(s, usable)
+        out[s.name] = None if partner is None else partner.name
+    return out
+
+
+def shown_graphs(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a logged run's graph table (``Run.graphs``) that a view offers: every graph with
+    a joint forward+backward graph, and every inference-only graph (a forward, nothing saved)."""
+    return rows[(rows["joint"] & rows["backward"]) | rows["inference"]]
