@@ -103,13 +103,13 @@ class Say(str):
         """The text with every action written by ``words`` (a front end's spelling of a ``Do``)."""
         return "".join(words(p) if isinstance(p, Do) else str(p) for p in self.parts)
 
-    def __add__(self, other: str) -> Say:  # type: ignore[override]
+    def __add__(self, other: str) -> Say:
         return Say(self, other)
 
     def __radd__(self, other: str) -> Say:
         return Say(other, self)
 
-    def join(self, items: Iterable[str]) -> Say:  # type: ignore[override]
+    def join(self, items: Iterable[str]) -> Say:
         parts: list[str | Do] = []
         for k, item in enumerate(items):
             parts.extend([self, item] if k else [item])
@@ -120,7 +120,9 @@ class Say(str):
 
 
 def spelled(text: object, words: Callable[[Do], str]) -> str:
-    """``text`` as a front end writes it: a ``Say`` spelled with ``words``, anything else as ``str``."""
+    """``text`` as a front end writes it: a ``Say`` or a ``Do`` spelled with ``words``, anything else as ``str``."""
+    if isinstance(text, Do):
+        return words(text)
     return text.spell(words) if isinstance(text, Say) else str(text)
 
 
