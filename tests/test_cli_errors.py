@@ -185,7 +185,6 @@ def _do_calls() -> list[tuple[str, ast.Call]]:
 def test_every_action_fxviz_asks_for_has_words_on_the_command_line(capsys):
     """No hint falls back to Python here: each ``Do`` names a command, or options ``fxviz draw`` takes."""
     from fxviz.cli import words
-
     from fxviz.cli.entry import parser
 
     try:  # the options as the parser takes them: its usage line for 'fxviz draw'
