@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .analysis.strategies import Strategy, StrategyLike, parse_list
 from .capture import graph_name, graph_of
-from .errors import FxvizError, InputError
+from .errors import Do, FxvizError, InputError, Say
 from .graph_facts import joint_node_count
 from .render import theme
 from .render.embed import SVG_ELEMENTS, clean_svg, page_data
@@ -736,8 +736,8 @@ def run_report_data(graphs: Sequence[tuple[int, str, Trace]], initial: int = 0, 
     ``run_summary`` (``Run.summary()``: graphs, eager frames, totals per rank) heads every graph's
     summary, so the whole run is read before any one graph."""
     if not graphs:
-        raise InputError("the report needs at least one graph", "pick graphs with a backward from run.graphs "
-                         "(fxviz logs DIR)")
+        raise InputError("the report needs at least one graph",
+                         Say("pick graphs with a backward from ", Do("graphs", on="run", attr=True)))
     say = progress or (lambda _m: None)
     entries: list[dict[str, Any]] = []
     for rank, compile_id, tr in graphs:

@@ -13,6 +13,7 @@ import torch.fx as fx
 from .analysis.pieces import piece_facts
 from .analysis.strategies import Strategy, StrategyLike, offered, parse_list
 from .capture import INFERENCE_NOTE, Capture, JointGraph, capture, graph_name, graph_of
+from .errors import Do, Say
 from .graph_facts import joint_node_count
 from .roles import PARAMETER_ROLES, ROLES, STATE_ROLES, role_counts
 
@@ -272,10 +273,10 @@ class Trace:
                 graded = set(params[params["gradient_node"] != "none"]["parameter"]) if len(params) else set()
                 reused = {p for p, first in facts.counterpart.items() if first in graded and p not in graded}
                 outside = [p for p in facts.outside if p not in graded]
-                lines.append(f"  parameters: {len(params)} ({n_req} require grad); {len(graded | reused)} get a "
-                             f"gradient from the captured graphs ({len(reused)} through a graph reused for "
-                             f"another module), {len(outside)} are used only outside every graph (eager "
-                             "code; tr.doctor() says which)")
+                lines.append(Say(f"  parameters: {len(params)} ({n_req} require grad); {len(graded | reused)} get a "
+                                 f"gradient from the captured graphs ({len(reused)} through a graph reused for "
+                                 f"another module), {len(outside)} are used only outside every graph (eager "
+                                 "code; ", Do("doctor"), " says which)"))
             else:
                 lines.append(f"  parameters: {len(params)} ({n_req} require grad); "
                              f"{n_grad} get a gradient from the backward graph")
@@ -284,7 +285,7 @@ class Trace:
                      else "one graph captured; the code at the break ran outside it")
             lines.append(f"  {where}; {len(self.graph_breaks)} graph break(s): " + "; ".join(self.graph_breaks[:3]))
         lines += [f"  warning: {w}" for w in getattr(self.capture, "warnings", [])]
-        return "\n".join(lines)
+        return Say("\n").join(lines)
 
     def __repr__(self) -> str:
         return "<fxviz.Trace " + self.summary() + ">"
@@ -376,11 +377,11 @@ class Trace:
         whole_eager = rows[eager].head(1).assign(piece="total", runs=pd.NA)
         out = pd.concat([per_piece, pd.DataFrame(totals), whole_eager], ignore_index=True)
         out = out[["piece", "runs"] + COLUMNS]
-        out.attrs["caption"] = (
+        out.attrs["caption"] = Say(
             "One row per piece (graph) and strategy, then the whole step per strategy: count, byte and FLOP "
             "columns summed over pieces, each piece's value times the runs of its graph; peaks are per piece "
             "only; a piece without a backward graph saves nothing and is left out. Code that ran outside every "
-            "graph is in no piece row (tr.doctor() names it); the eager row "
+            "graph is in no piece row (", Do("doctor"), " names it); the eager row "
             "is measured on the whole model.")
         return out
 

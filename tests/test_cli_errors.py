@@ -6,6 +6,8 @@ to check what a shell sees: the exit status and stderr of the process itself.
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 import textwrap
@@ -164,3 +166,134 @@ def test_process_success_writes_no_stderr():
     proc = _fxviz("nodes", "mlp")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "" and "layers.0.weight" in proc.stdout
+
+
+# --- hints: what to do, as data, spelled as options here and as calls in Python ------------------------
+PYTHON_CALL = re.compile(r"\btr\.|\brun\.|\bdraw\(|\w=\.\.\.|\bpiece=")
+
+
+def _do_calls() -> list[tuple[str, ast.Call]]:
+    """Every ``Do(...)`` written in fxviz/, with where it is."""
+    found = []
+    for path in sorted((ROOT / "fxviz").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Do":
+                found.append((f"{path.relative_to(ROOT)}:{node.lineno}", node))
+    return found
+
+
+def test_every_action_fxviz_asks_for_has_words_on_the_command_line(capsys):
+    """No hint falls back to Python here: each ``Do`` names a command, or options ``fxviz draw`` takes."""
+    from fxviz.cli import words
+    from fxviz.cli.entry import parser
+
+    try:  # the options as the parser takes them: its usage line for 'fxviz draw'
+        parser().parse_args(["draw", "--help"])
+    except SystemExit:
+        pass
+    flags = set(re.findall(r"--[a-z-]+", capsys.readouterr().out))
+    calls = _do_calls()
+    assert len(calls) >= 15, calls  # the messages the regexes used to rewrite, and the draw view errors
+    for where, node in calls:
+        name = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+        assert name in words.COMMAND_FOR or name in words.OPTION_CALLS, (where, name)
+        if name == "draw" and len(node.args) > 1:
+            for pair in ast.walk(node.args[1]):
+                if isinstance(pair, ast.Tuple) and len(pair.elts) == 2 and isinstance(pair.elts[0], ast.Constant):
+                    key = pair.elts[0].value
+                    assert key is None or f"--{key}" in flags, (where, key)
+
+
+def test_an_error_names_the_option_here_and_the_call_in_python(capsys):
+    import fxviz
+    from fxviz.errors import InputError
+    from fxviz.examples import get_example
+
+    code, _, err = run_main(["draw", "mlp", "--view", "compare"], capsys)
+    assert_one_line_error(code, err, "hint: call --view compare --strategy A --compare B")
+    assert not PYTHON_CALL.search(err), err
+    model, inputs = get_example("mlp")
+    with pytest.raises(InputError, match=re.escape("call draw('compare', strategy=A, compare=B)")):
+        fxviz.trace(model, *inputs).draw("compare")
+
+
+def test_a_render_timeout_says_which_options_draw_less(capsys, tmp_path):
+    import fxviz
+    from fxviz.errors import RenderError
+    from fxviz.examples import get_example
+
+    code, _, err = run_main(["draw", "mlp", "--timeout", "0.000001", "-o", str(tmp_path / "m.svg")], capsys)
+    assert_one_line_error(code, err, "graphviz took longer", "--group module --depth 1 collapses modules",
+                          "--highlight NAME or --view forward shows less", "--timeout SECONDS")
+    assert not PYTHON_CALL.search(err), err
+    model, inputs = get_example("mlp")
+    with pytest.raises(RenderError) as info:
+        fxviz.trace(model, *inputs).draw(timeout=0.000001).svg()
+    assert "tr.draw(group='module', depth=1) collapses modules" in str(info.value)
+    assert "tr.draw(timeout=<seconds>)" in str(info.value)
+
+
+def test_the_summary_and_the_table_caption_name_the_doctor_command(capsys):
+    """A model with graph breaks: parameters used outside every graph, and the whole-step table's caption,
+    point to the doctor, as ``'fxviz doctor'`` here and ``tr.doctor()`` in Python."""
+    import fxviz
+
+    spec = "tests.test_breaks:_mixtral"
+    code, out, err = run_main(["nodes", spec], capsys)
+    assert code == 0, err
+    assert "'fxviz doctor' says which" in " ".join(out.split()) and not PYTHON_CALL.search(out), out
+    code, out, err = run_main(["table", spec, "--strategies", "default"], capsys)
+    assert code == 0, err
+    assert "'fxviz doctor' names it" in " ".join(out.split()) and not PYTHON_CALL.search(out), out
+    model, inputs = cli.load_model_spec(spec)
+    tr = fxviz.trace(model, *inputs)
+    assert "tr.doctor() says which" in tr.summary()
+    assert "(tr.doctor() names it)" in tr.memory_table_by_piece(["default"]).attrs["caption"]
+
+
+def test_warnings_spell_their_actions_as_options(capsys):
+    from fxviz.cli.words import show_warning
+    from fxviz.errors import Do, FxvizWarning, Say
+
+    warning = FxvizWarning(Say("a big graph: ", Do("draw", (("group", "none"),)), " draws every node"))
+    assert str(warning) == "a big graph: tr.draw(group='none') draws every node"
+    show_warning(warning, FxvizWarning, "file.py", 1)
+    assert capsys.readouterr().err == "fxviz: warning: a big graph: --group none draws every node\n"
+
+
+def test_hints_of_the_doctor_and_of_code_in_both_spellings():
+    """Two hints no small model reaches (a cut the doctor cannot place; a partition that failed): each
+    ``Say`` is one text, spelled for Python as ``str`` and for the CLI by its words."""
+    from fxviz.cli.words import cli_text
+    from fxviz.errors import Do, Say
+
+    hint = Say("compare ", Do("check_gradients"), " and report this model to fxviz")
+    assert str(hint) == "compare tr.check_gradients() and report this model to fxviz"
+    assert cli_text(hint) == "compare fxviz.trace(model, x).check_gradients() in Python and report this model to fxviz"
+    hint = Say("check ", Do("has_backward", attr=True), ", or pick another strategy")
+    assert (str(hint), cli_text(hint)) == ("check tr.has_backward, or pick another strategy",
+                                           "check 'fxviz nodes', or pick another strategy")
+
+
+# --- a model file imports the files beside it (issue 32) -----------------------------------------------
+def test_a_model_file_imports_its_neighbours_and_sys_path_is_restored(capsys, tmp_path):
+    (tmp_path / "fxviz_test_neighbour.py").write_text(textwrap.dedent("""
+        import torch
+        def build():
+            return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    """))
+    (tmp_path / "model.py").write_text(textwrap.dedent("""
+        import torch
+        from fxviz_test_neighbour import build
+        def make():
+            import fxviz_test_neighbour  # imported again inside the factory: the folder is still there
+            return fxviz_test_neighbour.build(), (torch.randn(2, 4),)
+    """))
+    before = list(sys.path)
+    try:
+        code, out, err = run_main(["nodes", f"{tmp_path / 'model.py'}:make"], capsys)
+        assert code == 0, err
+        assert "0.weight" in out and "2.bias" in out
+        assert sys.path == before
+    finally:
+        sys.modules.pop("fxviz_test_neighbour", None)

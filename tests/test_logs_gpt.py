@@ -294,11 +294,12 @@ def test_cli_output_fits_and_speaks_cli(logs, capsys, tmp_path):
     assert err.splitlines() == [line for line in err.splitlines() if line.startswith("fxviz: ")], err
     assert "FxvizWarning" not in err and ".py:" not in err
     # hints say what to type here, not which Python call to make
-    from fxviz.cli import cli_words
+    from fxviz.cli.words import cli_text
+    from fxviz.errors import Blank, Do, Say, Span
 
-    assert cli_words("see run.graphs for what it compiled") == "'fxviz logs DIR' for what it compiled"
-    assert cli_words("use piece=0..2") == "use --piece 1..3"
-    assert "--expand MODULE" in cli_words("draw(expand=['<module>']) opens a box")
+    assert cli_text(Say("see ", Do("graphs", on="run", attr=True), " for it")) == "see 'fxviz logs DIR' for it"
+    assert cli_text(Say("use ", Do("trace", (("piece", Span(0, 2)),), on="run"))) == "use --piece 1..3"
+    assert cli_text(Do("draw", (("expand", Blank("['<module>']", "MODULE")),), on="")) == "--expand MODULE"
     code, out, err = _cli(capsys, "draw", "--logs", logs["ckpt_aot"], "-o", tmp_path / "g.svg")
     assert "draw(" not in out and "tr." not in out
 

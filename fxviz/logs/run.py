@@ -28,7 +28,7 @@ import torch.fx as fx
 from .. import _torch
 from .._fx import output_values
 from ..capture import Capture, JointGraph
-from ..errors import FxvizWarning, LogError
+from ..errors import Do, FxvizWarning, LogError, Say, Span
 from ..graph_facts import is_cast, is_view_op, tangent_dependent, tangents, traced_phases
 from ..roles import LIFTED_STATE_ROLES, InputName, classify_nodes
 from .graph_code import parse_def_names, parse_graph
@@ -41,6 +41,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Run", "load_logs", "graph_rows", "GRAPH_COLUMNS", "READ_KINDS"]
 
+_GRAPHS = Do("graphs", on="run", attr=True)
+"""Where a run lists its graphs (``run.graphs``; ``fxviz logs DIR``), for hints."""
 GRAPH_COLUMNS = ["rank", "compile_id", "piece", "attempt", "frame", "source", "backend", "joint", "forward", "backward",
                  "inference", "nodes", "saved", "recompile_reason", "graph_break_reason", "file"]
 
@@ -590,15 +592,15 @@ class Run:
                 for p in c.pieces:
                     if "aot_inference_graph" in p.offsets:
                         return c, p
-            raise LogError(f"rank {rank} logged no AOT graph", "see run.graphs for what it compiled")
+            raise LogError(f"rank {rank} logged no AOT graph", Say("see ", _GRAPHS, " for what it compiled"))
         for c in mine:
             if c.compile_id == str(compile_id):
                 if not c.pieces:
                     raise LogError(f"compile {compile_id} on rank {rank} has no AOT graph (dynamo compiled nothing "
-                                   "through AOTAutograd there)", "pick a row of run.graphs with joint=True")
+                                   "through AOTAutograd there)", Say("pick a row of ", _GRAPHS, " with joint=True"))
                 if not 0 <= piece < len(c.pieces):
                     raise LogError(f"compile {compile_id} has {len(c.pieces)} piece(s), not piece {piece}",
-                                   f"use piece=0..{len(c.pieces) - 1}")
+                                   Say("use ", Do("trace", (("piece", Span(0, len(c.pieces) - 1)),), on="run")))
                 return c, c.pieces[piece]
         ids = ", ".join(dict.fromkeys(c.compile_id for c in mine))
         raise LogError(f"rank {rank} has no compile {compile_id!r}", f"compile ids on rank {rank}: {ids}")

@@ -17,7 +17,7 @@ from typing import Any
 import graphviz
 
 from .._io import write_atomic
-from ..errors import RenderError
+from ..errors import Blank, Do, RenderError, Say
 
 __all__ = ["Drawing", "find_dot", "run_dot", "fix_edge_titles", "add_title_elements", "INSTALL_HINT",
            "DEFAULT_TIMEOUT"]
@@ -46,8 +46,10 @@ def run_dot(source: str, fmt: str, timeout: float, nodes: int | None = None, ext
         what = f"{nodes} nodes" if nodes is not None else "this graph"
         raise RenderError(
             f"graphviz took longer than {timeout:g} s to lay out {what}",
-            "draw fewer boxes: tr.draw(group='module', depth=1) collapses modules, highlight=... "
-            "or view='forward'/'backward' shows less; or pass timeout=<seconds> to wait longer") from None
+            Say("draw fewer boxes: ", Do("draw", (("group", "module"), ("depth", 1))), " collapses modules, ",
+                Do("draw", (("highlight", Blank("...", "NAME")),)), " or ", Do("draw", (("view", "forward"),)),
+                " shows less; or ", Do("draw", (("timeout", Blank("<seconds>", "SECONDS")),)),
+                " waits longer")) from None
     except OSError as exc:
         raise RenderError(f"could not run graphviz's 'dot': {exc}", INSTALL_HINT) from exc
     if proc.returncode != 0:

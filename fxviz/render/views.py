@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from ..analysis.partition import Partition
 from ..capture import JointGraph
-from ..errors import InputError, RenderError
+from ..errors import Blank, Do, InputError, RenderError, Say
 from . import dot
 from . import scene as sc
 from .drawing import DEFAULT_TIMEOUT, Drawing
@@ -27,6 +27,8 @@ AUTO_UNITS = 60
 UNIT_LIMIT = 150
 ASPECT = (1 / 3, 3.0)
 GROUPS = (None, "module", "none")
+_COMPARE = ((None, "compare"), ("strategy", Blank("A", "A")), ("compare", Blank("B", "B")))
+"""What a comparison drawing takes: the view and the two strategies (a hint's ``Do`` arguments)."""
 
 
 def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None = None,
@@ -52,12 +54,13 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     if view == "compare":
         if compare is None:
             raise InputError("the 'compare' view needs a second strategy",
-                             "call draw('compare', strategy=A, compare=B)")
+                             Say("call ", Do("draw", _COMPARE, on="")))
         view = "joint"
     if differences and compare is None:
         raise InputError("differences=True shows what two strategies treat differently, and no compare=... "
-                         "strategy was given", "call draw('compare', strategy='default', compare='min_cut', "
-                         "differences=True)")
+                         "strategy was given", Say("call ", Do("draw", ((None, "compare"), ("strategy", "default"),
+                                                                        ("compare", "min_cut"), ("differences", True)),
+                                                           on="")))
     if view not in sc.VIEWS:
         raise InputError(f"unknown view {view!r}", f"use one of {', '.join(sc.VIEWS)}")
     if group not in GROUPS:
@@ -67,11 +70,12 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     for p in (partition, compare):
         if p is not None and p.error:
             raise InputError(f"strategy {p.label!r} failed: {p.error}",
-                             "pick another strategy (see tr.partition(...).error)")
+                             Say("pick another strategy (see ", Do("partition", ((None, Blank("...", "")),),
+                                                                   then=".error"), ")"))
     if compare is not None:
         if view != "joint":
             raise InputError(f"compare=... draws the joint graph, not the {view!r} view",
-                             "call draw('joint', strategy=A, compare=B)")
+                             Say("call ", Do("draw", ((None, "joint"),) + _COMPARE[1:], on="")))
         if partition is None:
             raise InputError("compare=... needs a strategy to compare with", "pass strategy='default'")
         if differences:
@@ -83,10 +87,12 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
         what = f"joint graph, strategy {partition.name}" if partition else "joint graph"
     else:
         if partition is None:
-            raise InputError(f"the {view!r} view needs a strategy", f"call draw({view!r}, strategy='default')")
+            raise InputError(f"the {view!r} view needs a strategy",
+                             Say("call ", Do("draw", ((None, view), ("strategy", "default")), on="")))
         if (partition.forward if view == "forward" else partition.backward) is None:
             raise InputError(f"strategy {partition.name!r} has no {view} graph to draw",
-                             f"draw('joint', strategy={partition.name!r}) marks what it saves")
+                             Say(Do("draw", ((None, "joint"), ("strategy", partition.name)), on=""),
+                                 " marks what it saves"))
         scene = sc.partition_scene(graph, partition, view)
         what = f"{view} graph of strategy {partition.name}"
     n_nodes = len(scene.items)
@@ -225,9 +231,10 @@ def _auto_structure(scene: sc.Scene, structure: sc.Structure, level: int | None,
         sc.structure_scene(scene, structure, lvl, opened)
         why = (f"{n_nodes} nodes is more than {node_limit}: " if n_nodes > node_limit else "") + \
             f"modules are collapsed into boxes at level {lvl} of the model's structure"
-        scene.caption.append(why + (f" (opened: {', '.join(expand)})" if expand else "") +
-                             ". draw(expand=['<module>']) opens a box; draw(depth=k) picks the level; "
-                             "draw(group='none') draws every node (slow).")
+        scene.caption.append(Say(why + (f" (opened: {', '.join(expand)})" if expand else "") + ". ",
+                                 Do("draw", (("expand", Blank("['<module>']", "MODULE")),), on=""), " opens a box; ",
+                                 Do("draw", (("depth", Blank("k", "K")),), on=""), " picks the level; ",
+                                 Do("draw", (("group", "none"),), on=""), " draws every node (slow)."))
         drawing = Drawing(dot.to_digraph(scene), nodes=counts[lvl], timeout=timeout, caption=scene.title,
                           boxes=[g.record() for g in scene.groups.values()])
         if len(order) == 1:

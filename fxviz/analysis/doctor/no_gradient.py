@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from ... import _torch
 from ...capture import Capture, JointGraph, graph_name
+from ...errors import Do, Say
 from ..gradient_paths import (
     Cut,
     EagerPath,
@@ -160,7 +161,7 @@ def no_gradient_finding(p: Param, cap: Capture, eager: dict[str, EagerPath] | No
         msg = (f"{p.name} gets a gradient from eager autograd but none from the traced graph(s); "
                "fxviz cannot tell where the traced path is cut.")
         return Finding("no_path", "error", p.name, tuple(n for ns in p.nodes.values() for n in ns), msg,
-                       "compare tr.check_gradients() and report this model to fxviz", cause="other")
+                       Say("compare ", Do("check_gradients"), " and report this model to fxviz"), cause="other")
     msg = f"{p.name} gets no gradient, and neither the graph nor eager autograd shows a path to the loss."
     return Finding("no_path", "error", p.name, tuple(x.node for x in cuts), msg,
                    CAUSE_WORDS["other"][1], cause="other")

@@ -1,0 +1,188 @@
+"""The commands that print what a trace holds: ``nodes``, ``table``, ``saved``, ``doctor``, ``code``, ``demo``.
+
+Each imports torch (through fxviz's analysis) only when it runs, so ``fxviz --help`` stays torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from typing import Any
+
+from ..analysis.strategies import parse_list
+from ..errors import FxvizError
+from .options import SOURCE, STRATEGIES, command, opt, strategy
+from .source import open_trace, where_in_run
+from .words import WIDTH, cli_text, fitted, wrap
+
+__all__ = ["cmd_nodes", "cmd_table", "cmd_saved", "cmd_doctor", "cmd_code", "cmd_demo", "doctor_text"]
+
+
+def _in_cli_words(df: Any) -> Any:
+    """A table whose caption says what to do in this command's words (the table itself is not copied)."""
+    caption = df.attrs.get("caption")
+    if caption is None:
+        return df
+    out = df.copy(deep=False)
+    out.attrs = {**df.attrs, "caption": cli_text(caption)}
+    return out
+
+
+def doctor_text(report: Any) -> str:
+    """The doctor's report as the terminal shows it, each finding's message and fix in this command's words."""
+    d = report.diagnosis
+    findings = [replace(f, message=cli_text(f.message), fix=cli_text(f.fix)) for f in d.findings]
+    return str(type(report)(replace(d, findings=findings)))
+
+
+@command("table", "the memory table: saved bytes, recompute cost and peaks per strategy", *SOURCE, STRATEGIES,
+         opt("--exact", action="store_true", help="exact integers instead of KiB/MiB/GiB"))
+def cmd_table(args: argparse.Namespace) -> int:
+    """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at."""
+    tr = open_trace(args)  # argument errors first, before torch loads
+    from ..capture import INFERENCE_NOTE, graph_of
+    from ..graph_facts import joint_node_count
+
+    strategies = parse_list(args.strategies)
+    if getattr(args, "run", None) is not None:
+        print(wrap(where_in_run(args.run, tr, args.rank)))
+    for piece in tr.pieces:
+        if len(tr.pieces) > 1:
+            print(f"== {graph_of(piece.index, len(tr.pieces))}")
+        if piece.graph.inference:  # a forward graph only: no strategy has anything to partition
+            print(f"{piece.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
+                  f"{INFERENCE_NOTE}")
+            continue
+        _print_table(piece.memory_table(strategies), args.exact)
+    if len(tr.pieces) > 1:
+        whole = tr.memory_table_by_piece(strategies)
+        totals = whole[whole["piece"] == "total"].drop(columns=["piece", "runs"]).reset_index(drop=True)
+        totals.attrs = dict(whole.attrs)
+        print(f"== whole model: {len(tr.pieces)} graphs, each counted as often as it ran")
+        _print_table(totals, args.exact)
+    return 0
+
+
+def _print_table(df: Any, exact: bool) -> None:
+    """A memory table: in KiB/MiB/GiB with its caption, or (``--exact``) every integer as it is."""
+    if exact:
+        import pandas as pd
+
+        with pd.option_context("display.width", 250, "display.max_columns", None):
+            print(pd.DataFrame(df).drop(columns=["error"]).to_string(index=False))
+        return
+    from ..render.table import memory_table_text
+
+    print(memory_table_text(_in_cli_words(df)))
+
+
+@command("saved", "what the backward reads from the forward, biggest first, per value or per module", *SOURCE,
+         strategy("partition strategy"),
+         opt("--by-module", action="store_true", help="saved activation bytes per module instead"),
+         opt("--depth", type=int, help="with --by-module: the level of the model's structure (default: the "
+                                       "level the drawing collapses to)"),
+         opt("--top", type=int, default=20, help="rows to show, biggest first (default 20; 0: all)"),
+         opt("--kind", choices=["activation", "parameter", "input", "symint"],
+             help="only the values of this kind (e.g. activation: leave out the resident parameters)"))
+def cmd_saved(args: argparse.Namespace) -> int:
+    """What the backward reads from the forward, biggest first: each value's kind, module, op in
+    plain words, tensor and storage-aware bytes, and what the other strategies do with it
+    (--by-module: saved activation bytes per module)."""
+    tr = open_trace(args)
+    if args.top < 0:
+        raise FxvizError(f"--top must be 0 (all rows) or more, not {args.top}", "pass --top 10")
+    from ..analysis.pieces import piece_facts
+    from ..capture import graph_name
+    from ..render.saved_view import by_module_text, saved_text
+
+    facts = piece_facts(tr.capture)
+    for piece in tr.pieces:
+        name = tr.title if len(tr.pieces) == 1 else f"{tr.title}, {graph_name(piece.index)} of {len(tr.pieces)}"
+        runs = len(facts.runs_of(piece.index))
+        name += f" (ran {runs} times: one such set per run)" if runs > 1 else ""
+        if not piece.has_backward:
+            print(f"{name}: no backward graph: nothing is saved")
+            continue
+        if args.by_module:
+            print(by_module_text(piece.memory_by_module(args.strategy, depth=args.depth), name))
+        else:
+            df = piece.saved(args.strategy)
+            if args.kind:
+                kept = df[df["kind"] == args.kind]
+                kept.attrs = dict(df.attrs)
+                df, name = kept, f"{name} [{args.kind} rows only]"
+            print(saved_text(_in_cli_words(df), name, top=args.top))
+        if len(tr.pieces) > 1:
+            print()
+    return 0
+
+
+@command("doctor", "why parameters get no gradient (exit 1 when one that requires grad gets none)", *SOURCE,
+         strategy("the partition whose backward graph is checked for dropped gradients"))
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Why parameters get no gradient: exit status 0 when healthy, 1 when a parameter that
+    requires grad gets none."""
+    report = open_trace(args).doctor(strategy=args.strategy)
+    print(fitted(doctor_text(report)))
+    return 0 if report.healthy else 1
+
+
+@command("code", "a partition's forward or backward graph as Python with real names", *SOURCE,
+         opt("--part", choices=["forward", "backward", "joint"],
+             help="which graph to print (default: backward; forward for an inference-only graph)"),
+         strategy("partition strategy"))
+def cmd_code(args: argparse.Namespace) -> int:
+    """Print a partition's forward or backward graph (or the joint graph) as runnable Python."""
+    tr = open_trace(args)
+    from ..capture import graph_of
+
+    for piece in tr.pieces:
+        if len(tr.pieces) > 1:
+            print(f"# ===== {graph_of(piece.index, len(tr.pieces))}")
+        # an inference-only graph has no backward: its forward graph is what there is to print
+        part = args.part or ("forward" if piece.graph.inference else "backward")
+        print(piece.code(part, strategy=args.strategy))
+    return 0
+
+
+@command("nodes", "role counts and the parameter table of the joint graph", *SOURCE)
+def cmd_nodes(args: argparse.Namespace) -> int:
+    """Role counts and the parameter table of a model's joint graph."""
+    tr = open_trace(args)
+    print(fitted(cli_text(tr.summary())))
+    print()
+    params = tr.parameters()
+    if len(params):
+        from ..render.table import fitted_text
+
+        print(fitted_text(params, WIDTH, drop=("dtype", "graph_role")))
+    for piece in tr.pieces[1:]:
+        print()
+        print(fitted(cli_text(piece.summary())))
+    return 0
+
+
+@command("demo", "the founding story on the built-in AlexNet: parameters lifted vs captured as constants")
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The founding story on the built-in AlexNet: parameters lifted vs captured as constants."""
+    from ..examples import alexnet
+    from ..trace import trace
+
+    model, inputs = alexnet()
+    print("== AlexNet, parameters lifted to graph inputs (what torch.compile does)")
+    good = trace(model, *inputs)
+    print(cli_text(good.summary()))
+    checked = good.check_gradients()
+    print(f"  check_gradients: {int(checked['ok'].sum())}/{len(checked)} parameters match eager autograd "
+          f"(max |diff| {checked['max_abs_diff'].max():.3g})")
+    print()
+    print("== AlexNet, parameters captured as constants (aot_function on a closure: the original story)")
+    bad = trace(model, *inputs, params="closure")
+    print(cli_text(bad.summary()))
+    checked = bad.check_gradients()
+    print(f"  check_gradients: {int(checked['has_gradient'].sum())}/{len(checked)} parameters get a gradient")
+    print()
+    print("== the doctor on the closure trace")
+    print(doctor_text(bad.doctor()))
+    return 0
+

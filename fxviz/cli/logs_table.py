@@ -1,0 +1,95 @@
+"""``fxviz logs DIR``: the graphs of a logged run as a table printed while the log is read, then the run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, ClassVar
+
+from .options import command, opt
+from .source import open_run
+from .words import wrap
+
+__all__ = ["cmd_logs", "StreamedTable"]
+
+
+@command("logs", "the graphs of a logged run (TORCH_TRACE=dir): one row per compiled graph and rank, printed as "
+                 "each compile is read; then the whole run (graphs, frames that ran as plain Python, totals)",
+         opt("dir", help="the directory TORCH_TRACE=dir wrote (one file per rank), or one file"))
+def cmd_logs(args: argparse.Namespace) -> int:
+    """The graphs of a logged run, streamed, then the run's summary and how to read one graph."""
+    table = StreamedTable(sys.stdout, args.dir)
+
+    def show(compile_: Any) -> None:  # imported here: a missing path is said before torch loads
+        from ..logs.run import graph_rows
+
+        table.rows(graph_rows(compile_))
+
+    run = open_run(args.dir, on_compile=show)
+    table.notes()
+    print()
+    print("\n".join(wrap(line) for line in run.summary().splitlines()))
+    if run.skipped:
+        print(wrap("skipped record kinds: " + ", ".join(f"{k} ({n})" for k, n in sorted(run.skipped.items()))))
+    print(wrap("read one graph: fxviz table|draw|doctor|report --logs DIR --graph ID [--rank N]"))
+    return 0
+
+
+class StreamedTable:
+    """The rows of ``Run.graphs`` printed one at a time under a fixed header, in 100 columns: numbers
+    right-aligned under their names, long text cut; graph-break and recompile reasons as numbered
+    notes after the table.  A row completed by a record after its compile's metrics is printed again."""
+
+    WIDTHS: ClassVar[dict[str, int]] = {"rank": 4, "graph": 8, "frame": 24, "line": 18, "backend": 9,
+                                        "aot graph": 9, "nodes": 6, "saved": 5, "notes": 6}
+
+    def __init__(self, out: Any, where: str) -> None:
+        self.out, self.where = out, where
+        self.shown: dict[tuple[Any, ...], dict[str, Any]] = {}  # (rank, compile id, piece) -> the row printed
+        self.reasons: dict[tuple[str, str], int] = {}  # (compile id, what) -> note number
+        self.header = False
+        self.noted = False
+
+    @staticmethod
+    def _cut(value: Any, width: int, tail: bool = False) -> str:
+        text = "" if value is None or value != value else str(value)  # None and NaN: empty
+        if len(text) <= width:
+            return text
+        return "…" + text[-(width - 1):] if tail else text[:width - 1] + "…"
+
+    def _cells(self, r: dict[str, Any]) -> dict[str, Any]:
+        mark = ""
+        for what in ("graph_break_reason", "recompile_reason"):
+            if r[what]:
+                number = self.reasons.setdefault((f"{r['compile_id']}", what), len(self.reasons) + 1)
+                mark += f"[{number}]"
+        kind = "joint" if r["joint"] else "inference" if r["inference"] else "eager"
+        return {"rank": r["rank"], "graph": r["compile_id"] + (f".{r['piece']}" if r["piece"] else ""),
+                "frame": r["frame"] or "?", "line": str(r["source"] or "?").rsplit("/", 1)[-1],
+                "backend": r["backend"], "aot graph": kind, "nodes": r["nodes"], "saved": r["saved"], "notes": mark}
+
+    def rows(self, rows: list[dict[str, Any]]) -> None:
+        """Print the rows not printed yet (the header before the first), and a row that changed since."""
+        if not self.header:
+            print(f"{self.where}: the compiles as they are read", file=self.out)
+            print(" ".join(name.rjust(w) for name, w in self.WIDTHS.items()), file=self.out)
+            self.header = True
+        for row in rows:
+            key = (row["rank"], row["compile_id"], row["piece"])
+            before = self.shown.get(key)
+            if before == row:
+                continue
+            if before is not None and not self.noted:
+                print("rows completed by records after their compile's metrics:", file=self.out)
+                self.noted = True
+            self.shown[key] = row
+            cells = self._cells(row)
+            print(" ".join(self._cut(cells[name], w, tail=name == "line").rjust(w) for name, w in self.WIDTHS.items()),
+                  file=self.out, flush=True)
+
+    def notes(self) -> None:
+        """The reasons the rows' note marks point to, numbered, wrapped to 100 columns."""
+        for (compile_id, what), number in self.reasons.items():
+            reason = next((r[what] for r in self.shown.values() if r["compile_id"] == compile_id and r[what]), "")
+            label = what.replace("_reason", "").replace("_", " ")
+            print(wrap(f"[{number}] {compile_id} {label}: {reason}"), file=self.out)

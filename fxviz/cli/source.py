@@ -1,0 +1,77 @@
+"""Opening what a command reads: a model traced, or a logged run (``--logs``) and one graph of it.
+
+One way to open a log (``open_run``, with the one pre-check that says a missing path before torch loads)
+and one check that a command got a model or a log, not both and not neither (``from_log``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import FxvizError, ModelSpecError
+from ..logs.reader import log_files
+from .specs import load_spec, parse_spec
+
+__all__ = ["open_run", "from_log", "open_trace", "trace_model", "where_in_run", "stem"]
+
+
+def open_run(path: str, on_compile: Callable[[Any], None] | None = None) -> Any:
+    """The ``Run`` of a ``TORCH_TRACE`` directory or file; a missing path is said before torch loads."""
+    log_files(path)
+    from ..logs import load_logs
+
+    return load_logs(path, on_compile=on_compile)
+
+
+def from_log(args: argparse.Namespace) -> bool:
+    """True when the command reads ``--logs``; a model and a log, or neither, is an error.  A model
+    spec is parsed here, once (``args.spec``): an unknown example name is said before torch loads."""
+    if args.logs:
+        if args.model:
+            raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
+        return True
+    if not args.model:
+        raise ModelSpecError("no model and no --logs",
+                             "name a model (e.g. mini_gpt) or pass --logs DIR (see 'fxviz COMMAND --help')")
+    args.spec = parse_spec(args.model)
+    return False
+
+
+def open_trace(args: argparse.Namespace) -> Any:
+    """The command's ``Trace``: one graph of ``--logs`` (``args.run`` keeps the whole run, for the
+    commands that say where the graph sits in it), or the model traced."""
+    if not from_log(args):
+        return trace_model(args.model, args.params, args.backend or "aot_eager", args.dynamic, args.spec)
+    run = args.run = open_run(args.logs)
+    tr = run.trace(rank=args.rank, compile_id=args.graph)
+    if args.backend is not None and args.backend != tr.graph.backend:
+        raise FxvizError(f"--backend {args.backend}: the run compiled this graph with {tr.graph.backend} (its log "
+                         "says so), and fxviz reads it as the run did", "drop --backend with --logs")
+    return tr
+
+
+def trace_model(model: str, params: str, backend: str, dynamic: bool, spec: Any = None) -> Any:
+    """``fxviz.trace`` of a model spec (parsed already, or parsed here)."""
+    m, inputs = load_spec(spec or parse_spec(model))
+    from ..trace import trace
+
+    return trace(m, *inputs, params=params, backend=backend, dynamic=dynamic)
+
+
+def where_in_run(run: Any, tr: Any, rank: int) -> str:
+    """One line: which graph of the run this is, and what else the run holds (a log trace is one
+    graph of many: never picked silently)."""
+    others = len(run.graphs[run.graphs["rank"] == rank])
+    eager = run.eager_frames(rank)
+    line = f"{tr.capture.origin} ({tr.graph.backend}): 1 of {others} compile(s) on rank {rank}"
+    if eager:
+        line += f"; {len(eager)} frame(s) ran as plain Python, outside every graph: " + "; ".join(
+            e.split("): ")[0] + ")" for e in eager)
+    return line + "; 'fxviz logs DIR' lists the whole run and its totals, --graph ID picks another graph"
+
+
+def stem(args: argparse.Namespace) -> str:
+    """The default output file name: the model's, or ``run_rankN`` for a log."""
+    return f"run_rank{args.rank}" if args.logs else args.spec.stem
