@@ -506,6 +506,53 @@ def test_04_prefer_recompute_is_must_recompute_in_torch():
     assert must_recompute(Node())
 
 
+class _DropoutNet(nn.Module):
+    def __init__(self, checkpointed):
+        super().__init__()
+        torch.manual_seed(0)
+        self.inner, self.drop, self.out = nn.Linear(32, 64), nn.Dropout(0.5), nn.Linear(64, 1)
+        self.checkpointed = checkpointed
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        def block(h):
+            return self.drop(torch.relu(self.inner(h)))
+
+        h = checkpoint(block, x, use_reentrant=False) if self.checkpointed else block(x)
+        return self.out(h).sum()
+
+
+def test_04_checkpointing_replays_dropout_a_budget_does_not():
+    """Section 7: both backwards recompute native_dropout; the checkpointed one inside
+    run_with_rng_state (the forward's saved state); on a real torch.compile(backend="aot_eager") step
+    the plain model under budget 0 differs from eager by the order of its gradients, the checkpointed
+    one not at all."""
+    xd = torch.randn(16, 32)
+    plain = fxviz.trace(_DropoutNet(False), xd, backend="aot_eager")
+    ckpt = fxviz.trace(_DropoutNet(True), xd, backend="aot_eager")
+    for t, s, replays in ((plain, "budget:0", False), (ckpt, "min_cut", True)):
+        p = t.partition(s)
+        assert "native_dropout" in set(t.nodes.loc[sorted(p.recomputed), "short_op"])
+        assert bool(p.recomputed_random) != replays
+        assert any("run_with_rng_state" in str(n.target) for n in p.backward.graph.nodes) == replays
+
+    def grads(net, budget=1.0, compiled=True):
+        torch._dynamo.reset()
+        with _torch.functorch_config.patch(activation_memory_budget=budget), torch.random.fork_rng():
+            torch.manual_seed(0)
+            (torch.compile(net, backend="aot_eager") if compiled else net)(xd).backward()
+        return {k: p.grad for k, p in net.named_parameters()}
+
+    eager = grads(_DropoutNet(False), compiled=False)
+
+    def worst(g):
+        return max(float((g[k] - eager[k]).abs().max() / eager[k].abs().max()) for k in g)
+
+    assert worst(grads(_DropoutNet(False), budget=0.0)) > 0.2
+    assert worst(grads(_DropoutNet(True), budget=0.0)) == 0.0
+
+
 # --- 05: missing gradients -----------------------------------------------------------------------
 def test_05_closure_capture_facts():
     model, (x,) = fxviz.examples.alexnet(width=0.25)
