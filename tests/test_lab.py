@@ -147,7 +147,8 @@ def test_01_default_saves_what_each_step_reads(chain):
     """Answer to 'which values does one step's backward read': h, sin(h), sigmoid(h) per step (three
     steps), the last Linear's input, x and the last weight; sigmoid's derivative decomposed to sub/mul."""
     saved = chain.partition("default").saved
-    assert _ops(chain, saved) == sorted(["placeholder", "permute", "addmm"] + ["add"] * 3 + ["sin"] * 3 + ["sigmoid"] * 3)
+    expected = ["placeholder", "permute", "addmm"] + ["add"] * 3 + ["sin"] * 3 + ["sigmoid"] * 3
+    assert _ops(chain, saved) == sorted(expected)
     permute = next(n for n in saved if chain.nodes.loc[n, "short_op"] == "permute")
     node = next(n for n in chain.joint.graph.nodes if n.name == permute)
     assert node.args[0].name == "primals_4" and chain.nodes.loc["primals_4", "role"] == "parameter"
@@ -239,7 +240,8 @@ def test_01_gpt_allowlist_bans_more_than_matmuls(gpt1):
 
     recomputable = get_default_op_list().recomputable_ops
     aten = torch.ops.aten
-    for op in (aten.mm, aten.convolution, aten.native_layer_norm, aten._softmax, aten.embedding, aten.transpose):
+    softmax = aten._softmax  # noqa: SLF001  (an aten op, not a private member)
+    for op in (aten.mm, aten.convolution, aten.native_layer_norm, softmax, aten.embedding, aten.transpose):
         assert op not in recomputable, op
     assert aten.permute in recomputable
 
@@ -356,7 +358,7 @@ def test_03_knapsack_items(gpt):
     from torch._functorch._activation_checkpointing.knapsack import dp_knapsack
 
     seen = []
-    solve = partitioners._optimize_runtime_with_given_memory
+    solve = partitioners._optimize_runtime_with_given_memory  # noqa: SLF001  (what the notebook records)
 
     def recording(graph, memory, runtimes, capacity, node_info, items):
         result = solve(graph, memory, runtimes, capacity, node_info, items)
@@ -390,7 +392,7 @@ def _real_step_gradients(budget):
 
     model, inputs = fxviz.examples.mini_gpt(**GPT_SIZES)
     m = copy.deepcopy(model)
-    torch._dynamo.reset()
+    torch._dynamo.reset()  # noqa: SLF001
     with _torch.functorch_config.patch(activation_memory_budget=budget), torch.random.fork_rng():
         torch.manual_seed(0)
         torch.compile(m)(*inputs).backward()
@@ -538,7 +540,7 @@ def test_04_checkpointing_replays_dropout_a_budget_does_not():
         assert any("run_with_rng_state" in str(n.target) for n in p.backward.graph.nodes) == replays
 
     def grads(net, budget=1.0, compiled=True):
-        torch._dynamo.reset()
+        torch._dynamo.reset()  # noqa: SLF001
         with _torch.functorch_config.patch(activation_memory_budget=budget), torch.random.fork_rng():
             torch.manual_seed(0)
             (torch.compile(net, backend="aot_eager") if compiled else net)(xd).backward()

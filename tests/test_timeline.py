@@ -121,7 +121,7 @@ def test_the_reports_timeline_marks_the_tables_peaks(traces):
     titles = [t.text or "" for c in root.iter("circle") for t in c.iter("title")]
     table = tr.memory_table(STRATEGIES).set_index("strategy")
     assert len(titles) == 2 * len(STRATEGIES)
-    unit, scale = byte_unit(float(table[["forward_peak_bytes", "backward_peak_bytes"]].to_numpy().max()))
+    _unit, scale = byte_unit(float(table[["forward_peak_bytes", "backward_peak_bytes"]].to_numpy().max()))
     for strategy in STRATEGIES:
         name = fxviz.analysis.strategies.Strategy.parse(strategy).name
         for phase in ("forward", "backward"):
