@@ -247,6 +247,9 @@ def test_01_gpt_allowlist_bans_more_than_matmuls(gpt1):
     for op in (aten.mm, aten.convolution, aten.native_layer_norm, softmax, aten.embedding, aten.transpose):
         assert op not in recomputable, op
     assert aten.permute in recomputable
+    bans = {e.head[:-3] for e in gpt1.flow_network(strategy="min_cut").edges if e.tail == "source"}
+    banned_ops = set(gpt1.nodes.loc[sorted(bans), "short_op"])
+    assert {"var_mean", "amax", "sum", "addmm", "bmm"} <= banned_ops  # the answer's list, on this graph
 
 
 # --- 02: what torch.compile runs -----------------------------------------------------------------
