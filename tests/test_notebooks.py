@@ -67,7 +67,7 @@ def test_strip_script_removes_outputs(tmp_path):
 def test_notebook_says_who_it_is_for_and_what_next(name):
     cells = _load(name).cells
     assert cells[0].cell_type == "markdown" and cells[-1].cell_type == "markdown"
-    first = [line for line in cells[0].source.splitlines() if line.strip() and not line.startswith("#")][0]
+    first = next(line for line in cells[0].source.splitlines() if line.strip() and not line.startswith("#"))
     assert "is for" in first, first
     assert "what to try next" in cells[-1].source.lower()
 
@@ -151,5 +151,6 @@ def test_notebook_runs_top_to_bottom(name, kernel_dirs, artifacts):
                 problems.append(f"cell {i} wrote to stderr: {o.text[:500]}")
             elif _figure_without_image(o):
                 problems.append(f"cell {i} shows a matplotlib figure as text only: {o.data['text/plain']!r}")
-    shown = problems[:5] + ([f"... and {len(problems) - 5} more (often follow-ups of the first)"] if len(problems) > 5 else [])
+    more = [f"... and {len(problems) - 5} more (often follow-ups of the first)"] if len(problems) > 5 else []
+    shown = problems[:5] + more
     assert not problems, f"{name} (executed copy: {out / name}):\n" + "\n".join(shown)

@@ -47,6 +47,21 @@ def test_peaks_are_the_memory_tables(traces, name):
             assert (rows["live_bytes"] >= 0).all()
 
 
+@pytest.mark.parametrize("name", ["mlp", "mini_gpt"])
+def test_the_backward_holds_its_inputs_from_its_first_row(traces, name):
+    """The saved values are handed to the backward before its first op runs: every placeholder row
+    shows them all (the liveness walk used to add them one row at a time, a ramp no backward builds)."""
+    tr = traces[name]
+    timeline = tr.memory_timeline(["default", "min_cut"])
+    table = tr.memory_table(["default", "min_cut"]).set_index("strategy")
+    for s in ("default", "min_cut"):
+        bw = timeline[(timeline["strategy"] == s) & (timeline["phase"] == "backward")]
+        kinds = [n.op for n in tr.partition(s).backward.graph.nodes]
+        leading = kinds.index(next(k for k in kinds if k != "placeholder"))
+        assert bw["live_bytes"].iloc[:leading].nunique() == 1
+        assert bw["live_bytes"].iloc[0] >= table.loc[s, "saved_activation_bytes"] > 0
+
+
 def test_peak_names_the_node_and_module(traces):
     tr = traces["mlp"]
     peak = tr.memory_timeline("min_cut").peaks.set_index("phase").loc["backward"]
@@ -106,7 +121,7 @@ def test_the_reports_timeline_marks_the_tables_peaks(traces):
     titles = [t.text or "" for c in root.iter("circle") for t in c.iter("title")]
     table = tr.memory_table(STRATEGIES).set_index("strategy")
     assert len(titles) == 2 * len(STRATEGIES)
-    unit, scale = byte_unit(float(table[["forward_peak_bytes", "backward_peak_bytes"]].to_numpy().max()))
+    _unit, scale = byte_unit(float(table[["forward_peak_bytes", "backward_peak_bytes"]].to_numpy().max()))
     for strategy in STRATEGIES:
         name = fxviz.analysis.strategies.Strategy.parse(strategy).name
         for phase in ("forward", "backward"):

@@ -6,6 +6,13 @@ the same large temporaries either way).  The timeline shows where each peak happ
 memory table's own liveness walk (``memory.live_bytes``, which ``memory.peak_bytes`` takes the
 maximum of) kept per node, so its highest point plus the resident bytes *is* the table's
 ``forward_peak_bytes`` / ``backward_peak_bytes``.
+
+What it counts: one storage per FX node of the *unfused* graph the partitioner returns, from the
+node that makes it to its last use.  A graph's inputs (the backward's saved values and tangents) are
+all handed in before its first op runs, so every ``placeholder`` row shows them all (the liveness
+walk adds them one row at a time, which drew a ramp the real backward never builds).  A fusing
+backend (inductor) never materializes fused pointwise intermediates and reuses buffers, so a real
+step peaks lower than these curves; they compare partitions of the same graph.
 """
 
 from __future__ import annotations
@@ -32,6 +39,20 @@ def _op(node: fx.Node) -> str:
     return str(getattr(packet, "__name__", None) or getattr(node.target, "__name__", node.target))
 
 
+def _inputs_held_from_the_start(gm: fx.GraphModule, curve: list[int]) -> list[int]:
+    """The curve with every leading ``placeholder`` row at the bytes of the last one: all inputs
+    the graph still needs, which the caller holds before the first op runs (a value on the curve,
+    so the peak is unchanged)."""
+    leading = 0
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            break
+        leading += 1
+    if leading == 0:
+        return curve
+    return [curve[leading - 1]] * leading + curve[leading:]
+
+
 def _rows(graph: JointGraph, p: Partition) -> list[dict[str, object]]:
     assert p.forward is not None and p.backward is not None
     storages = Storages(graph.gm, p.forward, p.backward)  # as memory.memory_row builds them
@@ -40,7 +61,7 @@ def _rows(graph: JointGraph, p: Partition) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for phase, gm, to_joint, throughout in (("forward", p.forward, p.fw_to_joint, True),
                                             ("backward", p.backward, p.bw_to_joint, False)):
-        curve = live_bytes(gm, storages, resident, inputs_live_throughout=throughout)
+        curve = _inputs_held_from_the_start(gm, live_bytes(gm, storages, resident, inputs_live_throughout=throughout))
         for step, (node, live) in enumerate(zip(gm.graph.nodes, curve)):
             joint = to_joint.get(node.name)
             info = graph.info.get(joint) if joint is not None else None

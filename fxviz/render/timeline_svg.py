@@ -18,6 +18,8 @@ __all__ = ["timeline_svg"]
 _PANEL_W, _PANEL_H = 400, 150  # one panel's plot area, px: the two stack, to fit a side panel
 _LEFT, _TOP, _GAP, _BOTTOM = 64, 22, 52, 30
 _FONT = 'font-family="Helvetica,Arial,sans-serif"'
+# what the curves count, said under them (analysis.timeline's docstring): not what a fused step holds
+_COUNTED = "one storage per node of the unfused graph; a fusing backend (inductor) peaks lower"
 
 
 def _fmt(value: float, scale: float) -> str:
@@ -95,6 +97,8 @@ def timeline_svg(df: pd.DataFrame, peaks: pd.DataFrame) -> str:
     body.append(f'<line x1="{_LEFT}" y1="{y - 4}" x2="{_LEFT + 22}" y2="{y - 4}" stroke="{EDGE_COLOR}" '
                 f'stroke-dasharray="2,3"/>')
     body.append(f'<text x="{_LEFT + 28}" y="{y}" font-size="11" {_FONT}>parameters + inputs (resident)</text>')
+    y += 16
+    body.append(f'<text x="{_LEFT}" y="{y}" font-size="10" fill="#555555" {_FONT}>{_COUNTED}</text>')
     height = y + 8
     return (f'<svg width="100%" viewBox="0 0 {width} {height}" class="fxviz-timeline-svg">'
             f'<title>memory timeline</title>{"".join(body)}</svg>')
