@@ -4,11 +4,12 @@ saves for its backward caught by ``torch.autograd.graph.saved_tensors_hooks``; a
 settings fxviz reads or names in advice (the activation-memory budget, inductor's layout
 optimisation).
 
-The step runs three times: once to compile (forward and backward kernels), once timed, once with the
-hooks (each from the RNG state the caller puts back).  Dynamo's cache entries and its per-code-location memory are
-dropped afterwards (``tracing.fresh_dynamo_caches`` / ``fresh_code_state``), so a later trace or
-the user's own ``torch.compile`` starts as before.  On CUDA the allocator's peaks per phase are read
-too (``torch.cuda.max_memory_allocated``, reset between phases).
+The step runs three times, each from the RNG state the caller puts back: once to compile (forward
+and backward kernels), once timed, and a forward with the hooks.  Dynamo's cache entries and its
+per-code-location memory are dropped afterwards (``tracing.fresh_dynamo_caches`` /
+``fresh_code_state``), so a later trace or the user's own ``torch.compile`` starts as before.  On
+CUDA the allocator's peaks per phase are read too (``torch.cuda.max_memory_allocated``, reset between
+phases).
 """
 
 from __future__ import annotations
@@ -78,11 +79,14 @@ def _cuda_peaks(device: torch.device, phase: str, peaks: dict[str, int]) -> None
     torch.cuda.reset_peak_memory_stats(device)
 
 
-def run_compiled_step(step: Callable[..., Any], make_call: Callable[[], tuple[Sequence[Any], Sequence[torch.Tensor]]],
-                      backend: str, dynamic: bool, restart: Callable[[], None], device: torch.device) -> StepRun:
-    """Compile ``step`` with ``backend``, run it once (compiling), call ``restart()`` (the caller puts
-    its RNG back), then run it again with saved-tensor hooks and time it.  ``make_call()`` returns
-    fresh arguments and the leaves the backward accumulates into."""
+MakeCall = Callable[[], tuple[Sequence[Any], Sequence[torch.Tensor]]]
+
+
+def run_compiled_step(step: Callable[..., Any], make_call: MakeCall, backend: str, dynamic: bool,
+                      restart: Callable[[], None], device: torch.device) -> StepRun:
+    """Compile ``step`` with ``backend`` and run it (compiling), then a timed step, then a forward
+    with saved-tensor hooks, ``restart()`` (the caller puts its RNG back) before each of the last two.
+    ``make_call()`` returns fresh arguments and the leaves the backward accumulates into."""
     import torch._dynamo
 
     record = StepRun()
@@ -108,14 +112,15 @@ def run_compiled_step(step: Callable[..., Any], make_call: Callable[[], tuple[Se
         args, leaves = make_call()
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             loss = compiled(*args)
+        # no backward for this run: inductor's backward writes into saved buffers it owns (a ReLU's
+        # output becomes its gradient in place), and the caller reads the values the forward saved
         record.saved = list(packed.values())
-        _backward(loss, leaves)
         del loss, args, leaves
     return record
 
 
-def _timed(compiled: Callable[..., Any], make_call: Callable[[], tuple[Sequence[Any], Sequence[torch.Tensor]]],
-           restart: Callable[[], None], device: torch.device, record: StepRun) -> None:
+def _timed(compiled: Callable[..., Any], make_call: MakeCall, restart: Callable[[], None], device: torch.device,
+           record: StepRun) -> None:
     """One compiled step without hooks (they cost time and keep the saved tensors alive): wall time
     and, on CUDA, the allocator's peak per phase."""
     restart()
