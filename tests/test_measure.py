@@ -170,3 +170,28 @@ def test_a_log_has_no_model_to_measure():
 
     with pytest.raises(FxvizError, match="no model"):
         measure_step(log_like, [])
+
+
+def test_a_function_over_a_module_and_the_users_compile_are_left_untouched():
+    """A traced function runs on the module it closes over (nothing to copy): its batch-norm
+    statistics, .grad and the RNG are put back; the user's own compiled model keeps its cache."""
+    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    net, (x,) = convbn()
+    torch.compile(net, backend="aot_eager")(x.clone())  # the user's own compile, before fxviz
+    entries = len(_debug_get_cache_entry_list(ConvBN.forward.__code__))
+    assert entries > 0
+    net.train()
+    before = snapshot(net)
+
+    def fn(inp):
+        return net(inp)
+
+    tr = fxviz.trace(fn, x)
+    measured = tr.measure()
+    assert_unchanged(net, before)
+    assert len(_debug_get_cache_entry_list(ConvBN.forward.__code__)) == entries
+    count = independent_count(net, (x,), "aot_eager")
+    assert measured.saved_bytes == count["bytes"] == measured.estimated_bytes
+    params = measured.saved[measured.saved["kind"] == "parameter"]["source"]
+    assert any(str(s).endswith("features.0.weight") for s in params), list(params)

@@ -21,7 +21,7 @@ aot_eager keeps 3,099,136 B, min-cut's figure on its graph.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -173,6 +173,22 @@ class _Step:
         return args, leaves
 
 
+def _state(cap: Capture) -> list[tuple[str, torch.Tensor]]:
+    """A traced function's module state (no model to copy): the real tensors its graphs lifted, which
+    the step runs on as they are; ``preserved`` puts their values back, and the backward never
+    accumulates into them (it goes into fxviz's copies of the inputs only)."""
+    if cap.model is not None:
+        return []
+    found: dict[int, tuple[str, torch.Tensor]] = {}
+    for g in cap.graphs:
+        for name, value in g.placeholder_values.items():
+            info = g.info.get(name)
+            if (info is not None and info.role in STATE_ROLES and isinstance(value, torch.Tensor)
+                    and not _torch.is_fake(value) and value.device.type != "meta"):
+                found.setdefault(id(value), (info.qualname or name, value))
+    return list(found.values())
+
+
 def _device(cap: Capture) -> torch.device:
     tensors = [t for t in pytree.tree_leaves(cap.example_inputs) if isinstance(t, torch.Tensor)]
     tensors += list(cap.model.parameters()) if cap.model is not None else []
@@ -186,7 +202,7 @@ def measure_step(cap: Capture, parts: Sequence[tuple[JointGraph, Partition | Non
     _refuse(cap)
     strategy = strategy or step_strategy()
     with torch.inference_mode(False), torch.enable_grad(), \
-            preserved(cap.model, cap.example_inputs), _torch.quiet_torch():
+            preserved(cap.model, (cap.example_inputs, [t for _, t in _state(cap)])), _torch.quiet_torch():
         try:
             model = copy.deepcopy(cap.model) if cap.model is not None else None
         except Exception as exc:
@@ -215,13 +231,15 @@ class _Held:
     storage: int
 
 
-def _placeholder_value(graph: JointGraph, name: str, step: _Step, model: nn.Module | None) -> Any:
+def _placeholder_value(graph: JointGraph, name: str, step: _Step, state: Mapping[str, torch.Tensor]) -> Any:
+    """The tensor the step ran with for joint input ``name``: fxviz's copy's buffers as the hooked
+    run began and its parameters; the capture's own value otherwise (inputs, a later graph's inputs)."""
     info = graph.info.get(name)
-    state = dict(model.named_parameters()) if model is not None else {}
-    if info is not None and info.role in STATE_ROLES and info.qualname in step.buffers:
-        return step.buffers[info.qualname].clone()
-    if info is not None and info.role in STATE_ROLES and info.qualname in state:
-        return state[info.qualname].detach()
+    qual = info.qualname if info is not None and info.role in STATE_ROLES else None
+    if qual is not None and qual in step.buffers:
+        return step.buffers[qual].clone()
+    if qual is not None and qual in state:
+        return state[qual].detach()
     value = graph.placeholder_values.get(name)
     return value.detach().clone() if isinstance(value, torch.Tensor) else value
 
@@ -230,6 +248,7 @@ def _forward_outputs(graph: JointGraph, part: Partition, step: _Step, model: nn.
                      ) -> tuple[list[Any], set[int]]:
     """The forward graph run on the step's tensors: its outputs, and its inputs' storages."""
     assert part.forward is not None
+    state = dict(model.named_parameters()) if model is not None else {}
     args = []
     for n in part.forward.graph.nodes:
         if n.op != "placeholder":
@@ -238,7 +257,7 @@ def _forward_outputs(graph: JointGraph, part: Partition, step: _Step, model: nn.
         if desc is not None and _torch.describe_input(desc).kind == "token":
             args.append(torch.empty(0))
         else:
-            args.append(_placeholder_value(graph, part.fw_to_joint.get(n.name, n.name), step, model))
+            args.append(_placeholder_value(graph, part.fw_to_joint.get(n.name, n.name), step, state))
     with torch.no_grad():
         out = fx.Interpreter(part.forward).run(*args, enable_io_processing=False)
     inputs = {_torch.storage_key(a) for a in args if isinstance(a, torch.Tensor)}
@@ -306,7 +325,7 @@ def _sources(step: _Step, model: nn.Module | None, cap: Capture) -> _Sources:
     owners: dict[int, tuple[str, str]] = {}
     tensors: list[tuple[str, str, torch.Tensor]] = []
     label: dict[str, str] = {}
-    named = list(model.named_parameters()) + list(model.named_buffers()) if model is not None else []
+    named = list(model.named_parameters()) + list(model.named_buffers()) if model is not None else _state(cap)
     modules = dict(model.named_modules()) if model is not None else {}
     for qual, t in named:
         owners[_torch.storage_key(t)] = ("parameter", qual)
@@ -319,23 +338,24 @@ def _sources(step: _Step, model: nn.Module | None, cap: Capture) -> _Sources:
         owners.setdefault(_torch.storage_key(t), ("input", name))
         if _varied(t):
             tensors.append(("input", name, t))
-    primal: dict[str, str] = {}
-    graph = cap.graphs[0] if cap.graphs else None
+    primal: dict[str, str] = {}  # a parameter's or an input's name -> its joint placeholder
     for g in cap.graphs:
         for n, info in g.info.items():
-            if info.role in STATE_ROLES and info.qualname:
+            if info.role in (*STATE_ROLES, "primal") and info.qualname:
                 primal.setdefault(info.qualname, n)
-    if graph is not None:
-        firsts = [n for n in graph.gm.graph.nodes if n.op == "placeholder" and graph.info[n.name].role == "primal"]
-        for name, n in zip(names, firsts):
-            primal.setdefault(name, n.name)
     return _Sources(owners, tensors, primal, label)
 
 
-def _copy_of(t: torch.Tensor, sources: _Sources) -> tuple[str, str] | None:
+def _copy_of(t: torch.Tensor, sources: _Sources) -> tuple[str, str, str] | None:
+    """(parameter | input, its name, how) when ``t`` holds a parameter's or an input's values in a
+    storage of its own: in another layout, or transposed (a weight saved as ``w.t()`` made contiguous)."""
     for kind, name, src in sources.tensors:
-        if src.shape == t.shape and src.dtype == t.dtype and _same_values(t.detach(), src.detach()):
-            return kind, name
+        if src.dtype != t.dtype:
+            continue
+        if src.shape == t.shape and _same_values(t.detach(), src.detach()):
+            return kind, name, f"in another layout ({layout_of(t)})"
+        if src.dim() == 2 and tuple(src.shape) == tuple(t.shape)[::-1] and _same_values(t.detach(), src.detach().t()):
+            return kind, name, "transposed"
     return None
 
 
@@ -358,6 +378,29 @@ def _match(views: list[torch.Tensor], held: list[_Held], used: set[int]) -> tupl
     return found, how
 
 
+def _what(views: list[torch.Tensor], owner: tuple[str, str] | None, sources: _Sources, held: list[_Held],
+          used: set[int], backend: str) -> dict[str, Any]:
+    """What one saved storage is: a parameter or input itself, a copy of one, or the partition's value."""
+    if owner is not None:
+        kind, name = owner
+        primal = sources.primal.get(name)
+        return {"kind": kind, "value": primal, "source": name, "matched_by": "storage",
+                "what": f"{kind} `{name}`" + (f" ({primal})" if primal else "") + ", saved as itself"}
+    copied = _copy_of(views[0], sources)
+    if copied is not None:
+        kind, name, how = copied
+        primal = sources.primal.get(name)
+        whose = f"{sources.label.get(name, 'parameter')} `{name}`" if kind == "parameter" else f"input `{name}`"
+        out = {"kind": f"{kind} copy", "value": primal, "source": name, "matched_by": "values",
+               "what": f"a copy of `{primal or name}` ({whose}) {how}, made by {backend}"}
+        return out | ({"layout": "transposed"} if how == "transposed" else {})
+    found, matched_by = _match(views, held, used)
+    return {"kind": "activation", "value": ", ".join(h.name for h in found) or None, "matched_by": matched_by,
+            "graph": found[0].graph if found else None,
+            "what": (f"the partition's `{found[0].name}` ({found[0].what})" if found else
+                     f"a value the partition does not save (made by {backend}'s compiled code)")}
+
+
 def _rows(saved: list[torch.Tensor], step: _Step, model: nn.Module | None, held: list[_Held],
           cap: Capture) -> tuple[list[dict[str, Any]], list[str]]:
     sources = _sources(step, model, cap)
@@ -366,32 +409,12 @@ def _rows(saved: list[torch.Tensor], step: _Step, model: nn.Module | None, held:
         groups.setdefault(_torch.storage_key(t), []).append(t)
     used: set[int] = set()
     rows = []
-    backend = cap.backend
     for key, views in groups.items():
         t = views[0]
         row: dict[str, Any] = {"bytes": int(t.untyped_storage().nbytes()), "graph": None, "source": None,
                                "shape": tuple(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
                                "layout": layout_of(t), "matched_by": None, "views": len(views)}
-        owner = sources.owners.get(key)
-        copied = None if owner is not None else _copy_of(t, sources)
-        if owner is not None:
-            kind, name = owner
-            primal = sources.primal.get(name)
-            row.update(kind=kind, value=primal, source=name, matched_by="storage",
-                       what=f"{kind} `{name}`" + (f" ({primal})" if primal else "") + ", saved as itself")
-        elif copied is not None:
-            kind, name = copied
-            primal = sources.primal.get(name)
-            whose = f"{sources.label.get(name, 'parameter')} `{name}`" if kind == "parameter" else f"input `{name}`"
-            row.update(kind=f"{kind} copy", value=primal, source=name, matched_by="values",
-                       what=f"a copy of `{primal or name}` ({whose}) in another layout ({row['layout']}), "
-                            f"made by {backend}")
-        else:
-            found, how = _match(views, held, used)
-            row.update(kind="activation", value=", ".join(h.name for h in found) or None, matched_by=how,
-                       graph=found[0].graph if found else None,
-                       what=(f"the partition's `{found[0].name}` ({found[0].what})" if found else
-                             f"a value the partition does not save (made by {backend}'s compiled code)"))
+        row.update(_what(views, sources.owners.get(key), sources, held, used, cap.backend))
         rows.append(row)
     notes = []
     missing = [h for h in held if id(h) not in used]
