@@ -173,19 +173,22 @@ class _Step:
         return args, leaves
 
 
-def _state(cap: Capture) -> list[tuple[str, torch.Tensor]]:
-    """A traced function's module state (no model to copy): the real tensors its graphs lifted, which
-    the step runs on as they are; ``preserved`` puts their values back, and the backward never
+def _state(cap: Capture) -> list[tuple[str, torch.Tensor, str]]:
+    """A traced function's module state (no model to copy): (name, the real tensor, its joint
+    placeholder) for every graph input that is neither a user input nor made at run time.  The step
+    runs on these tensors as they are; ``preserved`` puts their values back, and the backward never
     accumulates into them (it goes into fxviz's copies of the inputs only)."""
     if cap.model is not None:
         return []
-    found: dict[int, tuple[str, torch.Tensor]] = {}
+    user = {id(t) for t in pytree.tree_leaves(cap.example_inputs)}
+    found: dict[int, tuple[str, torch.Tensor, str]] = {}
     for g in cap.graphs:
         for name, value in g.placeholder_values.items():
             info = g.info.get(name)
-            if (info is not None and info.role in STATE_ROLES and isinstance(value, torch.Tensor)
-                    and not _torch.is_fake(value) and value.device.type != "meta"):
-                found.setdefault(id(value), (info.qualname or name, value))
+            if (info is not None and info.role in (*STATE_ROLES, "primal") and isinstance(value, torch.Tensor)
+                    and id(value) not in user and not _torch.is_fake(value) and value.device.type != "meta"):
+                qual = (info.qualname or name).replace("._parameters.", ".").replace("._buffers.", ".")
+                found.setdefault(id(value), (qual, value, name))
     return list(found.values())
 
 
@@ -202,7 +205,7 @@ def measure_step(cap: Capture, parts: Sequence[tuple[JointGraph, Partition | Non
     _refuse(cap)
     strategy = strategy or step_strategy()
     with torch.inference_mode(False), torch.enable_grad(), \
-            preserved(cap.model, (cap.example_inputs, [t for _, t in _state(cap)])), _torch.quiet_torch():
+            preserved(cap.model, (cap.example_inputs, [t for _, t, _ in _state(cap)])), _torch.quiet_torch():
         try:
             model = copy.deepcopy(cap.model) if cap.model is not None else None
         except Exception as exc:
@@ -325,7 +328,9 @@ def _sources(step: _Step, model: nn.Module | None, cap: Capture) -> _Sources:
     owners: dict[int, tuple[str, str]] = {}
     tensors: list[tuple[str, str, torch.Tensor]] = []
     label: dict[str, str] = {}
-    named = list(model.named_parameters()) + list(model.named_buffers()) if model is not None else _state(cap)
+    state = _state(cap)
+    named = (list(model.named_parameters()) + list(model.named_buffers()) if model is not None
+             else [(qual, t) for qual, t, _ in state])
     modules = dict(model.named_modules()) if model is not None else {}
     for qual, t in named:
         owners[_torch.storage_key(t)] = ("parameter", qual)
@@ -343,6 +348,8 @@ def _sources(step: _Step, model: nn.Module | None, cap: Capture) -> _Sources:
         for n, info in g.info.items():
             if info.role in (*STATE_ROLES, "primal") and info.qualname:
                 primal.setdefault(info.qualname, n)
+    for qual, _, n in state:
+        primal[qual] = n
     return _Sources(owners, tensors, primal, label)
 
 
@@ -431,6 +438,8 @@ def _measured(rows: list[dict[str, Any]], notes: list[str], run: Any, cap: Captu
     df = pd.DataFrame(rows, columns=MEASURED_COLUMNS)
     df = df.sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True)
     df["bytes"] = df["bytes"].astype("int64")
+    df["graph"] = df["graph"].astype("Int64")
+    df["value"] = df["value"].astype("object").where(df["value"].notna(), None)
 
     def total(*kinds: str) -> int:
         return int(df[df["kind"].isin(kinds)]["bytes"].sum())
@@ -473,13 +482,15 @@ def _caption(m: Measured) -> str:
 # --- the saved table, marked ---------------------------------------------------------------------
 def mark_saved(table: pd.DataFrame, measured: Measured, graph: int = 0) -> pd.DataFrame:
     """``tr.saved()`` of graph ``graph`` with a ``measured`` column: what the real step holds for each
-    value (``held``, ``held as a copy (channels_last, 92.9 kB)``, ``not held``)."""
+    value (``held``, ``held as a copy (channels_last, 90.8 KiB)``, ``not held``)."""
+    import pandas as pd
+
     out = table.copy()
     out.attrs = dict(table.attrs)
     held: dict[str, str] = {}
     for _, row in measured.saved.iterrows():
-        names = [] if row["value"] is None else [v.strip() for v in str(row["value"]).split(",")]
-        same_graph = row["graph"] is None or row["graph"] == graph
+        names = [] if pd.isna(row["value"]) else [v.strip() for v in str(row["value"]).split(",")]
+        same_graph = pd.isna(row["graph"]) or int(row["graph"]) == graph
         for name in names:
             if row["kind"] in COPY_KINDS:
                 held[name] = f"held as a copy ({row['layout']}, {format_bytes(int(row['bytes']))})"
