@@ -194,7 +194,7 @@ def _state(cap: Capture) -> list[tuple[str, torch.Tensor, str]]:
 
 def _device(cap: Capture) -> torch.device:
     """Where the step runs (whose allocator peaks to read): the model's device, else the inputs'."""
-    tensors = list(cap.model.parameters()) if cap.model is not None else []
+    tensors: list[torch.Tensor] = list(cap.model.parameters()) if cap.model is not None else []
     tensors += [t for t in pytree.tree_leaves(cap.example_inputs) if isinstance(t, torch.Tensor)]
     return tensors[0].device if tensors else torch.device("cpu")
 
