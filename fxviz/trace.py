@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .analysis.code import GraphCode
     from .analysis.flow import FlowNetwork
+    from .analysis.measure import Measured
     from .analysis.partition import Partition
     from .analysis.pieces import PieceSummary
     from .render.doctor_view import DoctorReport
@@ -650,6 +651,19 @@ class Trace:
         name = self.title
         where = f", {graph_of(self.index, len(self.capture.graphs))}" if len(self.capture.graphs) > 1 else ""
         return f"{name}, parameters {self.params}{where}"
+
+    def measure(self) -> Measured:
+        """Run the real compiled step (``torch.compile`` of a copy of the model with this trace's
+        backend and the session's torch config) and catch what it saves for the backward: ``.saved``
+        (one row per storage, named value by value: the partition's value, or a copy of a parameter
+        in another layout made by inductor), ``.saved_bytes`` beside ``.estimated_bytes`` (the
+        partition torch.compile uses, every graph), ``.reason()``, ``.seconds``.  Not cached: each call
+        runs the step.  The model, ``.grad``, RNG and dynamo caches are left as they were."""
+        from .analysis.measure import measure_step, step_strategy
+
+        strategy = step_strategy()
+        parts = [(p.graph, p.partition(strategy) if p.has_backward else None) for p in self.pieces]
+        return measure_step(self.capture, parts, strategy)
 
 
 def _renamed(module: Any, rename: dict[str, str]) -> Any:

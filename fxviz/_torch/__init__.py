@@ -11,7 +11,8 @@ imports a private torch module or reads ``node.meta``: when torch moves somethin
   breaks, torch's chatter silenced;
 - ``eager``: probes beside eager PyTorch (swapped parameters, storage identity, aten-op recorder,
   module hooks);
-- ``log_graph``: the torch side of rebuilding a logged graph.
+- ``log_graph``: the torch side of rebuilding a logged graph;
+- ``compiled``: the user's real compiled step, run with saved-tensor hooks (``Trace.measure``).
 
 The rest of fxviz imports the names below from here (``from .. import _torch; _torch.meta_val``).
 """
@@ -57,9 +58,12 @@ _LAZY: dict[str, str] = {
                     "partitioners"),
     **dict.fromkeys(("RawJoint", "capture_with_aot_function", "capture_with_dynamo",
                      "quiet_torch", "run_compiled_backward", "skipped_frames", "unimplemented_count"), "tracing"),
+    **dict.fromkeys(("LAYOUT_KNOB", "StepRun", "layout_optimization", "run_compiled_step", "step_budget"),
+                    "compiled"),
 }
 
 if TYPE_CHECKING:
+    from .compiled import LAYOUT_KNOB, StepRun, layout_optimization, run_compiled_step, step_budget
     from .partitioners import (
         budget_config,
         copy_graph_module,
@@ -148,6 +152,11 @@ __all__ = [
     "OutputKind",
     "module_path_from_stack_entry",
     "record_module_stack",
+    "LAYOUT_KNOB",
+    "StepRun",
+    "layout_optimization",
+    "run_compiled_step",
+    "step_budget",
 ]
 
 SUPPORTED_TORCH = ">=2.9,<2.15"
@@ -173,6 +182,7 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch._functorch.config.cse",
     "torch._functorch.config.activation_memory_budget",
     "torch._functorch.config.activation_memory_budget_solver",
+    "torch._inductor.config.layout_optimization",
     "torch._functorch._aot_autograd.descriptors.PlainAOTInput",
     "torch._functorch._aot_autograd.descriptors.ParamAOTInput",
     "torch._functorch._aot_autograd.descriptors.BufferAOTInput",

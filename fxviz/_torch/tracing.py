@@ -152,7 +152,7 @@ def _distinct_breaks(reasons: Sequence[Any], counted: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def _fresh_dynamo_caches() -> Iterator[None]:
+def fresh_dynamo_caches() -> Iterator[None]:
     """Afterwards, forget everything dynamo stored on the code objects it saw during the block.
 
     fxviz compiles its wrapper (and, at graph breaks, the user's own frames) with its own
@@ -268,7 +268,7 @@ def _inductor_backend(records: list[dict[str, Any]]) -> tuple[Callable, contextl
 
 
 @contextlib.contextmanager
-def _fresh_code_state() -> Iterator[None]:
+def fresh_code_state() -> Iterator[None]:
     """Compile as a fresh process would: without the sizes dynamo remembers per code location
     (its in-memory "automatic dynamic" code state, shared by every trace of fxviz's own step
     function).  Under ``dynamic=True`` that memory decides which sizes share a symbol and which
@@ -328,7 +328,7 @@ def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable
         shapes.update(automatic_dynamic_shapes=False, assume_static_by_default=True)
     before = _graph_break_count()
     first_reason = len(_break_reasons())
-    with _fresh_dynamo_caches(), _fresh_code_state(), patches, \
+    with fresh_dynamo_caches(), fresh_code_state(), patches, \
             torch._dynamo.config.patch(suppress_errors=False, **shapes):
         compiled = torch.compile(step, backend=recording_backend, dynamic=dynamic)
         result = compiled(*inputs)
@@ -349,7 +349,7 @@ def run_compiled_backward(step: Callable, inputs: Sequence[Any], partition_fn: C
 
     backend = _aot_autograd_backend(fw_compiler=_boxed_nop, bw_compiler=_boxed_nop,
                                     partition_fn=partition_fn or default_partition)
-    with _fresh_dynamo_caches(), torch._dynamo.config.patch(
+    with fresh_dynamo_caches(), torch._dynamo.config.patch(
         automatic_dynamic_shapes=False, assume_static_by_default=True, suppress_errors=False
     ):
         result = torch.compile(step, backend=backend, dynamic=False)(*inputs)

@@ -29,6 +29,8 @@ from .strategies import OFFERED, Strategy, parse_list
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .measure import Measured
+
 __all__ = [
     "COLUMNS",
     "Storages",
@@ -45,6 +47,8 @@ __all__ = [
     "memory_table",
     "caption",
     "checkpoint_summary",
+    "MEASURED_TABLE_COLUMNS",
+    "add_measured",
 ]
 
 COLUMNS: list[str] = [
@@ -54,6 +58,9 @@ COLUMNS: list[str] = [
     "resident_bytes", "torch_estimate_bytes", "gap_to_optimal_flops", "gap_to_optimal_bytes", "seconds", "error",
 ]
 _INT_COLUMNS = [c for c in COLUMNS if c not in ("strategy", "seconds", "error")]
+MEASURED_TABLE_COLUMNS: list[str] = ["measured_saved_bytes", "measured_difference_bytes", "measured_reason"]
+"""The measured twin (``add_measured``): what the real compiled step kept, on the row of the strategy it
+used; the difference from that row's ``saved_activation_bytes``, and why."""
 
 
 
@@ -325,7 +332,8 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partition],
-                 strategies: Iterable[Any] | None = None, gaps: bool | None = None) -> pd.DataFrame:
+                 strategies: Iterable[Any] | None = None, gaps: bool | None = None,
+                 measured: Measured | None = None) -> pd.DataFrame:
     """One row per strategy.  ``get_partition(strategy)`` is ``Trace.partition`` (cached there).
     A strategy that fails on this graph gives a row with ``error`` set; a malformed strategy
     raises ``StrategyError``.  ``df.attrs["caption"]`` says how the partitioners were called.
@@ -333,7 +341,8 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partitio
     ``gaps``: fill ``gap_to_optimal_flops`` (extra recompute FLOPs over the exact optimum at the
     row's saved activation bytes) and ``gap_to_optimal_bytes`` (extra saved bytes over the optimum
     at the row's recompute FLOPs), two MILP solves per row; default: when an ``optimal`` strategy
-    is among ``strategies`` (the default table stays fast)."""
+    is among ``strategies`` (the default table stays fast).  ``measured``: ``Trace.measure()``'s
+    result, added as its twin columns (``add_measured``)."""
     chosen = list(OFFERED) if strategies is None else parse_list(list(strategies)) or []
     rows, notes = [], []
     for s in chosen:
@@ -356,4 +365,31 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partitio
         notes += gaps_to_optimal(graph, rows)
     df = _frame(rows)
     df.attrs["caption"] = caption(graph, has_symbolic_sizes(graph.gm), notes)
-    return df
+    return df if measured is None else add_measured(df, measured)
+
+
+def add_measured(table: pd.DataFrame, measured: Measured) -> pd.DataFrame:
+    """``table`` with the measured twin (``MEASURED_TABLE_COLUMNS``) on the row of the strategy the
+    real step used (``measured.strategy``), empty on the others.  A step of several graphs is
+    measured whole: its twin belongs beside ``memory_table_by_piece``'s total row, not one graph's."""
+    import pandas as pd
+
+    out = table.copy()
+    out.attrs = dict(table.attrs)
+    row = (out["strategy"] == measured.strategy) & out["error"].isna()
+    whole = "piece" in out.columns
+    if whole:
+        row &= out["piece"] == "total"
+    elif measured.graphs > 1:
+        row &= False
+    out["measured_saved_bytes"] = pd.array([measured.saved_bytes if r else None for r in row], dtype="Int64")
+    diff = [measured.saved_bytes - int(b) if r and not pd.isna(b) else None
+            for r, b in zip(row, out["saved_activation_bytes"])]
+    out["measured_difference_bytes"] = pd.array(diff, dtype="Int64")
+    reason = measured.reason() or "none: the step keeps what the partition saves"
+    out["measured_reason"] = pd.Series([reason if r else None for r in row], index=out.index, dtype="object")
+    where = "its row" if bool(row.any()) else "no row here (measured over the whole step: see the total row)"
+    out.attrs["caption"] = (str(out.attrs.get("caption", "")) + f" measured_*: the real torch.compile(backend="
+                            f"{measured.backend!r}) step, caught with saved-tensor hooks (Trace.measure()), beside "
+                            f"the {measured.strategy} partition it used: {where}.").strip()
+    return out

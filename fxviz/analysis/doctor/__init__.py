@@ -5,13 +5,14 @@ to fix it, in words a user understands.
 partitions, and, only for parameters the graphs cannot explain, one eager probe run of the model
 (``gradient_paths.eager_paths``).  It returns plain data: a list of ``Finding`` and a
 per-parameter table.  Rendering lives in ``fxviz.render.doctor_view``.  One module per family
-of findings: ``no_gradient``, ``dropped``, ``duplicates``, ``graph_breaks``; ``findings`` holds
+of findings: ``no_gradient``, ``dropped``, ``duplicates``, ``graph_breaks``, ``measured``; ``findings`` holds
 the vocabulary and the gathering.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ...capture import INFERENCE_NOTE, Capture, graph_name
 from ..gradient_paths import eager_paths
@@ -21,17 +22,23 @@ from .dropped import dropped_gradients
 from .duplicates import duplicate_findings
 from .findings import KINDS, SEVERITIES, TABLE_COLUMNS, Diagnosis, Finding, collect_parameters, reason_of
 from .graph_breaks import frame_findings, outside_findings, reuse_findings, reused_gradient_node
+from .measured import measured_findings
 from .no_gradient import constant_finding, needs_eager, no_gradient_finding, where_in_graph
+
+if TYPE_CHECKING:
+    from ..measure import Measured
 
 __all__ = ["Finding", "Diagnosis", "diagnose", "KINDS", "SEVERITIES", "TABLE_COLUMNS"]
 
 
 # --- the whole diagnosis --------------------------------------------------------------------------
-def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> Diagnosis:
+def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None,
+             measured: Measured | None = None) -> Diagnosis:
     """Diagnose every graph of ``cap`` (all pieces of a trace with graph breaks).
 
     ``parts`` holds one partition per graph (the strategy whose backward graphs are checked for
-    dropped gradients), or None."""
+    dropped gradients), or None.  ``measured``: ``Trace.measure()``'s result, for the findings on
+    what the real compiled step keeps beyond the partition (``measured``)."""
     import pandas as pd
     parts = list(parts) if parts is not None else [None] * len(cap.graphs)
     params = collect_parameters(cap)
@@ -107,6 +114,7 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None) -> D
     findings += reuse_findings(facts, cap)
     findings += dropped
     findings += duplicate_findings(cap, parts)
+    findings += measured_findings(measured)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     kinds = {k: i for i, k in enumerate(KINDS)}
     findings.sort(key=lambda f: (order[f.severity], kinds[f.kind]))
