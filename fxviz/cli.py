@@ -92,7 +92,7 @@ def _trace(args: argparse.Namespace) -> Any:
         raise ModelSpecError("no model and no --logs",
                              "name a model (e.g. mini_gpt) or pass --logs DIR (see 'fxviz COMMAND --help')")
     model, inputs = load_model_spec(args.model)
-    from .trace import trace
+    from .facade import trace
 
     return trace(model, *inputs, params=args.params, backend=args.backend or "aot_eager", dynamic=args.dynamic)
 
@@ -231,7 +231,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """The founding story on the built-in AlexNet: parameters lifted vs captured as constants."""
     from .examples import alexnet
-    from .trace import trace
+    from .facade import trace
 
     model, inputs = alexnet()
     print("== AlexNet, parameters lifted to graph inputs (what torch.compile does)")
@@ -509,7 +509,7 @@ strategies default to each side's own default: logged for a log, default for a m
 def _diff_side(args: argparse.Namespace, side: str, model: str | None, cache: dict[Any, Any]) -> Any:
     """One side's Trace: its log (``--logs-X`` or ``--logs``) or its model; traced once per key."""
     from .logs import load_logs
-    from .trace import trace
+    from .facade import trace
 
     log = getattr(args, f"logs_{side}") or args.logs
     if log is not None:
@@ -557,7 +557,7 @@ def _diff_label(args: argparse.Namespace, side: str, model: str | None) -> str:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Compare two sides: the summary (totals, the change, the top differences), then the table."""
-    from .diff import diff
+    from .diffing import diff
 
     model_a, model_b = _diff_models(args)
     stray = [s for s in ("a", "b") if not (args.logs or getattr(args, f"logs_{s}"))

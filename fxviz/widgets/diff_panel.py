@@ -8,7 +8,7 @@ import html
 
 import ipywidgets as widgets
 
-from ..diff import Diff
+from ..diffing import Diff
 from ..diff_report import STYLE, diff_body_html
 
 __all__ = ["DiffPanel"]

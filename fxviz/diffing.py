@@ -16,7 +16,7 @@ from .analysis.diff import Side, diff_table, module_bytes, side_of
 from .analysis.match import RULES, Matching, match_graphs
 from .analysis.strategies import Strategy
 from .errors import InputError
-from .trace import Trace
+from .facade import Trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from .render.drawing import Drawing
