@@ -20,7 +20,7 @@ from ..graph_facts import joint_node_count
 from ..roles import role_counts
 
 __all__ = ["PieceRun", "PieceFacts", "PieceSummary", "piece_facts", "piece_summaries", "modules_of",
-           "collapse_modules", "ROOT", "run_modules"]
+           "collapse_modules", "ROOT", "run_modules", "renamed"]
 
 
 @dataclass(frozen=True)
@@ -154,9 +154,11 @@ class PieceSummary:
     modules: tuple[tuple[str, ...], ...]  # per run, the modules whose parameters it received
 
 
-def piece_summaries(cap: Capture, saved: list[int | None], strategy: str) -> list[PieceSummary]:
-    """One summary per graph of ``cap``; ``saved`` holds each graph's saved activation bytes."""
-    facts = piece_facts(cap)
+def piece_summaries(cap: Capture, saved: list[int | None], strategy: str,
+                    facts: PieceFacts | None = None) -> list[PieceSummary]:
+    """One summary per graph of ``cap``; ``saved`` holds each graph's saved activation bytes;
+    ``facts``: ``piece_facts(cap)`` when the caller holds it."""
+    facts = piece_facts(cap) if facts is None else facts
     total = len(cap.graphs)
     out = []
     for g in cap.graphs:
@@ -169,3 +171,16 @@ def piece_summaries(cap: Capture, saved: list[int | None], strategy: str) -> lis
             has_backward=g.has_backward, saved_bytes=saved[g.index] if g.index < len(saved) else None,
             strategy=strategy, reason=reason, runs=len(runs), modules=tuple(r.modules for r in runs)))
     return out
+
+
+def renamed(module: str | None, rename: dict[str, str]) -> str | None:
+    """``module`` with its longest prefix found in ``rename`` (a :func:`run_modules` map) replaced:
+    a module of a reused graph's first run, named as in another run."""
+    if not isinstance(module, str) or not rename:
+        return module
+    parts = module.split(".")
+    for k in range(len(parts), 0, -1):
+        head = ".".join(parts[:k])
+        if head in rename:
+            return ".".join([rename[head]] + parts[k:])
+    return module
