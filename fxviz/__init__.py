@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from . import examples
     from .analysis.partition import partitioner
     from .diffing import Diff, diff
+    from .facade import Trace, trace
     from .html_report import report
     from .logs import Run, load_logs
-    from .facade import Trace, trace
     from .widgets import explore
 
 __all__ = [

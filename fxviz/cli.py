@@ -508,8 +508,8 @@ strategies default to each side's own default: logged for a log, default for a m
 
 def _diff_side(args: argparse.Namespace, side: str, model: str | None, cache: dict[Any, Any]) -> Any:
     """One side's Trace: its log (``--logs-X`` or ``--logs``) or its model; traced once per key."""
-    from .logs import load_logs
     from .facade import trace
+    from .logs import load_logs
 
     log = getattr(args, f"logs_{side}") or args.logs
     if log is not None:

@@ -33,6 +33,7 @@ from typing import Any
 
 from ..analysis.strategies import KINDS, OFFERED, SOLVERS, Strategy, StrategyLike
 from ..errors import FxvizError, InputError
+from ..facade import Trace, trace
 from ..html_report import STATIC
 from ..payloads import (
     VIEWS,
@@ -54,7 +55,6 @@ from ..render import theme
 from ..render.embed import page_data
 from ..render.static_html import static_html
 from ..render.views import box_name
-from ..facade import Trace, trace
 
 try:
     import anywidget
