@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .strategies import Strategy, StrategyLike
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
     from ..capture import Capture, JointGraph
     from .partition import Partition
 
 __all__ = ["Cache", "GraphCache"]
 
 T = TypeVar("T")
+F = TypeVar("F", bound="pd.DataFrame")
 
 
 class Cache:
@@ -33,6 +36,14 @@ class Cache:
             self._values[key] = make()
         value: T = self._values[key]
         return value
+
+    def frame(self, key: Hashable, make: Callable[[], pd.DataFrame], as_type: type[F]) -> F:
+        """A copy of the frame under ``key`` (made once), as ``as_type`` (a presentation subclass of
+        ``DataFrame``), with its ``attrs``: the cache keeps its own, whatever the caller does to the copy."""
+        df = self.get(key, make)
+        out = as_type(df.copy())
+        out.attrs = dict(df.attrs)
+        return out
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._values

@@ -117,8 +117,8 @@ class Strategy:
 
 
 StrategyLike = str | PartitionFn | Strategy
-StrategiesLike = str | Sequence[StrategyLike]
-"""Several strategies: a list, or one comma-separated string (``"default,min_cut"``)."""
+StrategiesLike = StrategyLike | Sequence[StrategyLike]
+"""One strategy or several: a list, or a comma-separated string (``"default,min_cut"``)."""
 
 
 # --- the registry ----------------------------------------------------------------------------------
@@ -238,10 +238,12 @@ def parse(spec: StrategyLike) -> Strategy:
 
 
 def parse_list(specs: StrategiesLike | None) -> list[Strategy] | None:
-    """A list of strategies from a list or a comma-separated string (``None`` stays ``None``);
-    duplicates are dropped, order kept."""
+    """A list of strategies from one strategy, a list, or a comma-separated string (``None`` stays
+    ``None``); duplicates are dropped, order kept."""
     if specs is None:
         return None
+    if isinstance(specs, Strategy) or (callable(specs) and not isinstance(specs, str)):
+        return [Strategy.parse(specs)]
     items: Sequence[StrategyLike] = [s for s in specs.split(",") if s.strip()] if isinstance(specs, str) else specs
     return list(dict.fromkeys(Strategy.parse(s) for s in items))
 

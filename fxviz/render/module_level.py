@@ -10,12 +10,15 @@ from typing import TYPE_CHECKING
 
 from ..analysis.pieces import renamed
 from ..analysis.saved import by_module
+from ..errors import InputError
+from .scene import joint_scene
 from .structure import Structure
 from .views import collapse_level
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from ..analysis.cache import Cache
     from ..analysis.partition import Partition
     from ..capture import JointGraph
 
@@ -39,10 +42,15 @@ def module_at_level(structure: Structure, level: int, p: Partition,
     return module_of
 
 
-def saved_by_module(table: pd.DataFrame, graph: JointGraph, p: Partition, structure: Structure,
+def saved_by_module(table: pd.DataFrame, graph: JointGraph, p: Partition, cache: Cache,
                     depth: int | None = None, rename: dict[str, str] | None = None) -> pd.DataFrame:
     """The activation rows of ``table`` (``p``'s saved table) summed per module at ``depth``
-    (default: the default drawing's level); ``attrs``: ``level``, ``strategy``, ``caption``."""
+    (default: the default drawing's level); ``attrs``: ``level``, ``strategy``, ``caption``.
+    ``cache``: the graph's, where the model's structure is made once."""
+    if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
+        raise InputError(f"depth must be a positive integer, not {depth!r}",
+                         "depth=1 sums per top-level module; leave it out for the drawing's level")
+    structure = cache.get(("structure",), lambda: Structure(joint_scene(graph), graph))
     level = depth if depth is not None else collapse_level(graph, structure)
     out = by_module(table, module_at_level(structure, level, p, rename or {}))
     strategy = table.attrs["strategy"]

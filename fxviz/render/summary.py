@@ -3,7 +3,7 @@ what the backward returns.  Formats facts the analysis counted; derives nothing.
 
 from __future__ import annotations
 
-from ..analysis.parameters import GradientCounts
+from ..analysis.tables import GradientCounts
 from ..capture import INFERENCE_NOTE, Capture, graph_of
 from ..graph_facts import joint_node_count
 from ..roles import ROLES, role_counts

@@ -1,25 +1,45 @@
-"""The parameter table: per model parameter, how it appears in the captured graphs and which node
-is its gradient (``Trace.parameters``).  A log's trace has no model: the parameters its graphs
-name stand in (``Capture.named_parameters``)."""
+"""The per-node and per-parameter tables of a capture (``Trace.nodes``, ``Trace.parameters``): one
+row per joint-graph node; per model parameter, how it appears in the captured graphs and which node
+is its gradient.  A log's trace has no model: the parameters its graphs name stand in
+(``Capture.named_parameters``).  ``shape`` is a tuple of ints in both, as in every table of fxviz."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..capture import Capture, graph_name
-from ..roles import PARAMETER_ROLES, STATE_ROLES
+from ..capture import Capture, JointGraph, graph_name
+from ..roles import PARAMETER_ROLES, ROLES, STATE_ROLES
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from .pieces import PieceFacts
 
-__all__ = ["PARAMETER_COLUMNS", "GradientCounts", "parameter_table", "gradient_counts"]
+__all__ = ["NODE_COLUMNS", "PARAMETER_COLUMNS", "GradientCounts", "node_table", "parameter_table",
+           "gradient_counts"]
+
+NODE_COLUMNS: list[str] = ["op", "target", "short_op", "role", "phase", "qualname", "module", "shape", "dtype",
+                           "bytes", "source", "source_code", "seq_nr", "symbolic_shape", "checkpoint_policy",
+                           "checkpoint_region"]
+"""``Trace.nodes``' columns (``roles.NodeInfo``'s fields): ``op`` is the FX opcode, ``short_op`` the aten op;
+``shape`` has symbolic sizes at their example value (``symbolic_shape`` keeps them)."""
 
 PARAMETER_COLUMNS: list[str] = ["parameter", "shape", "dtype", "requires_grad", "graph_role", "graph_nodes",
                                 "gradient_node"]
 """``shape`` is a tuple of ints, as in every table of fxviz."""
+
+
+def node_table(graph: JointGraph) -> pd.DataFrame:
+    """One row per joint-graph node of ``graph``, indexed by node name (``NODE_COLUMNS``)."""
+    import pandas as pd
+
+    rows = [{k: getattr(info, k) for k in NODE_COLUMNS} for info in graph.info.values()]
+    df = pd.DataFrame(rows, columns=NODE_COLUMNS, index=pd.Index(list(graph.info), name="name"))
+    df["role"] = pd.Categorical(df["role"], categories=list(ROLES))
+    for c in ("bytes", "seq_nr", "checkpoint_region"):
+        df[c] = df[c].astype("Int64")
+    return df
 
 
 def _nodes_by_parameter(capture: Capture, index: int) -> tuple[dict[str, list[str]], dict[str, str]]:
