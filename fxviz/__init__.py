@@ -10,8 +10,6 @@ does, and ``fxviz --help`` or an argument error imports no torch at all.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from . import _supported  # noqa: F401  (first: refuses a torch older than the supported range, without importing it)
@@ -20,10 +18,10 @@ from .errors import FxvizError, InputError, LogError, NoFloatingOutputError, Ren
 if TYPE_CHECKING:
     from . import examples
     from .analysis.partition import partitioner
-    from .diff import Diff, diff
+    from .diffing import Diff, diff
+    from .facade import Trace, trace
     from .html_report import report
     from .logs import Run, load_logs
-    from .trace import Trace, trace
     from .widgets import explore
 
 __all__ = [
@@ -48,9 +46,11 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-# public name -> the module that defines it (relative to this package)
+# public name -> the module that defines it (relative to this package).  No module is named like a
+# public function (``facade`` defines ``trace``, ``diffing`` defines ``diff``): a submodule binds its
+# name on the package when it loads, which would hide the function.
 _HOMES = {
-    "trace": "trace", "Trace": "trace", "diff": "diff", "Diff": "diff", "load_logs": "logs", "Run": "logs",
+    "trace": "facade", "Trace": "facade", "diff": "diffing", "Diff": "diffing", "load_logs": "logs", "Run": "logs",
     "explore": "widgets", "report": "html_report", "partitioner": "analysis.partition", "examples": "examples",
 }
 
@@ -63,18 +63,3 @@ def __getattr__(name: str) -> Any:
     value = module if name == "examples" else getattr(module, name)
     globals()[name] = value
     return value
-
-
-class _Package(types.ModuleType):
-    """``fxviz.trace`` and ``fxviz.diff`` are the functions, never the modules ``fxviz/trace.py`` and
-    ``fxviz/diff.py``: Python binds a submodule to its package's attribute when the submodule first
-    loads, which would hide the function (before issue 26 ``from .trace import trace`` ran last and
-    won; now it loads lazily, at any time)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("trace", "diff") and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from .diff import Diff
+from .diffing import Diff
 from .errors import RenderError
 from .render import theme
 from .render.embed import clean_svg

@@ -178,7 +178,7 @@ class StrategyError(FxvizError):
 
     hint = (
         "use 'default', 'min_cut', 'budget:B[:dp|greedy|ilp]' with 0<=B<=1, 'eager', "
-        "'recompute_all', 'optimal:B' (a fraction or a size such as 64MiB), "
+        "'recompute_all', 'optimal:B' (a fraction or a size such as 64MiB), 'logged' (a trace read from a log), "
         "or a callable with a torch partitioner's signature"
     )
 

@@ -23,7 +23,7 @@ from .render.embed import packed_json
 from .render.static_html import static_html
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .trace import Trace
+    from .facade import Trace
 
 __all__ = ["STATIC", "build_report", "build_run_report", "report"]
 
@@ -106,7 +106,7 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: 
     every inference-only graph) on every rank, with a rank and a graph selector, and opens on ``compile_id`` of ``rank``
     (default: the first graph with a backward on rank 0).
     """
-    from .diff import Diff
+    from .diffing import Diff
 
     if isinstance(tr, Diff):  # a diff of two traces: one page, no script
         from .diff_report import build_diff_report

@@ -33,7 +33,7 @@ from .units import format_bytes, format_flops, is_missing
 if TYPE_CHECKING:  # pragma: no cover
     from .analysis.partition import Partition
     from .analysis.pieces import PieceSummary
-    from .trace import Trace
+    from .facade import Trace
 
 __all__ = [
     "VIEWS",

@@ -278,15 +278,18 @@ def _report_json(html_text: str) -> dict:
     return unpack_json(m.group(1))
 
 
-def test_pieces_in_draw_table_overview_and_report(tmp_path) -> None:
+def test_pieces_in_draw_table_overview_and_report(tmp_path, monkeypatch) -> None:
     import pandas as pd
     import pytest
 
+    from fxviz import facade
     from fxviz.errors import InputError
 
     model, x = _mixtral()
     tr = fxviz.trace(model, x)
     n = len(tr.pieces)
+    made = []  # the facts of every graph run: computed once per model, whichever piece asks
+    monkeypatch.setattr(facade, "piece_facts", lambda cap, real=facade.piece_facts: made.append(cap) or real(cap))
     # draw(piece=i) is that piece's own graph
     for i in range(n):
         drawing = tr.draw(piece=i)
@@ -332,6 +335,7 @@ def test_pieces_in_draw_table_overview_and_report(tmp_path) -> None:
         if piece.has_backward:
             assert any(d["svg"] for d in payload["drawings"].values()), p["label"]
     assert data["overview"]["view"]["svg"].lstrip().startswith("<svg") and data["overview"]["table"]["rows"]
+    assert all(p.summary() for p in tr.pieces) and len(tr.pieces[0].saved(run=1)) and len(made) == 1
 
 
 def test_report_of_a_first_graph_without_backward_carries_no_nan(tmp_path) -> None:

@@ -45,7 +45,7 @@ def check_sides(d: fxviz.Diff, expected_a: list[str], expected_b: list[str]) -> 
     for side, trace, col in ((d.a, d.trace_a, "bytes_a"), (d.b, d.trace_b, "bytes_b")):
         row = trace.memory_table([side.partition.strategy]).iloc[0]
         assert side.activation_bytes == int(row["saved_activation_bytes"])
-        assert table.loc[table["owner"] == "activation", col].sum() == int(row["saved_activation_bytes"])
+        assert table.loc[table["kind"] == "activation", col].sum() == int(row["saved_activation_bytes"])
         assert d.by_module[col].sum() == int(row["saved_activation_bytes"])
     assert set(table["match"]) <= set(fxviz.analysis.match.RULES)
     text = d.summary()
@@ -71,14 +71,14 @@ def test_checkpoint_one_block(plain_and_checkpointed):
     d = fxviz.diff(a, b)
     check_sides(d, torch_saved(a, "default"), torch_saved(b, "default"))
     t = d.table
-    act = t[t["owner"] == "activation"]
+    act = t[t["kind"] == "activation"]
     # block 1's activations are saved only without checkpointing, recomputed by policy with it
-    b1 = act[act["module"].str.startswith("b1")]
+    b1 = act[act["module"].str.startswith("b1", na=False)]
     assert len(b1) and (b1["status"] == "only A").all()
     assert b1["why"].str.contains("B recomputes it (checkpoint policy prefer_recompute)", regex=False).all()
     assert {"addmm", "gelu"} <= set(b1["op"])
     # block 0 is untouched: every value it saves is saved on both sides, paired by name
-    b0 = t[t["module"].str.startswith("b0")]
+    b0 = t[t["module"].str.startswith("b0", na=False)]
     assert len(b0) and (b0["status"] == "both").all() and (b0["name_a"] == b0["name_b"]).all()
     # with checkpointing the backward keeps block 1's weights instead of their transposes
     only_b = t[t["status"] == "only B"]
@@ -101,7 +101,7 @@ def test_extra_op_before_projection():
     gone = rows(d, status="only A")
     assert list(gone["op"]) == ["gelu"] and list(gone["module"]) == ["b0.act"]
     assert gone["why"].iloc[0] == f"B saves {added['name_b'].iloc[0]}, computed from it, instead"
-    assert (t[t["module"].str.startswith("b1")]["status"] == "both").all()
+    assert (t[t["module"].str.startswith("b1", na=False)]["status"] == "both").all()
     # the inserted mul renamed the later muls (B's b0 scale is mul_1): paired by place, not name
     m = d.matching
     scale_a = next(n for n, i in a.graph.info.items() if i.module == "b0" and i.short_op == "mul")
@@ -196,7 +196,7 @@ def test_two_log_directories_plain_and_checkpointed(logs):
     assert d.a.partition.strategy.name == "logged" == d.b.partition.strategy.name
     check_sides(d, logged_saved(logs["pair"], plain_id), logged_saved(logs["checkpointed"], "0/0"))
     t = d.table
-    act = t[t["owner"] == "activation"]
+    act = t[t["kind"] == "activation"]
     only_a = act[act["status"] == "only A"]
     # the checkpointed block's addmm and GELU outputs: saved by the plain run only, recomputed by policy
     assert set(only_a["op"]) == {"addmm", "gelu"}
@@ -259,8 +259,9 @@ def test_two_ranks_of_a_ddp_run(ddp_log):
     t = d.table
     # the same values on both ranks, each rank's batch in its shapes: paired by place, not by shape
     assert (t["status"] == "both").all()
-    batch = t[t["shape"].str.contains("->")]
-    assert len(batch) and batch["shape"].str.match(r"^\[4, \d+\] -> \[6, \d+\]$").all()
+    batch = t[t["shape_a"] != t["shape_b"]]
+    assert len(batch) and all(sa[0] == 4 and sb[0] == 6 and sa[1:] == sb[1:]
+                              for sa, sb in zip(batch["shape_a"], batch["shape_b"]))
     assert set(batch[batch["op"] != "primal"]["match"]) == {"module+op+position"}  # ops: by place
     assert set(batch[batch["op"] == "primal"]["match"]) <= {"name"}  # the input x: by its name
     assert d.totals[1] > d.totals[0]
@@ -373,8 +374,30 @@ def test_renamed_modules_match_by_op_and_shape(plain_and_checkpointed):
     b = fxviz.trace(model, torch.randn(8, 16))
     d = fxviz.diff(a, b)
     check_sides(d, torch_saved(a, "default"), torch_saved(b, "default"))
-    act = d.table[d.table["owner"] == "activation"]
+    act = d.table[d.table["kind"] == "activation"]
     ops = act[act["op"] != "primal"]
     assert len(ops) and (ops["status"] == "both").all() and set(ops["match"]) == {"op+shape"}
     for _, r in ops.iterrows():  # graph order: b0's values pair with layers.0's
         assert a.graph.info[r["name_a"]].module.replace("b", "layers.", 1) == b.graph.info[r["name_b"]].module
+
+
+def test_diff_table_speaks_the_saved_tables_words(plain_and_checkpointed):
+    """Issue 31: one vocabulary.  Each value's ``kind``, ``shape`` (a tuple of ints, ``shape_a`` /
+    ``shape_b`` per side), ``dtype`` and bytes in the diff table are its row's in each side's
+    ``tr.saved()``, and its shape is its ``tr.nodes`` row's; a value of no module is None in
+    both tables (the per-module sums name it ``(no module)``)."""
+    a, b = plain_and_checkpointed
+    d = fxviz.diff(a, b, "default", "min_cut")
+    t = d.table
+    for side, tr, strategy in (("a", a, "default"), ("b", b, "min_cut")):
+        saved = tr.saved(strategy, compare=[])
+        rows_ = t[t[f"name_{side}"].notna()].set_index(f"name_{side}")
+        rows_ = rows_[rows_["kind"] != "symint"]
+        assert set(rows_.index) == set(saved[saved["kind"] != "symint"].index)
+        for name, r in rows_.iterrows():
+            assert r["kind"] == saved.loc[name, "kind"]
+            assert r[f"shape_{side}"] == saved.loc[name, "shape"] == tr.nodes.loc[name, "shape"]
+            assert isinstance(r[f"shape_{side}"], tuple) and all(type(x) is int for x in r[f"shape_{side}"])
+            assert r["dtype"] == saved.loc[name, "dtype"]
+            assert r[f"bytes_{side}"] == saved.loc[name, "bytes"]
+    assert set(t["module"].dropna()) and "(no module)" not in set(t["module"].dropna())

@@ -19,7 +19,7 @@ FLOORS: dict[int, tuple[str, ...]] = {
     2: ("capture", "roles", "logs.reader", "logs.graph_code"),
     3: ("analysis",),
     4: ("render",),
-    5: ("trace", "payloads", "logs", "logs.run", "diff"),  # a logged Run hands out Traces
+    5: ("facade", "payloads", "logs", "logs.run", "diffing"),  # a logged Run hands out Traces
     6: ("widgets", "html_report", "diff_report"),
     7: ("__init__", "cli", "__main__"),
 }

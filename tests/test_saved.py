@@ -4,6 +4,9 @@ other-strategy columns against each Partition; on fxviz's examples, a graph-brok
 
 from __future__ import annotations
 
+import pathlib
+import re
+
 import pytest
 import torch
 import torch.nn as nn
@@ -271,3 +274,36 @@ def test_saved_panel_data_travels_in_the_view_payload(traces):
     pytest.importorskip("anywidget")
     w = fxviz.explore(tr, view="forward", strategy="min_cut")
     assert w.pane.get_state()["view_data"]["saved"] == payload["saved"]
+
+
+def _without_partitioned_graphs(log: pathlib.Path, to: pathlib.Path) -> pathlib.Path:
+    """A copy of ``log`` without its ``aot_forward_graph`` / ``aot_backward_graph`` records (and
+    their payload lines): a log that kept only the joint graph, as a run logging fewer artifacts writes."""
+    to.mkdir()
+    for f in log.iterdir():
+        kept, skipping = [], False
+        for line in f.read_text().splitlines(keepends=True):
+            if line.startswith("\t"):
+                if not skipping:
+                    kept.append(line)
+                continue
+            skipping = re.search(r'\] \{"aot_(forward|backward)_graph":', line) is not None
+            if not skipping:
+                kept.append(line)
+        (to / f.name).write_text("".join(kept))
+    return to
+
+
+def test_a_log_without_its_partitioned_graphs_defaults_to_torchs_default_everywhere(aot_log, tmp_path):
+    """Issue 31: on a log trace whose forward/backward graphs are not in the log, ``tr.saved()`` said
+    "this trace was not read from a log" (it defaulted to ``logged``) while ``tr.partition()`` used
+    ``default``.  Every view asks one rule (``analysis.choices``): ``default`` here, and no ``logged``
+    offered."""
+    tr = fxviz.load_logs(_without_partitioned_graphs(pathlib.Path(aot_log), tmp_path / "joint_only")).trace()
+    assert tr.from_log and tr.graph.logged is None and tr.has_backward
+    df = tr.saved()  # raised StrategyError "... this trace was not read from a log"
+    assert df.attrs["strategy"] == tr.partition().name == "default"
+    assert set(df.index) == set(tr.partition("default").saved)
+    assert tr.default_strategy.name == "default" and "logged" not in [s.name for s in tr.offered]
+    assert tr.memory_by_module().attrs["strategy"] == "default"
+    assert list(tr.memory_table()["strategy"]) == [s.name for s in tr.offered]

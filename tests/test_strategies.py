@@ -79,6 +79,9 @@ def test_parse_list_accepts_strings_and_lists_and_drops_duplicates():
     assert [s.name for s in parse_list("default, min-cut,,budget:0.5,default")] == \
         ["default", "min_cut", "budget:0.5:dp"]
     assert [s.name for s in parse_list(["eager", Strategy("eager")])] == ["eager"]
+    # one strategy that is not a string is a list of one (tr.memory_timeline(Strategy(...)) or a callable)
+    assert parse_list(Strategy("min_cut")) == [Strategy("min_cut")]
+    assert [s.kind for s in parse_list(len)] == ["callable"]
 
 
 def test_the_registry_is_the_one_place_a_strategy_lives():

@@ -16,8 +16,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..capture import Capture, JointGraph
 
-__all__ = ["offered", "default_strategy", "compare_partner", "compare_partners", "drawable", "flow_strategy",
-           "shown_graphs"]
+__all__ = ["offered", "default_strategy", "compare_partner", "compare_partners", "drawable", "drawn_strategy",
+           "flow_strategy", "shown_graphs"]
 
 FLOW_STRATEGY = Strategy("min_cut")
 """The flow network is min-cut's: the strategy a flow view shows when none is named."""
@@ -43,6 +43,18 @@ def drawable(strategies: Sequence[Strategy]) -> list[Strategy]:
     """The strategies of ``strategies`` that have forward and backward graphs to draw or replay
     (a measured reference such as eager autograd has none)."""
     return [s for s in strategies if s.kind != "eager"]
+
+
+def drawn_strategy(graph: JointGraph, capture: Capture, view: str, named: Strategy | None,
+                   compare: Strategy | None = None) -> Strategy | None:
+    """The strategy a drawing marks: the one ``named``; else the default for a side view
+    (``forward``/``backward``), a compare view, or a graph its run partitioned (a log's); else none:
+    the joint view of a traced model shows roles only."""
+    if named is not None:
+        return named
+    if compare is not None or view in ("forward", "backward") or graph.logged is not None:
+        return default_strategy(graph, capture)
+    return None
 
 
 def flow_strategy(strategy: Strategy | None) -> Strategy:

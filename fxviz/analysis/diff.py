@@ -23,12 +23,15 @@ from .partition import Partition
 __all__ = ["SavedValue", "Side", "DIFF_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE", "side_of", "diff_table",
            "module_bytes"]
 
-DIFF_COLUMNS = ["status", "module", "op", "shape", "dtype", "owner", "bytes_a", "bytes_b", "name_a", "name_b",
-                "match", "why"]
+DIFF_COLUMNS = ["status", "module", "op", "shape_a", "shape_b", "dtype", "kind", "bytes_a", "bytes_b", "name_a",
+                "name_b", "match", "why"]
+"""The diff table's columns, in the saved table's words (``analysis.saved``): ``module`` (None: no
+module), ``op``, ``dtype``, ``kind`` (activation / parameter / input), a shape is a tuple of ints;
+a column of one side ends in ``_a`` / ``_b`` (None where that side does not save the value)."""
 BY_MODULE_COLUMNS = ["module", "bytes_a", "bytes_b", "change"]
 NO_MODULE = "(no module)"
-"""What ``module`` says for a value no module made (a user input; most ops of a log, which records a
-module only for ops that read a parameter)."""
+"""What ``by_module`` says for values no module made (a user input; most ops of a log, which records
+a module only for ops that read a parameter)."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class SavedValue:
     op: str
     shape: tuple[int, ...] | None
     dtype: str | None
-    owner: str  # activation | parameter | input
+    kind: str  # activation | parameter | input (the saved table's ``kind``)
     bytes: int  # its storage's bytes, counted at the first saved value that views it (0 for the rest)
     shares: str | None = None  # that first saved value, when this one views its storage too
 
@@ -57,21 +60,21 @@ class Side:
 
     @property
     def activation_bytes(self) -> int:
-        return sum(v.bytes for v in self.values if v.owner == "activation")
+        return self.bytes_of("activation")
 
-    def bytes_of(self, owner: str) -> int:
-        return sum(v.bytes for v in self.values if v.owner == owner)
+    def bytes_of(self, kind: str) -> int:
+        return sum(v.bytes for v in self.values if v.kind == kind)
 
     @property
     def saved_names(self) -> set[str]:
         return {v.name for v in self.values if v.name is not None}
 
 
-def _value(info: NodeInfo | None, name: str | None, op: str, owner: str, nbytes: int,
+def _value(info: NodeInfo | None, name: str | None, op: str, kind: str, nbytes: int,
            shape: tuple[int, ...] | None = None, dtype: str | None = None, shares: str | None = None) -> SavedValue:
     if info is None:
-        return SavedValue(name, None, op, shape, dtype, owner, nbytes, shares)
-    return SavedValue(name, value_module(info), value_op(info), info.shape, info.dtype, owner, nbytes, shares)
+        return SavedValue(name, None, op, shape, dtype, kind, nbytes, shares)
+    return SavedValue(name, value_module(info), value_op(info), info.shape, info.dtype, kind, nbytes, shares)
 
 
 def side_of(letter: str, label: str, graph: JointGraph, p: Partition) -> Side:
@@ -98,19 +101,10 @@ def side_of(letter: str, label: str, graph: JointGraph, p: Partition) -> Side:
             counted.setdefault(name, (use.owner, use.nbytes, None) if i == 0 else (use.owner, 0, use.names[0]))
     for name in dict.fromkeys(p.saved):
         if name in counted:  # a SymInt has no storage and no row
-            owner, nbytes, shares = counted[name]
+            kind, nbytes, shares = counted[name]
             made = p.made.get(name)  # an RNG state the partitioner made: no joint node, its kind as op
-            values.append(_value(graph.info.get(name), name, made.kind if made else "?", owner, nbytes, shares=shares))
+            values.append(_value(graph.info.get(name), name, made.kind if made else "?", kind, nbytes, shares=shares))
     return Side(letter, label, graph, p, values)
-
-
-def _shape_text(a: SavedValue | None, b: SavedValue | None) -> str:
-    shapes = [list(v.shape) for v in (a, b) if v is not None and v.shape is not None]
-    if not shapes:
-        return ""
-    if len(shapes) == 2 and shapes[0] != shapes[1]:
-        return f"{shapes[0]} -> {shapes[1]}"
-    return str(shapes[0])
 
 
 def _missing_op(value: SavedValue, mine: Side, other: Side) -> str:
@@ -166,10 +160,15 @@ def why(value: SavedValue, counterpart: str | None, mine: Side, other: Side, cov
 def _row(status: str, a: SavedValue | None, b: SavedValue | None, rule: str, reason: str) -> dict[str, object]:
     first = a if a is not None else b
     assert first is not None
-    return {"status": status, "module": first.module or NO_MODULE, "op": first.op, "shape": _shape_text(a, b),
-            "dtype": first.dtype or "", "owner": first.owner, "bytes_a": a.bytes if a is not None else 0,
-            "bytes_b": b.bytes if b is not None else 0, "name_a": a.name if a is not None else None,
-            "name_b": b.name if b is not None else None, "match": rule, "why": reason}
+    return {"status": status, "module": first.module or None, "op": first.op,
+            "shape_a": _shape(a), "shape_b": _shape(b), "dtype": first.dtype or None, "kind": first.kind,
+            "bytes_a": a.bytes if a is not None else 0, "bytes_b": b.bytes if b is not None else 0,
+            "name_a": a.name if a is not None else None, "name_b": b.name if b is not None else None,
+            "match": rule, "why": reason}
+
+
+def _shape(v: SavedValue | None) -> tuple[int, ...] | None:
+    return None if v is None or v.shape is None else tuple(int(s) for s in v.shape)
 
 
 def diff_table(a: Side, b: Side, matching: Matching | None = None) -> pd.DataFrame:
@@ -202,14 +201,15 @@ def diff_table(a: Side, b: Side, matching: Matching | None = None) -> pd.DataFra
     df = pd.DataFrame(rows, columns=DIFF_COLUMNS)
     for c in ("bytes_a", "bytes_b"):
         df[c] = df[c].astype("int64")
-    for c in ("name_a", "name_b"):
+    for c in ("module", "dtype", "name_a", "name_b", "shape_a", "shape_b"):
         df[c] = df[c].astype(object).where(df[c].notna(), None)
     return df
 
 
 def module_bytes(table: pd.DataFrame) -> pd.DataFrame:
-    """Saved activation bytes per module for A and B and the change (B - A), biggest change first."""
-    act = table[table["owner"] == "activation"]
+    """Saved activation bytes per module for A and B and the change (B - A), biggest change first;
+    values of no module under :data:`NO_MODULE`."""
+    act = table[table["kind"] == "activation"].assign(module=lambda t: t["module"].fillna(NO_MODULE))
     grouped = act.groupby("module", sort=False)[["bytes_a", "bytes_b"]].sum().reset_index()
     grouped["change"] = grouped["bytes_b"] - grouped["bytes_a"]
     order = grouped["change"].abs().sort_values(ascending=False, kind="stable").index

@@ -202,6 +202,9 @@ def _compare(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) ->
 def check_gradients(cap: Capture, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
     """One row per parameter: does the traced backward produce its gradient, and does it match?"""
     import pandas as pd
+    if cap.route == "log":
+        raise FxvizError("check_gradients runs the model against eager autograd, and a log of a run has no model",
+                         "trace the model itself: fxviz.trace(model, *inputs).check_gradients()")
     if cap.model is None:
         raise FxvizError("check_gradients compares parameter gradients, and a plain function has no "
                          "parameters", "trace an nn.Module")

@@ -24,7 +24,7 @@ from ..graph_facts import Storages, graph_flops, graph_op_count, node_flops, nod
 from ..roles import STATE_ROLES
 from .optimal import gaps_to_optimal
 from .partition import Partition
-from .strategies import OFFERED, Strategy, parse_list
+from .strategies import Strategy, parse_list
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -332,9 +332,10 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partition],
-                 strategies: Iterable[Any] | None = None, gaps: bool | None = None,
+                 strategies: Iterable[Any], gaps: bool | None = None,
                  measured: Measured | None = None) -> pd.DataFrame:
-    """One row per strategy.  ``get_partition(strategy)`` is ``Trace.partition`` (cached there).
+    """One row per strategy of ``strategies`` (the caller's choice: ``Trace.offered`` by default).
+    ``get_partition(strategy)`` partitions ``graph`` (``analysis.cache.GraphCache.partition``).
     A strategy that fails on this graph gives a row with ``error`` set; a malformed strategy
     raises ``StrategyError``.  ``df.attrs["caption"]`` says how the partitioners were called.
 
@@ -343,7 +344,7 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partitio
     at the row's recompute FLOPs), two MILP solves per row; default: when an ``optimal`` strategy
     is among ``strategies`` (the default table stays fast).  ``measured``: ``Trace.measure()``'s
     result, added as its twin columns (``add_measured``)."""
-    chosen = list(OFFERED) if strategies is None else parse_list(list(strategies)) or []
+    chosen = parse_list(list(strategies)) or []
     rows, notes = [], []
     for s in chosen:
         name = s.name

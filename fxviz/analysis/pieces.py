@@ -20,7 +20,8 @@ from ..graph_facts import joint_node_count
 from ..roles import role_counts
 
 __all__ = ["PieceRun", "PieceFacts", "PieceSummary", "piece_facts", "piece_summaries", "modules_of",
-           "collapse_modules", "ROOT", "run_modules"]
+           "collapse_modules", "ROOT", "run_modules", "run_renames", "check_piece",
+           "renamed"]
 
 
 @dataclass(frozen=True)
@@ -154,9 +155,11 @@ class PieceSummary:
     modules: tuple[tuple[str, ...], ...]  # per run, the modules whose parameters it received
 
 
-def piece_summaries(cap: Capture, saved: list[int | None], strategy: str) -> list[PieceSummary]:
-    """One summary per graph of ``cap``; ``saved`` holds each graph's saved activation bytes."""
-    facts = piece_facts(cap)
+def piece_summaries(cap: Capture, saved: list[int | None], strategy: str,
+                    facts: PieceFacts | None = None) -> list[PieceSummary]:
+    """One summary per graph of ``cap``; ``saved`` holds each graph's saved activation bytes;
+    ``facts``: ``piece_facts(cap)`` when the caller holds it."""
+    facts = piece_facts(cap) if facts is None else facts
     total = len(cap.graphs)
     out = []
     for g in cap.graphs:
@@ -169,3 +172,40 @@ def piece_summaries(cap: Capture, saved: list[int | None], strategy: str) -> lis
             has_backward=g.has_backward, saved_bytes=saved[g.index] if g.index < len(saved) else None,
             strategy=strategy, reason=reason, runs=len(runs), modules=tuple(r.modules for r in runs)))
     return out
+
+
+def check_piece(index: int, cap: Capture) -> int:
+    """``index`` when it is a piece (graph) of ``cap`` (0-based), else an ``InputError`` naming the pieces."""
+    from ..errors import InputError
+
+    n = len(cap.graphs)
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < n:
+        raise InputError(f"piece={index!r} is not a graph of this trace, which has {n} "
+                         f"(graph breaks: {len(cap.graph_breaks)})",
+                         f"pass a piece from 0 to {n - 1}" if n > 1 else "this model is one graph: leave piece out")
+    return index
+
+
+def run_renames(facts: PieceFacts, graph: int, run: int) -> dict[str, str]:
+    """:func:`run_modules` for a run a user named (``run=k``); an ``InputError`` naming the runs there
+    are when ``graph`` has no run ``run``.  A graph whose runs were not recorded renames nothing."""
+    from ..errors import InputError
+
+    runs = len(facts.runs_of(graph))
+    if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run < max(runs, 1):
+        raise InputError(f"run={run!r} is not a run of this graph, which ran {runs} time(s) in the captured step",
+                         f"pass a run from 0 to {max(runs, 1) - 1}" if runs > 1 else "leave run out")
+    return run_modules(facts, graph, run) if runs else {}
+
+
+def renamed(module: str | None, rename: dict[str, str]) -> str | None:
+    """``module`` with its longest prefix found in ``rename`` (a :func:`run_modules` map) replaced:
+    a module of a reused graph's first run, named as in another run."""
+    if not isinstance(module, str) or not rename:
+        return module
+    parts = module.split(".")
+    for k in range(len(parts), 0, -1):
+        head = ".".join(parts[:k])
+        if head in rename:
+            return ".".join([rename[head]] + parts[k:])
+    return module

@@ -24,11 +24,11 @@ from ..units import exact_size, format_bytes, parse_size
 __all__ = [
     "Strategy",
     "StrategyLike",
+    "StrategiesLike",
     "Kind",
     "KINDS",
     "SOLVERS",
     "OFFERED",
-    "offered",
     "parse",
     "parse_list",
     "forms_text",
@@ -117,6 +117,8 @@ class Strategy:
 
 
 StrategyLike = str | PartitionFn | Strategy
+StrategiesLike = StrategyLike | Sequence[StrategyLike]
+"""One strategy or several: a list, or a comma-separated string (``"default,min_cut"``)."""
 
 
 # --- the registry ----------------------------------------------------------------------------------
@@ -227,16 +229,7 @@ OFFERED: tuple[Strategy, ...] = (
     Strategy("recompute_all"), Strategy("eager"),
 )
 """The strategies fxviz shows by default for a traced model: the memory table's rows, the
-report's and the explorer's choices.  ``offered`` adapts it to where a trace came from."""
-
-
-def offered(*, has_model: bool = True, from_log: bool = False) -> tuple[Strategy, ...]:
-    """The default strategies for a trace: the one rule.  A trace read from a log shows what the
-    run saved (``logged``) first; a strategy that needs the model (eager) is left out without one."""
-    chosen = [s for s in OFFERED if has_model or not s.needs_model]
-    if from_log:
-        chosen.insert(0, Strategy("logged"))
-    return tuple(chosen)
+report's and the explorer's choices.  ``analysis.choices.offered`` adapts it to where a trace came from."""
 
 
 def parse(spec: StrategyLike) -> Strategy:
@@ -244,11 +237,13 @@ def parse(spec: StrategyLike) -> Strategy:
     return Strategy.parse(spec)
 
 
-def parse_list(specs: str | Sequence[StrategyLike] | None) -> list[Strategy] | None:
-    """A list of strategies from a list or a comma-separated string (``None`` stays ``None``);
-    duplicates are dropped, order kept."""
+def parse_list(specs: StrategiesLike | None) -> list[Strategy] | None:
+    """A list of strategies from one strategy, a list, or a comma-separated string (``None`` stays
+    ``None``); duplicates are dropped, order kept."""
     if specs is None:
         return None
+    if isinstance(specs, Strategy) or (callable(specs) and not isinstance(specs, str)):
+        return [Strategy.parse(specs)]
     items: Sequence[StrategyLike] = [s for s in specs.split(",") if s.strip()] if isinstance(specs, str) else specs
     return list(dict.fromkeys(Strategy.parse(s) for s in items))
 

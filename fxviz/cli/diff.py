@@ -104,7 +104,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     """Compare two sides: the summary (totals, the change, the top differences), then the table."""
     sides = Sides(args)
     a, b = sides.trace("a"), sides.trace("b")
-    from ..diff import diff
+    from ..diffing import diff
 
     d = diff(a, b, args.strategy_a, args.strategy_b, labels=(sides.label("a"), sides.label("b")))
     print(d.summary())

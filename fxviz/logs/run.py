@@ -37,7 +37,7 @@ from .reader import ReadStats, Record, log_files, read_payload, read_records
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..trace import Trace
+    from ..facade import Trace
 
 __all__ = ["Run", "load_logs", "graph_rows", "GRAPH_COLUMNS", "READ_KINDS"]
 
@@ -608,7 +608,7 @@ class Run:
     def trace(self, rank: int = 0, compile_id: str | None = None, piece: int = 0) -> Trace:
         """The ``Trace`` of one logged graph (default: the first graph with a backward on ``rank``):
         every view of ``fxviz.trace`` works on it; strategy ``"logged"`` is the run's own partition."""
-        from ..trace import Trace
+        from ..facade import Trace
 
         c, p = self._find(rank, compile_id, piece)
         key = (c.rank, c.compile_id, c.pieces.index(p))

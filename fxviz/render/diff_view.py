@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..analysis.diff import Side
+from ..analysis.diff import NO_MODULE, Side
 from ..analysis.match import RULES, Matching
 from ..units import format_bytes
 from . import dot
@@ -41,11 +41,25 @@ def _counts(table: pd.DataFrame) -> tuple[str, str]:
     return values, matched
 
 
+def _shape_text(row: pd.Series) -> str:
+    """``[4, 8]``, or ``[4, 8] -> [6, 8]`` when the two sides' shapes differ."""
+    shapes = [list(s) for s in (row["shape_a"], row["shape_b"]) if s is not None]
+    if not shapes:
+        return ""
+    if len(shapes) == 2 and shapes[0] != shapes[1]:
+        return f"{shapes[0]} -> {shapes[1]}"
+    return str(shapes[0])
+
+
+def _module_text(row: pd.Series) -> str:
+    return str(row["module"]) if row["module"] is not None else NO_MODULE
+
+
 def _difference_line(row: pd.Series, width: int) -> str:
     nbytes = row["bytes_a"] if row["status"] == "only A" else row["bytes_b"]
     name = row["name_a"] if row["status"] == "only A" else row["name_b"]
-    head = (f"  {row['status']:<6}  {_cut(str(row['module']), 16):<16} {_cut(str(row['op']), 12):<12} "
-            f"{_cut(str(row['shape']), 13):<13} {format_bytes(nbytes):>9}  {_cut(str(name), 10):<10} ")
+    head = (f"  {row['status']:<6}  {_cut(_module_text(row), 16):<16} {_cut(str(row['op']), 12):<12} "
+            f"{_cut(_shape_text(row), 13):<13} {format_bytes(nbytes):>9}  {_cut(str(name), 10):<10} ")
     if len(head + str(row["why"])) <= width:
         return head + str(row["why"])
     return head.rstrip() + "\n" + _cut(f"{'':<10}{row['why']}", width)
@@ -77,7 +91,7 @@ def diff_summary(a: Side, b: Side, table: pd.DataFrame, by_module: pd.DataFrame,
     if len(diffs):
         # activations first (what the totals count), biggest first
         diffs["_size"] = -(diffs["bytes_a"] + diffs["bytes_b"])
-        diffs["_state"] = diffs["owner"] != "activation"
+        diffs["_state"] = diffs["kind"] != "activation"
         diffs = diffs.sort_values(["_state", "_size"], kind="stable")
         lines += ["", f"  {'':<6}  {'module':<16} {'op':<12} {'shape':<13} {'bytes':>9}  {'name':<10} why"]
         lines += [_difference_line(r, width) for _, r in diffs.head(_TOP).iterrows()]
@@ -97,8 +111,8 @@ def diff_table_text(table: pd.DataFrame, width: int = WIDTH) -> str:
         names = f"{r['name_a'] or '-'} / {r['name_b'] or '-'}"
         a = format_bytes(r["bytes_a"]) if r["status"] != "only B" else "-"
         b = format_bytes(r["bytes_b"]) if r["status"] != "only A" else "-"
-        lines.append(_cut(f"{r['status']:<6} {_cut(str(r['module']), 16):<16} {_cut(str(r['op']), 12):<12} "
-                          f"{_cut(str(r['shape']), 13):<13} {a:>8} {b:>8}  {_cut(names, 21):<21} {_SHORT[r['match']]}",
+        lines.append(_cut(f"{r['status']:<6} {_cut(_module_text(r), 16):<16} {_cut(str(r['op']), 12):<12} "
+                          f"{_cut(_shape_text(r), 13):<13} {a:>8} {b:>8}  {_cut(names, 21):<21} {_SHORT[r['match']]}",
                           width))
         if r["why"]:
             lines.append(_cut(f"{'':<7}why: {r['why']}", width))

@@ -7,6 +7,7 @@ notebooks); colors come from ``theme``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pandas as pd
@@ -14,7 +15,7 @@ import pandas as pd
 from ..units import byte_unit, format_flops
 from .theme import EDGE_COLOR, ROLE_COLORS, STATUS, TIMELINE_COLORS
 
-__all__ = ["MemorySweep", "MemoryTimeline", "pareto_plot", "timeline_plot"]
+__all__ = ["MemorySweep", "MemoryTimeline", "pareto_plot", "timeline_plot", "sweep_progress"]
 
 def _display_figure_class() -> type:
     from matplotlib.figure import Figure
@@ -140,6 +141,19 @@ def _frontier_points(ax: Any, ok: pd.DataFrame, x: pd.Series, y: pd.Series) -> N
         budgets = r["budgets"] if isinstance(r["budgets"], list) else [r["budget"]]
         text = f"{budgets[0]:g}" if len(budgets) == 1 else f"{min(budgets):g}–{max(budgets):g}"
         ax.annotate(text, (x.loc[i], y.loc[i]), fontsize=7, xytext=(4, 3), textcoords="offset points", color="#555555")
+
+
+def sweep_progress(solver: object, budgets: int, progress: bool | None
+                   ) -> Callable[[Iterable[float]], Iterable[float]] | None:
+    """A tqdm bar over a budget sweep's loop when ``progress`` (default: more than five budgets)."""
+    if not (progress or (progress is None and budgets > 5)):
+        return None
+    from tqdm.auto import tqdm
+
+    def wrap(items: Iterable[float]) -> Iterable[float]:
+        return tqdm(items, desc=f"budget sweep ({solver})", unit="budget", leave=False)
+
+    return wrap
 
 
 class MemorySweep(pd.DataFrame):

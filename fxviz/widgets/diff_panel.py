@@ -8,8 +8,8 @@ import html
 
 import ipywidgets as widgets
 
-from ..diff import Diff
 from ..diff_report import STYLE, diff_body_html
+from ..diffing import Diff
 
 __all__ = ["DiffPanel"]
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from ..analysis.strategies import KINDS, OFFERED, SOLVERS, Strategy, StrategyLike
 from ..errors import FxvizError, InputError
+from ..facade import Trace, trace
 from ..html_report import STATIC
 from ..payloads import (
     VIEWS,
@@ -54,7 +55,6 @@ from ..render import theme
 from ..render.embed import page_data
 from ..render.static_html import static_html
 from ..render.views import box_name
-from ..trace import Trace, trace
 
 try:
     import anywidget
@@ -299,7 +299,7 @@ class Explorer(widgets.VBox):
         """Compare the trace shown (A) with ``other`` (B): ``fxviz.diff(self.trace, other, ...)`` in a
         panel below the graph (summary, both sides drawn, bytes per module, every saved value).
         ``None`` closes the panel.  Returns the ``Diff`` (or None)."""
-        from ..diff import diff
+        from ..diffing import diff
         from .diff_panel import DiffPanel
 
         panel = self.diff_panel

@@ -8,15 +8,15 @@ facts live in ``analysis.diff`` / ``analysis.match``; this is the object users h
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from .analysis.diff import Side, diff_table, module_bytes, side_of
 from .analysis.match import RULES, Matching, match_graphs
-from .analysis.strategies import Strategy
+from .analysis.strategies import Strategy, StrategyLike
 from .errors import InputError
-from .trace import Trace
+from .facade import Trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from .render.drawing import Drawing
@@ -30,7 +30,7 @@ def _label(tr: Trace, strategy: Strategy) -> str:
     return f"{tr.title}{where}, strategy {strategy.name}{backend}"
 
 
-def diff(a: Trace, b: Trace, strategy: Any = None, strategy_b: Any = None, *,
+def diff(a: Trace, b: Trace, strategy: StrategyLike | None = None, strategy_b: StrategyLike | None = None, *,
          labels: tuple[str, str] | None = None) -> Diff:
     """Compare what two partitions save for the backward, value by value.
 
@@ -38,10 +38,10 @@ def diff(a: Trace, b: Trace, strategy: Any = None, strategy_b: Any = None, *,
         a, b: Traces (``fxviz.trace(...)``, ``backend="inductor"`` captures, ``Run.trace(...)`` of
             a log: two log directories, two compiles or two ranks), or one Trace twice.  One graph
             each: after graph breaks, pass the pieces to compare (``tr.piece(i)``).
-        strategy: A's strategy; default: A's first offered strategy (``logged`` for a log, else
-            ``default``).
+        strategy: A's strategy; default: A's :attr:`~Trace.default_strategy` (``logged`` for a log
+            with its forward and backward graphs, else ``default``).
         strategy_b: B's strategy; default: ``strategy`` when given and B is another trace, else
-            B's first offered one.
+            B's default strategy.
         labels: what to call A and B in the summary (e.g. the log directories); default: each
             trace's title and origin.
 
@@ -56,9 +56,9 @@ def diff(a: Trace, b: Trace, strategy: Any = None, strategy_b: Any = None, *,
         if not tr.has_backward:
             raise InputError(f"fxviz.diff: {name} ({tr.title}) has no backward graph, so it saves nothing",
                              "trace a step whose loss depends on something that requires grad")
-    sa = Strategy.parse(strategy if strategy is not None else a.offered[0])
+    sa = Strategy.parse(strategy) if strategy is not None else a.default_strategy
     sb = Strategy.parse(strategy_b if strategy_b is not None else strategy if strategy is not None and a is not b
-                        else b.offered[0])
+                        else b.default_strategy)
     if a is b and sa == sb:
         raise InputError(f"fxviz.diff: A and B are the same trace under the same strategy ({sa.name})",
                          "pass another trace, or another strategy: fxviz.diff(tr, tr, 'default', 'min_cut')")
@@ -81,10 +81,11 @@ class Diff:
 
     @property
     def table(self) -> pd.DataFrame:
-        """One row per saved value of either side: ``status`` (both / only A / only B), ``module``,
-        ``op``, ``shape``, ``dtype``, ``owner`` (activation, or a saved view of a parameter or
-        input), ``bytes_a``/``bytes_b`` (a storage several saved values view is counted at the first),
-        ``name_a``/``name_b`` (joint-graph names), ``match`` (the rule that paired it:
+        """One row per saved value of either side, in the saved table's words: ``status`` (both /
+        only A / only B), ``module`` (None: no module), ``op``, ``shape_a``/``shape_b`` (tuples of
+        ints; None where that side does not save it), ``dtype``, ``kind`` (activation, or a saved view
+        of a parameter or input), ``bytes_a``/``bytes_b`` (a storage several saved values view is
+        counted at the first), ``name_a``/``name_b`` (joint-graph names), ``match`` (the rule that paired it:
         ``analysis.match.RULES``), ``why`` (when one side only saves it, the reason fxviz found)."""
         return self._table.copy()
 

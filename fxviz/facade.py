@@ -1,0 +1,409 @@
+"""``Trace``: the object users hold.  A thin facade: it asks ``analysis.choices`` what to show when
+nothing is named, hands each question to the analysis and presentation layers, and keeps every
+answer in one cache per graph and one per model (``analysis.cache``), keyed by the question's inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch.fx as fx
+
+from .analysis import choices
+from .analysis.cache import Cache, GraphCache
+from .analysis.pieces import PieceFacts, piece_facts
+from .analysis.strategies import StrategiesLike, Strategy, StrategyLike, parse_list
+from .capture import Capture, JointGraph, capture, graph_of
+from .roles import role_counts
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    import torch.nn as nn
+
+    from .analysis.code import GraphCode
+    from .analysis.flow import FlowNetwork
+    from .analysis.measure import Measured
+    from .analysis.partition import Partition
+    from .analysis.pieces import PieceSummary
+    from .render.doctor_view import DoctorReport
+    from .render.drawing import Drawing
+    from .render.plots import MemorySweep, MemoryTimeline
+    from .render.table import MemoryTable
+
+__all__ = ["Trace", "trace"]
+
+def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None = None,
+          params: str = "lifted", capture_route: str = "auto", backend: str = "aot_eager",
+          dynamic: bool = False) -> Trace:
+    """Trace ``model_or_fn(*example_inputs)`` into its joint forward+backward graph.
+
+    Args:
+        model_or_fn: an ``nn.Module`` or a function of tensors.
+        *example_inputs: the inputs to call it with (tensors; token ids are fine).
+        loss_fn: maps the outputs to a scalar; default: the output itself if it is a scalar, else
+            the sum of every floating output.
+        params: ``"lifted"`` (parameters and buffers become graph inputs, as torch.compile does)
+            or ``"closure"`` (parameters are captured as constants, as ``aot_function`` on a
+            closure does: the backward then computes no parameter gradient).
+        capture_route: ``"auto"`` (dynamo, or aot for meta-device models and closure mode),
+            ``"dynamo"`` (torch.compile's capture: module paths, source lines, graph breaks) or
+            ``"aot"`` (aot_function over fake tensors: no weights touched, no graph breaks).
+        backend: whose joint graph to capture.  ``"aot_eager"`` (default): the graph AOTAutograd
+            traces with its own decompositions.  ``"inductor"``: the graph torch.compile's default
+            backend partitions (inductor's decompositions, e.g. gelu as erf; its joint-graph
+            passes), with min-cut called as inductor calls it.  No kernel is generated.
+        dynamic: torch.compile's flag: trace with symbolic sizes (SymInts saved for the backward
+            are listed; bytes are evaluated at the example sizes).
+
+    Returns:
+        A :class:`Trace`.  With graph breaks, it is the first graph; ``tr.pieces`` has them all,
+        ``tr.draw(piece=i)`` draws one, ``tr.overview()`` all of them in execution order,
+        ``tr.memory_table_by_piece()`` tabulates each and the whole step, and ``tr.doctor()``
+        reasons over all of them (code that ran outside every graph, graphs reused for several modules).
+
+    The model, its ``.grad`` fields, buffers, ``training`` flags and the RNG are left untouched.
+    """
+    return Trace(capture(model_or_fn, tuple(example_inputs), loss_fn=loss_fn, params=params,
+                         route=capture_route, backend=backend, dynamic=dynamic))
+
+
+class Trace:
+    """One captured joint graph, with its nodes named and classified, and every view of it."""
+
+    def __init__(self, captured: Capture, index: int = 0, pieces: list[Trace] | None = None,
+                 model_cache: Cache | None = None) -> None:
+        self.capture = captured
+        self.graph: JointGraph = captured.graphs[index]
+        self.index = index
+        self._pieces = pieces
+        self._cache = GraphCache(self.graph, captured)  # facts of this graph, partitions included
+        # facts of the whole model (piece facts, overview, doctor): one cache shared by every piece
+        self._model_cache = Cache() if model_cache is None else model_cache
+
+    # --- the captured data -----------------------------------------------------------------------
+    @property
+    def joint(self) -> fx.GraphModule:
+        """The joint ``GraphModule`` exactly as torch's partitioner receives it (never mutated)."""
+        return self.graph.gm
+
+    @property
+    def pieces(self) -> list[Trace]:
+        """One Trace per captured graph, in execution order (several after graph breaks)."""
+        if self._pieces is None:
+            shared: list[Trace] = [self]  # one list, filled after each piece holds it
+            shared += [Trace(self.capture, i, shared, self._model_cache) for i in range(1, len(self.capture.graphs))]
+            self._pieces = shared
+        return self._pieces
+
+    def piece(self, index: int) -> Trace:
+        """The ``index``-th graph of the model (0-based), with a clear error when there is none."""
+        from .analysis.pieces import check_piece
+
+        return self.pieces[check_piece(index, self.capture)]
+
+    @property
+    def _piece_facts(self) -> PieceFacts:
+        """Every graph run of the model (``analysis.pieces.piece_facts``), once per model."""
+        return self._model_cache.get(("piece_facts",), lambda: piece_facts(self.capture))
+
+    def overview(self, strategy: StrategyLike | None = None) -> Drawing:
+        """The whole model as boxes, one per piece (graph), in execution order; a graph reused for
+        several modules has numbered runs, code outside every graph is a dashed box."""
+        from .render.overview import draw_overview
+
+        s = self._strategy(strategy)
+        return self._model_cache.get(("overview", s), lambda: draw_overview(
+            self.pieces[0].piece_summaries(s), self._piece_facts, name=self.title))
+
+    def piece_summaries(self, strategy: StrategyLike | None = None) -> list[PieceSummary]:
+        """One ``PieceSummary`` per piece: counts, saved activation bytes under ``strategy``, runs."""
+        import pandas as pd
+
+        from .analysis.pieces import piece_summaries
+
+        s = self._strategy(strategy)
+        values = [p.memory_table([s]).iloc[0]["saved_activation_bytes"] if p.has_backward else None
+                  for p in self.pieces]
+        saved = [None if v is None or pd.isna(v) else int(v) for v in values]
+        return piece_summaries(self.capture, saved, s.name, self._piece_facts)
+
+    @property
+    def graph_breaks(self) -> list[str]:
+        """Why dynamo split the model into several graphs (empty when it is one graph)."""
+        return list(self.capture.graph_breaks)
+
+    @property
+    def model(self) -> nn.Module | None:
+        return self.capture.model
+
+    @property
+    def title(self) -> str:
+        """What views call the model: its class, or the traced function's name."""
+        return self.capture.title
+
+    @property
+    def from_log(self) -> bool:
+        """True for a graph read from a log of a real run (no model: nothing can be run)."""
+        return self.capture.route == "log"
+
+    @property
+    def default_strategy(self) -> Strategy:
+        """What every view shows when no strategy is named (``analysis.choices``): ``logged`` for a
+        log's graph with its forward and backward graphs, else torch's ``default``."""
+        return choices.default_strategy(self.graph, self.capture)
+
+    def _strategy(self, strategy: StrategyLike | None) -> Strategy:
+        return self.default_strategy if strategy is None else Strategy.parse(strategy)
+
+    @property
+    def offered(self) -> tuple[Strategy, ...]:
+        """The strategies views show when none are named, the default first (``analysis.choices``)."""
+        return choices.offered(self.graph, self.capture)
+
+    @property
+    def params(self) -> str:
+        return self.capture.params
+
+    @property
+    def loss(self) -> str:
+        return self.capture.loss
+
+    @property
+    def has_backward(self) -> bool:
+        return self.graph.has_backward
+
+    @property
+    def nodes(self) -> pd.DataFrame:
+        """One row per joint-graph node, by name (``analysis.tables.node_table``; cached)."""
+        from .analysis.tables import node_table
+
+        return self._cache.get(("nodes",), lambda: node_table(self.graph))
+
+    def role_counts(self) -> dict[str, int]:
+        """Joint-graph nodes per role (``roles.role_counts``), as the summary and overview count them."""
+        return role_counts(self.graph.info.values())
+
+    def parameters(self) -> pd.DataFrame:
+        """Per parameter: its nodes and its gradient node (``analysis.tables.parameter_table``)."""
+        from .analysis.tables import parameter_table
+
+        return parameter_table(self.capture, self.index)
+
+    def summary(self) -> str:
+        """A few readable lines: what was captured, how, and what the backward returns."""
+        from .analysis.tables import gradient_counts
+        from .render.summary import summary_text
+
+        counts = gradient_counts(self.parameters(), self._piece_facts) if self.capture.named_parameters() else None
+        return summary_text(self.capture, self.index, counts)
+
+    def __repr__(self) -> str:
+        return "<fxviz.Trace " + self.summary() + ">"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.summary()) + "</pre>"
+
+    # --- analysis ---------------------------------------------------------------------------------
+    def partition(self, strategy: StrategyLike | None = None) -> Partition:
+        """Partition the joint graph with ``strategy`` (cached; default :attr:`default_strategy`):
+        ``"default"``, ``"min_cut"``, ``"budget:0.3[:greedy]"``, ``"eager"``, ``"recompute_all"``,
+        ``"optimal:0.5"`` / ``"optimal:64MiB"``, a torch partitioner callable, or a ``Strategy``
+        (every form: ``fxviz.analysis.strategies.forms_text()``)."""
+        return self._cache.partition(self._strategy(strategy))
+
+    def memory_table(self, strategies: StrategiesLike | None = None, gaps: bool | None = None) -> MemoryTable:
+        """One row per strategy (a list or a comma-separated string; default :attr:`offered`): saved
+        activation / parameter / input bytes (storage-aware), recompute FLOPs and bytes, op counts,
+        peaks, torch's own estimate; ``error`` where a strategy fails on this graph.  Exact integers,
+        styled in a notebook; ``attrs["caption"]`` says how the partitioners were called and bytes
+        counted.  ``gaps``: how far each row is from the exact optimum (two MILP solves per row;
+        default: when an ``optimal:B`` strategy is listed)."""
+        from .analysis.memory import memory_table
+        from .render.table import MemoryTable
+
+        chosen = tuple(parse_list(strategies) or self.offered)
+        return self._cache.frame(("memory_table", chosen, gaps), lambda: memory_table(
+            self.graph, self._cache.partition, chosen, gaps=gaps), MemoryTable)
+
+    def memory_table_by_piece(self, strategies: StrategiesLike | None = None) -> pd.DataFrame:
+        """:meth:`memory_table` for every piece (graph), then one ``total`` row per strategy: the whole
+        training step, each piece counted ``runs`` times (how often its graph ran; ``analysis.step``)."""
+        from .analysis.step import PieceTable, step_table
+
+        return step_table([PieceTable(p.index, len(self._piece_facts.runs_of(p.index)), p.has_backward,
+                                      p.memory_table(strategies)) for p in self.pieces])
+
+    def saved(self, strategy: StrategyLike | None = None, compare: StrategiesLike | None = None, *,
+              run: int | None = None) -> pd.DataFrame:
+        """What the backward reads from the forward under ``strategy`` (default :attr:`default_strategy`),
+        one row per value, biggest first, indexed by joint node name (``analysis.saved.saved_table``):
+        ``kind``, ``module``, ``op``, ``what`` (``GELU output``), ``shape`` (a tuple of ints), ``dtype``,
+        ``bytes`` (by storage, counted once), ``shares_storage_with``, ``source``; then what each strategy
+        of ``compare`` (default: the other offered ones) does with it.  Each kind's bytes add up to the
+        memory table's.  ``run=k``: a reused graph's k-th run, its modules named as in that run."""
+        import pandas as pd
+
+        from .analysis.pieces import renamed, run_renames
+        from .analysis.saved import saved_table
+
+        main = self._strategy(strategy)
+        listed = parse_list(compare)
+        others = tuple(s for s in (listed if listed is not None else self.offered) if s != main)
+        out = self._cache.frame(("saved", main, others), lambda: saved_table(
+            self.graph, self.partition(main), [self.partition(s) for s in others]), pd.DataFrame)
+        if run is not None:
+            rename = run_renames(self._piece_facts, self.index, run)
+            out["module"] = [renamed(m, rename) for m in out["module"]]
+            out.attrs["run"] = run
+        return out
+
+    def memory_by_module(self, strategy: StrategyLike | None = None, depth: int | None = None, *,
+                         run: int | None = None) -> pd.DataFrame:
+        """The activation rows of :meth:`saved` summed per module at ``depth``, a level of the model's
+        structure as the drawing counts it (default: the default drawing's; ``attrs["level"]``),
+        biggest first; they add up to the memory table's ``saved_activation_bytes``
+        (``render.module_level``).  ``run=k``: a reused graph's k-th run."""
+        from .analysis.pieces import run_renames
+        from .render.module_level import saved_by_module
+
+        s = self._strategy(strategy)
+        out = saved_by_module(self.saved(s, compare=[]), self.graph, self.partition(s), self._cache, depth,
+                              run_renames(self._piece_facts, self.index, run) if run is not None else {})
+        if run is not None:
+            out.attrs["run"] = run
+        return out
+
+    def memory_sweep(self, budgets: Iterable[float] | None = None, solver: str | Sequence[str] = "dp",
+                     progress: bool | None = None, optimal: bool = False) -> MemorySweep:
+        """Min-cut under ``activation_memory_budget`` for each of ``budgets`` (default 0, 0.1, ..., 1)
+        with ``solver`` (``dp``, ``greedy``, ``ilp`` or a list), identical partitions in one row;
+        ``optimal=True`` adds the exact optimum and torch's ``default`` and ``min_cut`` points;
+        ``progress``: a tqdm bar (default: over five budgets).  ``.pareto_plot()`` draws it."""
+        from .analysis.sweep import DEFAULT_BUDGETS, memory_sweep
+        from .render.plots import MemorySweep, sweep_progress
+
+        chosen = sorted({float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)})
+        wrap = sweep_progress(solver, len(chosen), progress)
+        return self._cache.frame(("memory_sweep", tuple(chosen), str(solver), optimal), lambda: memory_sweep(
+            self.graph, self._cache.partition, chosen, solver=solver, progress=wrap, optimal=optimal), MemorySweep)
+
+    def memory_timeline(self, strategy: StrategiesLike | None = None) -> MemoryTimeline:
+        """Bytes held while each node of the forward and backward graph runs, for one strategy or a
+        list (default: the offered ones that have graphs); each curve's top is the memory table's
+        peak.  ``.peaks`` names each peak's node and module; ``.plot()`` draws the curves."""
+        from .analysis.timeline import memory_timeline
+        from .render.plots import MemoryTimeline
+
+        chosen = tuple(parse_list(strategy) or choices.drawable(self.offered))
+        return self._cache.frame(("memory_timeline", chosen), lambda: memory_timeline(
+            self.graph, [self.partition(s) for s in chosen]), MemoryTimeline)
+
+    # --- drawing ---------------------------------------------------------------------------------
+    def draw(self, view: str = "joint", strategy: StrategyLike | None = None, compare: StrategyLike | None = None,
+             group: str | None = None, depth: int | None = None, highlight: str | Sequence[str] | None = None, *,
+             piece: int | None = None, expand: str | Sequence[str] | None = None, node_limit: int | None = None,
+             timeout: float | None = None, differences: bool = False) -> Drawing:
+        """Draw the graph: nodes colored by role, with a legend; returns a ``Drawing`` that shows
+        itself in Jupyter and has ``.save('g.svg' | 'g.png' | 'g.dot')`` and ``.source``.
+
+        Args:
+            view: ``"joint"`` (forward and backward side by side), ``"forward"`` / ``"backward"`` (one
+                side of ``strategy``'s partition), ``"compare"`` (``strategy`` vs ``compare``) or
+                ``"flow"`` (min-cut's flow network and its cut: :meth:`flow_network`).
+            strategy: mark what it saves, recomputes and removes (default: a log's ``logged``, a
+                side or compare view's :attr:`default_strategy`; a model's joint view: roles only).
+            compare: a second strategy: mark what each saves/recomputes that the other does not.
+            group: ``"module"`` boxes by module path; ``"none"`` never collapses; default: every
+                node up to ``node_limit`` nodes, module boxes above.  ``depth``: the boxes' level.
+            highlight: a node name, op, parameter or module (or a list) to emphasise.
+            piece: after graph breaks, which graph (0-based; :meth:`overview` draws them all).
+            expand: boxes to open: a module path, a function box's name (``"masking_utils.sdpa_mask()"``)
+                or ``"(in-place buffer updates)"``.
+            timeout: seconds ``dot`` may take (an automatic collapse keeps a level whose layout timed out).
+            differences: with ``compare``, only the nodes the two treat differently, with their
+                direct producers and users faded as context.
+        """
+        from .render.drawing import DEFAULT_TIMEOUT
+        from .render.views import NODE_LIMIT, draw
+
+        if piece is not None:
+            return self.piece(piece).draw(view, strategy, compare, group, depth, highlight, expand=expand,
+                                          node_limit=node_limit, timeout=timeout, differences=differences)
+        named = None if strategy is None else Strategy.parse(strategy)
+        if view == "flow":
+            return self._draw_flow(choices.flow_strategy(named), timeout)
+        second = None if compare is None else Strategy.parse(compare)
+        first = choices.drawn_strategy(self.graph, self.capture, view, named, second)
+        marks = tuple([highlight] if isinstance(highlight, str) else highlight or ())
+        opened = tuple([expand] if isinstance(expand, str) else expand or ())
+        # timeout decides the picture: an automatic collapse keeps a level whose layout timed out
+        key = ("draw", view, first, second, group, depth, marks, opened, node_limit, timeout, bool(differences))
+        name = self.title
+        if len(self.capture.graphs) > 1:
+            name += f" ({graph_of(self.index, len(self.capture.graphs))})"
+        return self._cache.get(key, lambda: draw(
+            self.graph, view=view, partition=self.partition(first) if first is not None else None,
+            compare=self.partition(second) if second is not None else None, group=group, depth=depth,
+            highlight=list(marks), name=name, expand=list(opened),
+            node_limit=NODE_LIMIT if node_limit is None else node_limit,
+            timeout=DEFAULT_TIMEOUT if timeout is None else timeout, differences=bool(differences)))
+
+    def flow_network(self, strategy: StrategyLike | None = None) -> FlowNetwork:
+        """The flow network torch's min-cut partitioner solves here (recorded from its own call), with
+        its cut: ``.edges`` (capacities, torch's reason for each infinite one), ``.cut``, ``.saved``."""
+        from .analysis.flow import min_cut_network
+
+        s = choices.flow_strategy(None if strategy is None else Strategy.parse(strategy))
+        return self._cache.get(("flow", s), lambda: min_cut_network(self.graph, s))
+
+    def _draw_flow(self, strategy: Strategy, timeout: float | None) -> Drawing:
+        from .render.drawing import DEFAULT_TIMEOUT
+        from .render.flow import draw_flow
+
+        # timeout is in the key: the drawing lays itself out under it when first shown
+        return self._cache.get(("draw_flow", strategy, timeout), lambda: draw_flow(
+            self.flow_network(strategy), self.graph, self.title, DEFAULT_TIMEOUT if timeout is None else timeout))
+
+    def check_gradients(self, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
+        """Per parameter: ``parameter, has_gradient, max_abs_diff, ok`` against eager autograd."""
+        from .analysis.gradients import check_gradients
+
+        return check_gradients(self.capture, rtol=rtol, atol=atol)
+
+    def doctor(self, strategy: StrategyLike | None = None) -> DoctorReport:
+        """Why parameters get no gradient, across every piece: each finding names the parameter, the
+        node where the path is cut, why, and the fix (``strategy``: whose backward graphs are checked).
+        ``.findings``, ``.table`` (one row per parameter), ``.healthy``; prints as text (cached)."""
+        from .analysis.doctor import diagnose
+        from .render.doctor_view import DoctorReport
+
+        s = self._strategy(strategy)
+        return self._model_cache.get(("doctor", s), lambda: DoctorReport(diagnose(
+            self.capture, [p.partition(s) if p.has_backward else None for p in self.pieces])))
+
+    def code(self, part: str = "backward", strategy: StrategyLike | None = None) -> GraphCode:
+        """The ``forward`` or ``backward`` graph of a partition (or the ``joint`` graph) as Python with
+        real names (``features_0_weight``, ``tangent_loss``; saved values keep their joint names):
+        ``str()`` is the code, ``.compile()`` makes it callable."""
+        from .analysis.code import graph_code
+
+        s = None if part == "joint" else self._strategy(strategy)
+        where = f", {graph_of(self.index, len(self.capture.graphs))}" if len(self.capture.graphs) > 1 else ""
+        title = f"{self.title}, parameters {self.params}{where}"
+        return self._cache.get(("code", part, s), lambda: graph_code(
+            self.graph, part, None if s is None else self.partition(s), title=title))
+
+    def measure(self) -> Measured:
+        """Run the real compiled step (``torch.compile`` of a copy of the model with this trace's
+        backend and the session's torch config) and catch what it saves for the backward: ``.saved``
+        (one row per storage, named value by value: the partition's value, or a copy of a parameter
+        in another layout made by inductor), ``.saved_bytes`` beside ``.estimated_bytes`` (the
+        partition torch.compile uses, every graph), ``.reason()``, ``.seconds``.  Not cached: each call
+        runs the step.  The model, ``.grad``, RNG and dynamo caches are left as they were."""
+        from .analysis.measure import measure_step, step_strategy
+
+        strategy = step_strategy()
+        parts = [(p.graph, p.partition(strategy) if p.has_backward else None) for p in self.pieces]
+        return measure_step(self.capture, parts, strategy)

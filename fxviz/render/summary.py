@@ -1,0 +1,63 @@
+"""A trace in a few readable lines (``Trace.summary``, its ``repr``): what was captured, how, and
+what the backward returns.  Formats facts the analysis counted; derives nothing."""
+
+from __future__ import annotations
+
+from ..analysis.tables import GradientCounts
+from ..capture import INFERENCE_NOTE, Capture, graph_of
+from ..errors import Do, Say
+from ..graph_facts import joint_node_count
+from ..roles import ROLES, role_counts
+
+__all__ = ["ROUTES", "route_text", "summary_text"]
+
+ROUTES: dict[str, str] = {
+    "dynamo": "torch.compile (dynamo) + AOTAutograd",
+    "aot": "aot_function over fake tensors",
+    "closure": "aot_function on a closure (parameters captured as constants)",
+    "log": "torch.compile in a real run, read from its log",
+}
+"""How each capture route is named in the summary."""
+
+
+def route_text(capture: Capture) -> str:
+    """The capture route in words, with the log's origin or the backend."""
+    route = ROUTES[capture.route]
+    if capture.route == "log":
+        return f"{route} ({capture.origin})"
+    return f"{route}, {capture.backend_label}"
+
+
+def _parameter_line(counts: GradientCounts) -> str | Say:
+    head = f"  parameters: {counts.parameters} ({counts.requires_grad} require grad); "
+    if not counts.recorded:
+        return head + f"{counts.with_gradient} get a gradient from the backward graph"
+    return Say(head + f"{counts.with_gradient} get a gradient from the captured graphs ({counts.reused} through a "
+               f"graph reused for another module), {counts.outside} are used only outside every graph "
+               "(eager code; ", Do("doctor"), " says which)")
+
+
+def summary_text(capture: Capture, index: int, gradients: GradientCounts | None) -> Say:
+    """The summary of graph ``index`` of ``capture``; ``gradients``: the parameter line's counts
+    (None without parameters)."""
+    graph = capture.graphs[index]
+    info = graph.info.values()
+    counts = role_counts(info)
+    lines: list[str | Say] = [
+        f"{capture.title}: joint graph of {joint_node_count(info)} nodes ({counts['forward']} forward ops, "
+        f"{counts['backward']} backward ops), parameters {capture.params}, captured with {route_text(capture)}",
+        "  " + ", ".join(f"{counts[r]} {r}" for r in ROLES if counts[r]),
+        f"  {capture.loss}",
+    ]
+    if graph.inference:
+        lines.append(f"  {INFERENCE_NOTE} (compiled with gradients off)")
+    elif not graph.has_backward:
+        lines.append("  no backward graph: nothing the loss depends on requires grad")
+    if gradients is not None:
+        lines.append(_parameter_line(gradients))
+    total, breaks = len(capture.graphs), capture.graph_breaks
+    if total > 1 or breaks:
+        where = graph_of(index, total) if total > 1 else "one graph captured; the code at the break ran outside it"
+        lines.append(f"  {where}; {len(breaks)} graph break(s): " + "; ".join(breaks[:3]))
+    lines += [f"  warning: {w}" for w in capture.warnings]
+    return Say("\n").join(lines)
