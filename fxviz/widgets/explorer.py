@@ -156,10 +156,13 @@ class Explorer(widgets.VBox):
 
     @property
     def view_key(self) -> ViewKey:
+        """The view the controls describe.  A graph without a backward (inference only) has no
+        partition to mark: its joint view is the graph itself, as the report's shared layout."""
         view = self.view_control.value
         group = self.group_control.value
+        marked = view != "joint" or self.trace.has_backward
         vk = ViewKey(
-            view=view, strategy=self._strategy(self.strategy_control.value),
+            view=view, strategy=self._strategy(self.strategy_control.value) if marked else None,
             compare=self._strategy(self.compare_control.value) if view == "compare" else None,
             group=None if group == "auto" else group,
             depth=self.depth_control.value if group == "module" else None,
