@@ -40,6 +40,7 @@ from .boxes import OpenBoxes
 from .controls import Controls, max_depth
 from .pane import GraphPane, SwitchTiming
 from .strategy_map import (
+    ON_REQUEST,
     STRATEGY_CHOICES,
     controls_of,
     names,
@@ -219,13 +220,12 @@ class Explorer(widgets.VBox):
         return self._strategy(choice).name
 
     def _table_strategies(self) -> list[str]:
-        """The table's rows: the offered strategies, and the optimum only while it is picked (each
-        budget is a MILP solve)."""
-        keys = [self._key(c) for _, c in self._choices if c != "optimal"]
-        picked = {self.strategy_control.value}
-        if self.view_control.value == "compare":
-            picked.add(self.compare_control.value)
-        return keys + ([self._key("optimal")] if "optimal" in picked else [])
+        """The table's rows: the offered strategies, and a kind offered on request (the optimum)
+        only while it is picked (each budget is a MILP solve)."""
+        picked = [self.strategy_control.value] + ([self.compare_control.value]
+                                                  if self.view_control.value == "compare" else [])
+        kinds = [c for _, c in self._choices if c not in ON_REQUEST or c in picked]
+        return [self._key(c) for c in kinds]
 
     # --- reacting to the controls ----------------------------------------------------------------
     def _on_control(self, _change: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..trace import Trace
 
 __all__ = ["STRATEGY_CHOICES", "reads_slider", "strategy_of", "controls_of", "partner_choice", "names",
-           "statuses_of", "strategy_choices"]
+           "statuses_of", "strategy_choices", "ON_REQUEST"]
 
 # the strategies fxviz offers (one registry: fxviz/analysis/strategies.py), by kind: the budget
 # kind's number and solver come from the slider and the solver control
@@ -83,10 +83,15 @@ def statuses_of(tr: Trace, vk: ViewKey) -> dict[str, Any]:
     return {s.name: status_data(tr.partition(s)) for s in shown}
 
 
+ON_REQUEST: tuple[str, ...] = ("optimal",)
+"""Kinds the strategy controls offer beyond the trace's own (``choices.offered``) and the memory table
+lists only while one is picked: the exact optimum under the budget slider (issue 16), a MILP solve
+per budget."""
+
+
 def strategy_choices(tr: Trace | None) -> list[tuple[str, str]]:
-    """The strategy controls' options: what the trace offers (``choices.offered``: a log's shows what
-    the run saved first, no eager), then the exact optimum under the budget slider (issue 16), which
-    no table lists by default because each budget is a MILP solve."""
+    """The strategy controls' (label, kind) options: what the trace offers (``choices.offered``: a
+    log's shows what the run saved first, no eager), then the kinds ``ON_REQUEST``."""
     chosen = [(s.spec.short, s.kind) for s in offered(tr.graph, tr.capture)] if tr is not None else \
         list(STRATEGY_CHOICES)
-    return [*chosen, (KINDS["optimal"].short, "optimal")]
+    return [*chosen, *((KINDS[k].short, k) for k in ON_REQUEST)]
