@@ -114,7 +114,7 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: 
         from .diff_report import build_diff_report
 
         return write_atomic(path, build_diff_report(tr, **kwargs))
-    if isinstance(tr, Run):  # a logged run: the graphs choices.shown_graphs offers
+    if isinstance(tr, Run):  # a logged run: the graphs choices.shown_graphs offers (inference graphs: forward only)
         run = tr
         start = run.trace(rank=rank, compile_id=compile_id)
         rows = shown_graphs(run.graphs)

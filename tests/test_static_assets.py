@@ -69,7 +69,7 @@ def test_doctor_severity_colors_are_the_same_in_the_css_and_the_jupyter_card():
 
 
 def test_the_report_can_inline_the_scripts_and_styles():
-    # fxviz.render.report refuses assets that could end their <script>/<style> element early
+    # html_report._asset refuses assets that could end their <script>/<style> element early
     for name in CSS_FILES + JS_FILES:
         text = (STATIC / name).read_text().lower()
         for closer in ("<script", "</script", "</style", "<!--"):
