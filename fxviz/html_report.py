@@ -16,6 +16,7 @@ import pathlib
 from typing import TYPE_CHECKING, Any
 
 from ._io import write_atomic
+from .analysis.choices import shown_graphs
 from .errors import RenderError
 from .payloads import report_data, run_report_data
 from .render import theme
@@ -107,16 +108,16 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: 
     (default: the first graph with a backward on rank 0).
     """
     from .diffing import Diff
+    from .logs.run import Run
 
     if isinstance(tr, Diff):  # a diff of two traces: one page, no script
         from .diff_report import build_diff_report
 
         return write_atomic(path, build_diff_report(tr, **kwargs))
-    if hasattr(tr, "trace") and hasattr(tr, "compare_ranks"):  # a Run (fxviz.logs sits above this module)
+    if isinstance(tr, Run):  # a logged run: the graphs choices.shown_graphs offers (inference graphs: forward only)
         run = tr
         start = run.trace(rank=rank, compile_id=compile_id)
-        rows = run.graphs
-        rows = rows[(rows["joint"] & rows["backward"]) | rows["inference"]]  # inference graphs: forward only
+        rows = shown_graphs(run.graphs)
         graphs = [(int(r["rank"]), str(r["compile_id"]),
                    run.trace(int(r["rank"]), str(r["compile_id"]), int(r["piece"])))
                   for _, r in rows.iterrows()]

@@ -438,7 +438,7 @@ def test_cli_draw_piece_overview_and_table_totals(tmp_path, capsys) -> None:
 def test_report_differences_toggle_per_piece_in_chromium(tmp_path, monkeypatch) -> None:
     """A graph-broken report whose first piece ships differences drawings and whose second is
     too big to: the toggle shows the drawing on the first and fades the others on the second."""
-    from fxviz import payloads
+    from fxviz.payloads import graph as payloads  # where the limit is read
 
     from .browser_util import browser, chromium_path
     from .test_browser import _wait_key

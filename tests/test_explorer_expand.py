@@ -105,7 +105,7 @@ def test_function_box_opens(gpt, traces):
     assert set(fn["members"]) <= set(titles)
     # the same drawing as the API's
     drawing = tr.draw("joint", strategy="default", expand=[fn["key"]])
-    assert gpt.pane.svg == fxviz.payloads.clean_svg(drawing.svg())
+    assert gpt.pane.svg == fxviz.render.embed.clean_svg(drawing.svg())
     # its ops stay together in a dashed frame named after the box, as an opened module's do
     src = drawing.source
     start = src.index(f"label=<{sc.OPENED_FUNCTION}{html.escape(fn['label'])}>")
@@ -155,7 +155,7 @@ def test_explore_opens_boxes_from_the_start(traces):
     tr = traces[("mini_gpt", "lifted")]
     w = fxviz.explore(tr, expand=["h.0.attn", FUNCTION_BOX])
     assert w.expanded == ["h.0.attn", FUNCTION_BOX]
-    assert w.pane.svg == fxviz.payloads.clean_svg(tr.draw("joint", strategy="default",
+    assert w.pane.svg == fxviz.render.embed.clean_svg(tr.draw("joint", strategy="default",
                                                           expand=sorted(["h.0.attn", FUNCTION_BOX])).svg())
     with pytest.raises(fxviz.InputError, match="not a module or box"):
         fxviz.explore(tr, expand=["no.such.box"])

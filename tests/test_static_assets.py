@@ -69,7 +69,7 @@ def test_doctor_severity_colors_are_the_same_in_the_css_and_the_jupyter_card():
 
 
 def test_the_report_can_inline_the_scripts_and_styles():
-    # fxviz.render.report refuses assets that could end their <script>/<style> element early
+    # html_report._asset refuses assets that could end their <script>/<style> element early
     for name in CSS_FILES + JS_FILES:
         text = (STATIC / name).read_text().lower()
         for closer in ("<script", "</script", "</style", "<!--"):
@@ -98,11 +98,22 @@ def _functions(js: str) -> dict[str, int]:
     return out
 
 
-def test_explorer_js_is_made_of_small_functions():
-    funcs = _functions((STATIC / "explorer.js").read_text())
-    assert "createPane@" in " ".join(funcs), funcs
+@pytest.mark.parametrize(("name", "entry"), [("explorer.js", "createPane"), ("report.js", "startReport")])
+def test_the_scripts_are_made_of_small_functions(name, entry):
+    funcs = _functions((STATIC / name).read_text())
+    assert f"{entry}@" in " ".join(funcs), funcs
     longest = max(funcs.items(), key=lambda kv: kv[1])
-    assert longest[1] <= 80, f"the longest function in explorer.js is {longest[0]} ({longest[1]} lines)"
+    assert longest[1] <= 80, f"the longest function in {name} is {longest[0]} ({longest[1]} lines)"
+
+
+def test_the_report_script_copies_no_rule_of_pythons():
+    """The compare partner (``analysis.choices``) and the piece selector's cut labels come with the page
+    data; report.js names no strategy and cuts no text, and builds its DOM with explorer.js's ``h``."""
+    js = (STATIC / "report.js").read_text()
+    code = "\n".join(line.split("//")[0] for line in js.splitlines())
+    for strategy in ("default", "min_cut"):
+        assert f'"{strategy}"' not in code, strategy
+    assert ".slice(" not in code and "compare_partners" in code and "createElement" not in code
 
 
 @pytest.mark.parametrize("name", JS_FILES)

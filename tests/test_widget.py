@@ -306,3 +306,24 @@ def test_differences_only_is_the_kernels_drawing_cached_and_kept_across_strategi
     assert w.pane.view_key == "compare|min_cut|default|-|-|differences" and w.pane.boxes == []
     w.show_differences(False)
     assert not w.pane.view_key.endswith("|differences")
+
+
+def test_a_logged_runs_explorer_offers_its_inference_only_graph(tmp_path):
+    """The explorer of a run offers the graphs ``choices.shown_graphs`` does, as the report: an
+    inference-only run's one forward graph (before, it offered none and failed).  Its joint view is
+    the logged graph itself (nothing to mark: no partition exists), every node of it drawn; a view
+    that needs a partition says why there is none."""
+    from fxviz.analysis.choices import shown_graphs
+    from fxviz.widgets.run_explorer import RunExplorer
+
+    from .logs_gpt import make_gpt_logs
+
+    run = fxviz.load_logs(make_gpt_logs(tmp_path, ("infer",))["infer"])
+    assert list(shown_graphs(run.graphs)["inference"]) == [True]
+    rex = fxviz.explore(run)
+    assert isinstance(rex, RunExplorer)
+    ex, tr = rex.explorer, run.trace()
+    assert not ex.pane.error and ex.pane.view_data["overlay"]
+    assert set(drawn(ex.pane.svg)) == {n for n, i in tr.graph.info.items() if i.op != "output"}
+    ex.view_control.value = "backward"
+    assert "inference only" in ex.pane.error and not ex.pane.svg

@@ -1,18 +1,25 @@
 // fxviz HTML report: the controls around the explorer pane.  Appended to explorer.js inside one
-// module script element, so createPane is in scope.  All data comes from the inert JSON script
-// element #fxviz-data: one graph's payloads, or (a report of a logged run) a list of graphs, each
-// with its rank and compile id and its own payloads, chosen with a rank and a graph selector.  The
-// first drawing is the markup of the script-free fallback, read once.  After graph breaks, a piece
-// selector swaps in each piece's own payloads, and "whole model" shows the overview drawing.
+// module script element, so createPane and its DOM builder h are in scope.  All data comes from the
+// inert JSON script element #fxviz-data: one graph's payloads, or (a report of a logged run) a list of
+// graphs, each with its rank and compile id and its own payloads, chosen with a rank and a graph
+// selector.  The first drawing is the markup of the script-free fallback, read once.  After graph
+// breaks, a piece selector swaps in each piece's own payloads, and "whole model" shows the overview.
 //
 // Every drawing is a view payload (fxviz.payloads.ViewPayload, the widget's `view_data` shape) in
-// data.drawings, by key; data.index maps the controls' state (view, strategy, compare, differences)
-// to the view's key and the drawing that shows it, both made in Python: no key is built here.
-// The joint and compare views share one layout: the strategy (or the pair A, B, any two of the
-// report's strategies) is an overlay the pane applies from data.  Forward and backward views are
-// one drawing per strategy (their graphs differ).  A small graph's report also holds one
-// differences-only drawing per ordered pair (index entries with `differences`), which the
+// the drawings, by key; the index maps the controls' state (view, strategy, compare, differences)
+// to the view's key and the drawing that shows it, both made in Python: no key is built here.  The
+// compare partner of each strategy (`compare_partners`) and the piece selector's shortened labels
+// (`short`) come with the data too (fxviz.analysis.choices, fxviz.payloads.pieces): no rule of
+// Python's is copied here.  The joint and compare views share one layout: the strategy (or the pair
+// A, B, any two of the report's strategies) is an overlay the pane applies from data.  Forward and
+// backward views are one drawing per strategy (their graphs differ).  A small graph's report also
+// holds one differences-only drawing per ordered pair (index entries with `differences`), which the
 // "differences only" toggle shows; without them the toggle fades the layout's other nodes.
+//
+// One job per function: loadReportData (the data in), takeFallbackDrawing (the first drawing),
+// buildControls (the view buttons and strategy selectors), buildPieceSelect (graph pieces),
+// showTimeline, pickCompare (B from the data), showState (the pane from the state), preloadDrawings
+// (parse while idle), startReport (wires them for one graph), startRun (a logged run's selectors).
 
 /** The report's data: JSON, gzipped and base64-encoded by fxviz (render/embed.py, packed_json). */
 async function loadReportData() {
@@ -25,11 +32,8 @@ async function loadReportData() {
 
 let reportGeneration = 0;
 
-function startReport(data) {
-  const generation = ++reportGeneration;
-  const root = document.getElementById("fxviz-root");
-  const nav = document.getElementById("fxviz-controls");
-  // the first drawing is the script-free fallback's markup (inside root): read it before clearing
+/** The first drawing is the script-free fallback's markup (inside the root): read it, then clear. */
+function takeFallbackDrawing(data, root) {
   const fallback = document.getElementById("fxviz-fallback");
   if (fallback && data.drawing_in_fallback) {
     const svg = fallback.querySelector("svg");
@@ -37,164 +41,115 @@ function startReport(data) {
   }
   if (fallback) fallback.remove();
   root.replaceChildren();
-  nav.replaceChildren();
-  const summaryEl = document.querySelector(".fxviz-summary");
-  if (summaryEl && data.summary) summaryEl.textContent = data.summary;
-  let index = data.index || [];
-  const state = {
-    view: data.initial.view,
-    strategy: data.initial.strategy,
-    compare: data.initial.compare || null,  // payloads.default_compare chose it
-    differences: false,
-  };
-  // a piece's report data may hold differences drawings: the toggle shows them, else the pane
-  // fades the other nodes (a graph-broken model can have both kinds of piece)
-  const hasDrawings = () => index.some((e) => e.differences);
-  /** the index entry of a view: what it is called (its ViewKey text) and which drawing shows it */
-  const find = (view, strategy, compare, differences) => index.find((e) => e.view === view &&
-    e.strategy === strategy && (e.compare || null) === (compare || null) && !!e.differences === differences);
-  const usable = data.strategies.filter((s) => !s.error).map((s) => s.key);
+}
 
-  const el = (tag, attrs = {}, text = null) => {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-    if (text !== null) e.textContent = text;
-    return e;
-  };
-  const label = (key) => { const s = data.strategies.find((x) => x.key === key); return s ? s.label : key; };
+const labelled = (text, control) => h("label", {}, text, control);
 
-  // --- controls: one function per selector, so adding one is small -------------------------------
-  function viewButtons() {
-    const group = el("span", { class: "fxviz-viewbuttons", role: "group", "aria-label": "view" });
-    for (const v of data.views) {
-      const b = el("button", { type: "button", "data-view": v, "aria-pressed": "false" }, v);
-      b.addEventListener("click", () => { state.view = v; update(); });
-      group.append(b);
-    }
-    return group;
+/** A strategy selector: every strategy of the report, a failed one disabled. */
+function strategySelect(strategies, id, aria, onChange) {
+  const sel = h("select", { id, "aria-label": aria });
+  for (const s of strategies) {
+    const o = h("option", { value: s.key, text: s.label + (s.error ? " (failed)" : "") });
+    o.disabled = !!s.error;
+    sel.append(o);
   }
-  function strategySelect(id, aria, onChange) {
-    const sel = el("select", { id, "aria-label": aria });
-    for (const s of data.strategies) {
-      const o = el("option", { value: s.key }, s.label + (s.error ? " (failed)" : ""));
-      if (s.error) o.disabled = true;
-      sel.append(o);
-    }
-    sel.addEventListener("change", () => onChange(sel.value));
-    return sel;
-  }
-  const labelled = (text, control) => { const l = el("label", {}, text); l.append(control); return l; };
+  sel.addEventListener("change", () => onChange(sel.value));
+  return sel;
+}
 
-  const views = viewButtons();
-  const strategySel = strategySelect("fxviz-strategy", "strategy (A in the compare view)", (v) => {
-    state.strategy = v;
-    update();
-  });
-  const compareSel = strategySelect("fxviz-compare", "compare with (B)", (v) => { state.compare = v; update(); });
+/** The view buttons and the strategy (A) and compare (B) selectors, in the nav; each change sets
+ *  `state` and calls `update`. */
+function buildControls(nav, data, state, update) {
+  const views = h("span", { class: "fxviz-viewbuttons", role: "group", "aria-label": "view" },
+    data.views.map((v) => h("button", { type: "button", "data-view": v, "aria-pressed": "false", text: v,
+                                        onclick: () => { state.view = v; update(); } })));
+  const strategySel = strategySelect(data.strategies, "fxviz-strategy", "strategy (A in the compare view)",
+    (v) => { state.strategy = v; update(); });
+  const compareSel = strategySelect(data.strategies, "fxviz-compare", "compare with (B)",
+    (v) => { state.compare = v; update(); });
   const strategyLabel = labelled("strategy ", strategySel);
   const compareLabel = labelled("vs B ", compareSel);
   nav.append(labelled("view ", views), strategyLabel, compareLabel);
   nav.hidden = false;
+  return { views, strategySel, compareSel, strategyLabel, compareLabel };
+}
 
-  // --- graph pieces (graph breaks): each piece swaps in its own payloads; -1 is the overview ------
+/** The piece selector of a graph-broken model (-1: the whole-model overview), or null for one graph.
+ *  Its labels are the data's (`option` in full as the tooltip, `short` as shown). */
+function buildPieceSelect(data, onPick) {
   const pieces = data.pieces || [];
-  const own = {};
-  for (const k of data.piece_fields || []) own[k] = data[k];  // the fields each piece has its own of
-  state.piece = 0;
-  if (pieces.length > 1) {
-    const pieceSel = el("select", { id: "fxviz-piece", "aria-label": "graph piece" });
-    if (data.overview) pieceSel.append(el("option", { value: "-1" }, data.whole_model_option));
-    for (const p of pieces) {
-      const text = p.option;  // payloads.piece_option: the one spelling, shared with the widget
-      pieceSel.append(el("option", { value: String(p.piece), title: text }, text.length > 90 ? text.slice(0, 88) + "\u2026" : text));
-    }
-    pieceSel.value = "0";
-    pieceSel.addEventListener("change", () => {
-      state.piece = Number(pieceSel.value);
-      const entry = pieces.find((p) => p.piece === state.piece);
-      Object.assign(data, state.piece > 0 && entry && entry.payload ? entry.payload : own);
-      index = data.index || [];
-      pane.setNodes(data.nodes);
-      pane.setTable(state.piece < 0 ? data.overview.table : data.table);
-      if (summaryEl) summaryEl.textContent = data.summary;
-      update();
-    });
-    nav.prepend(labelled("graph ", pieceSel));
+  if (pieces.length < 2) return null;
+  const sel = h("select", { id: "fxviz-piece", "aria-label": "graph piece" },
+    data.overview ? h("option", { value: "-1", text: data.whole_model_option }) : null,
+    pieces.map((p) => h("option", { value: String(p.piece), title: p.option, text: p.short })));
+  sel.value = "0";
+  sel.addEventListener("change", () => onPick(Number(sel.value)));
+  return labelled("graph ", sel);
+}
+
+/** The memory timeline plot, where the report has one (`{svg, caption}`; the SVG is parsed and
+ *  sanitized like every drawing): shown in the saved-tensor panel, under its table. */
+function showTimeline(pane, timeline) {
+  if (!timeline || !timeline.svg) return;
+  const figure = h("figure", { class: "fxviz-timeline-plot" }, parseSvg(timeline.svg),
+    timeline.caption ? h("figcaption", { text: timeline.caption }) : null);
+  pane.setSaved({ timeline: figure });
+}
+
+/** B is never A: keep B if it differs and was computed, else the data's partner of A
+ *  (fxviz.analysis.choices.compare_partner, per graph: `compare_partners`). */
+function pickCompare(state, graph) {
+  const partners = graph.compare_partners || {};
+  const usable = (k) => Object.prototype.hasOwnProperty.call(partners, k);
+  if (state.compare && state.compare !== state.strategy && usable(state.compare)) return;
+  state.compare = partners[state.strategy] || null;
+}
+
+/** The index entry of a view: what it is called (its ViewKey text) and which drawing shows it. */
+function findEntry(index, view, strategy, compare, differences) {
+  return index.find((e) => e.view === view && e.strategy === strategy &&
+    (e.compare || null) === (compare || null) && !!e.differences === differences);
+}
+
+/** Show in the pane what `state` names, from `graph` (the piece shown: its index, drawings and
+ *  statuses); set the controls to match.  Returns the drawing key shown (null: none). */
+function showState(pane, controls, data, graph, state, lastKey) {
+  if (state.piece < 0) {  // the whole-model overview: one drawing, no strategy or view
+    pane.showView(data.overview.view);
+    return "overview";
   }
+  const compare = state.view === "compare";
+  if (compare) pickCompare(state, graph);
+  const partners = graph.compare_partners || {};
+  for (const o of controls.compareSel.options) o.disabled = o.value === state.strategy || !(o.value in partners);
+  controls.compareLabel.hidden = !compare;
+  controls.strategySel.value = state.strategy;
+  controls.compareSel.value = state.compare || "";
+  controls.strategyLabel.firstChild.textContent = compare ? "A " : "strategy ";
+  for (const b of controls.views.children) b.setAttribute("aria-pressed", String(b.dataset.view === state.view));
 
-  // --- the pane ----------------------------------------------------------------------------------
-  const pane = createPane(root, {
-    constants: data.constants,
-    onRowClick: (key) => {
-      if (!usable.includes(key)) return;
-      if (state.view === "compare" && key === state.strategy) return;
-      if (state.view === "compare") state.compare = key; else state.strategy = key;
-      update();
-    },
-    onDifferences: (on) => {
-      state.differences = on;
-      if (!hasDrawings()) return false;
-      update();
-      return true;
-    },
-  });
-  pane.setNodes(data.nodes);
-  pane.setLegend(data.legend);
-  pane.setTable(data.table);
-  pane.setDoctor(data.doctor);
-  // the memory timeline plot, where the report has one (data.timeline: {svg, caption}; the SVG is
-  // parsed and sanitized like every drawing): shown in the saved-tensor panel, under its table
-  if (data.timeline && data.timeline.svg) {
-    const plot = parseSvg(data.timeline.svg);
-    const figure = el("figure", { class: "fxviz-timeline-plot" });
-    if (plot) figure.append(plot);
-    if (data.timeline.caption) figure.append(el("figcaption", {}, data.timeline.caption));
-    pane.setSaved({ timeline: figure });
+  const index = graph.index || [];
+  const entry = findEntry(index, state.view, state.strategy, compare ? state.compare : null, false);
+  const diff = compare && state.differences ? findEntry(index, state.view, state.strategy, state.compare, true) : null;
+  const shownEntry = diff || entry;
+  const drawing = shownEntry ? graph.drawings[shownEntry.drawing] : null;
+  const label = (data.strategies.find((x) => x.key === state.strategy) || { label: state.strategy }).label;
+  if (compare && !state.compare) {
+    pane.showView({ view: "compare", error: "the compare view needs two strategies that did not fail" },
+      { statuses: graph.status, as: { view: "compare", strategy: state.strategy } });
+  } else if (drawing) {
+    pane.showView(drawing, { statuses: graph.status, as: shownEntry, differences: state.differences,
+                             keepZoom: lastKey === shownEntry.drawing && !diff });
+  } else {
+    pane.showView({ view: state.view, error: `the ${state.view} view of ${label} is not in the report` },
+      { statuses: graph.status, as: { view: state.view, strategy: state.strategy } });
   }
+  return shownEntry ? shownEntry.drawing : null;
+}
 
-  /** B is never A: keep B if it differs, else the first other usable strategy */
-  function fixCompare() {
-    if (state.compare && state.compare !== state.strategy && usable.includes(state.compare)) return;
-    const pref = state.strategy === "default" ? "min_cut" : "default";
-    state.compare = usable.includes(pref) && pref !== state.strategy ? pref : usable.find((k) => k !== state.strategy) || null;
-  }
-
-  let lastKey = null;
-  function update() {
-    if (state.piece < 0) {  // the whole-model overview: one drawing, no strategy or view
-      pane.showView(data.overview.view);
-      lastKey = "overview";
-      return;
-    }
-    const compare = state.view === "compare";
-    if (compare) fixCompare();
-    for (const o of compareSel.options) o.disabled = o.value === state.strategy || !usable.includes(o.value);
-    compareLabel.hidden = !compare;
-    strategySel.value = state.strategy;
-    compareSel.value = state.compare || "";
-    strategyLabel.firstChild.textContent = compare ? "A " : "strategy ";
-    for (const b of views.children) b.setAttribute("aria-pressed", String(b.dataset.view === state.view));
-
-    const entry = find(state.view, state.strategy, compare ? state.compare : null, false);
-    const diff = compare && state.differences ? find(state.view, state.strategy, state.compare, true) : null;
-    const shownEntry = diff || entry;
-    const drawing = shownEntry ? data.drawings[shownEntry.drawing] : null;
-    if (compare && !state.compare) {
-      pane.showView({ view: "compare", error: "the compare view needs two strategies that did not fail" },
-        { statuses: data.status, as: { view: "compare", strategy: state.strategy } });
-    } else if (drawing) {
-      pane.showView(drawing, { statuses: data.status, as: shownEntry, differences: state.differences,
-                               keepZoom: lastKey === shownEntry.drawing && !diff });
-    } else {
-      pane.showView({ view: state.view, error: `the ${state.view} view of ${label(state.strategy)} is not in the report` },
-        { statuses: data.status, as: { view: state.view, strategy: state.strategy } });
-    }
-    lastKey = shownEntry ? shownEntry.drawing : null;
-  }
-  update();
-
-  // parse the other drawings while the reader looks at the first one
-  const pending = Object.values(data.drawings).map((d) => d.svg).filter(Boolean);
+/** Parse the other drawings while the reader looks at the first one (stops when another graph is shown). */
+function preloadDrawings(pane, drawings, generation) {
+  const pending = Object.values(drawings).map((d) => d.svg).filter(Boolean);
   const idle = window.requestIdleCallback || ((fn) => setTimeout(() => fn({ timeRemaining: () => 8 }), 50));
   const preload = (deadline) => {
     if (generation !== reportGeneration) return;  // another graph was chosen meanwhile
@@ -204,36 +159,75 @@ function startReport(data) {
   idle(preload);
 }
 
-loadReportData().then(function startRun(all) {
+/** One graph's report: the controls, the pane, and (after graph breaks) the piece selector.  The
+ *  graph shown is the report's own payloads or a piece's (`graph`); `data` itself is never changed. */
+function startReport(data) {
+  const generation = ++reportGeneration;
+  const root = document.getElementById("fxviz-root");
+  const nav = document.getElementById("fxviz-controls");
+  takeFallbackDrawing(data, root);
+  nav.replaceChildren();
+  const summaryEl = document.querySelector(".fxviz-summary");
+  let graph = data;  // the piece shown: the report's own fields, or a piece's payload over them
+  const setSummary = () => { if (summaryEl && graph.summary) summaryEl.textContent = graph.summary; };
+  setSummary();
+  const state = { view: data.initial.view, strategy: data.initial.strategy,
+                  compare: data.initial.compare || null, differences: false, piece: 0 };
+  let lastKey = null;
+  const update = () => { lastKey = showState(pane, controls, data, graph, state, lastKey); };
+  const controls = buildControls(nav, data, state, update);
+  const pieces = buildPieceSelect(data, (piece) => {
+    state.piece = piece;
+    const entry = (data.pieces || []).find((p) => p.piece === piece);
+    graph = piece > 0 && entry && entry.payload ? { ...data, ...entry.payload } : data;
+    pane.setNodes(graph.nodes);
+    pane.setTable(piece < 0 ? data.overview.table : graph.table);
+    setSummary();
+    update();
+  });
+  if (pieces) nav.prepend(pieces);
+
+  const pane = createPane(root, {
+    constants: data.constants,
+    onRowClick: (key) => {
+      if (!(key in (graph.compare_partners || {}))) return;  // failed or left out
+      if (state.view === "compare" && key === state.strategy) return;
+      if (state.view === "compare") state.compare = key; else state.strategy = key;
+      update();
+    },
+    onDifferences: (on) => {  // a piece may hold differences drawings: shown, else the pane fades the rest
+      state.differences = on;
+      if (!(graph.index || []).some((e) => e.differences)) return false;
+      update();
+      return true;
+    },
+  });
+  pane.setNodes(data.nodes);
+  pane.setLegend(data.legend);
+  pane.setTable(data.table);
+  pane.setDoctor(data.doctor);
+  showTimeline(pane, data.timeline);
+  update();
+  preloadDrawings(pane, data.drawings, generation);
+}
+
+/** A logged run's report: a rank and a graph selector above the report of the graph chosen. */
+function startRun(all) {
   if (!all.graphs) { startReport(all); return; }
   const graphs = all.graphs;
-  const make = (tag, attrs = {}, text = null) => {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-    if (text !== null) e.textContent = text;
-    return e;
-  };
-  const bar = make("nav", { class: "fxviz-controls fxviz-run-controls", id: "fxviz-run-controls" });
-  const rankSel = make("select", { id: "fxviz-rank", "aria-label": "rank" });
-  const graphSel = make("select", { id: "fxviz-graph", "aria-label": "graph (compile id)" });
-  const ranks = [...new Set(graphs.map((g) => g.rank))];
-  for (const r of ranks) rankSel.append(make("option", { value: String(r) }, "rank " + r));
-  const rankLabel = make("label", {}, "rank ");
-  rankLabel.append(rankSel);
-  const graphLabel = make("label", {}, "graph ");
-  graphLabel.append(graphSel);
-  bar.append(rankLabel, graphLabel);
+  const rankSel = h("select", { id: "fxviz-rank", "aria-label": "rank" },
+    [...new Set(graphs.map((g) => g.rank))].map((r) => h("option", { value: String(r), text: "rank " + r })));
+  const graphSel = h("select", { id: "fxviz-graph", "aria-label": "graph (compile id)" });
+  const bar = h("nav", { class: "fxviz-controls fxviz-run-controls", id: "fxviz-run-controls" },
+    labelled("rank ", rankSel), labelled("graph ", graphSel));
   document.getElementById("fxviz-controls").before(bar);
   let current = graphs[all.initial || 0];
-  function fillGraphs() {
-    graphSel.replaceChildren(...graphs.filter((g) => g.rank === current.rank).map((g) =>
-      make("option", { value: g.id }, g.label)));
-    graphSel.value = current.id;
-    rankSel.value = String(current.rank);
-  }
   function show(g) {
     current = g;
-    fillGraphs();
+    graphSel.replaceChildren(...graphs.filter((x) => x.rank === current.rank).map((x) =>
+      h("option", { value: x.id, text: x.label })));
+    graphSel.value = current.id;
+    rankSel.value = String(current.rank);
     document.body.dataset.graph = g.id;
     startReport(g.data);
   }
@@ -244,4 +238,6 @@ loadReportData().then(function startRun(all) {
   });
   graphSel.addEventListener("change", () => show(graphs.find((g) => g.id === graphSel.value)));
   show(current);
-});
+}
+
+loadReportData().then(startRun);

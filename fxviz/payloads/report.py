@@ -1,0 +1,94 @@
+"""Everything one report holds: one graph's payloads (``graph.graph_data``), the page's own fields
+(title, doctor, legend, constants, timeline) and, after graph breaks, every other piece and the
+whole-model overview; or, for a logged run, one such set per graph.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..analysis.strategies import Strategy, StrategyLike, parse_list
+from ..errors import Do, InputError, Say
+from ..render.limits import REPORT_BUDGET
+from .graph import PIECE_FIELDS, graph_data
+from .panels import doctor_data, legend_data, page_constants, timeline_data
+from .pieces import overview_data, pieces_data, whole_model_option
+from .views import VIEWS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..facade import Trace
+
+__all__ = ["REPORT_BUDGET", "report_data", "run_report_data"]
+
+
+def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
+                views: Iterable[str] = ("joint", "forward", "backward", "compare"),
+                compare: Sequence[tuple[StrategyLike, StrategyLike]] | None = None, group: str | None = None,
+                depth: int | None = None, title: str | None = None,
+                progress: Callable[[str], None] | None = None,
+                budget: float | None = REPORT_BUDGET) -> dict[str, Any]:
+    """Every payload one report holds: one joint layout (strategies and compares are overlays on
+    it, any pair of ``strategies``), each strategy's forward and backward drawing (``views``: one
+    ``ViewPayload`` each, by key), the ``index`` from the controls' state to those keys, the
+    node records, the memory table, the doctor's findings and the legend.  ``strategies``: default
+    ``tr.offered`` (a log's trace shows what the run saved first).  ``compare``: the pair the
+    compare view opens with (its first pair; default: the first strategy and its
+    ``choices.compare_partner``).  ``budget``: seconds after which the report stops partitioning
+    further strategies and drawing further views (the first strategy and the opening view always;
+    see ``budget.statuses_within``, ``budget.drawings_within``), per graph; None computes and
+    draws everything."""
+    keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
+    if not keys:
+        raise InputError("the report needs at least one strategy", "pass strategies=('default', 'min_cut')")
+    views = [v for v in views if v in VIEWS]
+    if not views:
+        raise InputError("the report needs at least one view", f"use views from {', '.join(VIEWS)}")
+    pairs = [(Strategy.parse(a).name, Strategy.parse(b).name) for a, b in compare] if compare else []
+    pairs = [(a, b) for a, b in pairs if a in keys and b in keys and a != b]
+    say = progress or (lambda _m: None)
+    data = graph_data(tr, keys, views, pairs, group, depth, budget, say)
+    root = tr.index == 0
+    return {
+        "title": title or f"fxviz report: {tr.title}",
+        "name": tr.title,
+        **data,
+        "views": list(views),
+        "doctor": doctor_data(tr),
+        "legend": legend_data(),
+        "constants": page_constants(),
+        "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        # graph breaks: every other piece's own payloads and the whole-model overview (issue 14)
+        "pieces": pieces_data(tr, keys, views, pairs, group, depth, budget, say) if root else [],
+        "piece_fields": list(PIECE_FIELDS),  # what the page swaps when another piece is picked
+        "overview": overview_data(tr, keys) if root and len(tr.pieces) > 1 else None,
+        "whole_model_option": whole_model_option(len(tr.pieces)),
+        # the memory timeline ({"svg", "caption"} or None); report.js shows it under the saved tensors
+        "timeline": timeline_data(tr, keys),
+    }
+
+
+def run_report_data(graphs: Sequence[tuple[int, str, Trace]], initial: int = 0, title: str | None = None,
+                    progress: Callable[[str], None] | None = None, run_summary: str | None = None,
+                    **kwargs: Any) -> dict[str, Any]:
+    """The payloads of several graphs of a logged run, one ``report_data`` each, for a report
+    with a rank and a graph selector.  ``graphs``: (rank, compile id, trace) in display order.
+    ``run_summary`` (``Run.summary()``: graphs, eager frames, totals per rank) heads every graph's
+    summary, so the whole run is read before any one graph."""
+    if not graphs:
+        raise InputError("the report needs at least one graph",
+                         Say("pick graphs with a backward from ", Do("graphs", on="run", attr=True)))
+    say = progress or (lambda _m: None)
+    entries: list[dict[str, Any]] = []
+    for rank, compile_id, tr in graphs:
+        say(f"rank {rank}, graph {compile_id}")
+        data = report_data(tr, progress=progress, **kwargs)
+        if run_summary:
+            data["summary"] = f"{run_summary}\n\nthis graph: {data['summary']}"
+        entries.append({"id": f"{rank}|{compile_id}", "rank": rank, "compile_id": compile_id,
+                        "label": f"{compile_id} ({tr.title})", "data": data})
+    first: dict[str, Any] = entries[initial]["data"]
+    # "first" feeds the script-free fallback and is not written into the page's data
+    return {"title": title or f"fxviz report: a logged run ({len(entries)} graphs)", "summary": first["summary"],
+            "generated": first["generated"], "graphs": entries, "initial": initial, "first": first}

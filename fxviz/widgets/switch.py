@@ -1,0 +1,41 @@
+"""``fxviz.explore``'s door: which explorer a model, a ``Trace`` or a logged ``Run`` gets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import InputError
+from ..facade import Trace
+from ..logs.run import Run
+from .explorer import Explorer
+from .run_explorer import RunExplorer
+
+__all__ = ["explore"]
+
+
+def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: Callable | None = None,
+            capture_route: str = "auto", **options: Any) -> Explorer | RunExplorer:
+    """The notebook explorer of a model (traced here, with ``inputs``), of a ``Trace``, or of a
+    logged ``Run`` (a rank and a graph selector above it; ``rank=``, ``compile_id=`` pick the first).
+
+    ``options``: ``view`` (joint, forward, backward, compare), ``strategy`` and ``compare``
+    (default, min_cut, budget or ``budget:B[:solver]``, recompute_all, eager, ``optimal:B``, and a
+    log's ``logged``), ``budget``, ``solver``, ``group`` (module, none), ``depth`` and ``expand``
+    (boxes open from the start, as ``Trace.draw(expand=...)`` names them; a double click opens
+    more), ``differences`` (the compare view shows only the nodes its two strategies treat
+    differently, as its toggle does).  Given a model, the explorer can also switch between
+    parameters lifted and captured as constants.
+    """
+    if isinstance(model_or_trace, Run):
+        return RunExplorer(model_or_trace, **options)
+    if isinstance(model_or_trace, (tuple, list)):
+        raise InputError(f"fxviz.explore got a {type(model_or_trace).__name__} where the model goes",
+                         "unpack it: model, inputs = examples.alexnet(); fxviz.explore(model, *inputs)")
+    if isinstance(model_or_trace, Trace):
+        if inputs:
+            raise InputError("fxviz.explore(trace) takes no example inputs: the trace has them",
+                             "call fxviz.explore(tr) or fxviz.explore(model, x)")
+        return Explorer(model_or_trace, **options)
+    return Explorer(model=model_or_trace, inputs=inputs, params=params,
+                    trace_kwargs={"loss_fn": loss_fn, "capture_route": capture_route}, **options)
