@@ -107,6 +107,10 @@ _SCRIPT = """
 import sys, torch
 sys.path.insert(0, {root!r})
 from tests.compile_models import MODELS
+BUDGET = {budget!r}
+if BUDGET is not None:  # the user's own knob: torch.compile's min-cut becomes a knapsack
+    import torch._functorch.config
+    torch._functorch.config.activation_memory_budget = BUDGET
 for name in {names!r}:
     model, inputs = MODELS[name]()
     scope = {{"model": model}}
@@ -117,22 +121,23 @@ for name in {names!r}:
 """
 
 
-def run_real_steps(names: list[str], dynamic: bool, directory: pathlib.Path, timeout: float = 1200
-                   ) -> dict[str, LoggedStep]:
+def run_real_steps(names: list[str], dynamic: bool, directory: pathlib.Path, timeout: float = 1200,
+                   budget: float | None = None) -> dict[str, LoggedStep]:
     """One real ``torch.compile`` (inductor, CPU) training step per model of ``tests/compile_models``
     in a fresh process with ``TORCH_TRACE=directory``; the graphs it logged, by model name.
 
     Each model is compiled once; frames are logged in model order.  The AOTAutograd cache is
     off (a cache hit logs no joint graph), and so is profile-guided dynamism (the sizes torch saw
     in earlier processes would decide which dimensions are symbolic); inductor's kernel cache
-    stays on (it only saves C++ compile time, never changes a graph).
+    stays on (it only saves C++ compile time, never changes a graph).  ``budget``: the step runs with
+    ``torch._functorch.config.activation_memory_budget`` set to it, as a user's script would.
     """
     root = str(pathlib.Path(__file__).resolve().parent.parent)
     # no profile-guided dynamism from earlier runs (torch keeps it on disk per code location)
     env = dict(os.environ, TORCH_TRACE=str(directory), TORCHINDUCTOR_AUTOGRAD_CACHE="0",
                TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO="0",
                TORCHINDUCTOR_COMPILE_THREADS="1", PYTHONPATH=root)
-    script = textwrap.dedent(_SCRIPT.format(root=root, names=list(names), dynamic=dynamic))
+    script = textwrap.dedent(_SCRIPT.format(root=root, names=list(names), dynamic=dynamic, budget=budget))
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=root)
     if proc.returncode != 0:

@@ -57,6 +57,13 @@ def mini_gpt() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return model.eval(), inputs
 
 
+def two_blocks() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """Two attention blocks (issue 32's model: 32 activations under aot_eager's default_partition,
+    28 in the real step)."""
+    model, inputs = examples.mini_gpt(n_layer=2, n_embd=16, n_head=2, vocab=32, block_size=8, batch=2, seq=8)
+    return model.eval(), inputs
+
+
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
-    "gelu_mlp": gelu_mlp, "conv_net": conv_net, "mini_gpt": mini_gpt,
+    "gelu_mlp": gelu_mlp, "conv_net": conv_net, "mini_gpt": mini_gpt, "two_blocks": two_blocks,
 }

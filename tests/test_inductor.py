@@ -13,12 +13,14 @@ from __future__ import annotations
 import shutil
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 import torch
 import torch.fx as fx
 
 import fxviz
+from fxviz.analysis.choices import step_strategy
 from fxviz.errors import InputError
 
 from .compile_log import LoggedStep, run_real_steps
@@ -29,12 +31,18 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c+
                                 reason="a real inductor compile needs a C++ compiler (scripts/run.sh installs g++)")
 
 
+BUDGET = 0.3  # a user's torch._functorch.config.activation_memory_budget in the third real run
+
+
 @pytest.fixture(scope="module")
-def real_runs(tmp_path_factory) -> dict[bool, dict[str, LoggedStep]]:
-    """{dynamic: {model: logged graphs}}: the static and the dynamic run, side by side."""
+def real_runs(tmp_path_factory) -> dict[bool | str, dict[str, LoggedStep]]:
+    """{dynamic: {model: logged graphs}}: the static and the dynamic run, side by side; under
+    ``"budget"``, the attention model's static step with the user's budget set in torch's config."""
     dirs = {d: tmp_path_factory.mktemp(f"torch_trace_{'dynamic' if d else 'static'}") for d in (False, True)}
     with ThreadPoolExecutor(2) as pool:
-        futures = {d: pool.submit(run_real_steps, NAMES, d, dirs[d]) for d in (False, True)}
+        futures: dict[bool | str, Any] = {d: pool.submit(run_real_steps, NAMES, d, dirs[d]) for d in (False, True)}
+        futures["budget"] = pool.submit(run_real_steps, ["two_blocks"], False,
+                                        tmp_path_factory.mktemp("torch_trace_budget"), budget=BUDGET)
         return {d: f.result() for d, f in futures.items()}
 
 
@@ -97,6 +105,33 @@ def test_min_cut_is_the_real_runs(real_runs, traces, name, dynamic):
         assert Counter(p.saved) == Counter(logged.saved)
     else:
         assert p.saved == logged.saved
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_step_strategy_is_the_real_step(real_runs, traces, name):
+    """``choices.step_strategy``: what torch.compile(model)'s training step saves (issue 32)."""
+    logged = real_runs[False][name]
+    tr = traces[name, False]
+    s = step_strategy(tr.capture)
+    assert s.name == "min_cut"
+    assert tr.partition(s).saved == logged.saved
+
+
+def test_the_step_strategy_follows_the_users_budget(real_runs):
+    """A budget the user set in torch's config is what their step partitions with: the knapsack."""
+    from torch._functorch import config as functorch_config
+
+    logged = real_runs["budget"]["two_blocks"]
+    model, inputs = MODELS["two_blocks"]()
+    with functorch_config.patch(activation_memory_budget=BUDGET):
+        tr = fxviz.trace(model, *inputs, backend="inductor")
+    s = step_strategy(tr.capture)
+    assert s.name == f"budget:{BUDGET:g}:dp"
+    assert tr.partition(s).saved == logged.saved
+    # and min_cut stays min-cut without a budget, whatever torch's config says when it runs
+    with functorch_config.patch(activation_memory_budget=BUDGET):
+        plain = tr.partition("min_cut").saved
+    assert plain == real_runs[False]["two_blocks"].saved != logged.saved
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -54,7 +54,8 @@ from .meta import (
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("budget_config", "copy_graph_module", "cse_like_min_cut", "default_partition",
                      "extract_fwd_bwd_modules", "is_collective", "is_random", "is_tangent", "min_cut_partition",
-                     "must_be_in_backward", "must_be_in_forward", "partitioner_context", "torch_size_of"),
+                     "must_be_in_backward", "must_be_in_forward", "partitioner_context", "plain_min_cut_config",
+                     "torch_size_of"),
                     "partitioners"),
     **dict.fromkeys(("RawJoint", "capture_with_aot_function", "capture_with_dynamo",
                      "quiet_torch", "run_compiled_backward", "skipped_frames", "unimplemented_count"), "tracing"),
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
         must_be_in_backward,
         must_be_in_forward,
         partitioner_context,
+        plain_min_cut_config,
         torch_size_of,
     )
     from .tracing import (
@@ -118,6 +120,7 @@ __all__ = [
     "pytree",
     "functorch_config",
     "budget_config",
+    "plain_min_cut_config",
     "torch_size_of",
     "partitioner_context",
     "meta_val",

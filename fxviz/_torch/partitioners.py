@@ -79,6 +79,13 @@ def torch_size_of(node: fx.Node) -> int:
 
 
 @contextlib.contextmanager
+def plain_min_cut_config() -> Iterator[None]:
+    """min-cut without a memory budget, whatever the caller's ``torch._functorch.config`` says."""
+    with functorch_config.patch(activation_memory_budget=1.0):
+        yield
+
+
+@contextlib.contextmanager
 def budget_config(budget: float, solver: str) -> Iterator[None]:
     """Set the activation-memory budget and its solver for one partitioner call only."""
     with functorch_config.patch(

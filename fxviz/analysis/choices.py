@@ -16,11 +16,28 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..capture import Capture, JointGraph
 
-__all__ = ["offered", "default_strategy", "compare_partner", "compare_partners", "drawable", "drawn_strategy",
+__all__ = ["step_strategy", "budget_strategy", "offered", "default_strategy", "compare_partner", "compare_partners", "drawable", "drawn_strategy",
            "flow_strategy", "shown_graphs"]
 
 FLOW_STRATEGY = Strategy("min_cut")
 """The flow network is min-cut's: the strategy a flow view shows when none is named."""
+
+
+def step_strategy(capture: Capture) -> Strategy:
+    """The partitioner the user's own step runs on this capture: ``torch.compile`` partitions with
+    min-cut (inductor and aot_eager alike: ``torch/_dynamo/backends/debugging.py``), as a knapsack when
+    ``torch._functorch.config`` set an ``activation_memory_budget`` below 1 at capture time;
+    ``aot_function`` (the ``aot`` and ``closure`` routes) with torch's ``default_partition``.  Not yet
+    the views' default (issue 32 keeps ``default`` first until the suite moves to it)."""
+    if capture.route in ("aot", "closure"):
+        return Strategy("default")
+    return budget_strategy(*capture.torch_budget)
+
+
+def budget_strategy(budget: float, solver: str) -> Strategy:
+    """What torch.compile's min-cut is under ``activation_memory_budget=budget`` with ``solver``:
+    plain min-cut at 1, else the knapsack (``budget:B:solver``)."""
+    return Strategy("min_cut") if budget >= 1 else Strategy("budget", budget=float(budget), solver=solver)
 
 
 def offered(graph: JointGraph, capture: Capture) -> tuple[Strategy, ...]:

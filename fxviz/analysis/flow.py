@@ -117,7 +117,7 @@ def min_cut_network(graph: JointGraph, strategy: Any = "min_cut") -> FlowNetwork
     calls: list[tuple[Any, Any]] = []
 
     def recorded(joint: Any, joint_inputs: Any, **kwargs: Any) -> Any:
-        with _recording(calls):
+        with _recording(calls), _torch.plain_min_cut_config():
             return fn(joint, joint_inputs, **kwargs)
 
     p = partition(graph, recorded)

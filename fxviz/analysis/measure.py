@@ -36,6 +36,7 @@ from ..capture import Capture, JointGraph, graph_name
 from ..errors import FxvizError
 from ..roles import STATE_ROLES
 from ..units import format_bytes
+from .choices import budget_strategy
 from .memory import saved_memory
 from .partition import Partition
 from .pieces import piece_facts
@@ -126,8 +127,7 @@ class Measured:
 def step_strategy() -> Strategy:
     """The partition torch.compile's step uses, under both backends (``aot_eager`` and inductor call
     min-cut): plain min-cut, or min-cut under the session's activation-memory budget."""
-    budget, solver = _torch.step_budget()
-    return Strategy("min_cut") if budget >= 1.0 else Strategy("budget", budget=budget, solver=solver)
+    return budget_strategy(*_torch.step_budget())
 
 
 # --- running the step ----------------------------------------------------------------------------

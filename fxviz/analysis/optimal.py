@@ -496,7 +496,7 @@ def min_cut_activation_bytes(gm: fx.GraphModule, model: OptimalModel, num_fwd_ou
                              static_lifetime_input_indices: list[int] | None = None) -> int:
     """What torch's min-cut saves, in this model's exact storage bytes: the reference a
     fractional budget ``optimal:B`` is a fraction of (as ``budget:B`` is of min-cut's)."""
-    with _torch.quiet_torch():
+    with _torch.quiet_torch(), _torch.plain_min_cut_config():
         copy = _torch.copy_graph_module(gm)
         fwd, _ = _torch.min_cut_partition(copy, None, num_fwd_outputs=num_fwd_outputs,
                                           static_lifetime_input_indices=list(static_lifetime_input_indices or []))

@@ -273,6 +273,13 @@ def _budget_partitioner(s: Strategy) -> PartitionFn:
     return budgeted
 
 
+def _plain_min_cut(gm: Any, joint_inputs: Any, **kwargs: Any) -> Any:
+    """min-cut as it is without a memory budget: a budget the user set in torch's config is the
+    ``budget:B`` strategy's, not this one's."""
+    with _torch.plain_min_cut_config():
+        return _torch.min_cut_partition(gm, joint_inputs, **kwargs)
+
+
 def _user_partitioner(s: Strategy) -> PartitionFn:
     assert s.fn is not None
     return s.fn
@@ -280,7 +287,7 @@ def _user_partitioner(s: Strategy) -> PartitionFn:
 
 _PARTITIONERS: dict[str, Callable[[Strategy], PartitionFn]] = {
     "default": lambda _s: _torch.default_partition,
-    "min_cut": lambda _s: _torch.min_cut_partition,
+    "min_cut": lambda _s: _plain_min_cut,
     "budget": _budget_partitioner,
     "recompute_all": lambda _s: recompute_all_partition,
     "optimal": lambda s: OptimalPartitioner(budget=s.budget, budget_bytes=s.budget_bytes),

@@ -82,7 +82,8 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
         warnings.warn(note, FxvizWarning, stacklevel=3)
     return Capture(graphs=graphs, route=route, params=params, loss=loss_desc, graph_breaks=breaks,
                    model=model, fn=fn, example_inputs=inputs, loss_fn=loss_fn, reduce=reduce,
-                   input_names=names, warnings=notes, eager_frames=eager_frames, backend=backend, dynamic=dynamic)
+                   input_names=names, warnings=notes, eager_frames=eager_frames, backend=backend, dynamic=dynamic,
+                   torch_budget=_torch.step_budget())
 
 
 def _probe_then_capture(fn: Callable, inputs: tuple[Any, ...], model: nn.Module | None, names: list[str],
