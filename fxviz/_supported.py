@@ -14,8 +14,8 @@ from .errors import FxvizWarning
 
 __all__ = ["TORCH_RANGE", "check_torch"]
 
-TORCH_RANGE = ">=2.9,<2.15"
-_OLDEST, _FIRST_UNTESTED = "2.9", "2.15"
+TORCH_RANGE = ">=2.9,<2.16"
+_OLDEST, _FIRST_UNTESTED = "2.9", "2.16"
 
 
 def check_torch(version: str | None = None) -> None:

@@ -26,7 +26,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
 from .eager import OpRecorder, StorageProbe, record_module_stack, reparametrized, storage_key
-from .log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder, inductor_joint_passes
+from .._supported import TORCH_RANGE
+from .log_graph import DESCRIPTOR_CLASSES, JOINT_PASSES_NOTE, LogGraphBuilder, inductor_joint_passes
 from .meta import (
     InputKind,
     OutputKind,
@@ -144,13 +145,14 @@ __all__ = [
     "LogGraphBuilder",
     "DESCRIPTOR_CLASSES",
     "inductor_joint_passes",
+    "JOINT_PASSES_NOTE",
     "InputKind",
     "OutputKind",
     "module_path_from_stack_entry",
     "record_module_stack",
 ]
 
-SUPPORTED_TORCH = ">=2.9,<2.15"
+SUPPORTED_TORCH = TORCH_RANGE  # one home: fxviz/_supported.py
 
 CAPTURE_BACKENDS: tuple[str, ...] = ("aot_eager", "inductor")
 """torch.compile backends whose joint graph fxviz records: ``aot_eager`` (AOTAutograd's own
