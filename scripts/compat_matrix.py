@@ -35,7 +35,7 @@ ADAPTED = [
     "- torch 2.9: dynamo's `Source.name` is a method, not a property (`TypeError: expected string or bytes-like "
     "object, got 'method'` naming graph inputs): `fxviz/_torch/tracing.py` calls it.",
     "- older than 2.9: `import fxviz` raises one ImportError naming the supported range (`fxviz/_supported.py`); "
-    "newer than 2.14: an FxvizWarning.",
+    "newer than 2.15: an FxvizWarning.",
 ]
 
 

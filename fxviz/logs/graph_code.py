@@ -61,6 +61,7 @@ class ParsedGraph:
     annotations: dict[str, str] = field(default_factory=dict)  # node name -> the logged annotation
     mismatches: list[str] = field(default_factory=list)  # nodes whose fake value came from the annotation
     ops: int = 0
+    descriptors_from_names: bool = False  # a torch < 2.9 log: descriptors made from torch's input names
 
 
 def parse_annotation(text: str, builder: _torch.LogGraphBuilder) -> Any:
@@ -386,8 +387,65 @@ def parse_graph(code: str, builder: _torch.LogGraphBuilder) -> ParsedGraph:
     if not any(n.op == "output" for n in b.graph.nodes):
         raise LogError("a logged graph has no return: the log is truncated or corrupt",
                        "re-run with TORCH_TRACE and let the process finish writing")
+    b.parsed.descriptors_from_names = _descriptors_from_names(b.graph, joint=expanded and len(args) == 2)
     root = torch.nn.Module()
     for k, v in b.attrs.items():
         root.register_buffer(k, v)
     b.parsed.gm = fx.GraphModule(root, b.graph)
     return b.parsed
+
+
+_PRIMAL = re.compile(r"^(?:primals|arg)_?(\d+)(?:_1)?$")
+_TANGENT = re.compile(r"^tangents_(\d+)$")
+
+
+def _descriptors_from_names(graph: fx.Graph, joint: bool) -> bool:
+    """A log from a torch older than 2.9 prints no ``# PlainAOTInput`` comments; torch names the
+    inputs the same on every version (``primals_N``, ``tangents_N``; ``argN_1`` in an inference graph),
+    and a joint graph returns the forward outputs, then one gradient (or None) per primal.  Those give
+    the descriptors back: a tangent belongs to the first forward output not yet taken with its dtype
+    and shape (AOTAutograd makes one per differentiable output, in order).  Nothing is made when any
+    descriptor was logged; True when they were made."""
+    nodes = list(graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    output = nodes[-1] if nodes and nodes[-1].op == "output" else None
+    if any(_torch.node_desc(n) is not None for n in nodes):
+        return False
+    cls = _torch.DESCRIPTOR_CLASSES
+    plain_in, tangent_in, plain_out, grad_out = (cls.get(k) for k in ("PlainAOTInput", "TangentAOTInput",
+                                                                       "PlainAOTOutput", "GradAOTOutput"))
+    if plain_in is None or tangent_in is None or plain_out is None or grad_out is None:
+        return False
+    primals: list[tuple[int, fx.Node]] = []
+    tangent_nodes: list[fx.Node] = []
+    for n in placeholders:
+        m = _PRIMAL.match(n.name)
+        if m:
+            primals.append((int(m.group(1)) - (1 if n.name.startswith("primals") else 0), n))
+        elif _TANGENT.match(n.name):
+            tangent_nodes.append(n)
+    if not primals and not tangent_nodes:
+        return False
+    for idx, n in primals:
+        _torch.LogGraphBuilder.set_desc(n, plain_in(idx))
+    outs = list(output.args[0]) if output is not None and isinstance(output.args[0], (list, tuple)) else []
+    num_fwd = len(outs) - len(primals) if joint else len(outs)
+    taken: set[int] = set()
+    for t in tangent_nodes:
+        for j in range(max(num_fwd, 0)):
+            if j not in taken and isinstance(outs[j], fx.Node) and _same_value(outs[j], t):
+                taken.add(j)
+                _torch.LogGraphBuilder.set_desc(t, tangent_in(plain_out(j)))
+                break
+    if joint and output is not None and num_fwd >= 0:
+        descs = [plain_out(j) for j in range(num_fwd)] + [
+            grad_out(plain_in(idx)) if outs[num_fwd + k] is not None else None for k, (idx, _) in enumerate(primals)]
+        _torch.LogGraphBuilder.set_desc(output, descs)
+    return True
+
+
+def _same_value(a: fx.Node, b: fx.Node) -> bool:
+    va, vb = _torch.meta_val(a), _torch.meta_val(b)
+    if isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor):
+        return va.dtype == vb.dtype and str(list(va.shape)) == str(list(vb.shape))
+    return False

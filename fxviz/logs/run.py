@@ -32,7 +32,7 @@ from ..errors import FxvizWarning, LogError
 from ..graph_facts import is_cast, is_view_op, tangent_dependent, tangents, traced_phases
 from ..roles import LIFTED_STATE_ROLES, InputName, classify_nodes
 from .graph_code import parse_def_names, parse_graph
-from .reader import ReadStats, Record, log_files, read_payload, read_records
+from .reader import ReadStats, Record, log_files, read_payload, read_records, warn_other_torch
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -652,6 +652,7 @@ class Run:
             before = gm
             with _torch.quiet_torch():
                 gm = _torch.inductor_joint_passes(gm)
+            warnings_ += [gm.meta[_torch.JOINT_PASSES_NOTE]] if _torch.JOINT_PASSES_NOTE in gm.meta else []
             _tag_new_nodes(gm)
             if logged is not None:
                 logged = (_share_values(logged[0], gm), _share_values(logged[1], gm))
@@ -823,6 +824,7 @@ def load_logs(path: str | os.PathLike[str], on_compile: Callable[[_Compile], Non
     if not indexes:
         raise LogError(f"{p} holds no TORCH_TRACE log records", "run the training with TORCH_TRACE=dir and pass dir")
     run = Run(p, indexes)
+    warn_other_torch(run.torch_versions)  # issue 33.2: results are the reading torch's
     for v in run.torch_versions:
         if not _supported(v):
             warnings.warn(f"the log was written by torch {v}; fxviz reads logs of torch {_torch.SUPPORTED_TORCH}: "
