@@ -25,8 +25,8 @@ from torch._functorch import config as functorch_config
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
-from .eager import OpRecorder, StorageProbe, record_module_stack, reparametrized, storage_key
 from .._supported import TORCH_RANGE
+from .eager import OpRecorder, StorageProbe, record_module_stack, reparametrized, storage_key
 from .log_graph import DESCRIPTOR_CLASSES, JOINT_PASSES_NOTE, LogGraphBuilder, inductor_joint_passes
 from .meta import (
     InputKind,

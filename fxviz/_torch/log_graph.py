@@ -60,7 +60,7 @@ def inductor_joint_passes(gm: fx.GraphModule) -> fx.GraphModule:
         with tracing(TracingContext(mode)), V.set_fake_mode(mode):
             out = _recursive_joint_graph_passes(out, skip_invoke_subgraph=True, input_device=torch.device("cpu"))
         _move_values(out, torch.device("cpu"), device, mode, logged)
-    except Exception as exc:  # a pass that cannot run off its device: the strategies say so, the log reads: the strategies say so, the log reads
+    except Exception as exc:  # a pass that cannot run off its device: the strategies say so, the log reads
         kept = copy_graph_module(gm)
         kept.meta[JOINT_PASSES_NOTE] = (
             f"inductor's joint-graph passes could not be replayed for this {device.type} graph on this machine "

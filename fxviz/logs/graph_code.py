@@ -29,6 +29,7 @@ from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 
 from .. import _torch
 from ..errors import LogError
+from .foreign import STAND_IN_KEY, STAND_IN_NOTE, descriptors_from_names, is_stand_in, stand_in
 
 __all__ = ["ParsedGraph", "parse_graph", "parse_annotation", "parse_def_names"]
 
@@ -62,6 +63,19 @@ class ParsedGraph:
     mismatches: list[str] = field(default_factory=list)  # nodes whose fake value came from the annotation
     ops: int = 0
     descriptors_from_names: bool = False  # a torch < 2.9 log: descriptors made from torch's input names
+    stand_ins: list[str] = field(default_factory=list)  # ops this torch lacks, by their logged name (once per node)
+
+    @property
+    def notes(self) -> list[str]:
+        """What a reader of this graph must know (the caller adds them to the capture's warnings)."""
+        out = []
+        for name in dict.fromkeys(self.stand_ins):
+            out.append(f"{name}: {STAND_IN_NOTE} (a stand-in with the logged outputs; a strategy that runs the op "
+                       "says it cannot)")
+        if self.descriptors_from_names:
+            out.append("the log carries no AOT descriptors (torch < 2.9): inputs and outputs are placed by torch's "
+                       "names (primals_N, tangents_N) and the joint graph's output order")
+        return out
 
 
 def parse_annotation(text: str, builder: _torch.LogGraphBuilder) -> Any:
@@ -167,6 +181,8 @@ class _Builder:
         self.parsed = ParsedGraph(gm=None)  # type: ignore[arg-type]
         self.trace: str | None = None
         self.checkpoint: tuple[str | None, int | None] = (None, None)  # (policy name, ac_graph_id)
+        self.subgraphs: dict[str, fx.GraphModule] = {}  # nested classes: higher-order ops' subgraphs
+        self.subgraph_nodes: dict[fx.Node, fx.GraphModule] = {}
         self.comment_upto = 0
 
     # comments between statements: track the current ``# File:`` block
@@ -220,6 +236,9 @@ class _Builder:
                 torch.device(str(kw.get("type", "cpu")))
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "slice":
             return slice(*[self.value(a) for a in e.args])
+        if isinstance(e, ast.Dict) and all(isinstance(k, ast.Constant) for k in e.keys):
+            # a higher-order op's structured argument (flex attention's kernel options)
+            return {k.value: self.value(v) for k, v in zip(e.keys, e.values)}  # type: ignore[union-attr]
         raise LogError(f"fxviz cannot read this argument in a logged graph: {ast.unparse(e)[:80]}",
                        "report it to fxviz with the log line")
 
@@ -245,6 +264,8 @@ class _Builder:
             try:
                 obj = getattr(obj, p)
             except (AttributeError, RuntimeError) as exc:
+                if parts[1:2] == ["ops"] and len(parts) >= 4:  # torch.ops.<namespace>.<op>.<overload>
+                    return stand_in(".".join(parts[2:]))
                 raise LogError(f"this torch has no {'.'.join(parts)} (the log was written by another torch build "
                                "or uses a custom op that is not loaded)",
                                "import the library that defines the op before reading the log") from exc
@@ -263,12 +284,15 @@ class _Builder:
             _torch.LogGraphBuilder.set_stack_trace(node, self.trace)
         if self.checkpoint != (None, None):  # a torch.utils.checkpoint region, as the run tagged it
             _torch.LogGraphBuilder.set_checkpoint(node, *self.checkpoint)
+        if is_stand_in(target):
+            node.meta[STAND_IN_KEY] = STAND_IN_NOTE
+            self.parsed.stand_ins.append(str(target.__name__))
         self.parsed.ops += 1
         expected = parse_annotation(annotation, self.b) if annotation else None
         val = None
         try:
-            fa = fx.node.map_arg(args, lambda n: _torch.meta_val(n))
-            fk = fx.node.map_arg(kwargs, lambda n: _torch.meta_val(n))
+            fa = fx.node.map_arg(args, lambda n: self.subgraph_nodes.get(n, _torch.meta_val(n)))
+            fk = fx.node.map_arg(kwargs, lambda n: self.subgraph_nodes.get(n, _torch.meta_val(n)))
             val = self.b.run_op(target, fa, fk)
         except Exception:
             val = None
@@ -310,6 +334,9 @@ class _Builder:
         if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
             node = self.graph.create_node("get_attr", e.attr, name=name)
             self.env[name] = node
+            if e.attr in self.subgraphs:  # a higher-order op's subgraph (a nested class of the log's code)
+                self.subgraph_nodes[node] = self.subgraphs[e.attr]
+                return
             fake = parse_annotation(ann, self.b) if ann else None
             if isinstance(fake, torch.Tensor):
                 self.attrs[e.attr] = torch.empty_strided(tuple(_torch_int(s) for s in fake.shape),
@@ -349,9 +376,23 @@ class _Builder:
         elts = list(e.elts) if isinstance(e, (ast.List, ast.Tuple)) else [e] if e is not None else []
         values = [self.value(x) for x in elts]
         descs = [_descriptor(_comment(self.line(x.lineno))) for x in elts]
-        node = self.graph.output(tuple(values) if isinstance(e, ast.Tuple) else values)
+        single = e is not None and not isinstance(e, (ast.List, ast.Tuple))  # a subgraph's ``return add``
+        node = self.graph.output(values[0] if single else tuple(values) if isinstance(e, ast.Tuple) else values)
         if any(d is not None for d in descs):
             _torch.LogGraphBuilder.set_desc(node, descs)
+
+
+def _fill_tuples(graph: fx.Graph) -> None:
+    """An op returning several values has no annotation of its own (torch prints one per ``getitem``):
+    where it could not be run here (a stand-in, a higher-order op this torch cannot replay), its value
+    is the tuple of its elements' logged values."""
+    for n in graph.nodes:
+        if n.op != "call_function" or _torch.meta_val(n) is not None or not n.users:
+            continue
+        items = {u.args[1]: _torch.meta_val(u) for u in n.users if u.target is operator.getitem
+                 and isinstance(u.args[1], int)}
+        if items and len(items) == len(n.users):
+            _torch.LogGraphBuilder.set_val(n, tuple(items.get(i) for i in range(max(items) + 1)))
 
 
 def _torch_int(s: Any) -> int:
@@ -371,11 +412,24 @@ def _agrees(val: Any, expected: Any) -> bool:
 
 
 def parse_graph(code: str, builder: _torch.LogGraphBuilder) -> ParsedGraph:
-    """The ``GraphModule`` a logged ``print_readable`` text describes (see the module docstring)."""
+    """The ``GraphModule`` a logged ``print_readable`` text describes (see the module docstring).
+    Nested classes (the subgraphs of higher-order ops: flex attention's score and mask functions,
+    ``invoke_subgraph``'s body) become submodules of the same names, parsed the same way."""
     tree = _parse(code)
-    fn = _forward(tree)
-    lines = code.splitlines()
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
+    fn = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None) if cls else None
+    return _parse_function(fn or _forward(tree), cls, code.splitlines(), builder)
+
+
+def _parse_function(fn: ast.FunctionDef, cls: ast.ClassDef | None, lines: list[str],
+                    builder: _torch.LogGraphBuilder) -> ParsedGraph:
     b = _Builder(lines, builder)
+    for sub in (c for c in (cls.body if cls else []) if isinstance(c, ast.ClassDef)):
+        sub_fn = next((n for n in sub.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+        if sub_fn is not None:
+            parsed = _parse_function(sub_fn, sub, lines, builder)
+            b.subgraphs[sub.name] = parsed.gm
+            b.parsed.stand_ins += parsed.stand_ins
     args = fn.args.args[1:]
     expanded = [a.arg for a in args] in (["primals", "tangents"], ["primals"], ["args"])
     if not expanded:  # fw/bw/dynamo graphs: the placeholders are the def's arguments
@@ -387,65 +441,12 @@ def parse_graph(code: str, builder: _torch.LogGraphBuilder) -> ParsedGraph:
     if not any(n.op == "output" for n in b.graph.nodes):
         raise LogError("a logged graph has no return: the log is truncated or corrupt",
                        "re-run with TORCH_TRACE and let the process finish writing")
-    b.parsed.descriptors_from_names = _descriptors_from_names(b.graph, joint=expanded and len(args) == 2)
+    b.parsed.descriptors_from_names = descriptors_from_names(b.graph, joint=expanded and len(args) == 2)
+    _fill_tuples(b.graph)
     root = torch.nn.Module()
     for k, v in b.attrs.items():
         root.register_buffer(k, v)
+    for k, gm in b.subgraphs.items():
+        root.add_module(k, gm)
     b.parsed.gm = fx.GraphModule(root, b.graph)
     return b.parsed
-
-
-_PRIMAL = re.compile(r"^(?:primals|arg)_?(\d+)(?:_1)?$")
-_TANGENT = re.compile(r"^tangents_(\d+)$")
-
-
-def _descriptors_from_names(graph: fx.Graph, joint: bool) -> bool:
-    """A log from a torch older than 2.9 prints no ``# PlainAOTInput`` comments; torch names the
-    inputs the same on every version (``primals_N``, ``tangents_N``; ``argN_1`` in an inference graph),
-    and a joint graph returns the forward outputs, then one gradient (or None) per primal.  Those give
-    the descriptors back: a tangent belongs to the first forward output not yet taken with its dtype
-    and shape (AOTAutograd makes one per differentiable output, in order).  Nothing is made when any
-    descriptor was logged; True when they were made."""
-    nodes = list(graph.nodes)
-    placeholders = [n for n in nodes if n.op == "placeholder"]
-    output = nodes[-1] if nodes and nodes[-1].op == "output" else None
-    if any(_torch.node_desc(n) is not None for n in nodes):
-        return False
-    cls = _torch.DESCRIPTOR_CLASSES
-    plain_in, tangent_in, plain_out, grad_out = (cls.get(k) for k in ("PlainAOTInput", "TangentAOTInput",
-                                                                       "PlainAOTOutput", "GradAOTOutput"))
-    if plain_in is None or tangent_in is None or plain_out is None or grad_out is None:
-        return False
-    primals: list[tuple[int, fx.Node]] = []
-    tangent_nodes: list[fx.Node] = []
-    for n in placeholders:
-        m = _PRIMAL.match(n.name)
-        if m:
-            primals.append((int(m.group(1)) - (1 if n.name.startswith("primals") else 0), n))
-        elif _TANGENT.match(n.name):
-            tangent_nodes.append(n)
-    if not primals and not tangent_nodes:
-        return False
-    for idx, n in primals:
-        _torch.LogGraphBuilder.set_desc(n, plain_in(idx))
-    outs = list(output.args[0]) if output is not None and isinstance(output.args[0], (list, tuple)) else []
-    num_fwd = len(outs) - len(primals) if joint else len(outs)
-    taken: set[int] = set()
-    for t in tangent_nodes:
-        for j in range(max(num_fwd, 0)):
-            if j not in taken and isinstance(outs[j], fx.Node) and _same_value(outs[j], t):
-                taken.add(j)
-                _torch.LogGraphBuilder.set_desc(t, tangent_in(plain_out(j)))
-                break
-    if joint and output is not None and num_fwd >= 0:
-        descs = [plain_out(j) for j in range(num_fwd)] + [
-            grad_out(plain_in(idx)) if outs[num_fwd + k] is not None else None for k, (idx, _) in enumerate(primals)]
-        _torch.LogGraphBuilder.set_desc(output, descs)
-    return True
-
-
-def _same_value(a: fx.Node, b: fx.Node) -> bool:
-    va, vb = _torch.meta_val(a), _torch.meta_val(b)
-    if isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor):
-        return va.dtype == vb.dtype and str(list(va.shape)) == str(list(vb.shape))
-    return False

@@ -161,7 +161,7 @@ def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] 
     cut = bool(raw_last) and raw_last[-1:] != b"\n"
     if current is not None:
         whole = _payload_md5_matches(f, current) if expect_payload and got_payload else None
-        if expect_payload and not got_payload or whole is False or (cut and whole is None and expect_payload):
+        if (expect_payload and not got_payload) or whole is False or (cut and whole is None and expect_payload):
             stats.truncated = True
         elif cut and not expect_payload and raw_last[:1] == b"\t":
             stats.truncated = True  # payload lines after a record that announced none
@@ -209,11 +209,11 @@ def other_torch_notes(written: list[str], reading: str | None = None) -> list[st
     """One sentence per torch minor that wrote the log other than the one reading it (the log records
     its writer in the ``torch_version`` artifact): the graphs are the run's, but every result fxviz
     computes from them (decompositions, partitioners, inductor's passes) is this torch's."""
-    here = reading or _supported._installed_torch()
+    here = reading or _supported.installed_torch()
     notes = []
     for v in dict.fromkeys(written):
         try:
-            same = _supported._minor(v) == _supported._minor(here)
+            same = _supported.torch_minor(v) == _supported.torch_minor(here)
         except ImportError:  # a version string fxviz cannot read: nothing to compare
             continue
         if not same:

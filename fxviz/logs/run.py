@@ -652,10 +652,10 @@ class Run:
             before = gm
             with _torch.quiet_torch():
                 gm = _torch.inductor_joint_passes(gm)
-            warnings_ += [gm.meta[_torch.JOINT_PASSES_NOTE]] if _torch.JOINT_PASSES_NOTE in gm.meta else []
             _tag_new_nodes(gm)
             if logged is not None:
                 logged = (_share_values(logged[0], gm), _share_values(logged[1], gm))
+        warnings_ += joint.notes + ([gm.meta[_torch.JOINT_PASSES_NOTE]] if _torch.JOINT_PASSES_NOTE in gm.meta else [])
         names = _input_names(c, dynamo_names)
         state = _state(c)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
