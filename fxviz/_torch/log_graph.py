@@ -78,6 +78,9 @@ def _usable_here(device: torch.device) -> bool:
     """Whether this torch can make a real tensor on ``device`` (inductor's passes do, to trace patterns)."""
     if device.type in ("cpu", "meta"):
         return True
+    backend = getattr(torch, device.type, None)
+    if callable(getattr(backend, "is_available", None)):  # cuda, xpu, mps: asked without touching a device
+        return bool(backend.is_available())  # type: ignore[union-attr]
     try:
         torch.empty(0, device=device)
         return True

@@ -81,7 +81,7 @@ def descriptors_from_names(graph: fx.Graph, joint: bool) -> bool:
     outs = list(output.args[0]) if output is not None and isinstance(output.args[0], (list, tuple)) else []
     num_fwd = len(outs) - len(primals) if joint else len(outs)
     taken: set[int] = set()
-    for t in tangent_nodes:
+    for t in tangent_nodes if joint else []:  # a backward graph's tangents: by their name (graph_facts.is_tangent)
         for j in range(max(num_fwd, 0)):
             if j not in taken and isinstance(outs[j], fx.Node) and _same_value(outs[j], t):
                 taken.add(j)

@@ -422,12 +422,12 @@ def parse_graph(code: str, builder: _torch.LogGraphBuilder) -> ParsedGraph:
 
 
 def _parse_function(fn: ast.FunctionDef, cls: ast.ClassDef | None, lines: list[str],
-                    builder: _torch.LogGraphBuilder) -> ParsedGraph:
+                    builder: _torch.LogGraphBuilder, nested: bool = False) -> ParsedGraph:
     b = _Builder(lines, builder)
     for sub in (c for c in (cls.body if cls else []) if isinstance(c, ast.ClassDef)):
         sub_fn = next((n for n in sub.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
         if sub_fn is not None:
-            parsed = _parse_function(sub_fn, sub, lines, builder)
+            parsed = _parse_function(sub_fn, sub, lines, builder, nested=True)
             b.subgraphs[sub.name] = parsed.gm
             b.parsed.stand_ins += parsed.stand_ins
     args = fn.args.args[1:]
@@ -441,7 +441,8 @@ def _parse_function(fn: ast.FunctionDef, cls: ast.ClassDef | None, lines: list[s
     if not any(n.op == "output" for n in b.graph.nodes):
         raise LogError("a logged graph has no return: the log is truncated or corrupt",
                        "re-run with TORCH_TRACE and let the process finish writing")
-    b.parsed.descriptors_from_names = descriptors_from_names(b.graph, joint=expanded and len(args) == 2)
+    if not nested:  # a subgraph's inputs are its higher-order op's, never AOT inputs
+        b.parsed.descriptors_from_names = descriptors_from_names(b.graph, joint=expanded and len(args) == 2)
     _fill_tuples(b.graph)
     root = torch.nn.Module()
     for k, v in b.attrs.items():
