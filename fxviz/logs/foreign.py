@@ -55,11 +55,11 @@ def descriptors_from_names(graph: fx.Graph, joint: bool) -> bool:
     and a joint graph returns the forward outputs, then one gradient (or None) per primal.  Those give
     the descriptors back: a tangent belongs to the first forward output not yet taken with its dtype
     and shape (AOTAutograd makes one per differentiable output, in order).  Nothing is made when any
-    descriptor was logged; True when they were made."""
+    input descriptor was logged (logged output descriptors are kept); True when they were made."""
     nodes = list(graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]
     output = nodes[-1] if nodes and nodes[-1].op == "output" else None
-    if any(_torch.node_desc(n) is not None for n in nodes):
+    if any(_torch.node_desc(n) is not None for n in placeholders):
         return False
     cls = _torch.DESCRIPTOR_CLASSES
     plain_in, tangent_in, plain_out, grad_out = (cls.get(k) for k in ("PlainAOTInput", "TangentAOTInput",
@@ -87,7 +87,7 @@ def descriptors_from_names(graph: fx.Graph, joint: bool) -> bool:
                 taken.add(j)
                 _torch.LogGraphBuilder.set_desc(t, tangent_in(plain_out(j)))
                 break
-    if joint and output is not None and num_fwd >= 0:
+    if joint and output is not None and num_fwd >= 0 and _torch.node_desc(output) is None:
         descs = [plain_out(j) for j in range(num_fwd)] + [
             grad_out(plain_in(idx)) if outs[num_fwd + k] is not None else None for k, (idx, _) in enumerate(primals)]
         _torch.LogGraphBuilder.set_desc(output, descs)
