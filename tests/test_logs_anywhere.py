@@ -248,6 +248,7 @@ def test_a_custom_op_this_process_lacks(tmp_path, capsys):
     tr = fxviz.load_logs(log).trace()
     op = next(n for n in tr.joint.graph.nodes if n.op == "call_function" and "scale_shift" in str(n.target))
     assert tr.graph.info[op.name].short_op == "mylib.scale_shift.default"
+    assert _torch.LogGraphBuilder.stand_in_note(op) == "custom op, not registered here: shapes from the log"
     assert any("mylib.scale_shift.default: custom op, not registered here: shapes from the log" in w
                for w in tr.capture.warnings)
     ((_, joint),) = _records(log, {"aot_joint_graph"})

@@ -27,7 +27,7 @@ from torch.utils import _pytree as pytree
 
 from .._supported import TORCH_RANGE
 from .eager import OpRecorder, StorageProbe, record_module_stack, reparametrized, storage_key
-from .log_graph import DESCRIPTOR_CLASSES, JOINT_PASSES_NOTE, LogGraphBuilder, inductor_joint_passes
+from .log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder, inductor_joint_passes, joint_passes_note
 from .meta import (
     InputKind,
     OutputKind,
@@ -145,7 +145,7 @@ __all__ = [
     "LogGraphBuilder",
     "DESCRIPTOR_CLASSES",
     "inductor_joint_passes",
-    "JOINT_PASSES_NOTE",
+    "joint_passes_note",
     "InputKind",
     "OutputKind",
     "module_path_from_stack_entry",

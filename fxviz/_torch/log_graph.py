@@ -24,6 +24,8 @@ from these (by a small safe evaluator, never ``eval``)."""
 _DTYPES: dict[str, torch.dtype] = {abbr: dt for dt, abbr in _dtype_abbrs.items()}
 
 
+STAND_IN_KEY = "fxviz_stand_in"
+"""Node meta key: the node calls an op this torch lacks; the value is the sentence views show."""
 JOINT_PASSES_NOTE = "fxviz_joint_passes"
 """``gm.meta`` key of what :func:`inductor_joint_passes` could not replay as the run did (a sentence), if anything."""
 
@@ -72,6 +74,12 @@ def inductor_joint_passes(gm: fx.GraphModule) -> fx.GraphModule:
         f"tensors), values kept on {device}: a choice the run made for {device.type} alone (padding a matmul "
         "for the GPU) may differ")
     return out
+
+
+def joint_passes_note(gm: fx.GraphModule) -> list[str]:
+    """What :func:`inductor_joint_passes` could not replay as the run did (none or one sentence)."""
+    note = getattr(gm, "meta", {}).get(JOINT_PASSES_NOTE)
+    return [note] if isinstance(note, str) else []
 
 
 def _usable_here(device: torch.device) -> bool:
@@ -189,6 +197,17 @@ class LogGraphBuilder:
     @staticmethod
     def set_stack_trace(node: fx.Node, trace: str) -> None:
         node.meta[TRACE_KEY] = trace
+
+    @staticmethod
+    def set_stand_in(node: fx.Node, note: str) -> None:
+        """Mark a node whose op this torch lacks (``logs.foreign.stand_in``): its value is the log's."""
+        node.meta[STAND_IN_KEY] = note
+
+    @staticmethod
+    def stand_in_note(node: fx.Node) -> str | None:
+        """The mark :meth:`set_stand_in` left, if any."""
+        note = node.meta.get(STAND_IN_KEY)
+        return note if isinstance(note, str) else None
 
     @staticmethod
     def set_checkpoint(node: fx.Node, policy: str | None, region: int | None) -> None:

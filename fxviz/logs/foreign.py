@@ -13,11 +13,9 @@ import torch.fx as fx
 from .. import _torch
 from ..errors import LogError
 
-__all__ = ["descriptors_from_names", "stand_in", "is_stand_in", "STAND_IN_NOTE", "STAND_IN_KEY"]
+__all__ = ["descriptors_from_names", "stand_in", "is_stand_in", "STAND_IN_NOTE"]
 
 STAND_IN_NOTE = "custom op, not registered here: shapes from the log"
-STAND_IN_KEY = "fxviz_stand_in"
-"""Node meta key: the node calls an op this torch lacks (its value is the logged annotation)."""
 _STAND_INS: dict[str, Any] = {}
 _MARK = "fxviz_stand_in"
 

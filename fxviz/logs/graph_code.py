@@ -29,7 +29,7 @@ from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 
 from .. import _torch
 from ..errors import LogError
-from .foreign import STAND_IN_KEY, STAND_IN_NOTE, descriptors_from_names, is_stand_in, stand_in
+from .foreign import STAND_IN_NOTE, descriptors_from_names, is_stand_in, stand_in
 
 __all__ = ["ParsedGraph", "parse_graph", "parse_annotation", "parse_def_names"]
 
@@ -285,7 +285,7 @@ class _Builder:
         if self.checkpoint != (None, None):  # a torch.utils.checkpoint region, as the run tagged it
             _torch.LogGraphBuilder.set_checkpoint(node, *self.checkpoint)
         if is_stand_in(target):
-            node.meta[STAND_IN_KEY] = STAND_IN_NOTE
+            _torch.LogGraphBuilder.set_stand_in(node, STAND_IN_NOTE)
             self.parsed.stand_ins.append(str(target.__name__))
         self.parsed.ops += 1
         expected = parse_annotation(annotation, self.b) if annotation else None

@@ -655,7 +655,7 @@ class Run:
             _tag_new_nodes(gm)
             if logged is not None:
                 logged = (_share_values(logged[0], gm), _share_values(logged[1], gm))
-        warnings_ += joint.notes + ([gm.meta[_torch.JOINT_PASSES_NOTE]] if _torch.JOINT_PASSES_NOTE in gm.meta else [])
+        warnings_ += joint.notes + _torch.joint_passes_note(gm)  # issue 33: what a foreign log could not give
         names = _input_names(c, dynamo_names)
         state = _state(c)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
