@@ -12,6 +12,11 @@ evaluator that only calls the descriptor classes with literal arguments.  Every 
 value: the op run on its inputs' fake values (so views share their base's storage, as in a
 traced graph), or, when that fails or disagrees with the annotation, a fake tensor made from the
 annotation itself (shape, stride, dtype, device; symbolic sizes stay symbolic).
+
+A log from elsewhere (``foreign``): an op this torch lacks becomes a stand-in named as in the log
+with the logged values; a log without descriptors (torch < 2.9) gets them from torch's input names;
+a higher-order op's subgraphs (nested classes) become submodules and its dict arguments are read.
+The device is only a label: a CUDA run's graph is rebuilt on fake ``cuda`` tensors on any machine.
 """
 
 from __future__ import annotations
