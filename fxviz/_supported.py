@@ -12,24 +12,24 @@ import warnings
 
 from .errors import FxvizWarning
 
-__all__ = ["TORCH_RANGE", "check_torch"]
+__all__ = ["TORCH_RANGE", "check_torch", "installed_torch", "torch_minor"]
 
-TORCH_RANGE = ">=2.9,<2.15"
-_OLDEST, _FIRST_UNTESTED = "2.9", "2.15"
+TORCH_RANGE = ">=2.9,<2.16"
+_OLDEST, _FIRST_UNTESTED = "2.9", "2.16"
 
 
 def check_torch(version: str | None = None) -> None:
     """Raise ImportError for a torch older than the range; warn (FxvizWarning) for a newer one."""
-    v = version or _installed_torch()
-    if _minor(v) < _minor(_OLDEST):
+    v = version or installed_torch()
+    if torch_minor(v) < torch_minor(_OLDEST):
         raise ImportError(f"fxviz supports torch {TORCH_RANGE} (docs/COMPAT.md) and this is torch {v}: "
                           f"pip install 'torch{TORCH_RANGE}'")
-    if _minor(v) >= _minor(_FIRST_UNTESTED):
+    if torch_minor(v) >= torch_minor(_FIRST_UNTESTED):
         warnings.warn(f"fxviz is tested on torch {TORCH_RANGE} (docs/COMPAT.md) and this is torch {v}: if "
                       f"something fails, pip install 'torch{TORCH_RANGE}'", FxvizWarning, stacklevel=3)
 
 
-def _installed_torch() -> str:
+def installed_torch() -> str:
     """torch's version without importing torch (``fxviz --help`` must not pay torch's import):
     the loaded module's when it is loaded, else the installed distribution's."""
     torch = sys.modules.get("torch")
@@ -41,7 +41,7 @@ def _installed_torch() -> str:
         raise ImportError(f"fxviz needs torch, and none is installed: pip install 'torch{TORCH_RANGE}'") from None
 
 
-def _minor(version: str) -> tuple[int, int]:
+def torch_minor(version: str) -> tuple[int, int]:
     """``'2.13.0+cpu'`` -> ``(2, 13)``: the supported range is stated in minors."""
     found = re.match(r"(\d+)\.(\d+)", version)
     if found is None:

@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
-VERSIONS=(${FXVIZ_COMPAT_VERSIONS:-2.14.1 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0})
+VERSIONS=(${FXVIZ_COMPAT_VERSIONS:-2.15.0 2.14.1 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0})
 WORK="${FXVIZ_COMPAT_DIR:-/tmp/fxviz-compat}"
 KEEP=" ${FXVIZ_COMPAT_KEEP:-} "
 RESULTS="$WORK/results"

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 
 CHECKS = ["import", "trace", "strategies", "table", "doctor", "draw", "report", "explorer", "log", "opinfo"]
 WHAT = {
-    "import": "import fxviz: this torch imports; one reporting 2.8.0 is refused, 2.15.0 warned, each naming the range",
+    "import": "import fxviz: this torch imports; one reporting 2.8.0 is refused, 2.16.0 warned, each naming the range",
     "trace": "fxviz.trace; gradients equal eager autograd's; model untouched",
     "strategies": "every offered strategy partitions; default and min-cut save what torch's partitioners save",
     "table": "memory_table: a row per strategy, no error",
@@ -35,7 +35,7 @@ ADAPTED = [
     "- torch 2.9: dynamo's `Source.name` is a method, not a property (`TypeError: expected string or bytes-like "
     "object, got 'method'` naming graph inputs): `fxviz/_torch/tracing.py` calls it.",
     "- older than 2.9: `import fxviz` raises one ImportError naming the supported range (`fxviz/_supported.py`); "
-    "newer than 2.14: an FxvizWarning.",
+    "newer than 2.15: an FxvizWarning.",
 ]
 
 

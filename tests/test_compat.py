@@ -303,7 +303,7 @@ def test_opinfo(op, canary, record_property):
         assert res.cls in ("ok", "known"), f"{res.cls}: {res.detail}"
 
 
-@pytest.mark.parametrize("version, outcome", [("2.8.0", "refused"), ("2.15.0", "warned"),
+@pytest.mark.parametrize("version, outcome", [("2.8.0", "refused"), ("2.16.0", "warned"),
                                               (torch.__version__, "imported")])
 def test_import_states_the_supported_range(version, outcome):
     """``import fxviz`` under a torch reporting ``version`` (a fresh process): older than the range is

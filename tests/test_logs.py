@@ -238,11 +238,10 @@ def test_bad_logs(tmp_path, aot_log):
     old.write_bytes(re.sub(rb'"pytorch_version": "[^"]*"', b'"pytorch_version": "2.1.0"', data))
     with pytest.warns(FxvizWarning, match="torch 2.1.0"):
         fxviz.load_logs(old)
-    # graphs without AOT descriptors (older torch): a one-line error
+    # graphs without AOT descriptors (torch < 2.9): read by torch's input names (tests/test_logs_anywhere.py)
     nodesc = tmp_path / "nodesc.log"
     nodesc.write_bytes(re.sub(rb"  # \w+AOTInput\([^\n]*", b"", data))
-    with pytest.raises(LogError, match="no AOT descriptors"):
-        fxviz.load_logs(nodesc).trace()
+    assert fxviz.load_logs(nodesc).trace().partition("logged").ok
     # a log is data: code smuggled into a graph's text is refused, never run
     for evil in (b"__import__('os').system", b"builtins.exec", b"torch.ops.__class__", b"os.system"):
         hostile = tmp_path / "hostile.log"

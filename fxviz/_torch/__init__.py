@@ -26,8 +26,9 @@ from torch._functorch import config as functorch_config
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
+from .._supported import TORCH_RANGE
 from .eager import OpRecorder, StorageProbe, record_module_stack, reparametrized, storage_key
-from .log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder, inductor_joint_passes
+from .log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder, inductor_joint_passes, joint_passes_note
 from .meta import (
     InputKind,
     OutputKind,
@@ -151,6 +152,7 @@ __all__ = [
     "LogGraphBuilder",
     "DESCRIPTOR_CLASSES",
     "inductor_joint_passes",
+    "joint_passes_note",
     "InputKind",
     "OutputKind",
     "module_path_from_stack_entry",
@@ -162,7 +164,7 @@ __all__ = [
     "step_budget",
 ]
 
-SUPPORTED_TORCH = ">=2.9,<2.15"
+SUPPORTED_TORCH = TORCH_RANGE  # one home: fxviz/_supported.py
 
 CAPTURE_BACKENDS: tuple[str, ...] = ("aot_eager", "inductor")
 """torch.compile backends whose joint graph fxviz records: ``aot_eager`` (AOTAutograd's own

@@ -24,14 +24,27 @@ from these (by a small safe evaluator, never ``eval``)."""
 _DTYPES: dict[str, torch.dtype] = {abbr: dt for dt, abbr in _dtype_abbrs.items()}
 
 
+STAND_IN_KEY = "fxviz_stand_in"
+"""Node meta key: the node calls an op this torch lacks; the value is the sentence views show."""
+JOINT_PASSES_NOTE = "fxviz_joint_passes"
+"""``gm.meta`` key of what :func:`inductor_joint_passes` could not replay as the run did (a sentence), if anything."""
+
+
 def inductor_joint_passes(gm: fx.GraphModule) -> fx.GraphModule:
     """Inductor's joint-graph passes (``compile_fx._recursive_joint_graph_passes``: pattern rewrites,
     no-op removal, random replacement) on a copy of a joint graph rebuilt from a log, as inductor's
     ``partition_fn`` runs them before min-cut: a log holds the joint graph from before them.  They
     run in the fake mode of the graph's own values; an op they add gets its forward/backward tag
-    from what it reads (a tangent-dependent value is backward)."""
+    from what it reads (a tangent-dependent value is backward).
+
+    A graph on a device this torch cannot make real tensors on (a CUDA run's log read on a laptop):
+    the passes trace their patterns with real tensors on the graph's device, so they run on a copy
+    whose values say ``cpu``, and every value and device argument is put back on the logged device
+    afterwards; ``out.meta[JOINT_PASSES_NOTE]`` says so (and, if even that fails, that the passes
+    were not replayed: the graph is returned as logged).  The log is never refused for it."""
     from torch._guards import TracingContext, detect_fake_mode, tracing
     from torch._inductor.compile_fx import _recursive_joint_graph_passes
+    from torch._inductor.virtualized import V
 
     from .partitioners import copy_graph_module
 
@@ -39,10 +52,74 @@ def inductor_joint_passes(gm: fx.GraphModule) -> fx.GraphModule:
     values = [n.meta.get(VAL_KEY) for n in out.graph.nodes if n.op == "placeholder"]
     mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
     devices = [v.device for v in values if isinstance(v, torch.Tensor)]
-    with tracing(TracingContext(mode)):
-        out = _recursive_joint_graph_passes(out, skip_invoke_subgraph=True,
-                                            input_device=devices[0] if devices else None)
+    device = devices[0] if devices else None
+    if device is None or _usable_here(device):
+        with tracing(TracingContext(mode)), V.set_fake_mode(mode):
+            return _recursive_joint_graph_passes(out, skip_invoke_subgraph=True, input_device=device)
+    logged = {n.name: (n.target, n.meta.get(VAL_KEY)) for n in out.graph.nodes}
+    try:
+        _move_values(out, device, torch.device("cpu"), mode)
+        with tracing(TracingContext(mode)), V.set_fake_mode(mode):
+            out = _recursive_joint_graph_passes(out, skip_invoke_subgraph=True, input_device=torch.device("cpu"))
+        _move_values(out, torch.device("cpu"), device, mode, logged)
+    except Exception as exc:  # a pass that cannot run off its device: the strategies say so, the log reads
+        kept = copy_graph_module(gm)
+        kept.meta[JOINT_PASSES_NOTE] = (
+            f"inductor's joint-graph passes could not be replayed for this {device.type} graph on this machine "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}): strategies other than "
+            "'logged' partition the graph as logged, before those passes")
+        return kept
+    out.meta[JOINT_PASSES_NOTE] = (
+        f"inductor's joint-graph passes were replayed as for a cpu graph (this torch cannot make {device.type} "
+        f"tensors), values kept on {device}: a choice the run made for {device.type} alone (padding a matmul "
+        "for the GPU) may differ")
     return out
+
+
+def joint_passes_note(gm: fx.GraphModule) -> list[str]:
+    """What :func:`inductor_joint_passes` could not replay as the run did (none or one sentence)."""
+    note = getattr(gm, "meta", {}).get(JOINT_PASSES_NOTE)
+    return [note] if isinstance(note, str) else []
+
+
+def _usable_here(device: torch.device) -> bool:
+    """Whether this torch can make a real tensor on ``device`` (inductor's passes do, to trace patterns)."""
+    if device.type in ("cpu", "meta"):
+        return True
+    backend = getattr(torch, device.type, None)
+    if callable(getattr(backend, "is_available", None)):  # cuda, xpu, mps: asked without touching a device
+        return bool(backend.is_available())  # type: ignore[union-attr]
+    try:
+        torch.empty(0, device=device)
+        return True
+    except Exception:
+        return False
+
+
+def _move_values(gm: fx.GraphModule, src: torch.device, dst: torch.device, mode: Any,
+                 logged: dict[str, tuple[Any, Any]] | None = None) -> None:
+    """Put every fake value and device argument of ``gm`` on ``dst`` (only the label changes; sizes,
+    strides and dtypes stay).  With ``logged`` (node name -> (target, value) before the move), a node
+    the passes kept gets its logged value back, so views keep sharing their base's storage."""
+    def move_arg(a: Any) -> Any:
+        return dst if isinstance(a, torch.device) and a.type == src.type else a
+
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            n.args = fx.node.map_aggregate(n.args, move_arg)
+            n.kwargs = fx.node.map_aggregate(n.kwargs, move_arg)
+        if logged is not None and n.name in logged and logged[n.name][0] == n.target:
+            n.meta[VAL_KEY] = logged[n.name][1]
+            continue
+
+        def move(v: Any) -> Any:
+            if isinstance(v, torch.Tensor) and v.device.type == src.type:
+                with mode:
+                    return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=dst)
+            return v
+
+        n.meta[VAL_KEY] = fx.node.map_aggregate(n.meta.get(VAL_KEY), move)
+    gm.recompile()
 
 
 class LogGraphBuilder:
@@ -120,6 +197,17 @@ class LogGraphBuilder:
     @staticmethod
     def set_stack_trace(node: fx.Node, trace: str) -> None:
         node.meta[TRACE_KEY] = trace
+
+    @staticmethod
+    def set_stand_in(node: fx.Node, note: str) -> None:
+        """Mark a node whose op this torch lacks (``logs.foreign.stand_in``): its value is the log's."""
+        node.meta[STAND_IN_KEY] = note
+
+    @staticmethod
+    def stand_in_note(node: fx.Node) -> str | None:
+        """The mark :meth:`set_stand_in` left, if any."""
+        note = node.meta.get(STAND_IN_KEY)
+        return note if isinstance(note, str) else None
 
     @staticmethod
     def set_checkpoint(node: fx.Node, policy: str | None, region: int | None) -> None:

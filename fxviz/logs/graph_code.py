@@ -12,6 +12,11 @@ evaluator that only calls the descriptor classes with literal arguments.  Every 
 value: the op run on its inputs' fake values (so views share their base's storage, as in a
 traced graph), or, when that fails or disagrees with the annotation, a fake tensor made from the
 annotation itself (shape, stride, dtype, device; symbolic sizes stay symbolic).
+
+A log from elsewhere (``foreign``): an op this torch lacks becomes a stand-in named as in the log
+with the logged values; a log without descriptors (torch < 2.9) gets them from torch's input names;
+a higher-order op's subgraphs (nested classes) become submodules and its dict arguments are read.
+The device is only a label: a CUDA run's graph is rebuilt on fake ``cuda`` tensors on any machine.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 
 from .. import _torch
 from ..errors import LogError
+from .foreign import STAND_IN_NOTE, descriptors_from_names, is_stand_in, stand_in
 
 __all__ = ["ParsedGraph", "parse_graph", "parse_annotation", "parse_def_names"]
 
@@ -61,6 +67,20 @@ class ParsedGraph:
     annotations: dict[str, str] = field(default_factory=dict)  # node name -> the logged annotation
     mismatches: list[str] = field(default_factory=list)  # nodes whose fake value came from the annotation
     ops: int = 0
+    descriptors_from_names: bool = False  # a torch < 2.9 log: descriptors made from torch's input names
+    stand_ins: list[str] = field(default_factory=list)  # ops this torch lacks, by their logged name (once per node)
+
+    @property
+    def notes(self) -> list[str]:
+        """What a reader of this graph must know (the caller adds them to the capture's warnings)."""
+        out = []
+        for name in dict.fromkeys(self.stand_ins):
+            out.append(f"{name}: {STAND_IN_NOTE} (a stand-in with the logged outputs; a strategy that runs the op "
+                       "says it cannot)")
+        if self.descriptors_from_names:
+            out.append("the log carries no AOT descriptors (torch < 2.9): inputs and outputs are placed by torch's "
+                       "names (primals_N, tangents_N) and the joint graph's output order")
+        return out
 
 
 def parse_annotation(text: str, builder: _torch.LogGraphBuilder) -> Any:
@@ -166,6 +186,8 @@ class _Builder:
         self.parsed = ParsedGraph(gm=None)  # type: ignore[arg-type]
         self.trace: str | None = None
         self.checkpoint: tuple[str | None, int | None] = (None, None)  # (policy name, ac_graph_id)
+        self.subgraphs: dict[str, fx.GraphModule] = {}  # nested classes: higher-order ops' subgraphs
+        self.subgraph_nodes: dict[fx.Node, fx.GraphModule] = {}
         self.comment_upto = 0
 
     # comments between statements: track the current ``# File:`` block
@@ -219,6 +241,9 @@ class _Builder:
                 torch.device(str(kw.get("type", "cpu")))
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "slice":
             return slice(*[self.value(a) for a in e.args])
+        if isinstance(e, ast.Dict) and all(isinstance(k, ast.Constant) for k in e.keys):
+            # a higher-order op's structured argument (flex attention's kernel options)
+            return {k.value: self.value(v) for k, v in zip(e.keys, e.values)}  # type: ignore[union-attr]
         raise LogError(f"fxviz cannot read this argument in a logged graph: {ast.unparse(e)[:80]}",
                        "report it to fxviz with the log line")
 
@@ -244,6 +269,8 @@ class _Builder:
             try:
                 obj = getattr(obj, p)
             except (AttributeError, RuntimeError) as exc:
+                if parts[1:2] == ["ops"] and len(parts) >= 4:  # torch.ops.<namespace>.<op>.<overload>
+                    return stand_in(".".join(parts[2:]))
                 raise LogError(f"this torch has no {'.'.join(parts)} (the log was written by another torch build "
                                "or uses a custom op that is not loaded)",
                                "import the library that defines the op before reading the log") from exc
@@ -262,12 +289,15 @@ class _Builder:
             _torch.LogGraphBuilder.set_stack_trace(node, self.trace)
         if self.checkpoint != (None, None):  # a torch.utils.checkpoint region, as the run tagged it
             _torch.LogGraphBuilder.set_checkpoint(node, *self.checkpoint)
+        if is_stand_in(target):
+            _torch.LogGraphBuilder.set_stand_in(node, STAND_IN_NOTE)
+            self.parsed.stand_ins.append(str(target.__name__))
         self.parsed.ops += 1
         expected = parse_annotation(annotation, self.b) if annotation else None
         val = None
         try:
-            fa = fx.node.map_arg(args, lambda n: _torch.meta_val(n))
-            fk = fx.node.map_arg(kwargs, lambda n: _torch.meta_val(n))
+            fa = fx.node.map_arg(args, lambda n: self.subgraph_nodes.get(n, _torch.meta_val(n)))
+            fk = fx.node.map_arg(kwargs, lambda n: self.subgraph_nodes.get(n, _torch.meta_val(n)))
             val = self.b.run_op(target, fa, fk)
         except Exception:
             val = None
@@ -309,6 +339,9 @@ class _Builder:
         if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
             node = self.graph.create_node("get_attr", e.attr, name=name)
             self.env[name] = node
+            if e.attr in self.subgraphs:  # a higher-order op's subgraph (a nested class of the log's code)
+                self.subgraph_nodes[node] = self.subgraphs[e.attr]
+                return
             fake = parse_annotation(ann, self.b) if ann else None
             if isinstance(fake, torch.Tensor):
                 self.attrs[e.attr] = torch.empty_strided(tuple(_torch_int(s) for s in fake.shape),
@@ -348,9 +381,23 @@ class _Builder:
         elts = list(e.elts) if isinstance(e, (ast.List, ast.Tuple)) else [e] if e is not None else []
         values = [self.value(x) for x in elts]
         descs = [_descriptor(_comment(self.line(x.lineno))) for x in elts]
-        node = self.graph.output(tuple(values) if isinstance(e, ast.Tuple) else values)
+        single = e is not None and not isinstance(e, (ast.List, ast.Tuple))  # a subgraph's ``return add``
+        node = self.graph.output(values[0] if single else tuple(values) if isinstance(e, ast.Tuple) else values)
         if any(d is not None for d in descs):
             _torch.LogGraphBuilder.set_desc(node, descs)
+
+
+def _fill_tuples(graph: fx.Graph) -> None:
+    """An op returning several values has no annotation of its own (torch prints one per ``getitem``):
+    where it could not be run here (a stand-in, a higher-order op this torch cannot replay), its value
+    is the tuple of its elements' logged values."""
+    for n in graph.nodes:
+        if n.op != "call_function" or _torch.meta_val(n) is not None or not n.users:
+            continue
+        items = {u.args[1]: _torch.meta_val(u) for u in n.users if u.target is operator.getitem
+                 and isinstance(u.args[1], int)}
+        if items and len(items) == len(n.users):
+            _torch.LogGraphBuilder.set_val(n, tuple(items.get(i) for i in range(max(items) + 1)))
 
 
 def _torch_int(s: Any) -> int:
@@ -370,11 +417,24 @@ def _agrees(val: Any, expected: Any) -> bool:
 
 
 def parse_graph(code: str, builder: _torch.LogGraphBuilder) -> ParsedGraph:
-    """The ``GraphModule`` a logged ``print_readable`` text describes (see the module docstring)."""
+    """The ``GraphModule`` a logged ``print_readable`` text describes (see the module docstring).
+    Nested classes (the subgraphs of higher-order ops: flex attention's score and mask functions,
+    ``invoke_subgraph``'s body) become submodules of the same names, parsed the same way."""
     tree = _parse(code)
-    fn = _forward(tree)
-    lines = code.splitlines()
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
+    fn = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None) if cls else None
+    return _parse_function(fn or _forward(tree), cls, code.splitlines(), builder)
+
+
+def _parse_function(fn: ast.FunctionDef, cls: ast.ClassDef | None, lines: list[str],
+                    builder: _torch.LogGraphBuilder, nested: bool = False) -> ParsedGraph:
     b = _Builder(lines, builder)
+    for sub in (c for c in (cls.body if cls else []) if isinstance(c, ast.ClassDef)):
+        sub_fn = next((n for n in sub.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+        if sub_fn is not None:
+            parsed = _parse_function(sub_fn, sub, lines, builder, nested=True)
+            b.subgraphs[sub.name] = parsed.gm
+            b.parsed.stand_ins += parsed.stand_ins
     args = fn.args.args[1:]
     expanded = [a.arg for a in args] in (["primals", "tangents"], ["primals"], ["args"])
     if not expanded:  # fw/bw/dynamo graphs: the placeholders are the def's arguments
@@ -386,8 +446,13 @@ def parse_graph(code: str, builder: _torch.LogGraphBuilder) -> ParsedGraph:
     if not any(n.op == "output" for n in b.graph.nodes):
         raise LogError("a logged graph has no return: the log is truncated or corrupt",
                        "re-run with TORCH_TRACE and let the process finish writing")
+    if not nested:  # a subgraph's inputs are its higher-order op's, never AOT inputs
+        b.parsed.descriptors_from_names = descriptors_from_names(b.graph, joint=expanded and len(args) == 2)
+    _fill_tuples(b.graph)
     root = torch.nn.Module()
     for k, v in b.attrs.items():
         root.register_buffer(k, v)
+    for k, gm in b.subgraphs.items():
+        root.add_module(k, gm)
     b.parsed.gm = fx.GraphModule(root, b.graph)
     return b.parsed

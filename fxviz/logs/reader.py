@@ -20,9 +20,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..errors import LogError
+from .. import _supported
+from ..errors import FxvizWarning, LogError
 
-__all__ = ["Record", "ReadStats", "read_records", "read_payload", "log_files", "ENVELOPE_KEYS"]
+__all__ = ["Record", "ReadStats", "read_records", "read_payload", "log_files", "ENVELOPE_KEYS", "other_torch_notes",
+           "warn_other_torch"]
 
 # glog prefix: level letter, MMDD hh:mm:ss.micro, thread/process id, file:line] -- optional [rankN]:
 _HEADER = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]]*\] (\{.*\})\s*$")
@@ -77,7 +79,7 @@ class ReadStats:
 
     records: int = 0
     corrupt_lines: int = 0  # neither a record header nor a payload line, or a header with bad JSON
-    truncated: bool = False  # the file ends in the middle of a line or of a record's payload
+    truncated: bool = False  # the file ends inside a record: a header cut short, a payload short of its md5
     kinds: dict[str, int] = field(default_factory=dict)
     bytes: int = 0
 
@@ -109,7 +111,9 @@ def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] 
     per_line = False  # whether on_payload_line sees the current record's lines
     expect_payload = False
     got_payload = False
+    raw_last = b""
     for raw in f:
+        raw_last = raw
         start = offset
         offset += len(raw)
         if raw[:1] == b"\t":
@@ -123,11 +127,7 @@ def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] 
                 kept.append(raw)
             if per_line:
                 on_payload_line(current, raw[1:].decode("utf-8", "replace").rstrip("\n"))  # type: ignore[misc]
-            if raw[-1:] != b"\n":
-                stats.truncated = True
             continue
-        if raw[-1:] != b"\n":
-            stats.truncated = True
         if current is not None:
             if kept is not None:
                 current.payload = _joined(kept)
@@ -137,6 +137,7 @@ def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] 
         if m is None:
             if raw.strip():
                 stats.corrupt_lines += 1
+                stats.truncated = stats.truncated or raw[-1:] != b"\n"  # a header cut short
             continue
         try:
             envelope = json.loads(m.group(1))
@@ -155,9 +156,15 @@ def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] 
         kept = [] if keep(current) else None
         per_line = on_payload_line is not None and (wants_lines is None or wants_lines(current))
     stats.bytes = offset
+    # only the file's last line can lack its newline; that alone is no cut (9 complete logs of other
+    # people's runs end so): a record is whole when its payload matches the md5 torch wrote for it
+    cut = bool(raw_last) and raw_last[-1:] != b"\n"
     if current is not None:
-        if expect_payload and not (got_payload and _payload_is_whole(f, current)):
+        whole = _payload_md5_matches(f, current) if expect_payload and got_payload else None
+        if (expect_payload and not got_payload) or whole is False or (cut and whole is None and expect_payload):
             stats.truncated = True
+        elif cut and not expect_payload and raw_last[:1] == b"\t":
+            stats.truncated = True  # payload lines after a record that announced none
         if kept is not None:
             current.payload = _joined(kept)
         yield current
@@ -168,12 +175,13 @@ def _joined(lines: list[bytes]) -> str:
     return "\n".join(raw[1:].decode("utf-8", "replace").rstrip("\n") for raw in lines)
 
 
-def _payload_is_whole(f: IO[bytes], record: Record) -> bool:
+def _payload_md5_matches(f: IO[bytes], record: Record) -> bool | None:
     """Whether the last record's payload is all there: a file cut between two payload lines ends
-    cleanly, so only the payload's md5, which torch writes as ``has_payload``, can tell."""
+    cleanly, and a whole one may lack its final newline, so only the payload's md5, which torch writes
+    as ``has_payload``, can tell.  None when there is nothing to check against."""
     digest = record.envelope.get("has_payload")
     if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{32}", digest)) or not f.seekable():
-        return True  # nothing to check against
+        return None
     f.seek(record.payload_offset)
     h = hashlib.md5(usedforsecurity=False)
     first = True
@@ -195,3 +203,29 @@ def read_payload(path: str, offset: int) -> str:
                 break
             out.append(raw[1:].decode("utf-8", "replace").rstrip("\n"))
     return "\n".join(out)
+
+
+def other_torch_notes(written: list[str], reading: str | None = None) -> list[str]:
+    """One sentence per torch minor that wrote the log other than the one reading it (the log records
+    its writer in the ``torch_version`` artifact): the graphs are the run's, but every result fxviz
+    computes from them (decompositions, partitioners, inductor's passes) is this torch's."""
+    here = reading or _supported.installed_torch()
+    notes = []
+    for v in dict.fromkeys(written):
+        try:
+            same = _supported.torch_minor(v) == _supported.torch_minor(here)
+        except ImportError:  # a version string fxviz cannot read: nothing to compare
+            continue
+        if not same:
+            notes.append(f"the log was written by torch {v} and is read with torch {here}: strategy 'logged' is the "
+                         f"run's own; every other strategy is computed by torch {here}'s partitioners and "
+                         f"passes, which may choose differently from torch {v}'s")
+    return notes
+
+
+def warn_other_torch(written: list[str]) -> None:
+    """Warn once per torch minor that wrote the log other than the reading one (``other_torch_notes``)."""
+    import warnings
+
+    for note in other_torch_notes(written):
+        warnings.warn(note, FxvizWarning, stacklevel=3)

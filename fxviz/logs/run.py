@@ -32,7 +32,7 @@ from ..errors import Do, FxvizWarning, LogError, Say, Span
 from ..graph_facts import is_cast, is_view_op, tangent_dependent, tangents, traced_phases
 from ..roles import LIFTED_STATE_ROLES, InputName, classify_nodes
 from .graph_code import parse_def_names, parse_graph
-from .reader import ReadStats, Record, log_files, read_payload, read_records
+from .reader import ReadStats, Record, log_files, read_payload, read_records, warn_other_torch
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -657,6 +657,7 @@ class Run:
             _tag_new_nodes(gm)
             if logged is not None:
                 logged = (_share_values(logged[0], gm), _share_values(logged[1], gm))
+        warnings_ += joint.notes + _torch.joint_passes_note(gm)  # issue 33: what a foreign log could not give
         names = _input_names(c, dynamo_names)
         state = _state(c)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -825,6 +826,7 @@ def load_logs(path: str | os.PathLike[str], on_compile: Callable[[_Compile], Non
     if not indexes:
         raise LogError(f"{p} holds no TORCH_TRACE log records", "run the training with TORCH_TRACE=dir and pass dir")
     run = Run(p, indexes)
+    warn_other_torch(run.torch_versions)  # issue 33.2: results are the reading torch's
     for v in run.torch_versions:
         if not _supported(v):
             warnings.warn(f"the log was written by torch {v}; fxviz reads logs of torch {_torch.SUPPORTED_TORCH}: "
