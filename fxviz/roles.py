@@ -19,8 +19,8 @@ from ._fx import output_values
 from .graph_facts import innermost_frame, is_tangent, tangent_dependent
 
 __all__ = ["ROLES", "PHASES", "STATE_ROLES", "LIFTED_STATE_ROLES", "PARAMETER_ROLES", "CALLER_INPUT_ROLES",
-           "INPUT_ROLES", "NodeInfo", "InputName", "classify_nodes", "input_roles", "role_counts", "short_op", "tensor_facts",
-           "symbolic_shape", "CHECKPOINT_POLICIES"]
+           "INPUT_ROLES", "NodeInfo", "InputName", "classify_nodes", "input_roles", "role_counts", "short_op",
+           "tensor_facts", "symbolic_shape", "CHECKPOINT_POLICIES"]
 
 CHECKPOINT_POLICIES: tuple[str, ...] = ("must_save", "prefer_save", "must_recompute", "prefer_recompute")
 """torch.utils.checkpoint's policies, as ``Trace.nodes["checkpoint_policy"]`` names them."""

@@ -206,8 +206,10 @@ def test_bad_logs(tmp_path, aot_log):
         with pytest.warns(FxvizWarning, match="not a TORCH_TRACE log"):
             fxviz.load_logs(junk)
     eager = make_log(INFERENCE_ONLY, tmp_path / "eager")
-    with pytest.raises(LogError, match="no AOT graph"):
-        fxviz.load_logs(eager)
+    run = fxviz.load_logs(eager)  # a readable log is always read and listed (issue 33)
+    assert run.graphs["status"].tolist() == ["no AOT graph"] and run.graphs["backend"].tolist() == [None]
+    with pytest.raises(LogError, match=r"rank 0 logged no AOT graph \(1 no AOT graph\)"):
+        run.trace()
 
     (src,) = list(aot_log.iterdir())
     data = src.read_bytes()
@@ -254,6 +256,27 @@ def test_bad_logs(tmp_path, aot_log):
         run.trace(rank=3)
     with pytest.raises(LogError, match="no compile '9/9'"):
         run.trace(compile_id="9/9")
+
+
+@pytest.mark.parametrize("name", ["aot_log", "inductor_log", "break_log", "ddp_log"])
+def test_listing_saved_bytes_are_the_rebuilds(name, request):
+    """The listing reads, it does not rebuild (issue 36): the activation bytes each backward reads,
+    from the graphs' printed signatures alone, equal what the rebuilt graphs' memory table counts
+    (unique storages on fake tensors), graph by graph and summed per rank; under inductor, with
+    dynamic sizes (the recompile's batch is a symbol) and on two ranks."""
+    run = fxviz.load_logs(request.getfixturevalue(name))
+    rows = run.graphs
+    expected: dict[int, int] = {}
+    graphs = rows[rows["joint"] & rows["backward"]]
+    assert len(graphs) >= 1
+    for _, r in graphs.iterrows():
+        table = run.trace(int(r["rank"]), r["compile_id"], int(r["piece"])).memory_table(["logged"]).iloc[0]
+        assert int(r["saved_bytes"]) == int(table["saved_activation_bytes"]), (r["rank"], r["compile_id"])
+        expected[int(r["rank"])] = expected.get(int(r["rank"]), 0) + int(table["saved_activation_bytes"])
+    totals = run.totals().set_index("rank")
+    assert {r: int(totals.loc[r, "saved_activation_bytes"]) for r in expected} == expected
+    assert totals["saved_bytes_exact"].all()
+    assert (rows["status"] == "compiled").all()
 
 
 def test_cli_on_logs(aot_log, tmp_path, capsys):

@@ -35,6 +35,7 @@ __all__ = ["capture_from_log"]
 def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Capture:
     """The ``Capture`` of piece ``p`` of compile ``c`` (``notes``: said in its warnings)."""
     builder = _torch.LogGraphBuilder(c.hints)
+    backend = "inductor" if c.backend == "inductor" else "aot_eager"  # what compiled it, as fxviz replays it
     has_backward = "aot_joint_graph" in p.offsets
     with _torch.quiet_torch():
         joint = parse_graph(read_payload(c.file, p.offsets["aot_joint_graph" if has_backward
@@ -52,9 +53,10 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
     phases = {n.name: phase for n, phase in traced_phases(joint).items()}
     _tag(joint, phases)
     gm, before = joint, None
-    if c.backend == "inductor" and has_backward:
+    if backend == "inductor" and has_backward:
         # the run's min-cut partitioned the graph after inductor's joint passes; the log holds
         # the one before them: run them (the pre-pass graph is kept, as fxviz.trace does)
+        before = joint
         with _torch.quiet_torch():
             gm = _torch.inductor_joint_passes(joint)
         _phase_new_nodes(gm, phases)
@@ -70,8 +72,8 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
                        static_lifetime_input_indices=list(p.static or []), joint_inputs=[], info=info,
                        placeholder_values={}, constant_values={}, index=0,
                        partitioner_caller="torch.compile (read from the log)", logged=logged,
-                       inference=not has_backward, backend=c.backend or "aot_eager", before_joint_passes=before,
-                       compiler="inductor" if c.backend == "inductor" else None)
+                       inference=not has_backward, backend=backend, before_joint_passes=before,
+                       compiler="inductor" if backend == "inductor" else None)
     if has_backward and logged is None:
         warnings_.append("the log has the joint graph but not the forward/backward graphs the run used: "
                          "strategy 'logged' is unavailable")
@@ -81,7 +83,7 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
                    graph_breaks=[c.graph_break_reason] if c.graph_break_reason else [],
                    model=None, fn=None, example_inputs=(), loss_fn=None, reduce=None,
                    input_names=[i.qualname for i in names.values()], warnings=warnings_,
-                   name=c.frame or "compiled frame", origin=origin, state=_state(c), backend=c.backend or "aot_eager")
+                   name=c.frame or "compiled frame", origin=origin, state=_state(c), backend=backend)
 
 
 def _dynamo_names(c: Compile, warnings_: list[str]) -> tuple[list[str], dict[int, str]]:

@@ -116,6 +116,8 @@ class Compile:
         compiled nothing."""
         if self.inductor:
             return "inductor"
+        if self.key[0] is None:
+            return "export"  # graphs torch.export / AOTInductor logged, no dynamo frame
         return "aot_eager" if self.pieces else None
 
     @property
@@ -221,7 +223,7 @@ class FileIndex:
         if md.get("fail_type"):
             c.fail_type = str(md.get("fail_type"))
         if md.get("fail_reason"):
-            c.fail_reason = str(md.get("fail_reason")).strip()
+            c.fail_reason = re.sub(r"\s*\n\s*", " ", str(md.get("fail_reason")).strip())  # one line
 
 
 def _keep(r: Record) -> bool:

@@ -118,9 +118,9 @@ class Run:
             raise LogError(reason, hint)
         r, (c, p) = hits[0]
         notes = []
-        if rank is None and r != self.ranks[0]:
-            notes.append(f"rank {self.ranks[0]} logged no such graph: this is rank {r}'s (ranks with it: "
-                         f"{', '.join(str(x) for x, _ in hits)})")
+        if rank is None and r != 0:
+            why = "logged no such graph" if 0 in self.ranks else "is not in the log"
+            notes.append(f"rank 0 {why}: this is rank {r}'s (ranks with it: {', '.join(str(x) for x, _ in hits)})")
         return c, p, notes
 
     def _pick(self, rank: int, compile_id: str | None, piece: int) -> tuple[Compile, Piece] | str:
@@ -137,7 +137,8 @@ class Run:
             why = f"{c.fail_type}: {c.fail_reason}" if c.status == "failed" else STATUSES[c.status]
             return f"compile {compile_id} on rank {rank} has no AOT graph to rebuild ({c.status}: {why})"
         if not 0 <= piece < len(c.pieces):
-            return f"compile {compile_id} has {len(c.pieces)} piece(s), not piece {piece} (use piece=0..{len(c.pieces) - 1})"
+            return (f"compile {compile_id} has {len(c.pieces)} piece(s), not piece {piece} "
+                    f"(use piece=0..{len(c.pieces) - 1})")
         if not self._holds(c.pieces[piece]):
             return (f"compile {compile_id} piece {piece} is a {c.pieces[piece].status}: the log holds its forward and "
                     "backward graphs but no joint graph to rebuild")
@@ -221,7 +222,8 @@ class Run:
             counted = [p.saved for p in pieces if {"aot_forward_graph", "aot_backward_graph"} <= set(p.offsets)]
             rows.append({"rank": rank, "graphs": len(counted),
                          "inference_graphs": sum("aot_inference_graph" in p.offsets for p in pieces),
-                         "eager_frames": len(self.eager_frames(rank)), "failed": sum(c.status == "failed" for c in mine),
+                         "eager_frames": len(self.eager_frames(rank)),
+                         "failed": sum(c.status == "failed" for c in mine),
                          "saved_activation_bytes": sum(s.activation_bytes for s in counted if s is not None),
                          "saved_bytes_exact": all(s is not None and s.exact for s in counted), "runs_known": False})
         return rows

@@ -25,7 +25,7 @@ VIEW_OPS = frozenset({
     "_autocast_to_full_precision", "_autocast_to_reduced_precision", "_conj", "_fw_primal", "_grad_sum_to_size",
     "_indices", "_make_dual", "_ncf_unsqueeze", "_ncf_view", "_neg_view", "_nested_get_values",
     "_nested_view_from_buffer", "_nested_view_from_jagged", "_reshape_alias", "_sparse_broadcast_to",
-    "_test_autograd_multiple_dispatch_view", "_unpack_dual", "_values", "adjoint", "alias", "as_strided",
+    "_test_autograd_multiple_dispatch_view", "_unpack_dual", "_values", "adjoint", "alias", "as_strided", "as_tensor",
     "broadcast_to", "ccol_indices", "chunk", "coalesce", "col_indices", "conj", "contiguous", "cpu", "crow_indices",
     "cuda", "detach", "diagonal", "dsplit", "expand", "expand_as", "flatten", "hsplit", "imag", "indices",
     "lift_fresh", "linalg_diagonal", "mH", "mT", "matrix_H", "moveaxis", "movedim", "narrow", "numpy_T", "permute",
@@ -69,7 +69,7 @@ class GraphText:
         m = _PLACEHOLDER.match(line)
         if m:
             self.inputs[m.group(1)] = m.group(2)
-            if m.group(3) and "TangentAOTInput" in m.group(3) or m.group(1).startswith("tangents_"):
+            if (m.group(3) and "TangentAOTInput" in m.group(3)) or m.group(1).startswith("tangents_"):
                 self.tangents.add(m.group(1))
             return
         m = _ASSIGN.match(line)
