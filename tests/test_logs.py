@@ -5,20 +5,26 @@ checked against the log's own text or against torch run on the same model."""
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 import torch
 
 import fxviz
-from fxviz.render.embed import unpack_json
 from fxviz import _torch
 from fxviz.errors import FxvizWarning, LogError
 from fxviz.graph_facts import joint_node_count
 from fxviz.logs.reader import ReadStats, read_records
+from fxviz.render.embed import unpack_json
 
-from .logs_util import (BREAK_AND_RECOMPILE, DISTRIBUTED, INFERENCE_ONLY, MINI_GPT, MISSING_GRADIENTS, free_port,
-                        make_log)
+from .logs_util import (
+    BREAK_AND_RECOMPILE,
+    DISTRIBUTED,
+    INFERENCE_ONLY,
+    MINI_GPT,
+    MISSING_GRADIENTS,
+    free_port,
+    make_log,
+)
 
 _ANNOT = re.compile(r'^\s+(\w+): "(\w+)\[([^\]]*)\]\[[^\]]*\]\w+"')
 _OP = re.compile(r"^\s+(\w+)(?:: \"[^\"]*\")? = (torch\.ops\.[\w.]+)\(")
@@ -80,7 +86,7 @@ def _check_rebuilt(tr, joint_text):
     assert set(ops) <= set(nodes)
     for name, op in ops.items():
         assert str(nodes[name].target).replace("aten::", "aten.").startswith(op.rsplit(".", 1)[0]), (name, op)
-        assert str(nodes[name].target) == str(eval("torch.ops." + op)), (name, op)  # noqa: S307 - test's own log
+        assert str(nodes[name].target) == str(eval("torch.ops." + op)), (name, op)
     for name, sizes in shapes.items():
         val = _torch.meta_val(nodes[name])
         assert [str(s) for s in val.shape] == sizes, (name, val.shape, sizes)
@@ -202,9 +208,9 @@ def test_bad_logs(tmp_path, aot_log):
         fxviz.load_logs(empty)
     junk = tmp_path / "junk.log"
     junk.write_bytes(b"\x00\x01 not a log\n" * 10)
-    with pytest.raises(LogError, match="no TORCH_TRACE log records"):
-        with pytest.warns(FxvizWarning, match="not a TORCH_TRACE log"):
-            fxviz.load_logs(junk)
+    with pytest.raises(LogError, match="no TORCH_TRACE log records"), \
+            pytest.warns(FxvizWarning, match="not a TORCH_TRACE log"):
+        fxviz.load_logs(junk)
     eager = make_log(INFERENCE_ONLY, tmp_path / "eager")
     run = fxviz.load_logs(eager)  # a readable log is always read and listed (issue 33)
     assert run.graphs["status"].tolist() == ["no AOT graph"] and run.graphs["backend"].tolist() == [None]
@@ -309,6 +315,9 @@ def test_cli_on_logs(aot_log, tmp_path, capsys):
     assert "no compile '7/7'" in capsys.readouterr().err
 
 
+_JOINT_AND_BACKWARD = ("aot_joint_graph", "aot_backward_graph")
+
+
 @pytest.fixture(scope="module")
 def ddp_log(tmp_path_factory):
     return make_log(DISTRIBUTED, tmp_path_factory.mktemp("ddp") / "trace", "ddp", str(free_port()))
@@ -323,7 +332,7 @@ def test_two_ranks_ddp(ddp_log):
     for f in sorted(ddp_log.iterdir()):
         rank = int(re.search(r"rank_(\d+)_", f.name).group(1))
         with open(f, "rb") as fh:
-            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind in ("aot_joint_graph", "aot_backward_graph")):
+            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind in _JOINT_AND_BACKWARD):
                 if rec.payload:
                     joints.setdefault(rank, {})[rec.kind] = rec.payload
     for rank in (0, 1):
@@ -372,7 +381,7 @@ def test_explorer_of_a_run(ddp_log):
     ex = fxviz.explore(run, rank=1)
     assert [v for _, v in ex.rank_control.options] == [0, 1]
     assert ex.explorer.trace is run.trace(rank=1)
-    assert [v for _, v in ex.explorer.strategy_control.options][0] == "logged"
+    assert next(v for _, v in ex.explorer.strategy_control.options) == "logged"
     assert "eager" not in [v for _, v in ex.explorer.strategy_control.options]
     ex.rank_control.value = 0
     assert ex.explorer.trace is run.trace(rank=0)
