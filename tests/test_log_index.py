@@ -17,7 +17,7 @@ import pytest
 import fxviz
 from fxviz.errors import FxvizWarning, LogError
 from fxviz.logs.index import GRAPH_KINDS
-from fxviz.logs.signature import VIEW_OPS, storage_bytes
+from fxviz.logs.signature import ITEMSIZE, VIEW_OPS, storage_bytes
 
 from .logs_util import make_log
 
@@ -178,6 +178,14 @@ def test_view_ops_are_torchs():
                 and s.arguments and str(s.arguments[0].type) == "Tensor"):
             views.add(s.name[len("aten::"):])
     assert views == VIEW_OPS - {"_unsafe_view"}
+
+
+def test_itemsizes_are_torchs():
+    """Every dtype abbreviation torch prints in a graph's annotations, with its dtype's item size."""
+    pytest.importorskip("torch")
+    from torch.utils._dtype_abbrs import dtype_abbrs
+
+    assert {a: dt.itemsize for dt, a in dtype_abbrs.items()} == ITEMSIZE
 
 
 def test_storage_bytes_from_an_annotation():

@@ -41,10 +41,9 @@ in-place ops (``add_``) write into it, and count alike."""
 ITEMSIZE: dict[str, int] = {
     "b8": 1, "u8": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "u16": 2, "u32": 4, "u64": 8, "bf16": 2, "f16": 2,
     "f32": 4, "f64": 8, "c32": 4, "c64": 8, "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3fnuz": 1,
-    "f8e5m2fnuz": 1, "f8e8m0fnu": 1, "f4e2m1fn_x2": 1, "bits8": 1, "bits16": 2, "bits32": 4, "bits64": 8,
-    "bits1x8": 1, "bits2x4": 1, "bits4x2": 1, "qi8": 1, "qu8": 1, "qi32": 4,
+    "f8e5m2fnuz": 1, "f8e8m0fnu": 1, "f4e2m1fnx2": 1, "b1x8": 1, "b2x4": 1, "b4x2": 1, "b8x1": 1, "b16x1": 2,
 }
-"""Bytes per element of the dtype abbreviations torch prints (``torch.utils._dtype_abbrs``)."""
+"""Bytes per element of the dtype abbreviations torch prints in a graph's annotations (``f32``, ``bf16``)."""
 
 _PLACEHOLDER = re.compile(r'^\s+(\w+): "([^"]*)",?\s*(?:#\s*(.*))?$')
 _ASSIGN = re.compile(r'^\s+(\w+)(?:: "([^"]*)")? = (.*)$')
