@@ -204,7 +204,8 @@ def classify_nodes(
         if n.op == "call_function" and _torch.partitioner_tag(n) in (None, "is_forward", "must_be_in_forward"):
             s = _torch.seq_nr(n)
             if s is not None and s not in seq_module:
-                seq_module[s] = _module_of(_torch.module_stack(n), module_paths)
+                seq_module[s] = modules.get(n.name) if modules is not None else _module_of(_torch.module_stack(n),
+                                                                                          module_paths)
 
     for n in nodes:
         shape, dtype, nbytes = tensor_facts(_torch.meta_val(n))
@@ -223,8 +224,10 @@ def classify_nodes(
             role = phase
             if n.name in output_role:
                 role, qual = output_role[n.name]
-            if modules is not None:
+            if modules is not None:  # a backward op outside them: the forward op of its seq_nr's
                 module = modules.get(n.name)
+                if module is None and phase == "backward":
+                    module = seq_module.get(_torch.seq_nr(n) or -1)
             elif phase == "forward":
                 module = _module_of(_torch.module_stack(n), module_paths)
             else:

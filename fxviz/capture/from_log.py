@@ -66,7 +66,9 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     num_fwd = len(output_values(gm)) - (len(placeholders) - len(tangents(gm)) if has_backward else 0)
     state_names = {n: q for n, (role, q) in input_roles(gm, names).items() if role in LIFTED_STATE_ROLES and q}
-    modules = _modules(gm, state_names, phases)
+    grads_in = set(tangents(gm))  # the modules' walk reads inputs' phases too: a tangent is backward
+    modules = _modules(gm, state_names, {**{n.name: "backward" if n in grads_in else "forward" for n in placeholders},
+                                         **phases})
     info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names, phases=phases, modules=modules)
     graph = JointGraph(gm=gm, has_backward=has_backward, num_fwd_outputs=num_fwd,
                        static_lifetime_input_indices=list(p.static or []), joint_inputs=[], info=info,
