@@ -118,9 +118,14 @@ def _phase_new_nodes(gm: fx.GraphModule, phases: dict[str, str]) -> None:
     to the last forward-tagged one as the forward."""
     late = tangent_dependent(gm)
     for n in gm.graph.nodes:
-        if n.op == "call_function" and _torch.partitioner_tag(n) is None:
-            backward = n in late or any(phases.get(a.name) == "backward" for a in n.all_input_nodes)
-            phases[n.name] = "backward" if backward else "forward"
+        if n.op != "call_function":
+            continue
+        tag = _torch.partitioner_tag(n)  # a replacement may carry the tag of the node it replaced
+        if tag is not None:
+            phases[n.name] = "backward" if tag in ("is_backward", "must_be_in_backward") else "forward"
+            continue
+        backward = n in late or any(phases.get(a.name) == "backward" for a in n.all_input_nodes)
+        phases[n.name] = "backward" if backward else "forward"
     _tag(gm, phases)
     nodes = list(gm.graph.nodes)
     first_bwd = next((n for n in nodes if n.op == "call_function" and phases.get(n.name) == "backward"), None)
