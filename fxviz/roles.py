@@ -19,8 +19,8 @@ from ._fx import output_values
 from .graph_facts import innermost_frame, is_tangent, tangent_dependent
 
 __all__ = ["ROLES", "PHASES", "STATE_ROLES", "LIFTED_STATE_ROLES", "PARAMETER_ROLES", "CALLER_INPUT_ROLES",
-           "INPUT_ROLES", "NodeInfo", "InputName", "classify_nodes", "role_counts", "short_op", "tensor_facts",
-           "symbolic_shape", "CHECKPOINT_POLICIES"]
+           "INPUT_ROLES", "NodeInfo", "InputName", "classify_nodes", "input_roles", "role_counts", "short_op",
+           "tensor_facts", "symbolic_shape", "CHECKPOINT_POLICIES"]
 
 CHECKPOINT_POLICIES: tuple[str, ...] = ("must_save", "prefer_save", "must_recompute", "prefer_recompute")
 """torch.utils.checkpoint's policies, as ``Trace.nodes["checkpoint_policy"]`` names them."""
@@ -144,6 +144,18 @@ def _module_of(stack: list[tuple[str, str, Any]], module_paths: Mapping[str, str
     return _torch.module_path_from_stack_entry(path) or None
 
 
+def input_roles(gm: fx.GraphModule, input_names: Mapping[int, InputName],
+                primal_param_targets: Mapping[str, InputName] | None = None) -> dict[str, tuple[str, str | None]]:
+    """Placeholder name -> (role, real name): from its AOT descriptor, else its position in
+    ``input_names``; a tangent is a tangent whatever it is described as."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for i, ph in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        desc = _torch.node_desc(ph)
+        kind = _torch.describe_input(desc) if desc is not None else None
+        out[ph.name] = ("tangent", None) if is_tangent(ph) else _input_role(kind, input_names, primal_param_targets, i)
+    return out
+
+
 def classify_nodes(
     gm: fx.GraphModule,
     num_fwd_outputs: int,
@@ -152,29 +164,22 @@ def classify_nodes(
     module_paths: Mapping[str, str],
     primal_param_targets: Mapping[str, InputName] | None = None,
     user_output_names: Mapping[int, str] | None = None,
+    *,
+    phases: Mapping[str, str] | None = None,
+    modules: Mapping[str, str] | None = None,
 ) -> dict[str, NodeInfo]:
     """Role, phase and names of every node of a joint (or forward-only) graph.
 
     ``input_names`` maps a ``PlainAOTInput`` index to its role and real name; ``constant_names``
     maps a ``get_attr`` target to the parameter/buffer it holds; ``module_paths`` maps dynamo's
-    module key (``id(module)``) to the module's qualified name.
+    module key (``id(module)``) to the module's qualified name.  A graph without torch's meta
+    (one read from a log) passes what fxviz worked out as data: ``phases`` (op name ->
+    ``forward``/``backward``) and ``modules`` (op name -> module path; an op not in it has none).
     """
     nodes = list(gm.graph.nodes)
     output = nodes[-1]
-    placeholders = [n for n in nodes if n.op == "placeholder"]
-    tangents = []
-    placeholder_role: dict[str, tuple[str, str | None]] = {}
-    described: dict[Any, tuple[str, str | None]] = {}
-    for i, ph in enumerate(placeholders):
-        desc = _torch.node_desc(ph)
-        kind = _torch.describe_input(desc) if desc is not None else None
-        role, qual = _input_role(kind, input_names, primal_param_targets, i)
-        if is_tangent(ph):
-            role, qual = "tangent", None
-            tangents.append(ph)
-        placeholder_role[ph.name] = (role, qual)
-        if desc is not None:
-            described[repr(desc)] = (role, qual)
+    placeholder_role = input_roles(gm, input_names, primal_param_targets)
+    tangents = [n for n in nodes if n.op == "placeholder" and placeholder_role[n.name][0] == "tangent"]
 
     out_args = output_values(gm)
     out_descs = _torch.output_descs(output)
@@ -199,7 +204,8 @@ def classify_nodes(
         if n.op == "call_function" and _torch.partitioner_tag(n) in (None, "is_forward", "must_be_in_forward"):
             s = _torch.seq_nr(n)
             if s is not None and s not in seq_module:
-                seq_module[s] = _module_of(_torch.module_stack(n), module_paths)
+                seq_module[s] = modules.get(n.name) if modules is not None else _module_of(_torch.module_stack(n),
+                                                                                          module_paths)
 
     for n in nodes:
         shape, dtype, nbytes = tensor_facts(_torch.meta_val(n))
@@ -214,17 +220,15 @@ def classify_nodes(
         elif n.op == "output":
             role, phase = "output", "backward" if tangents else "forward"
         else:
-            tag = _torch.partitioner_tag(n)
-            if tag in ("is_backward", "must_be_in_backward"):
-                phase = "backward"
-            elif tag in ("is_forward", "must_be_in_forward"):
-                phase = "forward"
-            else:
-                phase = "backward" if n.name in after_tangent else "forward"
+            phase = phases[n.name] if phases is not None and n.name in phases else _phase(n, after_tangent)
             role = phase
             if n.name in output_role:
                 role, qual = output_role[n.name]
-            if phase == "forward":
+            if modules is not None:  # a backward op outside them: the forward op of its seq_nr's
+                module = modules.get(n.name)
+                if module is None and phase == "backward":
+                    module = seq_module.get(_torch.seq_nr(n) or -1)
+            elif phase == "forward":
                 module = _module_of(_torch.module_stack(n), module_paths)
             else:
                 module = _module_of(_torch.fwd_module_stack(n), module_paths)
@@ -238,6 +242,16 @@ def classify_nodes(
             checkpoint_region=_torch.checkpoint_region(n), symbolic_shape=symbolic_shape(_torch.meta_val(n)),
         )
     return infos
+
+
+def _phase(n: fx.Node, after_tangent: set[str]) -> str:
+    """An op's phase by its partitioner tag, else by whether it reads a tangent (torch's split)."""
+    tag = _torch.partitioner_tag(n)
+    if tag in ("is_backward", "must_be_in_backward"):
+        return "backward"
+    if tag in ("is_forward", "must_be_in_forward"):
+        return "forward"
+    return "backward" if n.name in after_tangent else "forward"
 
 
 def _target_str(n: fx.Node) -> str:

@@ -15,8 +15,8 @@ ROOT = pathlib.Path(fxviz.__file__).parent
 # floor -> module names or dotted prefixes (relative to the package); the longest match decides
 FLOORS: dict[int, tuple[str, ...]] = {
     1: ("_torch", "_fx", "_io", "_state", "_supported", "errors", "examples", "example_names", "units",
-        "graph_facts"),
-    2: ("capture", "roles", "logs.reader", "logs.graph_code", "logs.foreign"),
+        "graph_facts", "logs.signature"),
+    2: ("capture", "roles", "logs.reader", "logs.graph_code", "logs.foreign", "logs.index"),
     3: ("analysis",),
     4: ("render",),
     5: ("facade", "payloads", "logs", "logs.run", "diffing"),  # a logged Run hands out Traces

@@ -5,20 +5,26 @@ checked against the log's own text or against torch run on the same model."""
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 import torch
 
 import fxviz
-from fxviz.render.embed import unpack_json
 from fxviz import _torch
 from fxviz.errors import FxvizWarning, LogError
 from fxviz.graph_facts import joint_node_count
 from fxviz.logs.reader import ReadStats, read_records
+from fxviz.render.embed import unpack_json
 
-from .logs_util import (BREAK_AND_RECOMPILE, DISTRIBUTED, INFERENCE_ONLY, MINI_GPT, MISSING_GRADIENTS, free_port,
-                        make_log)
+from .logs_util import (
+    BREAK_AND_RECOMPILE,
+    DISTRIBUTED,
+    INFERENCE_ONLY,
+    MINI_GPT,
+    MISSING_GRADIENTS,
+    free_port,
+    make_log,
+)
 
 _ANNOT = re.compile(r'^\s+(\w+): "(\w+)\[([^\]]*)\]\[[^\]]*\]\w+"')
 _OP = re.compile(r"^\s+(\w+)(?:: \"[^\"]*\")? = (torch\.ops\.[\w.]+)\(")
@@ -80,7 +86,7 @@ def _check_rebuilt(tr, joint_text):
     assert set(ops) <= set(nodes)
     for name, op in ops.items():
         assert str(nodes[name].target).replace("aten::", "aten.").startswith(op.rsplit(".", 1)[0]), (name, op)
-        assert str(nodes[name].target) == str(eval("torch.ops." + op)), (name, op)  # noqa: S307 - test's own log
+        assert str(nodes[name].target) == str(eval("torch.ops." + op)), (name, op)
     for name, sizes in shapes.items():
         val = _torch.meta_val(nodes[name])
         assert [str(s) for s in val.shape] == sizes, (name, val.shape, sizes)
@@ -202,12 +208,14 @@ def test_bad_logs(tmp_path, aot_log):
         fxviz.load_logs(empty)
     junk = tmp_path / "junk.log"
     junk.write_bytes(b"\x00\x01 not a log\n" * 10)
-    with pytest.raises(LogError, match="no TORCH_TRACE log records"):
-        with pytest.warns(FxvizWarning, match="not a TORCH_TRACE log"):
-            fxviz.load_logs(junk)
+    with pytest.raises(LogError, match="no TORCH_TRACE log records"), \
+            pytest.warns(FxvizWarning, match="not a TORCH_TRACE log"):
+        fxviz.load_logs(junk)
     eager = make_log(INFERENCE_ONLY, tmp_path / "eager")
-    with pytest.raises(LogError, match="no AOT graph"):
-        fxviz.load_logs(eager)
+    run = fxviz.load_logs(eager)  # a readable log is always read and listed (issue 33)
+    assert run.graphs["status"].tolist() == ["no AOT graph"] and run.graphs["backend"].tolist() == [None]
+    with pytest.raises(LogError, match=r"rank 0 logged no AOT graph \(1 no AOT graph\)"):
+        run.trace()
 
     (src,) = list(aot_log.iterdir())
     data = src.read_bytes()
@@ -255,6 +263,27 @@ def test_bad_logs(tmp_path, aot_log):
         run.trace(compile_id="9/9")
 
 
+@pytest.mark.parametrize("name", ["aot_log", "inductor_log", "break_log", "ddp_log"])
+def test_listing_saved_bytes_are_the_rebuilds(name, request):
+    """The listing reads, it does not rebuild (issue 36): the activation bytes each backward reads,
+    from the graphs' printed signatures alone, equal what the rebuilt graphs' memory table counts
+    (unique storages on fake tensors), graph by graph and summed per rank; under inductor, with
+    dynamic sizes (the recompile's batch is a symbol) and on two ranks."""
+    run = fxviz.load_logs(request.getfixturevalue(name))
+    rows = run.graphs
+    expected: dict[int, int] = {}
+    graphs = rows[rows["joint"] & rows["backward"]]
+    assert len(graphs) >= 1
+    for _, r in graphs.iterrows():
+        table = run.trace(int(r["rank"]), r["compile_id"], int(r["piece"])).memory_table(["logged"]).iloc[0]
+        assert int(r["saved_bytes"]) == int(table["saved_activation_bytes"]), (r["rank"], r["compile_id"])
+        expected[int(r["rank"])] = expected.get(int(r["rank"]), 0) + int(table["saved_activation_bytes"])
+    totals = run.totals().set_index("rank")
+    assert {r: int(totals.loc[r, "saved_activation_bytes"]) for r in expected} == expected
+    assert totals["saved_bytes_exact"].all()
+    assert (rows["status"] == "compiled").all()
+
+
 def test_cli_on_logs(aot_log, tmp_path, capsys):
     from fxviz.cli import main
 
@@ -285,6 +314,9 @@ def test_cli_on_logs(aot_log, tmp_path, capsys):
     assert "no compile '7/7'" in capsys.readouterr().err
 
 
+_JOINT_AND_BACKWARD = ("aot_joint_graph", "aot_backward_graph")
+
+
 @pytest.fixture(scope="module")
 def ddp_log(tmp_path_factory):
     return make_log(DISTRIBUTED, tmp_path_factory.mktemp("ddp") / "trace", "ddp", str(free_port()))
@@ -299,7 +331,7 @@ def test_two_ranks_ddp(ddp_log):
     for f in sorted(ddp_log.iterdir()):
         rank = int(re.search(r"rank_(\d+)_", f.name).group(1))
         with open(f, "rb") as fh:
-            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind in ("aot_joint_graph", "aot_backward_graph")):
+            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind in _JOINT_AND_BACKWARD):
                 if rec.payload:
                     joints.setdefault(rank, {})[rec.kind] = rec.payload
     for rank in (0, 1):
@@ -348,7 +380,7 @@ def test_explorer_of_a_run(ddp_log):
     ex = fxviz.explore(run, rank=1)
     assert [v for _, v in ex.rank_control.options] == [0, 1]
     assert ex.explorer.trace is run.trace(rank=1)
-    assert [v for _, v in ex.explorer.strategy_control.options][0] == "logged"
+    assert next(v for _, v in ex.explorer.strategy_control.options) == "logged"
     assert "eager" not in [v for _, v in ex.explorer.strategy_control.options]
     ex.rank_control.value = 0
     assert ex.explorer.trace is run.trace(rank=0)

@@ -12,7 +12,7 @@ from torch._functorch._aot_autograd import descriptors as _desc
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._dtype_abbrs import dtype_abbrs as _dtype_abbrs
 
-from .meta import AC_GRAPH_ID_KEY, DESC_KEY, FWD_STACK_KEY, RECOMPUTE_KEY, STACK_KEY, TAG_KEY, TRACE_KEY, VAL_KEY
+from .meta import AC_GRAPH_ID_KEY, DESC_KEY, RECOMPUTE_KEY, TAG_KEY, TRACE_KEY, VAL_KEY
 
 DESCRIPTOR_CLASSES: dict[str, type] = {
     name: obj for name, obj in vars(_desc).items()
@@ -222,8 +222,6 @@ class LogGraphBuilder:
 
     @staticmethod
     def set_tag(node: fx.Node, tag: str) -> None:
+        """The partitioner tag (``is_forward``/``is_backward``) AOTAutograd writes on the joint graph it
+        traces and a log's text drops: torch's partitioners read it to split the graph."""
         node.meta[TAG_KEY] = tag
-
-    @staticmethod
-    def set_module(node: fx.Node, path: str, forward: bool = True) -> None:
-        node.meta[STACK_KEY if forward else FWD_STACK_KEY] = {path: (path, None)}

@@ -16,8 +16,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..capture import Capture, JointGraph
 
-__all__ = ["step_strategy", "budget_strategy", "offered", "default_strategy", "compare_partner", "compare_partners", "drawable", "drawn_strategy",
-           "flow_strategy", "shown_graphs"]
+__all__ = ["step_strategy", "budget_strategy", "offered", "default_strategy", "compare_partner", "compare_partners",
+           "drawable", "drawn_strategy", "flow_strategy", "shown_graphs"]
 
 FLOW_STRATEGY = Strategy("min_cut")
 """The flow network is min-cut's: the strategy a flow view shows when none is named."""

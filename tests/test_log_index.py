@@ -1,0 +1,197 @@
+"""The log index without torch (issues 31, 33, 36): every compile listed with its status, ranks
+from names or records, stray files skipped; views default to the first rank that has the graph.
+Every log here is written by a real run the test makes (a failing backend, a backward never run,
+torch.export), then copied, renamed or cut by record as a user's directory would be."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import fxviz
+from fxviz.errors import FxvizWarning, LogError
+from fxviz.logs.index import GRAPH_KINDS
+from fxviz.logs.signature import ITEMSIZE, VIEW_OPS, storage_bytes
+
+from .logs_util import make_log
+
+FAILING_BACKEND = """
+import torch
+def broken(gm, example_inputs):
+    raise RuntimeError("this backend always fails")
+def f(x):
+    return torch.relu(x) * 2
+def g(x):
+    return (torch.sin(x) * x).sum()
+try:
+    torch.compile(f, backend=broken)(torch.randn(4, requires_grad=True))
+except Exception as e:
+    print("raised", type(e).__name__)
+torch.compile(g, backend="aot_eager")(torch.randn(4, requires_grad=True))  # its backward is never run
+"""
+
+EXPORT = """
+import torch
+m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+torch.export.export(m, (torch.randn(2, 4),)).run_decompositions()
+"""
+
+
+@pytest.fixture(scope="module")
+def fail_log(tmp_path_factory):
+    return make_log(FAILING_BACKEND, tmp_path_factory.mktemp("fail") / "trace")
+
+
+def _only_file(directory):
+    (f,) = [p for p in directory.iterdir() if p.is_file()]
+    return f
+
+
+def _without_aot_graphs(src, dst):
+    """A copy of a log without its AOT graph records (header and payload), as a rank that compiled
+    nothing through AOTAutograd writes it."""
+    out, skipping = [], False
+    for line in src.read_bytes().splitlines(keepends=True):
+        if line.startswith(b"\t"):
+            if not skipping:
+                out.append(line)
+            continue
+        m = re.search(rb'\] (\{"(\w+)")', line)
+        skipping = bool(m) and m.group(2).decode() in GRAPH_KINDS
+        if not skipping:
+            out.append(line)
+    dst.write_bytes(b"".join(out))
+    return dst
+
+
+def test_listing_loads_no_torch(fail_log):
+    """``fxviz logs`` needs the index only: reading, the rows, the totals and the summary load
+    neither torch nor pandas."""
+    code = ("import sys, json\nfrom fxviz.logs import load_logs\n"
+            f"run = load_logs({str(fail_log)!r})\nrows = run.rows(); run.total_rows(); text = run.summary()\n"
+            "print(json.dumps([len(rows), sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pandas'))]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=os.environ.copy(), check=True)
+    n, heavy = json.loads(out.stdout.strip().splitlines()[-1])
+    assert n == 2 and heavy == []
+
+
+def test_failed_compile_and_backward_never_run(fail_log):
+    run = fxviz.load_logs(fail_log)
+    rows = run.graphs.set_index("compile_id")
+    failed = rows.loc["0/0"]
+    assert failed["status"] == "failed" and failed["fail_type"] == "BackendCompilerFailed"
+    assert "this backend always fails" in failed["fail_reason"] and "\n" not in failed["fail_reason"]
+    assert failed["backend"] is None and not failed["joint"]  # the frame compiled nothing: no backend shown
+    ok = rows.loc["1/0"]
+    assert ok["status"] == "compiled" and ok["backend"] == "aot_eager"
+    # the backward was never run, yet torch logged it when it partitioned: its saved bytes are listed,
+    # and they are what the rebuilt graph's memory table counts
+    tr = run.trace()
+    assert tr.capture.origin == "rank 0, compile 1/0"
+    assert int(ok["saved_bytes"]) == int(tr.memory_table(["logged"]).iloc[0]["saved_activation_bytes"])
+    assert "1 failed compile(s)" in run.summary() and "BackendCompilerFailed" in run.summary()
+    with pytest.raises(LogError, match="compile 0/0 on rank 0 has no AOT graph to rebuild "
+                                       r"\(failed: BackendCompilerFailed: .*this backend always fails"):
+        run.trace(compile_id="0/0")
+
+
+def test_a_log_without_aot_graphs_is_listed(fail_log, tmp_path):
+    d = tmp_path / "none"
+    d.mkdir()
+    _without_aot_graphs(_only_file(fail_log), d / "x.log")
+    run = fxviz.load_logs(d)  # never refused: a readable log is listed
+    assert run.graphs["status"].tolist() == ["failed", "no AOT graph"]
+    with pytest.raises(LogError, match=r"rank 0 logged no AOT graph \(1 failed, 1 no AOT graph\)") as err:
+        run.trace()
+    assert "2 compile(s): 1 failed, 1 no AOT graph" in err.value.hint
+
+
+def test_export_inference_graph_without_dynamo(tmp_path):
+    """torch.export logs an ``aot_inference_graph`` with no dynamo frame: listed and rebuilt."""
+    run = fxviz.load_logs(make_log(EXPORT, tmp_path / "export"))
+    row = run.graphs.iloc[0]
+    assert (row["compile_id"], row["status"], row["backend"], row["inference"]) == ("-", "inference", "export", True)
+    tr = run.trace()
+    assert tr.graph.inference and {i.short_op for i in tr.graph.info.values()} >= {"addmm", "relu"}
+
+
+def test_ranks_from_names_stray_files_and_rank_zero_without_graphs(fail_log, tmp_path):
+    src = _only_file(fail_log)
+    d = tmp_path / "ranks"
+    d.mkdir()
+    shutil.copy(src, d / "a_trace_rank_1_x.log")  # sorts first: a rank never comes from file order
+    _without_aot_graphs(src, d / "b_trace_rank_0_x.log")
+    (d / "notes.txt").write_text("not a log\n")
+    (d / "core.json").write_text("{}\n")
+    with pytest.warns(FxvizWarning, match="not a TORCH_TRACE log"):
+        run = fxviz.load_logs(d)
+    assert run.ranks == [0, 1] and not run.notes
+    assert run.graphs[run.graphs["rank"] == 0]["status"].tolist() == ["failed", "no AOT graph"]
+    tr = run.trace()  # rank 0 compiled no graph: the first rank that did, and it says so
+    assert tr.capture.origin.startswith("rank 1,")
+    assert any("rank 0 logged no such graph: this is rank 1's" in w for w in tr.capture.warnings)
+    with pytest.raises(LogError, match="rank 0 logged no AOT graph") as err:
+        run.trace(rank=0)
+    assert "rank(s) 1 have it" in err.value.hint
+
+
+def test_missing_rank_zero_by_renamed_files(fail_log, tmp_path):
+    src = _only_file(fail_log)
+    d = tmp_path / "renamed"
+    d.mkdir()
+    shutil.copy(src, d / "trace_rank_3_.log")
+    shutil.copy(src, d / "trace_rank_1_.log")
+    run = fxviz.load_logs(d)
+    assert run.ranks == [1, 3] and sorted(set(run.graphs["rank"])) == [1, 3]
+    tr = run.trace()
+    assert tr.capture.origin.startswith("rank 1,")
+    assert any("rank 0 is not in the log: this is rank 1's (ranks with it: 1, 3)" in w for w in tr.capture.warnings)
+    with pytest.raises(LogError, match="no rank 0"):
+        run.trace(rank=0)
+    # files that name no rank: the only one is rank 0; several take free ranks, and the run says so
+    d2 = tmp_path / "unnamed"
+    d2.mkdir()
+    shutil.copy(src, d2 / "one.log")
+    assert fxviz.load_logs(d2).ranks == [0]
+    shutil.copy(src, d2 / "two.log")
+    shutil.copy(src, d2 / "trace_rank_0_.log")
+    run = fxviz.load_logs(d2)
+    assert run.ranks == [0, 1, 2] and len(run.notes) == 2 and "one.log names no rank" in run.notes[0]
+
+
+def test_view_ops_are_torchs():
+    """The torch-free list of ops whose output shares their input's storage is torch's: every aten
+    op whose schema returns an alias of its first argument, and no other (``_unsafe_view`` aside,
+    whose output shares the storage though its schema does not say so)."""
+    torch = pytest.importorskip("torch")
+    views = set()
+    for s in torch._C._jit_get_all_schemas():  # noqa: SLF001 - every schema torch registered
+        ret = s.returns[0].alias_info if s.returns else None
+        if (s.name.startswith("aten::") and not s.name.endswith("_") and ret is not None and not ret.is_write
+                and s.arguments and str(s.arguments[0].type) == "Tensor"):
+            views.add(s.name[len("aten::"):])
+    assert views == VIEW_OPS - {"_unsafe_view"}
+
+
+def test_itemsizes_are_torchs():
+    """Every dtype abbreviation torch prints in a graph's annotations, with its dtype's item size."""
+    pytest.importorskip("torch")
+    from torch.utils._dtype_abbrs import dtype_abbrs
+
+    assert {a: dt.itemsize for dt, a in dtype_abbrs.items()} == ITEMSIZE
+
+
+def test_storage_bytes_from_an_annotation():
+    assert storage_bytes("f32[2, 8, 16][128, 16, 1]cpu", {}) == 2 * 8 * 16 * 4
+    assert storage_bytes("f32[4, 8, 8][64, 1, 8]cpu", {}) == 4 * 8 * 8 * 4  # a transposed view: same extent
+    assert storage_bytes("bf16[s77, 16][16, 1]cuda:0", {"s77": 6}) == 6 * 16 * 2
+    assert storage_bytes("f32[2*s0 + 1][1]cpu", {"s0": 3}) == 7 * 4
+    assert storage_bytes("f32[s9][1]cpu", {}) is None  # a size the log gives no value for
+    assert storage_bytes("f32[0, 4][4, 1]cpu", {}) == 0 and storage_bytes("f32[][]cpu", {}) == 4
