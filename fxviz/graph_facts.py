@@ -29,9 +29,9 @@ from . import _torch
 from ._fx import output_values
 
 __all__ = [
-    "CAST_OPS", "concrete", "tensors", "numel_bytes", "is_view_op", "alias_base", "is_cast",
+    "CAST_OPS", "draws_random", "redraws_if_recomputed", "concrete", "tensors", "numel_bytes", "is_view_op", "alias_base", "is_cast",
     "is_tangent", "tangents", "tangent_dependent", "traced_phases", "forward_outputs", "gradient_slots", "saved_values",
-    "storage_key", "Storages", "op_flops", "op_traffic", "node_flops", "node_traffic", "graph_flops",
+    "storage_key", "Storages", "ATTENTION_FORMULAS", "counts_flops", "op_flops", "op_traffic", "node_flops", "node_traffic", "graph_flops",
     "graph_op_count", "joint_node_count", "stack_frames", "innermost_frame",
 ]
 
@@ -132,6 +132,20 @@ def draws_random(node: fx.Node) -> bool:
         if isinstance(p, (int, float)) and not isinstance(p, bool):
             return p != 0
     return True
+
+
+_REPLAYED = ("must_recompute", "prefer_recompute")  # policies whose random ops torch recomputes with their RNG state
+
+
+def redraws_if_recomputed(node: fx.Node) -> bool:
+    """Whether running ``node`` again in the backward would draw other values than the forward
+    drew, so a partition that does so computes other gradients: it draws (``draws_random``) and
+    torch does not replay its RNG state.  torch's min-cut replays it (``functionalize_rng_ops``:
+    ``run_and_save_rng_state`` in the forward, ``run_with_rng_state`` in the backward) only for a
+    random op a checkpoint policy marks ``must_recompute``/``prefer_recompute``; its knapsack
+    recomputes others (dropout included) without.  What torch may recompute, fxviz's optimum may
+    too, unless it redraws."""
+    return draws_random(node) and _torch.checkpoint_policy(node) not in _REPLAYED
 
 
 def is_tangent(node: fx.Node) -> bool:
@@ -308,11 +322,51 @@ def _flop_key(node: fx.Node) -> Any:
     return key
 
 
+def _attention_formulas() -> dict[Any, Any]:
+    """torch's SDPA formulas for the attention kernels ``flop_counter`` has none for: the CPU
+    flash kernel torch dispatches ``scaled_dot_product_attention`` to on CPU (and on meta), and the
+    ``overrideable`` one of other backends.  They run the same two matmuls (four in the backward,
+    plus the scores again) as the CUDA kernels the formulas are registered for, so attention counts
+    on CPU as on GPU (without them it counted 0: ``forward_flops`` was the Linears' alone)."""
+    aten = torch.ops.aten
+    fwd = flop_registry[aten._scaled_dot_product_flash_attention]
+    bwd = flop_registry[aten._scaled_dot_product_flash_attention_backward]
+    out: dict[Any, Any] = {}
+    for name, formula in (("_scaled_dot_product_flash_attention_for_cpu", fwd),
+                          ("_scaled_dot_product_flash_attention_for_cpu_backward", bwd),
+                          ("_scaled_dot_product_fused_attention_overrideable", fwd),
+                          ("_scaled_dot_product_fused_attention_overrideable_backward", bwd)):
+        packet = getattr(aten, name, None)
+        if packet is not None and packet not in flop_registry:
+            out[packet] = _raw(formula)
+    return out
+
+
+def _raw(formula: Any) -> Any:
+    """A registered (already shape-wrapped) formula as ``FlopCounterMode``'s ``custom_mapping``
+    takes it without wrapping it again."""
+    def counted(*args: Any, **kwargs: Any) -> int:
+        return int(formula(*args, **kwargs))
+
+    counted._get_raw = True  # type: ignore[attr-defined]
+    return counted
+
+
+ATTENTION_FORMULAS: dict[Any, Any] = _attention_formulas()
+"""The ops fxviz counts FLOPs of beyond ``torch.utils.flop_counter``'s registry (CPU attention)."""
+
+
+def counts_flops(packet: Any) -> bool:
+    """Whether FLOPs are counted for this op (``flop_counter``'s registry, or CPU attention)."""
+    return packet in flop_registry or packet in ATTENTION_FORMULAS
+
+
 def node_flops(node: fx.Node) -> int:
-    """FLOPs of one node as ``torch.utils.flop_counter`` counts them (pointwise ops count 0), run
-    on meta tensors of the recorded shapes: nothing is computed."""
+    """FLOPs of one node as ``torch.utils.flop_counter`` counts them (pointwise ops count 0; CPU
+    attention by torch's SDPA formula), run on meta tensors of the recorded shapes: nothing is
+    computed."""
     packet = getattr(node.target, "overloadpacket", None)
-    if node.op != "call_function" or packet not in flop_registry:
+    if node.op != "call_function" or not counts_flops(packet):
         return 0
     key = _flop_key(node)
     if key is not None and key in _FLOPS:
@@ -329,10 +383,13 @@ def node_flops(node: fx.Node) -> int:
 
 def op_flops(func: Any, args: Any, kwargs: Any) -> int:
     """FLOPs of one aten op call as ``torch.utils.flop_counter`` counts them (pointwise ops count
-    0), run on meta copies of its tensors (fake, real or meta): nothing is computed."""
-    if getattr(func, "overloadpacket", None) not in flop_registry:
+    0; CPU attention by torch's SDPA formula), run on meta copies of its tensors (fake, real or
+    meta): nothing is computed."""
+    packet = getattr(func, "overloadpacket", None)
+    if not counts_flops(packet):
         return 0
-    counter = FlopCounterMode(display=False)
+    extra = {packet: ATTENTION_FORMULAS[packet]} if packet in ATTENTION_FORMULAS else None
+    counter = FlopCounterMode(display=False, custom_mapping=extra)
     with counter:
         func(*_meta(tuple(args)), **{k: _meta(v) for k, v in kwargs.items()})
     return int(counter.get_total_flops())

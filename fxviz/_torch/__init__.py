@@ -53,7 +53,8 @@ from .meta import (
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("budget_config", "copy_graph_module", "cse_like_min_cut", "default_partition",
                      "extract_fwd_bwd_modules", "is_collective", "is_random", "is_tangent", "min_cut_partition",
-                     "must_be_in_backward", "must_be_in_forward", "partitioner_context", "torch_size_of"),
+                     "must_be_in_backward", "must_be_in_forward", "partitioner_context", "replay_rng",
+                     "rng_state_bytes", "torch_size_of"),
                     "partitioners"),
     **dict.fromkeys(("RawJoint", "capture_with_aot_function", "capture_with_dynamo",
                      "quiet_torch", "run_compiled_backward", "skipped_frames", "unimplemented_count"), "tracing"),
@@ -73,6 +74,8 @@ if TYPE_CHECKING:
         must_be_in_backward,
         must_be_in_forward,
         partitioner_context,
+        replay_rng,
+        rng_state_bytes,
         torch_size_of,
     )
     from .tracing import (
@@ -141,6 +144,8 @@ __all__ = [
     "must_be_in_backward",
     "is_collective",
     "cse_like_min_cut",
+    "replay_rng",
+    "rng_state_bytes",
     "LogGraphBuilder",
     "DESCRIPTOR_CLASSES",
     "inductor_joint_passes",
@@ -169,6 +174,8 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch._functorch.partitioners._is_tangent",
     "torch._functorch.partitioners._must_be_in_forward",
     "torch._functorch.partitioners._must_be_in_backward",
+    "torch._functorch.partitioners.has_recomputable_rng_ops",
+    "torch._functorch.partitioners.functionalize_rng_ops",
     "torch._functorch.compile_utils.fx_graph_cse",
     "torch._functorch.config.cse",
     "torch._functorch.config.activation_memory_budget",
