@@ -66,6 +66,9 @@ class Capture:
     eager_frames: list[str] = field(default_factory=list)
     backend: str = "aot_eager"  # whose joint graph this is: "aot_eager" or "inductor" (torch.compile's default)
     dynamic: bool = False  # traced with symbolic sizes (torch.compile(dynamic=True))
+    # the loss is applied outside the graph (a loss_fn, or the model's own .loss): the graph is the
+    # model's, its tangents the gradients of the loss w.r.t. the model's outputs
+    loss_outside: bool = False
 
     @property
     def backend_label(self) -> str:
