@@ -329,7 +329,8 @@ def _no_graph(breaks: list[str], skipped: bool = True) -> TraceError:
     """Dynamo compiled nothing: say why it skipped the frames (``Attempted to wrap sparse Tensor``),
     or, where it skipped none (``skipped`` False), that the graph breaks left no op in any graph:
     OpInfo's ``corrcoef``/``cov`` samples, whose one op breaks at ``aten.equal`` (data-dependent);
-    torch.compile of the same step compiles no graph either."""
+    torch.compile of the same step compiles no graph either (tests/test_compat.py checks it): the
+    loss adds no op there (a scalar output used as it is, or a loss applied outside the model)."""
     if not breaks:
         return TraceError("torch.compile captured no graph: the whole model ran as plain Python",
                           "make sure the model calls torch operations on its inputs")
@@ -338,8 +339,9 @@ def _no_graph(breaks: list[str], skipped: bool = True) -> TraceError:
         return TraceError(f"torch.compile captured no graph: every op ran outside the graphs, at graph breaks "
                           f"({reasons})",
                           "torch.compile of the same step compiles no graph either (eager autograd runs that "
-                          "code); a loss_fn with an op of its own (lambda out: out.sum()) is captured after the "
-                          "break")
+                          "code, and the loss adds no op to the compiled code); a step that computes a loss with "
+                          "an op of its own compiles that op after the break: fxviz.trace(model, *inputs, "
+                          "loss_fn=lambda out: out.sum(), compile_loss=True)")
     if any("sparse" in b.lower() for b in breaks):
         hint = ("dynamo cannot take sparse tensors as graph inputs; pass x.to_dense(), or use "
                 "capture_route='aot', which traces COO tensors")
