@@ -29,9 +29,10 @@ from . import _torch
 from ._fx import output_values
 
 __all__ = [
-    "CAST_OPS", "draws_random", "redraws_if_recomputed", "concrete", "tensors", "numel_bytes", "is_view_op", "alias_base", "is_cast",
-    "is_tangent", "tangents", "tangent_dependent", "traced_phases", "forward_outputs", "gradient_slots", "saved_values",
-    "storage_key", "Storages", "ATTENTION_FORMULAS", "counts_flops", "op_flops", "op_traffic", "node_flops", "node_traffic", "graph_flops",
+    "CAST_OPS", "draws_random", "redraws_if_recomputed", "concrete", "tensors", "numel_bytes", "is_view_op",
+    "alias_base", "is_cast", "is_tangent", "tangents", "tangent_dependent", "traced_phases", "forward_outputs",
+    "gradient_slots", "saved_values", "storage_key", "Storages", "ATTENTION_FORMULAS", "counts_flops", "op_flops",
+    "op_traffic", "node_flops", "node_traffic", "graph_flops",
     "graph_op_count", "joint_node_count", "stack_frames", "innermost_frame",
 ]
 
@@ -322,38 +323,10 @@ def _flop_key(node: fx.Node) -> Any:
     return key
 
 
-def _attention_formulas() -> dict[Any, Any]:
-    """torch's SDPA formulas for the attention kernels ``flop_counter`` has none for: the CPU
-    flash kernel torch dispatches ``scaled_dot_product_attention`` to on CPU (and on meta), and the
-    ``overrideable`` one of other backends.  They run the same two matmuls (four in the backward,
-    plus the scores again) as the CUDA kernels the formulas are registered for, so attention counts
-    on CPU as on GPU (without them it counted 0: ``forward_flops`` was the Linears' alone)."""
-    aten = torch.ops.aten
-    fwd = flop_registry[aten._scaled_dot_product_flash_attention]
-    bwd = flop_registry[aten._scaled_dot_product_flash_attention_backward]
-    out: dict[Any, Any] = {}
-    for name, formula in (("_scaled_dot_product_flash_attention_for_cpu", fwd),
-                          ("_scaled_dot_product_flash_attention_for_cpu_backward", bwd),
-                          ("_scaled_dot_product_fused_attention_overrideable", fwd),
-                          ("_scaled_dot_product_fused_attention_overrideable_backward", bwd)):
-        packet = getattr(aten, name, None)
-        if packet is not None and packet not in flop_registry:
-            out[packet] = _raw(formula)
-    return out
-
-
-def _raw(formula: Any) -> Any:
-    """A registered (already shape-wrapped) formula as ``FlopCounterMode``'s ``custom_mapping``
-    takes it without wrapping it again."""
-    def counted(*args: Any, **kwargs: Any) -> int:
-        return int(formula(*args, **kwargs))
-
-    counted._get_raw = True  # type: ignore[attr-defined]
-    return counted
-
-
-ATTENTION_FORMULAS: dict[Any, Any] = _attention_formulas()
-"""The ops fxviz counts FLOPs of beyond ``torch.utils.flop_counter``'s registry (CPU attention)."""
+ATTENTION_FORMULAS: dict[Any, Any] = _torch.attention_flop_formulas()
+"""The ops fxviz counts FLOPs of beyond ``torch.utils.flop_counter``'s registry: CPU attention, by torch's
+SDPA formulas (``_torch.attention_flop_formulas``); without them it counted 0 (``forward_flops`` was the
+Linears' alone)."""
 
 
 def counts_flops(packet: Any) -> bool:

@@ -68,7 +68,8 @@ STEPS = {
                 "out['loss'].backward()",
     "loss_fn_outside": "out = torch.compile(model, backend='aot_eager')(ids)\n"
                        "(out['logits'].float().pow(2).mean()).backward()",
-    "compile_loss": "step = torch.compile(lambda ids: model(ids)['logits'].float().pow(2).mean(), backend='aot_eager')\n"
+    "compile_loss": "step = torch.compile(lambda ids: model(ids)['logits'].float().pow(2).mean(),\n"
+                    "                     backend='aot_eager')\n"
                     "step(ids).backward()",
 }
 

@@ -76,10 +76,12 @@ def attention_traces():
 
 def test_cpu_attention_is_tagged_random_and_draws_nothing(attention_traces):
     tr = attention_traces["attention"]
-    sdpa = [n for n in tr.joint.graph.nodes if "scaled_dot_product" in str(n.target) and "backward" not in str(n.target)]
+    sdpa = [n for n in tr.joint.graph.nodes
+            if "scaled_dot_product" in str(n.target) and "backward" not in str(n.target)]
     assert sdpa and all(torch.Tag.nondeterministic_seeded in n.target.tags for n in sdpa)  # torch's tag
     assert not any(draws_random(n) or redraws_if_recomputed(n) for n in sdpa)
-    dropout = [n for n in attention_traces["mini_gpt"].joint.graph.nodes if n.target is torch.ops.aten.native_dropout.default]
+    gpt = attention_traces["mini_gpt"].joint.graph
+    dropout = [n for n in gpt.nodes if n.target is torch.ops.aten.native_dropout.default]
     assert dropout and all(redraws_if_recomputed(n) for n in dropout)
 
 
@@ -182,12 +184,12 @@ def test_checkpointed_dropout_is_replayed_as_torch_replays_it(policy, spec):
     model(x).backward()
     expected = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
-    torch._dynamo.reset()
+    torch.compiler.reset()
     fn = fxviz.partitioner(spec)
     compiled = torch.compile(model, backend=aot_autograd(fw_compiler=nop, bw_compiler=nop, partition_fn=fn))
     torch.manual_seed(1)
     compiled(x).backward()
-    torch._dynamo.reset()
+    torch.compiler.reset()
     for got, want in zip((p.grad for p in model.parameters()), expected):
         torch.testing.assert_close(got, want)
     if policy is not None and spec.startswith("optimal"):  # recomputed, with the CPU RNG state saved

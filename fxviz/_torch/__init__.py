@@ -30,6 +30,7 @@ from .log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder, inductor_joint_passe
 from .meta import (
     InputKind,
     OutputKind,
+    attention_flop_formulas,
     checkpoint_policy,
     checkpoint_region,
     describe_input,
@@ -146,6 +147,7 @@ __all__ = [
     "cse_like_min_cut",
     "replay_rng",
     "rng_state_bytes",
+    "attention_flop_formulas",
     "LogGraphBuilder",
     "DESCRIPTOR_CLASSES",
     "inductor_joint_passes",
@@ -176,6 +178,7 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch._functorch.partitioners._must_be_in_backward",
     "torch._functorch.partitioners.has_recomputable_rng_ops",
     "torch._functorch.partitioners.functionalize_rng_ops",
+    "torch.utils.flop_counter.flop_registry",
     "torch._functorch.compile_utils.fx_graph_cse",
     "torch._functorch.config.cse",
     "torch._functorch.config.activation_memory_budget",
