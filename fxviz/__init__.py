@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from . import examples
     from .analysis.partition import partitioner
     from .diffing import Diff, diff
-    from .facade import Trace, trace
+    from .facade import Trace
     from .html_report import report
     from .logs import Run, load_logs
+    from .tracing import trace
     from .widgets import explore
 
 __all__ = [
@@ -47,10 +48,10 @@ __all__ = [
 __version__ = "0.1.0"
 
 # public name -> the module that defines it (relative to this package).  No module is named like a
-# public function (``facade`` defines ``trace``, ``diffing`` defines ``diff``): a submodule binds its
+# public function (``tracing`` defines ``trace``, ``diffing`` defines ``diff``): a submodule binds its
 # name on the package when it loads, which would hide the function.
 _HOMES = {
-    "trace": "facade", "Trace": "facade", "diff": "diffing", "Diff": "diffing", "load_logs": "logs", "Run": "logs",
+    "trace": "tracing", "Trace": "facade", "diff": "diffing", "Diff": "diffing", "load_logs": "logs", "Run": "logs",
     "explore": "widgets", "report": "html_report", "partitioner": "analysis.partition", "examples": "examples",
 }
 

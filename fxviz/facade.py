@@ -4,8 +4,8 @@ answer in one cache per graph and one per model (``analysis.cache``), keyed by t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import torch.fx as fx
 
@@ -13,7 +13,7 @@ from .analysis import choices
 from .analysis.cache import Cache, GraphCache
 from .analysis.pieces import PieceFacts, piece_facts
 from .analysis.strategies import StrategiesLike, Strategy, StrategyLike, parse_list
-from .capture import Capture, JointGraph, capture, graph_of
+from .capture import Capture, JointGraph, graph_of
 from .roles import role_counts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,42 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .render.plots import MemorySweep, MemoryTimeline
     from .render.table import MemoryTable
 
-__all__ = ["Trace", "trace"]
-
-def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None = None,
-          params: str = "lifted", capture_route: str = "auto", backend: str = "aot_eager",
-          dynamic: bool = False) -> Trace:
-    """Trace ``model_or_fn(*example_inputs)`` into its joint forward+backward graph.
-
-    Args:
-        model_or_fn: an ``nn.Module`` or a function of tensors.
-        *example_inputs: the inputs to call it with (tensors; token ids are fine).
-        loss_fn: maps the outputs to a scalar; default: the output itself if it is a scalar, else
-            the sum of every floating output.
-        params: ``"lifted"`` (parameters and buffers become graph inputs, as torch.compile does)
-            or ``"closure"`` (parameters are captured as constants, as ``aot_function`` on a
-            closure does: the backward then computes no parameter gradient).
-        capture_route: ``"auto"`` (dynamo, or aot for meta-device models and closure mode),
-            ``"dynamo"`` (torch.compile's capture: module paths, source lines, graph breaks) or
-            ``"aot"`` (aot_function over fake tensors: no weights touched, no graph breaks).
-        backend: whose joint graph to capture.  ``"aot_eager"`` (default): the graph AOTAutograd
-            traces with its own decompositions.  ``"inductor"``: the graph torch.compile's default
-            backend partitions (inductor's decompositions, e.g. gelu as erf; its joint-graph
-            passes), with min-cut called as inductor calls it.  No kernel is generated.
-        dynamic: torch.compile's flag: trace with symbolic sizes (SymInts saved for the backward
-            are listed; bytes are evaluated at the example sizes).
-
-    Returns:
-        A :class:`Trace`.  With graph breaks, it is the first graph; ``tr.pieces`` has them all,
-        ``tr.draw(piece=i)`` draws one, ``tr.overview()`` all of them in execution order,
-        ``tr.memory_table_by_piece()`` tabulates each and the whole step, and ``tr.doctor()``
-        reasons over all of them (code that ran outside every graph, graphs reused for several modules).
-
-    The model, its ``.grad`` fields, buffers, ``training`` flags and the RNG are left untouched.
-    """
-    return Trace(capture(model_or_fn, tuple(example_inputs), loss_fn=loss_fn, params=params,
-                         route=capture_route, backend=backend, dynamic=dynamic))
-
+__all__ = ["Trace"]
 
 class Trace:
     """One captured joint graph, with its nodes named and classified, and every view of it."""

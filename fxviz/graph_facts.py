@@ -29,9 +29,10 @@ from . import _torch
 from ._fx import output_values
 
 __all__ = [
-    "CAST_OPS", "concrete", "tensors", "numel_bytes", "is_view_op", "alias_base", "is_cast",
-    "is_tangent", "tangents", "tangent_dependent", "traced_phases", "forward_outputs", "gradient_slots", "saved_values",
-    "storage_key", "Storages", "op_flops", "op_traffic", "node_flops", "node_traffic", "graph_flops",
+    "CAST_OPS", "draws_random", "redraws_if_recomputed", "concrete", "tensors", "numel_bytes", "is_view_op",
+    "alias_base", "is_cast", "is_tangent", "tangents", "tangent_dependent", "traced_phases", "forward_outputs",
+    "gradient_slots", "saved_values", "storage_key", "Storages", "ATTENTION_FORMULAS", "counts_flops", "op_flops",
+    "op_traffic", "node_flops", "node_traffic", "graph_flops",
     "graph_op_count", "joint_node_count", "stack_frames", "innermost_frame",
 ]
 
@@ -132,6 +133,20 @@ def draws_random(node: fx.Node) -> bool:
         if isinstance(p, (int, float)) and not isinstance(p, bool):
             return p != 0
     return True
+
+
+_REPLAYED = ("must_recompute", "prefer_recompute")  # policies whose random ops torch recomputes with their RNG state
+
+
+def redraws_if_recomputed(node: fx.Node) -> bool:
+    """Whether running ``node`` again in the backward would draw other values than the forward
+    drew, so a partition that does so computes other gradients: it draws (``draws_random``) and
+    torch does not replay its RNG state.  torch's min-cut replays it (``functionalize_rng_ops``:
+    ``run_and_save_rng_state`` in the forward, ``run_with_rng_state`` in the backward) only for a
+    random op a checkpoint policy marks ``must_recompute``/``prefer_recompute``; its knapsack
+    recomputes others (dropout included) without.  What torch may recompute, fxviz's optimum may
+    too, unless it redraws."""
+    return draws_random(node) and _torch.checkpoint_policy(node) not in _REPLAYED
 
 
 def is_tangent(node: fx.Node) -> bool:
@@ -308,11 +323,23 @@ def _flop_key(node: fx.Node) -> Any:
     return key
 
 
+ATTENTION_FORMULAS: dict[Any, Any] = _torch.attention_flop_formulas()
+"""The ops fxviz counts FLOPs of beyond ``torch.utils.flop_counter``'s registry: CPU attention, by torch's
+SDPA formulas (``_torch.attention_flop_formulas``); without them it counted 0 (``forward_flops`` was the
+Linears' alone)."""
+
+
+def counts_flops(packet: Any) -> bool:
+    """Whether FLOPs are counted for this op (``flop_counter``'s registry, or CPU attention)."""
+    return packet in flop_registry or packet in ATTENTION_FORMULAS
+
+
 def node_flops(node: fx.Node) -> int:
-    """FLOPs of one node as ``torch.utils.flop_counter`` counts them (pointwise ops count 0), run
-    on meta tensors of the recorded shapes: nothing is computed."""
+    """FLOPs of one node as ``torch.utils.flop_counter`` counts them (pointwise ops count 0; CPU
+    attention by torch's SDPA formula), run on meta tensors of the recorded shapes: nothing is
+    computed."""
     packet = getattr(node.target, "overloadpacket", None)
-    if node.op != "call_function" or packet not in flop_registry:
+    if node.op != "call_function" or not counts_flops(packet):
         return 0
     key = _flop_key(node)
     if key is not None and key in _FLOPS:
@@ -329,10 +356,13 @@ def node_flops(node: fx.Node) -> int:
 
 def op_flops(func: Any, args: Any, kwargs: Any) -> int:
     """FLOPs of one aten op call as ``torch.utils.flop_counter`` counts them (pointwise ops count
-    0), run on meta copies of its tensors (fake, real or meta): nothing is computed."""
-    if getattr(func, "overloadpacket", None) not in flop_registry:
+    0; CPU attention by torch's SDPA formula), run on meta copies of its tensors (fake, real or
+    meta): nothing is computed."""
+    packet = getattr(func, "overloadpacket", None)
+    if not counts_flops(packet):
         return 0
-    counter = FlopCounterMode(display=False)
+    extra = {packet: ATTENTION_FORMULAS[packet]} if packet in ATTENTION_FORMULAS else None
+    counter = FlopCounterMode(display=False, custom_mapping=extra)
     with counter:
         func(*_meta(tuple(args)), **{k: _meta(v) for k, v in kwargs.items()})
     return int(counter.get_total_flops())

@@ -161,7 +161,8 @@ def test_outputs_dict_tuple_dataclass_and_loss_fn():
     tr = fxviz.trace(lambda x: _Out(lin(x), lin(x).sum(), "hi"), x)
     assert "logits" in tr.loss
     tr = fxviz.trace(lin, x, loss_fn=lambda y: y.pow(2).mean())
-    assert tr.loss == "loss = loss_fn(outputs)"
+    assert tr.loss.startswith("loss = loss_fn(outputs), applied outside the graph")
+    assert fxviz.trace(lin, x, loss_fn=lambda y: y.pow(2).mean(), compile_loss=True).loss == "loss = loss_fn(outputs)"
 
 
 def test_bad_inputs_raise_fxviz_errors():

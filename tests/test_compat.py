@@ -157,13 +157,18 @@ def test_trace_graph_break_at_the_only_op():
     with pytest.raises(fxviz.TraceError, match="every op ran outside the graphs, at graph breaks") as err:
         fxviz.trace(model, x)
     assert "Data dependent operator" in err.value.message and "plain Python" not in err.value.message
+    assert "compile_loss=True" in err.value.hint
 
     def loss(out):
         return out * 3
 
+    # torch.compile(model) then loss(out).backward(): the loss is outside the compiled model, no graph
+    with pytest.raises(fxviz.TraceError, match="every op ran outside the graphs"):
+        fxviz.trace(model, x, loss_fn=loss)
+    # torch.compile of a step that computes the loss compiles the loss's op after the break
     graphs, skipped = _torch_compile_graphs(lambda x: loss(model(x)), x)
     with pytest.warns(FxvizWarning, match="compute no gradient for the 1 parameter"):  # w: corrcoef ran eagerly
-        tr = fxviz.trace(model, x, loss_fn=loss)
+        tr = fxviz.trace(model, x, loss_fn=loss, compile_loss=True)
     assert len(graphs) == len(tr.pieces) == 1 and skipped == [] and tr.capture.eager_frames == []
     dynamo_ops = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
     assert len(dynamo_ops) == 1 and "mul" in dynamo_ops[0], dynamo_ops

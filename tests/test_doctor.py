@@ -200,7 +200,9 @@ CUT_CASES = [
 def test_each_cut_names_parameter_node_and_line(cls, cause, cut, op):
     model, x = _model(cls), _x()
     loss_fn = (lambda out: out[0].sum()) if cls is IgnoredHead else None
-    tr = fxviz.trace(model, x, loss_fn=loss_fn)
+    # the loss traced into the graph: the doctor sees which outputs it reads (outside it, every
+    # output gets a tangent)
+    tr = fxviz.trace(model, x, loss_fn=loss_fn, compile_loss=True)
     before = snapshot(model)
     report = tr.doctor()
     assert_unchanged(model, before)

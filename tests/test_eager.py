@@ -178,3 +178,26 @@ def test_eager_failure_is_an_error_row_not_a_crash():
     assert df["error"].iloc[0] is None and df["saved_activation_bytes"].iloc[0] > 0
     assert "this model forbids saved-tensor hooks" in df["error"].iloc[1]
     assert tr.partition("eager").error == df["error"].iloc[1]
+
+
+def test_a_kv_cache_the_output_holds_is_not_called_checkpoint():
+    """GPT-2 returns its KV cache (``past_key_values``, an object, not a pytree): its keys and values
+    are alive after the forward because the output holds them, and the model has no checkpointing,
+    so nothing is "held by checkpoint itself".  The reference is the model's own output: every
+    storage the eager row counts as an activation is one autograd saved (saved_tensors_hooks)."""
+    transformers = pytest.importorskip("transformers")
+    import fxviz
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=32,
+                                     bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2LMHeadModel(config)
+    ids = torch.randint(0, 64, (2, 8))
+    with torch.no_grad():
+        cache = model(ids, use_cache=True).past_key_values
+    assert cache is not None and not isinstance(cache, (tuple, list, dict))  # an object dynamo and pytree do not walk
+    tr = fxviz.trace(lambda ids: model(ids, labels=ids, use_cache=True), ids)
+    m = measure_eager(tr.capture, tr.graph)
+    assert m.checkpoint_bytes == 0 and m.checkpoint_storages == 0
+    assert all(t.held_by == "autograd" for t in m.saved)
+    assert not any("checkpoint itself" in n for n in m.notes)

@@ -33,12 +33,12 @@ def test_import_fxviz_loads_no_heavy_module():
 
 def test_public_names_still_resolve_lazily():
     code = ("import fxviz, fxviz.html_report, fxviz.logs.run\n"
-            "assert callable(fxviz.trace) and fxviz.trace.__module__ == 'fxviz.facade', fxviz.trace\n"
+            "assert callable(fxviz.trace) and fxviz.trace.__module__ == 'fxviz.tracing', fxviz.trace\n"
             "assert fxviz.Trace.__name__ == 'Trace' and fxviz.Run.__name__ == 'Run'\n"
             "from fxviz.example_names import NAMES\nassert tuple(fxviz.examples.EXAMPLES) == NAMES\n"
             "from fxviz import trace, load_logs, report, explore, partitioner\n"
             "assert trace is fxviz.trace\n"
-            "import fxviz.facade, fxviz.diffing\n"  # loading the modules hides no function
+            "import fxviz.facade, fxviz.tracing, fxviz.diffing\n"  # loading the modules hides no function
             "assert callable(fxviz.trace) and callable(fxviz.diff) and fxviz.diff.__module__ == 'fxviz.diffing'")
     assert "torch._dynamo" not in _loaded_after(code)  # none of these names needs dynamo to resolve
 

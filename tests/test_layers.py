@@ -19,7 +19,7 @@ FLOORS: dict[int, tuple[str, ...]] = {
     2: ("capture", "roles", "logs.reader", "logs.graph_code", "logs.foreign", "logs.index"),
     3: ("analysis",),
     4: ("render",),
-    5: ("facade", "payloads", "logs", "logs.run", "diffing"),  # a logged Run hands out Traces
+    5: ("facade", "tracing", "payloads", "logs", "logs.run", "diffing"),  # a logged Run hands out Traces
     6: ("widgets", "html_report", "diff_report"),
     7: ("__init__", "cli", "__main__"),
 }
@@ -193,3 +193,34 @@ def test_packages_that_were_modules_keep_their_names():
     for name in scene.__all__:
         assert hasattr(scene, name), name
     assert capture.capture.__module__ == "fxviz.capture.routes"
+
+
+TOP_FLOORS = (5, 6, 7)
+MAX_TOP_FILE_LINES = 400
+MAX_TOP_FUNCTION_LINES = 80
+
+
+def test_top_floors_are_small_rooms():
+    """The facade, payloads, logs, diff, widgets, reports and CLI hold one job per room (issue 31:
+    five files there had grown past 600 lines): no file over 400 lines, no function over 80."""
+    big = []
+    for name, path in MODULES.items():
+        if floor_of(name) not in TOP_FLOORS:
+            continue
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_TOP_FILE_LINES:
+            big.append(f"fxviz/{path.relative_to(ROOT)}: {lines} lines")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None:
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_TOP_FUNCTION_LINES:
+                    big.append(f"fxviz/{path.relative_to(ROOT)}:{node.lineno} {node.name} ({n} lines)")
+    assert not big, "rooms on the top floors grown too big:\n" + "\n".join(big)
+
+
+def test_nothing_in_logs_classifies_nodes():
+    """The log index lists and the rebuild lives on the capture floor (``capture.from_log``): the
+    only place a logged graph's nodes are classified is the one ``classify_nodes`` call there."""
+    callers = [f"fxviz/{p.relative_to(ROOT)}" for name, p in MODULES.items()
+               if name.startswith("logs") and "classify_nodes" in p.read_text()]
+    assert not callers, f"logs/ classifies nodes: {callers}"

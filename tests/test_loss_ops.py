@@ -74,7 +74,8 @@ def logged(tmp_path_factory) -> dict[str, list[str]]:
 @pytest.mark.parametrize("name", list(CASES))
 def test_joint_graph_is_the_user_steps(logged, name):
     model, inputs, loss_fn, _ = build(name)
-    tr = fxviz.trace(model, *inputs, loss_fn=loss_fn)
+    # the user's step computes the loss inside the compiled function: compile_loss=True
+    tr = fxviz.trace(model, *inputs, loss_fn=loss_fn, compile_loss=loss_fn is not None)
     assert _ops(tr.graph.gm) == logged[name]
 
 
@@ -84,6 +85,6 @@ def test_inductor_joint_graph_is_the_user_steps(tmp_path):
     name = "mse_0dim"
     logged = _logged_joints([name], "inductor", tmp_path)
     model, inputs, loss_fn, _ = build(name)
-    tr = fxviz.trace(model, *inputs, loss_fn=loss_fn, backend="inductor")
+    tr = fxviz.trace(model, *inputs, loss_fn=loss_fn, backend="inductor", compile_loss=loss_fn is not None)
     assert tr.graph.before_joint_passes is not None
     assert _ops(tr.graph.before_joint_passes) == logged[name]

@@ -266,9 +266,14 @@ def test_partitioner_inside_aot_function_gives_eager_gradients():
 # --- limits and failures ---------------------------------------------------------------------------
 def test_infeasible_budget_is_a_plain_error(traces):
     tr = traces[("mini_gpt", "lifted")]
-    p = tr.partition("optimal:0")  # dropout masks must be saved
+    p = tr.partition("optimal:1B")  # dropout masks must be saved
     assert not p.ok and "least possible" in p.error and "getitem" in p.error
     assert p.solution is not None and p.solution.status == "infeasible"
+    # optimal:0 is the floor of the range optimal:B spans (as budget:0 is torch's): the least possible
+    least = tr.partition("optimal:0")
+    model = optimal.model_of_joint(tr.graph.gm, tr.graph.num_fwd_outputs)
+    floor = optimal.solve_min_bytes(model, int(model.flops.sum()) + 1).saved_bytes
+    assert least.ok and least.solution.saved_bytes == floor > 0
 
 
 def test_time_limit_reports_a_bound_never_an_optimum():

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 import torch.fx as fx
 from torch._functorch._aot_autograd import descriptors as _desc
 from torch._subclasses.fake_tensor import FakeTensor
@@ -169,3 +170,35 @@ def op_argument(node: fx.Node, name: str) -> Any:
                 return node.kwargs[name]
             return node.args[i] if i < len(node.args) else None
     return None
+
+
+def attention_flop_formulas() -> dict[Any, Any]:
+    """torch's SDPA formulas for the attention kernels ``flop_counter`` has none for: the CPU
+    flash kernel torch dispatches ``scaled_dot_product_attention`` to on CPU (and on meta), and the
+    ``overrideable`` one of other backends.  They run the same two matmuls (four in the backward,
+    plus the scores again) as the CUDA kernels the formulas are registered for, so attention counts
+    on CPU as on GPU (without them it counted 0: ``forward_flops`` was the Linears' alone)."""
+    from torch.utils.flop_counter import flop_registry
+
+    aten = torch.ops.aten
+    fwd = flop_registry[aten._scaled_dot_product_flash_attention]
+    bwd = flop_registry[aten._scaled_dot_product_flash_attention_backward]
+    out: dict[Any, Any] = {}
+    for name, formula in (("_scaled_dot_product_flash_attention_for_cpu", fwd),
+                          ("_scaled_dot_product_flash_attention_for_cpu_backward", bwd),
+                          ("_scaled_dot_product_fused_attention_overrideable", fwd),
+                          ("_scaled_dot_product_fused_attention_overrideable_backward", bwd)):
+        packet = getattr(aten, name, None)
+        if packet is not None and packet not in flop_registry:
+            out[packet] = _raw(formula)
+    return out
+
+
+def _raw(formula: Any) -> Any:
+    """A registered (already shape-wrapped) formula as ``FlopCounterMode``'s ``custom_mapping``
+    takes it without wrapping it again."""
+    def counted(*args: Any, **kwargs: Any) -> int:
+        return int(formula(*args, **kwargs))
+
+    counted._get_raw = True  # type: ignore[attr-defined]
+    return counted

@@ -25,6 +25,26 @@ def extract_fwd_bwd_modules(joint: fx.GraphModule, saved_values: list[fx.Node], 
                                                   num_fwd_outputs=num_fwd_outputs)
 
 
+def replay_rng(joint: fx.GraphModule, fwd: fx.GraphModule, bwd: fx.GraphModule,
+               num_sym_nodes: int) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """torch's RNG functionalization, applied as min-cut applies it after its extraction: a random
+    op a checkpoint policy marks ``must_recompute``/``prefer_recompute`` that runs in both graphs
+    saves its RNG state in the forward (``run_and_save_rng_state``) and replays it in the backward
+    (``run_with_rng_state``), so the backward draws the forward's values.  Unchanged without one."""
+    if not _partitioners.has_recomputable_rng_ops(joint):
+        return fwd, bwd
+    return _partitioners.functionalize_rng_ops(joint, fwd, bwd, num_sym_nodes)
+
+
+def rng_state_bytes(device: torch.device | None) -> int:
+    """Bytes of the RNG state ``replay_rng`` saves for one random op on ``device``: the CPU
+    generator's state (torch saves ``torch.get_rng_state()``); 0 elsewhere, where torch's graph-safe
+    functionalization passes the generator state as a graph input instead of saving it."""
+    if device is None or device.type == "cpu":
+        return int(torch.get_rng_state().numel())
+    return 0
+
+
 def is_random(node: fx.Node) -> bool:
     """A seeded random op (dropout, rand, bernoulli...): recomputing it redraws its values."""
     return _is_random(node)

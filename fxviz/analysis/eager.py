@@ -269,10 +269,14 @@ def _run(cap: Capture, rec: _Recorder, placeholder_of: dict[int, str]
             # saved_tensors_hooks never see (inside a region its own hooks win); any storage a
             # forward op made that is still alive now is held by autograd or by checkpoint
             gc.collect()
-            outputs = {_torch.storage_key(t) for t in pytree.tree_leaves((out, loss)) if isinstance(t, torch.Tensor)}
+            # the outputs hold what they reach: a KV cache object (GPT-2's past_key_values) is no
+            # pytree, so its tensors are found by walking it
+            outputs = {_torch.storage_key(t) for t in _reachable_tensors((out, loss))}
             hooked = {sig[0] for sig in rec.packed}
             held = [(key, probe) for key, probe in rec.probes.items()
                     if probe[0].alive() and key not in hooked and key not in outputs and key not in rec.owners]
+            if not _may_checkpoint(cap):  # no region anywhere: nothing is held by checkpoint
+                held = []
             if loss.requires_grad:
                 seed = torch.ones_like(loss)  # made here: backward() would make it under grad mode
                 with _torch.OpRecorder(rec.on_backward_op, with_kwargs=True):
@@ -356,6 +360,36 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
     m.recomputed_ops, m.recompute_flops, m.recompute_bytes = recompute["ops"], recompute["flops"], recompute["bytes"]
     m.notes = _notes(m, cap.params == "closure", len(cap.graphs))
     return m
+
+
+def _may_checkpoint(cap: Capture) -> bool:
+    """Whether the model may run ``torch.utils.checkpoint``: a captured graph has a checkpoint
+    region, or dynamo split the model (a region can run outside the graphs, as Hugging Face's
+    gradient checkpointing does at its graph break)."""
+    return bool(cap.graph_breaks) or any(i.checkpoint_region is not None for g in cap.graphs for i in g.info.values())
+
+
+def _reachable_tensors(root: Any, limit: int = 100_000) -> list[torch.Tensor]:
+    """Every tensor reachable from ``root``: through pytree containers, and through the
+    attributes of other objects (a ``transformers`` cache keeps its keys and values in lists on
+    layer objects); each object once, at most ``limit`` objects."""
+    found: list[torch.Tensor] = []
+    seen: set[int] = set()
+    todo = [root]
+    while todo and len(seen) < limit:
+        obj = todo.pop()
+        if id(obj) in seen or obj is None or isinstance(obj, (str, bytes, int, float, bool, type)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, torch.Tensor):
+            found.append(obj)
+        elif isinstance(obj, dict):
+            todo.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            todo.extend(obj)
+        elif hasattr(obj, "__dict__") and not callable(obj):
+            todo.extend(vars(obj).values())
+    return found
 
 
 # ops torch.utils.checkpoint itself runs around a recomputation (detaching the saved inputs)

@@ -147,7 +147,8 @@ def traced_gradients(cap: Capture, rng: dict[str, object]) -> tuple[dict[str, to
     assert cap.model is not None
     names = [n for n, _ in cap.model.named_parameters()]
     result: dict[str, torch.Tensor | None] = {n: None for n in names}
-    if len(cap.graphs) == 1 and not cap.graph_breaks:
+    # a loss applied outside the graph: its tangents are the loss's gradients, not ones; the compiled step has them
+    if len(cap.graphs) == 1 and not cap.graph_breaks and not cap.loss_outside:
         graph = cap.graphs[0]
         if not graph.has_backward:
             return result, "joint graph (no backward: nothing required grad)"

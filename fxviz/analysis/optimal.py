@@ -9,10 +9,15 @@ MILP; here it is restricted to the one boundary AOTAutograd has, forward -> back
 - a forward value a backward op reads is saved or recomputed (``s_v + r_v >= 1``); a recomputed
   op needs each forward input saved or recomputed (``s_u + r_u >= r_v``); graph inputs,
   parameters and constants are always available;
-- random ops are never recomputed (on CPU torch does not functionalize the RNG, so a recomputed
-  dropout draws a new mask), nor are ops torch's extraction pins to the forward (mutations), nor
-  collectives, nor nodes a checkpoint policy marks ``must_save``; ``must_recompute`` nodes are
-  never saved;
+- the choices are torch's own: any forward op torch's knapsack may recompute may be recomputed
+  (``scaled_dot_product_attention`` included: torch tags CPU attention seeded, but at
+  ``dropout_p=0`` it draws nothing), except an op that *draws* random values and whose RNG state
+  torch does not replay (``graph_facts.redraws_if_recomputed``: a recomputed dropout would draw a
+  new mask, another program), ops torch's extraction pins to the forward (mutations),
+  collectives, and nodes a checkpoint policy marks ``must_save``; ``must_recompute`` nodes are
+  never saved; a random op torch replays (one a checkpoint policy marks ``must_recompute``) may
+  be recomputed at the price of the RNG state torch then saves, and the partition replays it as
+  min-cut does (``_torch.replay_rng``);
 - a *storage* is paid once: views and aliases share their base's storage variable
   (``m_k >= s_v``), and a view of an input or a parameter costs nothing;
 - objective, lexicographically: least recompute FLOPs (``torch.utils.flop_counter``, as the
@@ -46,12 +51,16 @@ from ..capture import JointGraph
 from ..graph_facts import (
     Storages,
     alias_base,
+    draws_random,
     gradient_slots,
     is_view_op,
     node_flops,
     node_traffic,
+    numel_bytes,
+    redraws_if_recomputed,
     saved_values,
     tangent_dependent,
+    tensors,
 )
 from ..units import format_bytes, format_flops
 
@@ -62,6 +71,7 @@ __all__ = [
     "OptimalPartitioner",
     "Solution",
     "extract",
+    "fraction_budget",
     "gaps_to_optimal",
     "min_cut_activation_bytes",
     "model_of",
@@ -76,7 +86,8 @@ stages of one solve)."""
 
 
 class InfeasibleBudget(ValueError):
-    """No partition saves that few bytes (random ops' outputs, for one, must be saved)."""
+    """No partition saves that few bytes (the outputs of ops that draw random values, for one,
+    must be saved)."""
 
 
 # --- the model -----------------------------------------------------------------------------------
@@ -117,15 +128,17 @@ class OptimalModel:
     inputs: list[str] = field(default_factory=list)  # non-tangent placeholders (always available)
     sym_inputs: list[str] = field(default_factory=list)
     sym_values: list[str] = field(default_factory=list)  # SymInt forward values: saved for free
+    rng_state_of: dict[str, int] = field(default_factory=dict)  # replayed random op -> its RNG state's storage
     forward_values: int = 0
 
     @property
     def size(self) -> int:
         return len(self.names)
 
-    def saved_bytes(self, saved: Sequence[str]) -> int:
-        """Activation bytes of a set of saved values, each storage once."""
-        keys = {self.storage_of.get(n, -1) for n in saved}
+    def saved_bytes(self, saved: Sequence[str], recomputed: Sequence[str] = ()) -> int:
+        """Activation bytes of a set of saved values, each storage once, and of the RNG states
+        saved for the replayed random ops among ``recomputed``."""
+        keys = {self.storage_of.get(n, -1) for n in saved} | {self.rng_state_of.get(n, -1) for n in recomputed}
         return int(sum(int(self.storage_bytes[k]) for k in keys if k >= 0))
 
     def recomputed_for(self, saved: Sequence[str]) -> list[str] | None:
@@ -161,7 +174,7 @@ class OptimalModel:
         if rec is None:
             return None
         flops, traffic = self.cost(rec)
-        return self.saved_bytes(saved), flops, traffic
+        return self.saved_bytes(saved, rec), flops, traffic
 
 
 _NOT_RECOMPUTABLE = "not recomputable: "
@@ -237,8 +250,12 @@ def model_of(gm: fx.GraphModule, num_fwd_outputs: int) -> OptimalModel:
             saveable[n.name] = True  # a number: saving it is free
             model.sym_values.append(n.name)
         policy = _torch.checkpoint_policy(n)
-        if _torch.is_random(n):
-            model.why_fixed[n.name] = _NOT_RECOMPUTABLE + "a random op (recomputing it draws new values)"
+        if draws_random(n) and not redraws_if_recomputed(n):  # replayed: recomputing saves its RNG state
+            model.rng_state_of[n.name] = len(storage_bytes)
+            storage_bytes.append(_torch.rng_state_bytes(getattr(val[0] if isinstance(val, (tuple, list)) and val
+                                                                else val, "device", None)))
+        if redraws_if_recomputed(n):
+            model.why_fixed[n.name] = _NOT_RECOMPUTABLE + "it draws random values (recomputing it draws new ones)"
         elif _torch.must_be_in_forward(n):
             model.why_fixed[n.name] = _NOT_RECOMPUTABLE + "torch keeps it in the forward (a mutation)"
         elif _torch.is_collective(n):
@@ -380,6 +397,10 @@ class _Program:
             kk = int(model.storage[i])
             if kk >= 0:
                 rows.append(({2 * n + kk: 1.0, i: -1.0}, 0.0, np.inf))
+        index = {name: i for i, name in enumerate(model.names)}
+        for name, kk in model.rng_state_of.items():  # a replayed random op, recomputed, saves its RNG state
+            if name in index:
+                rows.append(({2 * n + kk: 1.0, n + index[name]: -1.0}, 0.0, np.inf))
         self.rows = rows
 
     def bytes_row(self, cap: float) -> tuple[dict[int, float], float, float]:
@@ -443,7 +464,7 @@ def _lexicographic(model: OptimalModel, stages: list[str], caps: list[tuple[dict
         # fix this stage at its (exact, integer) optimum for the next
         saved, rec = prog.decode(x)
         if which == "bytes":
-            value = model.saved_bytes(saved)
+            value = model.saved_bytes(saved, rec)
             rows.append(prog.bytes_row(value + 0.5))
         else:
             values = model.flops if which == "flops" else model.traffic
@@ -464,8 +485,9 @@ def _finish(model: OptimalModel, prog: _Program, status: str, x: np.ndarray | No
     rec = model.recomputed_for(saved)
     assert rec is not None, "the MILP chose an infeasible partition"
     flops, traffic = model.cost(rec)
+    nbytes = model.saved_bytes(saved, rec)
     rec = [n for n in rec if n not in model.backward_tagged]  # as Partition.recomputed counts
-    return Solution(status, objective, tuple(saved), tuple(rec), model.saved_bytes(saved), flops, traffic,
+    return Solution(status, objective, tuple(saved), tuple(rec), nbytes, flops, traffic,
                     seconds=time.perf_counter() - start, variables=nvars, constraints=ncons, **extra)
 
 
@@ -494,14 +516,37 @@ def solve_min_bytes(model: OptimalModel, flops_cap: int, time_limit: float = DEF
 # --- back to torch -------------------------------------------------------------------------------
 def min_cut_activation_bytes(gm: fx.GraphModule, model: OptimalModel, num_fwd_outputs: int,
                              static_lifetime_input_indices: list[int] | None = None) -> int:
-    """What torch's min-cut saves, in this model's exact storage bytes: the reference a
-    fractional budget ``optimal:B`` is a fraction of (as ``budget:B`` is of min-cut's)."""
-    with _torch.quiet_torch(), _torch.plain_min_cut_config():
+    """What torch's min-cut saves, in this model's exact storage bytes (the RNG states it saves to
+    replay checkpointed random ops included): the top of the range a fractional budget
+    ``optimal:B`` is a fraction of (as ``budget:B`` is of min-cut's)."""
+    with _torch.quiet_torch(), _torch.partitioner_context(gm), _torch.plain_min_cut_config():
         copy = _torch.copy_graph_module(gm)
         fwd, _ = _torch.min_cut_partition(copy, None, num_fwd_outputs=num_fwd_outputs,
                                           static_lifetime_input_indices=list(static_lifetime_input_indices or []))
-    saved = [o.name for o in saved_values(fwd, num_fwd_outputs)]
-    return model.saved_bytes(saved)
+    saved = saved_values(fwd, num_fwd_outputs)
+    states = [o for o in saved if _is_rng_state(o)]
+    return model.saved_bytes([o.name for o in saved if o not in states]) + \
+        sum(numel_bytes(t) for o in states for t in tensors(_torch.meta_val(o)))
+
+
+def _is_rng_state(node: fx.Node) -> bool:
+    """The RNG state min-cut's replay saves (``run_and_save_rng_state(...)[0]``): a value of its
+    own, whose name may be a joint node's."""
+    src = node.args[0] if node.op == "call_function" and node.args else None
+    return isinstance(src, fx.Node) and "run_and_save_rng_state" in str(src.target) and node.args[1:] == (0,)
+
+
+def fraction_budget(model: OptimalModel, fraction: float, reference: int,
+                    time_limit: float = DEFAULT_TIME_LIMIT) -> int:
+    """The byte budget of ``optimal:B``: B of the way from the least any partition saves to what
+    min-cut saves, as torch's knapsack normalizes ``budget:B`` between its floor (graph inputs
+    only) and min-cut.  The floor is 0 bytes unless something cannot be recomputed (the output of a
+    random op that draws): then ``optimal:0`` is that least partition, feasible as ``budget:0``."""
+    if fraction >= 1:
+        return reference
+    least = solve_min_bytes(model, int(model.flops.sum()) + 1, time_limit)
+    floor = least.saved_bytes if least.status in ("optimal", "bound") else 0
+    return floor + math.floor(float(fraction) * max(reference - floor, 0))
 
 
 def extract(gm: fx.GraphModule, model: OptimalModel, solution: Solution,
@@ -515,13 +560,14 @@ def extract(gm: fx.GraphModule, model: OptimalModel, solution: Solution,
     sym = [by_name[n] for n in model.sym_inputs + model.sym_values]
     fwd, bwd = _torch.extract_fwd_bwd_modules(gm, saved, sym, num_fwd_outputs=num_fwd_outputs)
     drop_dead_random(bwd)
-    return fwd, bwd
+    return _torch.replay_rng(gm, fwd, bwd, len(sym))
 
 
 class OptimalPartitioner:
     """A partitioner with torch's signature that saves what the MILP chose.
 
-    ``budget``: a fraction of min-cut's saved activation bytes; or ``budget_bytes``: an absolute
+    ``budget``: a fraction of the range from the least saved activation bytes to min-cut's
+    (``fraction_budget``); or ``budget_bytes``: an absolute
     byte budget.  After each call ``solution`` holds the last ``Solution`` (status, bound, gap).
     """
 
@@ -546,7 +592,7 @@ class OptimalPartitioner:
             budget = int(self.budget_bytes)
         else:
             reference = min_cut_activation_bytes(joint, model, num_fwd_outputs, static_lifetime_input_indices)
-            budget = math.floor(float(self.budget or 0.0) * reference)
+            budget = fraction_budget(model, float(self.budget or 0.0), reference, self.time_limit)
         solution = solve(model, budget, self.time_limit, reference_bytes=reference)
         self.solution = solution
         if solution.status == "timeout":

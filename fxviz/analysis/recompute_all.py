@@ -1,7 +1,8 @@
 """The ``recompute_all`` strategy: save only graph inputs, recompute everything else.
 
 The floor of activation memory for a partition: the forward hands the backward its graph inputs
-(and the outputs of random ops, which must not be redrawn) and the backward recomputes every
+(and the outputs of ops that draw random values, which must not be redrawn: not attention at
+``dropout_p=0``, which torch tags seeded but which draws nothing) and the backward recomputes every
 other forward op it needs.  Built from torch's own extraction helper, so the graphs are shaped
 exactly as torch's partitioners shape theirs.
 """
@@ -15,7 +16,7 @@ import torch.fx as fx
 
 from .. import _torch
 from .._fx import ancestors
-from ..graph_facts import gradient_slots, tangent_dependent
+from ..graph_facts import gradient_slots, redraws_if_recomputed, tangent_dependent
 
 __all__ = ["recompute_all_partition", "drop_dead_random"]
 
@@ -23,8 +24,8 @@ __all__ = ["recompute_all_partition", "drop_dead_random"]
 def recompute_all_partition(joint: fx.GraphModule, _joint_inputs: Any, *, num_fwd_outputs: int,
                             static_lifetime_input_indices: list[int] | None = None
                             ) -> tuple[fx.GraphModule, fx.GraphModule]:
-    """A partitioner that saves only graph inputs (and random ops' outputs, which must not be
-    redrawn) and recomputes every other forward op the backward needs: the floor of activation
+    """A partitioner that saves only graph inputs (and the outputs of ops that draw random values,
+    which must not be redrawn) and recomputes every other forward op the backward needs: the floor of activation
     memory.  Built from torch's own extraction helper, so the graphs are as torch would build them.
     """
     nodes = list(joint.graph.nodes)
@@ -39,14 +40,14 @@ def recompute_all_partition(joint: fx.GraphModule, _joint_inputs: Any, *, num_fw
         val = _torch.meta_val(n)
         if n.op == "placeholder":
             (saved if isinstance(val, torch.Tensor) else sym).append(n)
-        elif n.op == "call_function" and _torch.is_random(n):
+        elif n.op == "call_function" and redraws_if_recomputed(n):
             if isinstance(val, (tuple, list)):
                 saved.extend(u for u in n.users if u in needed)
             else:
                 saved.append(n)
     fwd, bwd = _torch.extract_fwd_bwd_modules(joint, saved, sym, num_fwd_outputs=num_fwd_outputs)
     drop_dead_random(bwd)
-    return fwd, bwd
+    return _torch.replay_rng(joint, fwd, bwd, len(sym))  # random ops torch replays (checkpointed) draw as before
 
 
 def drop_dead_random(bwd: fx.GraphModule) -> None:

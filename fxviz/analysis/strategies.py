@@ -97,7 +97,7 @@ class Strategy:
         if self.kind == "budget":
             return f"budget {self.budget:g} ({self.solver} solver)"
         if self.kind == "optimal":
-            where = (f"{self.budget:g} of min-cut's activations" if self.budget_bytes is None
+            where = (f"{self.budget:g} of the way from the least activations to min-cut's" if self.budget_bytes is None
                      else f"{format_bytes(self.budget_bytes) or '0 B'} of activations")
             return f"optimal at {where} (exact MILP)"
         return KINDS[self.kind].label or self.name
@@ -155,7 +155,7 @@ def _budget_args(args: list[str], spec: str) -> Strategy:
 
 
 def _optimal_args(args: list[str], spec: str) -> Strategy:
-    forms = "write optimal:B with 0 <= B <= 1 (a fraction of min-cut's activation memory) or a size, " \
+    forms = "write optimal:B with 0 <= B <= 1 (from the least activation memory to min-cut's) or a size, " \
             "e.g. optimal:0.5, optimal:64MiB, optimal:1048576B"
     if not args or not args[0]:
         raise StrategyError(f"strategy {spec!r} needs a budget", forms)
@@ -206,11 +206,11 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "min-cut under activation_memory_budget=B (0..1 of min-cut's activations) with a knapsack solver",
          "budget", "memory budget", _budget_args),
     Kind("recompute_all", ("recompute_all",),
-         "save only graph inputs (and random ops' outputs); recompute every other forward op",
+         "save only graph inputs (and the outputs of ops that draw random values); recompute every other forward op",
          "recompute_all (save graph inputs only)", "recompute all", _no_args("recompute_all")),
     Kind("optimal", ("optimal:B", "optimal:64MiB"),
-         "the exact optimum (MILP, HiGHS): least recompute FLOPs with saved activations <= B of min-cut's, "
-         "or <= a size",
+         "the exact optimum (MILP, HiGHS): least recompute FLOPs with saved activations at most B of the way "
+         "from the least possible to min-cut's, or at most a size",
          "optimal", "optimal (MILP)", _optimal_args),
     Kind("eager", ("eager",), "what eager autograd saves for the same model and inputs (measured)",
          "eager autograd (measured with saved_tensors_hooks)", "eager autograd", _no_args("eager"),

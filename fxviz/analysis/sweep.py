@@ -63,8 +63,10 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
     ``get_partition`` is ``Trace.partition``; ``progress`` may wrap the budget loop (the facade
     passes a tqdm bar for long sweeps: the analysis layer itself never prints).  ``solver``: one
     knapsack solver or several.  ``optimal``: add the exact optimum at every budget and torch's
-    ``default`` and ``min_cut`` points.  The ``pareto`` column leaves out partitions that redraw
-    random values in the backward (they do not compute the same gradients).
+    ``default`` and ``min_cut`` points.  ``pareto``: no other row saves no more activation bytes,
+    recomputes no more FLOPs and moves no more bytes, one of them strictly less; rows equal in all
+    three get the same flag.  Partitions that redraw random values in the backward (they do not
+    compute the same gradients) and failed rows have none (``<NA>``).
     """
     import pandas as pd
     budgets = sorted({float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)})
@@ -128,8 +130,8 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
                 have.add(row["saved_activation_bytes"])
     valid = [r for r in all_rows if r["error"] is None and not r["recomputed_random_ops"]]
     front = pareto_mask([(r["saved_activation_bytes"], r["recompute_flops"], r["recompute_bytes"]) for r in valid])
-    for r in all_rows:
-        r["pareto"] = None if r["error"] is not None else False
+    for r in all_rows:  # a failed row or one that redraws random values is not ranked: no flag
+        r["pareto"] = None
     for r, f in zip(valid, front):
         r["pareto"] = f
     df = pd.DataFrame(all_rows, columns=SWEEP_COLUMNS)
@@ -146,11 +148,14 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
     df.attrs["caption"] = (
         f"min-cut under activation_memory_budget with the {', '.join(solvers)} solver(s); budgets giving identical "
         "partitions are collapsed into one row (budgets lists them). "
-        + ("optimal rows: the exact optimum (MILP) with saved activation bytes <= B times min-cut's, and at the "
-           "saved bytes of every torch point; no partition lies below them. " if optimal else "")
+        + ("optimal rows: the exact optimum (MILP) with saved activation bytes at most B of the way from the least "
+           "possible to min-cut's, and at the saved bytes of every torch point; no partition lies below them. "
+           if optimal else "")
         + (("Not monotone: " + "; ".join(non_monotone) + ". ") if non_monotone else
            "Saved activation bytes never drop as the budget grows. ")
-        + (("Left out of the Pareto front (the backward redraws random values): " + ", ".join(redraw) + ". ")
-           if redraw else "")
+        + "pareto: no other row saves no more activation bytes, recomputes no more FLOPs and moves no more bytes "
+          "(recompute_bytes: FLOPs count pointwise ops as free), one of them strictly less. "
+        + (("Left out of the Pareto front, pareto empty (the backward redraws random values): " + ", ".join(redraw)
+            + ". ") if redraw else "")
         + caption(graph, has_symbolic_sizes(graph.gm)))
     return df

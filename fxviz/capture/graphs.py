@@ -69,6 +69,9 @@ class Capture:
     # torch._functorch.config's activation-memory budget and solver when the graph was captured: what
     # torch.compile's min-cut would have partitioned with (a budget below 1 is its knapsack)
     torch_budget: tuple[float, str] = (1.0, "dp")
+    # the loss is applied outside the graph (a loss_fn, or the model's own .loss): the graph is the
+    # model's, its tangents the gradients of the loss w.r.t. the model's outputs
+    loss_outside: bool = False
 
     @property
     def backend_label(self) -> str:

@@ -37,6 +37,42 @@ def argument_names(fn: Callable, n: int) -> list[str]:
     return names
 
 
+def bind_keywords(fn: Callable, args: tuple[Any, ...], keywords: dict[str, Any]) -> tuple[Any, ...]:
+    """``fn(*args, **keywords)`` as positional inputs: each keyword goes to the parameter it names,
+    the parameters between the last given one and ``args`` get their defaults (a Hugging Face model's
+    ``model(input_ids=ids, labels=ids)`` is ``model(ids, None, ..., ids)``), so every route, name and
+    view treats them as it treats positional inputs.  A keyword that names no positional parameter
+    (keyword-only, ``**kwargs``) is refused with a way around it."""
+    if not keywords:
+        return args
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"fxviz cannot read the parameters of {describe(fn)} to bind keyword inputs "
+                         f"{sorted(keywords)}", "pass the inputs positionally") from exc
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    index = {p.name: i for i, p in enumerate(positional) if p.kind == p.POSITIONAL_OR_KEYWORD}
+    unknown = [k for k in keywords if k not in index]
+    if unknown:
+        raise InputError(f"keyword input(s) {unknown} name no parameter the model takes positionally "
+                         f"({', '.join(index) or 'none'})",
+                         "bind them in a wrapper: fxviz.trace(lambda x: model(x, key=value), x)")
+    twice = [k for k in keywords if index[k] < len(args)]
+    if twice:
+        raise InputError(f"input(s) {twice} given both positionally and by keyword", "pass each input once")
+    last = max(index[k] for k in keywords)
+    out = list(args)
+    for p in positional[len(args):last + 1]:
+        if p.name in keywords:
+            out.append(keywords[p.name])
+        elif p.default is not p.empty:
+            out.append(p.default)
+        else:
+            raise InputError(f"the model's parameter {p.name!r} has no default and was not given",
+                             f"pass {p.name} too (positionally or as a keyword)")
+    return tuple(out)
+
+
 def named_state(model: nn.Module | None) -> tuple[dict[int, InputName], list[tuple[str, torch.Tensor]],
                                                    list[tuple[str, torch.Tensor]]]:
     by_id: dict[int, InputName] = {}

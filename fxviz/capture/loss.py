@@ -1,5 +1,14 @@
-"""The loss fxviz differentiates when the user gives none: chosen from what the model returns, inside
-the traced step on the dynamo route (``TracedLoss``) or after an eager probe (``make_reducer``)."""
+"""The loss fxviz differentiates, and where the user's step applies it: chosen from what the model returns,
+inside the traced step on the dynamo route (``TracedLoss``) or after an eager probe (``make_reducer``).
+
+Where the loss is applied decides the graph.  ``torch.compile(model)`` followed by
+``loss_fn(out).backward()`` compiles the model alone: its graph returns every output the model returns
+(logits, a KV cache) and its backward gets their gradients as tangents.  So a ``loss_fn`` is applied
+outside the captured graph by default (``compile_loss=True`` traces it in, as ``torch.compile`` of a
+step that computes the loss does), and so is the model's own loss (``out.loss`` of a ``ModelOutput``, a
+dict or a namedtuple, as ``model(ids, labels=ids).loss.backward()`` uses it).  With neither, fxviz's
+stand-in (the output itself when it is a scalar, else the sum of every floating output) is traced
+into the graph, so the backward starts from one scalar."""
 
 from __future__ import annotations
 
@@ -48,12 +57,37 @@ def _own_copy(scalar: Callable[[Any], torch.Tensor]) -> Callable[[Any], torch.Te
     return lambda o: scalar(o).clone()
 
 
-def make_reducer(out: Any, loss_fn: Callable | None, inputs: Any = ()
+def own_loss(out: Any) -> torch.Tensor | None:
+    """The model's own loss: ``out.loss`` (a ``ModelOutput``, a namedtuple, a dataclass) or
+    ``out["loss"]`` (a dict) when it is a floating one-element tensor; else None."""
+    loss = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1 and differentiable(loss):
+        return loss
+    return None
+
+
+def _own(o: Any) -> torch.Tensor:
+    loss = own_loss(o)
+    assert loss is not None, "the output has a loss (checked when the loss was chosen)"
+    return loss
+
+
+_OWN_DESC = "loss = the model's own loss (output .loss), applied outside the graph as the step applies it"
+_OUTSIDE_DESC = ("loss = loss_fn(outputs), applied outside the graph as torch.compile(model) then "
+                 "loss_fn(out).backward() does (compile_loss=True traces it into the graph)")
+
+
+def make_reducer(out: Any, loss_fn: Callable | None, inputs: Any = (), compile_loss: bool = False
                   ) -> tuple[Callable[[Any], torch.Tensor], str]:
-    """The loss: ``loss_fn``, the output itself when it is a scalar, else the sum of every
-    floating output.  ``inputs`` are the tensors ``out`` was computed from (to spot a loss that
-    is a view of one of them)."""
+    """The loss: ``loss_fn``, the model's own ``.loss``, the output itself when it is a scalar,
+    else the sum of every floating output.  ``inputs`` are the tensors ``out`` was computed from
+    (to spot a loss that is a view of one of them).  Whether the loss is outside the graph:
+    ``loss_outside(desc)``."""
+    if loss_fn is None and own_loss(out) is not None:
+        return _own, _OWN_DESC
     reduce, desc = _reducer(out, loss_fn)
+    if loss_fn is not None and not compile_loss:
+        return reduce, _OUTSIDE_DESC
     if loss_fn is not None or _is_scalar_loss(out):
         loss = loss_fn(out) if loss_fn is not None else out
         if isinstance(loss, torch.Tensor) and _storages(loss) & _storages(inputs):
@@ -131,6 +165,12 @@ def _floating_sum(o: Any) -> tuple[torch.Tensor | None, list[str]]:
     return total, paths
 
 
+def loss_outside(desc: str) -> bool:
+    """Whether the loss so described is applied outside the captured graph (the model's own
+    ``.loss``, or a ``loss_fn`` without ``compile_loss``): the graph is then the model's."""
+    return desc in (_OWN_DESC, _OUTSIDE_DESC)
+
+
 class LazyLoss:
     """The default loss, built from the output of the first call (made by the tracer itself)."""
 
@@ -157,12 +197,19 @@ class TracedLoss:
     result (``aliases``).
     """
 
-    def __init__(self, loss_fn: Callable | None = None) -> None:
+    def __init__(self, loss_fn: Callable | None = None, compile_loss: bool = False) -> None:
         self.loss_fn = loss_fn
+        self.compile_loss = compile_loss
         self.seen: dict[str, Any] = {}
 
     def __call__(self, out: Any) -> Any:
         seen = self.seen
+        if self.loss_fn is not None and not self.compile_loss:  # applied outside: the graph is the model's
+            seen["outside"] = True
+            return out
+        if self.loss_fn is None and own_loss(out) is not None:
+            seen["own"] = True
+            return out
         if self.loss_fn is not None:
             loss = self.loss_fn(out)
             fit = isinstance(loss, torch.Tensor) and loss.numel() == 1 and differentiable(loss)
@@ -181,10 +228,37 @@ class TracedLoss:
         return total
 
     def desc(self) -> str | None:
+        if self.seen.get("own"):
+            return _OWN_DESC
+        if self.seen.get("outside"):
+            return _OUTSIDE_DESC
         if self.seen.get("scalar"):
             return _USER_DESC if self.loss_fn is not None else _SCALAR_DESC
         paths = self.seen.get("paths")
         return _sum_desc(paths) if paths and self.loss_fn is None else None
+
+    def reducer(self) -> Callable[[Any], torch.Tensor]:
+        """The loss as the step applies it to the model's output (for the eager row, gradients)."""
+        if self.seen.get("own"):
+            return _own
+        if self.seen.get("outside"):
+            loss_fn = self.loss_fn
+            assert loss_fn is not None
+            return lambda o: _user_loss(loss_fn(o))
+        return self
+
+    def checked(self, result: Any) -> bool:
+        """A loss applied outside the graph, checked on the compiled step's real output: the
+        ``loss_fn`` maps it to a floating scalar (else the probe route says why)."""
+        if not self.seen.get("outside"):
+            return True
+        assert self.loss_fn is not None
+        try:
+            with torch.no_grad():
+                loss = self.loss_fn(result)
+        except Exception:  # the probe route reports the user's error
+            return False
+        return isinstance(loss, torch.Tensor) and loss.numel() == 1 and differentiable(loss)
 
     def aliases(self, result: Any, sources: Any) -> bool:
         """Is the step's result (a scalar loss) a view of one of ``sources``?  ``make_reducer``'s

@@ -3,6 +3,7 @@ inputs with the user's state preserved, and names every node of every graph."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from .inputs import (
     all_meta,
     any_meta,
     argument_names,
+    bind_keywords,
     check_call,
     eager_output,
     model_raised,
@@ -32,28 +34,35 @@ from .inputs import (
     refuse_compressed,
     uncompiled,
 )
-from .loss import LazyLoss, TracedLoss, differentiable, make_reducer, one_line
+from .loss import LazyLoss, TracedLoss, differentiable, loss_outside, make_reducer, one_line
 
 
 # --- the routes ----------------------------------------------------------------------------------
 def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: Callable | None = None,
             params: str = "lifted", route: str = "auto", backend: str = "aot_eager",
-            dynamic: bool = False) -> Capture:
-    """Capture the joint graph(s) of ``loss(model_or_fn(*example_inputs))`` without changing the
-    model or the RNG.  See the module docstring for the routes."""
+            dynamic: bool = False, keyword_inputs: dict[str, Any] | None = None,
+            compile_loss: bool = False) -> Capture:
+    """Capture the joint graph(s) of ``model_or_fn(*example_inputs, **keyword_inputs)`` and its
+    loss without changing the model or the RNG.  Keyword inputs are bound to the parameters they
+    name (``inputs.bind_keywords``).  ``compile_loss``: trace ``loss_fn`` into the graph (default:
+    applied outside it, as the user's step applies it; see ``loss``).  See the module docstring for
+    the routes."""
     # the training graph whatever the caller's grad mode (a notebook cell under no_grad/inference_mode)
     with torch.inference_mode(False), torch.enable_grad():
-        return _capture(model_or_fn, example_inputs, loss_fn, params, route, backend, dynamic)
+        return _capture(model_or_fn, example_inputs, loss_fn, params, route, backend, dynamic,
+                        keyword_inputs or {}, compile_loss)
 
 
 def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Callable | None, params: str,
-             route: str, backend: str = "aot_eager", dynamic: bool = False) -> Capture:
+             route: str, backend: str = "aot_eager", dynamic: bool = False,
+             keyword_inputs: dict[str, Any] | None = None, compile_loss: bool = False) -> Capture:
     model_or_fn = uncompiled(model_or_fn)
     check_call(model_or_fn, params, route, backend, dynamic)
     model = model_or_fn if isinstance(model_or_fn, nn.Module) else None
     fn = model_or_fn
-    inputs = private_copy(tuple(example_inputs))  # fxviz's own: the caller's tensors are never run
     target_fn = model.forward if model is not None else fn
+    example_inputs = bind_keywords(target_fn, tuple(example_inputs), keyword_inputs or {})
+    inputs = private_copy(tuple(example_inputs))  # fxviz's own: the caller's tensors are never run
     names = argument_names(target_fn, len(inputs))
     on_meta = any_meta(model, inputs)
     if route == "auto":
@@ -71,24 +80,24 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
     with preserved(model, inputs) as snapshot, _torch.quiet_torch():
         found = None
         if route == "dynamo" and backend == "aot_eager" and not dynamic:
-            found = _dynamo_without_probe(fn, inputs, model, names, loss_fn, snapshot)
+            found = _dynamo_without_probe(fn, inputs, model, names, loss_fn, snapshot, compile_loss)
         if found is not None:
             reduce, loss_desc, graphs, breaks, eager_frames = found
         else:
             reduce, loss_desc, graphs, breaks, eager_frames = _probe_then_capture(
-                fn, inputs, model, names, loss_fn, route, backend, dynamic, on_meta, snapshot)
+                fn, inputs, model, names, loss_fn, route, backend, dynamic, on_meta, snapshot, compile_loss)
     notes = _gradient_warnings(graphs, model, params, on_meta, breaks)
     for note in notes:
         warnings.warn(note, FxvizWarning, stacklevel=3)
     return Capture(graphs=graphs, route=route, params=params, loss=loss_desc, graph_breaks=breaks,
                    model=model, fn=fn, example_inputs=inputs, loss_fn=loss_fn, reduce=reduce,
                    input_names=names, warnings=notes, eager_frames=eager_frames, backend=backend, dynamic=dynamic,
-                   torch_budget=_torch.step_budget())
+                   torch_budget=_torch.step_budget(), loss_outside=loss_outside(loss_desc))
 
 
 def _probe_then_capture(fn: Callable, inputs: tuple[Any, ...], model: nn.Module | None, names: list[str],
                         loss_fn: Callable | None, route: str, backend: str, dynamic: bool, on_meta: bool,
-                        snapshot: Snapshot
+                        snapshot: Snapshot, compile_loss: bool = False
                         ) -> tuple[Callable[[Any], torch.Tensor], str, list[JointGraph], list[str], list[str]]:
     """Learn the output's structure first (a forward on fxviz's own copy of the inputs, fake for
     a meta model), choose the loss from it, restore, then capture by ``route``."""
@@ -110,22 +119,24 @@ def _probe_then_capture(fn: Callable, inputs: tuple[Any, ...], model: nn.Module 
                 sources = (probe, list(model.parameters()) + list(model.buffers()) if model is not None else [])
         finally:
             snapshot.restore()  # the traced run starts from the state the user handed us
-        reduce, loss_desc = make_reducer(out, loss_fn, sources)
+        reduce, loss_desc = make_reducer(out, loss_fn, sources, compile_loss)
+    outside = loss_outside(loss_desc)
+    in_graph: Callable[[Any], Any] = (lambda o: o) if outside else reduce  # outside: the graph is the model's
 
-    def step(*args: Any) -> torch.Tensor:
-        return reduce(fn(*args))
+    def step(*args: Any) -> Any:
+        return in_graph(fn(*args))
 
     failed: TraceError | None = None
     eager_frames: list[str] = []
     try:
         if route == "dynamo":
             before = _torch.unimplemented_count()
-            graphs, breaks, _ = _via_dynamo(step, inputs, model, names, backend, dynamic)
+            graphs, breaks, _ = _via_dynamo(step, inputs, model, names, backend, dynamic, outside)
             eager_frames = _torch.skipped_frames(before)
         elif route == "aot":
-            graphs, breaks = _via_aot(step, fn, inputs, model, names, reduce)
+            graphs, breaks = _via_aot(step, fn, inputs, model, names, in_graph)
         else:
-            graphs, breaks = _via_closure(step, inputs, model, names, reduce)
+            graphs, breaks = _via_closure(step, inputs, model, names, in_graph)
     except TraceError as exc:
         if lazy is None or lazy.reduce is not None:
             raise
@@ -142,8 +153,8 @@ def _probe_then_capture(fn: Callable, inputs: tuple[Any, ...], model: nn.Module 
 
 
 def _dynamo_without_probe(fn: Callable, inputs: tuple[Any, ...], model: nn.Module | None, names: list[str],
-                          loss_fn: Callable | None, snapshot: Snapshot
-                          ) -> tuple[TracedLoss, str, list[JointGraph], list[str], list[str]] | None:
+                          loss_fn: Callable | None, snapshot: Snapshot, compile_loss: bool = False
+                          ) -> tuple[Callable[[Any], Any], str, list[JointGraph], list[str], list[str]] | None:
     """The dynamo route with the loss chosen inside the traced step (``TracedLoss``):
     no eager probe forward, and no restore of every tensor between a probe and the traced run.
 
@@ -153,7 +164,8 @@ def _dynamo_without_probe(fn: Callable, inputs: tuple[Any, ...], model: nn.Modul
     failed (the probe then says whether the model itself rejects the inputs), the output has no
     floating tensor or ``loss_fn`` gave no floating scalar (the probe route's errors), or the
     scalar loss is a view of an input (the probe route's copy)."""
-    traced = TracedLoss(loss_fn)
+    traced = TracedLoss(loss_fn, compile_loss)
+    outside = loss_fn is not None and not compile_loss  # known before the trace; the model's own .loss after
 
     def step(*args: Any) -> Any:
         return traced(fn(*args))
@@ -161,16 +173,29 @@ def _dynamo_without_probe(fn: Callable, inputs: tuple[Any, ...], model: nn.Modul
     before = _torch.unimplemented_count()
     try:
         with _torch.quiet_torch(silent=True):  # a failure here is not the user's to read: the probe route says why
-            graphs, breaks, result = _via_dynamo(step, inputs, model, names)
+            graphs, breaks, result = _via_dynamo(step, inputs, model, names, outside=outside)
     except Exception:  # the probe route runs the model again and says why
         snapshot.restore()
         return None
     desc = traced.desc()
     state = list(model.parameters()) + list(model.buffers()) if model is not None else []
-    if desc is None or traced.aliases(result, (inputs, state)):
+    if desc is None or traced.aliases(result, (inputs, state)) or not traced.checked(result):
         snapshot.restore()
         return None
-    return traced, desc, graphs, breaks, _torch.skipped_frames(before)
+    if loss_outside(desc) and not outside:  # the model's own loss: its outputs are no loss
+        for g in graphs:
+            g.info = _renamed_outputs(g)
+    return traced.reducer(), desc, graphs, breaks, _torch.skipped_frames(before)
+
+
+def _renamed_outputs(g: JointGraph) -> dict[str, Any]:
+    """A graph's node infos with its first output no longer called "loss" (the loss is applied
+    outside the graph): "output 0", as any other output."""
+    out = dict(g.info)
+    for name, info in out.items():
+        if info.role == "output" and info.qualname == "loss":
+            out[name] = dataclasses.replace(info, qualname="output 0")
+    return out
 
 
 def _gradient_inputs(g: JointGraph) -> list[str]:
@@ -270,7 +295,7 @@ def _trace_failed(exc: Exception, route: str) -> TraceError:
 
 def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None,
                 names: list[str], backend: str = "aot_eager",
-                dynamic: bool = False) -> tuple[list[JointGraph], list[str], Any]:
+                dynamic: bool = False, outside: bool = False) -> tuple[list[JointGraph], list[str], Any]:
     """The joint graphs dynamo captured, the graph-break reasons, and what the step returned."""
     by_id, _, _ = named_state(model)
     for name, t in named_leaves(inputs, names):
@@ -291,7 +316,7 @@ def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None
         for i, (t, src) in enumerate(zip(raw.example_inputs, raw.input_sources + [None] * len(raw.example_inputs))):
             known = by_id.get(id(t))
             input_names[i] = known or InputName("primal", _source_label(src, i, k))
-        user_names = {0: "loss"} if k == last else {}
+        user_names = {0: "loss"} if k == last and not outside else {}
         caller = "torch.compile (inductor)" if backend == "inductor" else "torch.compile"
         g = _joint_graph(raw, input_names, {}, {}, model, k, caller, user_names)
         g.backend, g.dynamic = backend, dynamic
@@ -304,7 +329,8 @@ def _no_graph(breaks: list[str], skipped: bool = True) -> TraceError:
     """Dynamo compiled nothing: say why it skipped the frames (``Attempted to wrap sparse Tensor``),
     or, where it skipped none (``skipped`` False), that the graph breaks left no op in any graph:
     OpInfo's ``corrcoef``/``cov`` samples, whose one op breaks at ``aten.equal`` (data-dependent);
-    torch.compile of the same step compiles no graph either."""
+    torch.compile of the same step compiles no graph either (tests/test_compat.py checks it): the
+    loss adds no op there (a scalar output used as it is, or a loss applied outside the model)."""
     if not breaks:
         return TraceError("torch.compile captured no graph: the whole model ran as plain Python",
                           "make sure the model calls torch operations on its inputs")
@@ -313,8 +339,9 @@ def _no_graph(breaks: list[str], skipped: bool = True) -> TraceError:
         return TraceError(f"torch.compile captured no graph: every op ran outside the graphs, at graph breaks "
                           f"({reasons})",
                           "torch.compile of the same step compiles no graph either (eager autograd runs that "
-                          "code); a loss_fn with an op of its own (lambda out: out.sum()) is captured after the "
-                          "break")
+                          "code, and the loss adds no op to the compiled code); a step that computes a loss with "
+                          "an op of its own compiles that op after the break: fxviz.trace(model, *inputs, "
+                          "loss_fn=lambda out: out.sum(), compile_loss=True)")
     if any("sparse" in b.lower() for b in breaks):
         hint = ("dynamo cannot take sparse tensors as graph inputs; pass x.to_dense(), or use "
                 "capture_route='aot', which traces COO tensors")

@@ -166,7 +166,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """The founding story on the built-in AlexNet: parameters lifted vs captured as constants."""
     from ..examples import alexnet
-    from ..facade import trace
+    from ..tracing import trace
 
     model, inputs = alexnet()
     print("== AlexNet, parameters lifted to graph inputs (what torch.compile does)")

@@ -55,7 +55,7 @@ def open_trace(args: argparse.Namespace) -> Any:
 def trace_model(model: str, params: str, backend: str, dynamic: bool, spec: Any = None) -> Any:
     """``fxviz.trace`` of a model spec (parsed already, or parsed here)."""
     m, inputs = load_spec(spec or parse_spec(model))
-    from ..facade import trace
+    from ..tracing import trace
 
     return trace(m, *inputs, params=params, backend=backend, dynamic=dynamic)
 

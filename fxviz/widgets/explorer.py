@@ -23,7 +23,7 @@ import ipywidgets as widgets
 from ..analysis.choices import default_strategy
 from ..analysis.strategies import Strategy, StrategyLike
 from ..errors import FxvizError, InputError
-from ..facade import Trace, trace
+from ..facade import Trace
 from ..payloads import (
     VIEWS,
     ViewKey,
@@ -36,6 +36,7 @@ from ..payloads import (
     view_payload,
 )
 from ..render.static_html import static_html
+from ..tracing import trace
 from .boxes import OpenBoxes
 from .controls import Controls, max_depth
 from .pane import GraphPane, SwitchTiming
