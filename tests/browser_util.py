@@ -20,8 +20,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["CHROMIUM", "LAUNCH_ARGS", "chromium_path", "BrowserSession", "browser", "JupyterServer",
            "jupyter_server", "free_port"]
@@ -185,9 +186,10 @@ def jupyter_server(root: pathlib.Path, timeout: float = 120.0, app: str = "jupyt
             try:
                 server.api("/api/status")
                 break
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab did not answer in {timeout:g} s:\n{log.read_text()[-3000:]}")
+                    tail = log.read_text()[-3000:]
+                    raise RuntimeError(f"JupyterLab did not answer in {timeout:g} s:\n{tail}") from exc
                 time.sleep(0.5)
         yield server
     finally:

@@ -4,7 +4,7 @@ against (tests/test_inductor.py).  Each returns its scalar loss, so the compiled
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

@@ -11,7 +11,8 @@ import torch
 import fxviz
 from fxviz import examples
 
-ARTIFACTS = pathlib.Path(os.environ.get("FXVIZ_TEST_ARTIFACTS", pathlib.Path(__file__).parent.parent / "test-artifacts"))
+ARTIFACTS = pathlib.Path(os.environ.get("FXVIZ_TEST_ARTIFACTS",
+                                        pathlib.Path(__file__).parent.parent / "test-artifacts"))
 
 # Small but faithful sizes for the suite (AlexNet stays full size: it is the story).
 SMALL = {
@@ -41,7 +42,6 @@ def example_models():
 @pytest.fixture(scope="session")
 def traces(example_models):
     """Lazily traced examples: traces[(name, params)]."""
-    cache: dict = {}
 
     class _Lazy(dict):
         def __missing__(self, key):

@@ -21,8 +21,9 @@ import re
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 from torch import nn

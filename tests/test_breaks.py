@@ -329,7 +329,8 @@ def test_pieces_in_draw_table_overview_and_report(tmp_path, monkeypatch) -> None
     data = _report_json(path.read_text())
     assert [p["piece"] for p in data["pieces"]] == list(range(n))
     for p, piece in zip(data["pieces"], tr.pieces):
-        assert p["label"] == f"graph {piece.index + 1} of {n}" and p["nodes"] == joint_node_count(piece.graph.info.values())
+        assert p["label"] == f"graph {piece.index + 1} of {n}"
+        assert p["nodes"] == joint_node_count(piece.graph.info.values())
         payload = p.get("payload", data)
         assert set(payload["nodes"]) == {k for k, i in piece.graph.info.items() if i.op != "output"}
         if piece.has_backward:
@@ -400,7 +401,8 @@ def test_explorer_piece_selector_and_overview() -> None:
     options = list(w.piece_control.options)
     assert [v for _, v in options] == [-1] + list(range(n))
     label = options[2][0]
-    assert label.startswith(f"graph 2 of {n}: {joint_node_count(tr.pieces[1].graph.info.values())} nodes") and "ran 2" in label
+    nodes = joint_node_count(tr.pieces[1].graph.info.values())
+    assert label.startswith(f"graph 2 of {n}: {nodes} nodes") and "ran 2" in label
     assert w.piece_control.value == 0 and w.trace is tr.pieces[0]
     w.piece_control.value = 1
     assert w.trace is tr.pieces[1] and set(w.pane.nodes) <= set(tr.pieces[1].graph.info)

@@ -121,7 +121,8 @@ def test_alexnet_report_in_chromium(traces, tmp_path, artifacts):
         info = tr.graph.info["convolution"]
         assert "convolution" in details and f"[{', '.join(map(str, info.shape))}]" in details
         assert info.module in details and "neither saved nor recomputed" in details
-        producer = [a.name for a in next(n for n in tr.joint.graph.nodes if n.name == "convolution").all_input_nodes][0]
+        conv = next(n for n in tr.joint.graph.nodes if n.name == "convolution")
+        producer = next(a.name for a in conv.all_input_nodes)
         page.click(f".fxviz-details-body a[data-node='{producer}']")
         assert page.inner_text(".fxviz-details-body .fxviz-node-name") == producer
         assert "fxviz-selected" in (_node(page, producer).get_attribute("class") or "")
@@ -175,9 +176,9 @@ def test_alexnet_report_in_chromium(traces, tmp_path, artifacts):
 
 
 def test_hostile_model_strings_stay_text_in_chromium(tmp_path, artifacts):
-    from .test_report import EVIL, Hostile
-
     import torch
+
+    from .test_report import EVIL, Hostile
 
     tr = fxviz.trace(Hostile(), torch.randn(2, 4))
     path = fxviz.report(tr, tmp_path / "hostile.html", strategies=["default", "min_cut"])
@@ -508,7 +509,8 @@ def test_teacher_report_at_1024(traces, tmp_path, artifacts):
         _wait_key(page, "compare|default|min_cut|-|-")
         pd_, pm = tr.partition("default"), tr.partition("min_cut")
         answer = {n for n in pd_.saved if n in pm.recomputed}
-        rows = page.eval_on_selector_all(".fxviz-diff-table tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+        rows = page.eval_on_selector_all(".fxviz-diff-table tbody tr",
+                                         "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
         table = {r[0]: (r[1], r[2]) for r in rows}
         assert {n for n, (x, y) in table.items() if x == "saved" and y == "recomputed"} == answer
         what = lambda p, n: ", ".join(k for k in ("saved", "recomputed", "removed")  # noqa: E731
@@ -541,7 +543,8 @@ def test_teacher_report_at_1024(traces, tmp_path, artifacts):
 
         # search: exact names first, Enter / Shift+Enter step with "n of N", the hit in view
         page.fill(".fxviz-search", "primals_1")
-        assert page.eval_on_selector(".fxviz-viewport g.node.fxviz-current > title", "t => t.textContent") == "primals_1"
+        current = page.eval_on_selector(".fxviz-viewport g.node.fxviz-current > title", "t => t.textContent")
+        assert current == "primals_1"
         page.fill(".fxviz-search", "mul")
         status = page.inner_text(".fxviz-statusline")
         assert status.startswith("1 of "), status

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 
 import pytest
@@ -31,7 +30,7 @@ def test_alexnet_lifted_roles_and_names(traces):
     assert sorted(params.qualname) == sorted(ALEXNET_PARAMS)
     assert sorted(df[df.role == "gradient"].qualname) == sorted(ALEXNET_PARAMS)
     model = tr.model
-    for name, row in params.iterrows():
+    for _name, row in params.iterrows():
         assert row["shape"] == tuple(model.get_parameter(row["qualname"]).shape)
         assert row["bytes"] == model.get_parameter(row["qualname"]).numel() * 4
     convs = df[df.short_op == "convolution"]
@@ -167,7 +166,7 @@ def test_outputs_dict_tuple_dataclass_and_loss_fn():
 
 def test_bad_inputs_raise_fxviz_errors():
     model, (x,) = fxviz.examples.mlp()
-    with pytest.raises(fxviz.InputError, match="shapes|size"):
+    with pytest.raises(fxviz.InputError, match=r"shapes|size"):
         fxviz.trace(model, torch.randn(3, 5))
     with pytest.raises(fxviz.InputError):
         fxviz.trace(model)
@@ -177,7 +176,9 @@ def test_bad_inputs_raise_fxviz_errors():
         fxviz.trace(model, x, params="frozen")
     with pytest.raises(fxviz.InputError):
         fxviz.trace(42, x)
-    err = pytest.raises(fxviz.InputError, fxviz.trace, model, torch.randn(3, 5)).value
+    with pytest.raises(fxviz.InputError) as info:
+        fxviz.trace(model, torch.randn(3, 5))
+    err = info.value
     assert "\n" not in str(err) and err.hint
 
 

@@ -14,8 +14,9 @@ import dataclasses
 import re
 import signal
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch
@@ -627,7 +628,8 @@ CASES: list[Case] = [
     Case("meta_model_forced_dynamo", lambda: (_meta_mlp(), (torch.empty(2, 4, device="meta"),)),
          {"lifted": Err(fxviz.InputError, r"meta device", hint=r"capture_route='aot'")},
          kwargs={"capture_route": "dynamo"}),
-    Case("cli_model_spec_missing", _missing_spec, {"lifted": Err(fxviz.errors.ModelSpecError, r"no_such_model_anywhere")}),
+    Case("cli_model_spec_missing", _missing_spec,
+         {"lifted": Err(fxviz.errors.ModelSpecError, r"no_such_model_anywhere")}),
     Case("markup_and_dot_metacharacters_in_names", lambda: (Markup(), (_x(2, 4),)),
          lifted_and_closure(Ok(_check_markup))),
     Case("list_of_tensors_input", lambda: (ListInput(), ([_x(2, 4), _x(2, 4) * 2],)),
@@ -764,7 +766,8 @@ VIEW_XFAIL: dict[tuple[str, str], str] = {}  # (case, mode) -> a known bug elsew
 
 
 def _views(tr: fxviz.Trace) -> list[tuple[str, Callable[[], Any]]]:
-    calls: list[tuple[str, Callable[[], Any]]] = [(f"partition({s!r})", lambda s=s: tr.partition(s)) for s in STRATEGIES]
+    calls: list[tuple[str, Callable[[], Any]]] = [(f"partition({s!r})", lambda s=s: tr.partition(s))
+                                                  for s in STRATEGIES]
     calls += [("memory_table()", tr.memory_table), ("doctor()", tr.doctor), ("draw()", lambda: tr.draw().source),
               ("draw(strategy='min_cut')", lambda: tr.draw(strategy="min_cut").source)]
     return calls
@@ -772,7 +775,8 @@ def _views(tr: fxviz.Trace) -> list[tuple[str, Callable[[], Any]]]:
 
 @pytest.mark.parametrize("case,mode", [
     pytest.param(c, m, id=f"{c.id}-{m}",
-                 marks=[pytest.mark.xfail(reason=VIEW_XFAIL[(c.id, m)], strict=True)] if (c.id, m) in VIEW_XFAIL else [])
+                 marks=([pytest.mark.xfail(reason=VIEW_XFAIL[(c.id, m)], strict=True)]
+                        if (c.id, m) in VIEW_XFAIL else []))
     for c in CASES for m, e in c.expect.items() if isinstance(e, Ok) and m not in c.xfail])
 def test_corpus_case_every_view(case: Case, mode: str):
     """Partition with every strategy, the memory table, the doctor and the drawing, on every graph
@@ -844,9 +848,8 @@ def test_a_model_that_loops_forever_is_stopped_by_the_deadline():
         while True:
             x = x + 0
 
-    with pytest.raises(Hang):
-        with deadline(1):
-            spin(torch.zeros(1))
+    with pytest.raises(Hang), deadline(1):
+        spin(torch.zeros(1))
 
 
 def test_graph_over_the_draw_limit():

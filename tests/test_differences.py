@@ -15,14 +15,15 @@ import pytest
 pytest.importorskip("anywidget")
 pytest.importorskip("ipywidgets")
 
-import fxviz  # noqa: E402
+import fxviz
 
-from .browser_util import browser, chromium_path  # noqa: E402
-from .test_browser import _median_label_px  # noqa: E402
-from .test_explorer_expand import relayed_page  # noqa: E402
+from .browser_util import browser, chromium_path
+from .test_browser import _median_label_px
+from .test_explorer_expand import relayed_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(shutil.which("dot") is None, reason="needs graphviz's dot"),
-              pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed (apt-get install chromium)")]
+              pytest.mark.skipif(chromium_path() is None,
+                                 reason="Chromium is not installed (apt-get install chromium)")]
 
 SMALL_SCREEN = (1024, 768)
 

@@ -8,9 +8,6 @@ dashes, edge titles.
 from __future__ import annotations
 
 import html
-
-import os
-import pathlib
 import re
 import shutil
 import xml.etree.ElementTree as ET
@@ -21,12 +18,12 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.units import format_bytes
 from fxviz.errors import InputError, RenderError
 from fxviz.render import NODE_LIMIT, theme
-from fxviz.render.scene import RECOMPUTED_SUFFIX
 from fxviz.render.drawing import Drawing
+from fxviz.render.scene import RECOMPUTED_SUFFIX
 from fxviz.roles import ROLES
+from fxviz.units import format_bytes
 
 pytestmark = pytest.mark.skipif(shutil.which("dot") is None, reason="needs graphviz's dot")
 

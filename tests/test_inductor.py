@@ -172,7 +172,7 @@ def test_dynamic_symints_listed_and_counted(real_runs, traces, name):
     assert set(sym_saved) <= set(tr.partition("min_cut").saved)
     assert "Symbolic sizes were evaluated" in tr.memory_table(["min_cut"]).attrs["caption"]
     # every symbolic value says so, and its bytes are the example sizes'
-    model, inputs = MODELS[name]()
+    _model, inputs = MODELS[name]()
     nodes = tr.nodes
     symbolic = nodes[nodes["symbolic_shape"].notna()]
     assert len(symbolic) > 0
@@ -183,11 +183,11 @@ def test_dynamic_symints_listed_and_counted(real_runs, traces, name):
 
 def test_backend_errors_are_one_line():
     model, inputs = MODELS["gelu_mlp"]()
-    with pytest.raises(InputError, match="backend='tvm' is not one of"):
+    with pytest.raises(InputError, match=r"backend='tvm' is not one of"):
         fxviz.trace(model, *inputs, backend="tvm")
-    with pytest.raises(InputError, match="needs torch.compile's capture"):
+    with pytest.raises(InputError, match=r"needs torch\.compile's capture"):
         fxviz.trace(model, *inputs, backend="inductor", params="closure")
-    with pytest.raises(InputError, match="needs torch.compile's capture"):
+    with pytest.raises(InputError, match=r"needs torch\.compile's capture"):
         fxviz.trace(model, *inputs, dynamic=True, capture_route="aot")
 
 

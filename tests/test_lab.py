@@ -243,7 +243,7 @@ def test_01_gpt_allowlist_bans_more_than_matmuls(gpt1):
 
     recomputable = get_default_op_list().recomputable_ops
     aten = torch.ops.aten
-    softmax = aten._softmax  # noqa: SLF001  (an aten op, not a private member)
+    softmax = aten._softmax
     for op in (aten.mm, aten.convolution, aten.native_layer_norm, softmax, aten.embedding, aten.transpose):
         assert op not in recomputable, op
     assert aten.permute in recomputable
@@ -365,7 +365,7 @@ def test_03_knapsack_items(gpt):
     from torch._functorch._activation_checkpointing.knapsack import dp_knapsack
 
     seen = []
-    solve = partitioners._optimize_runtime_with_given_memory  # noqa: SLF001  (what the notebook records)
+    solve = partitioners._optimize_runtime_with_given_memory
 
     def recording(graph, memory, runtimes, capacity, node_info, items):
         result = solve(graph, memory, runtimes, capacity, node_info, items)
@@ -399,7 +399,7 @@ def _real_step_gradients(budget):
 
     model, inputs = fxviz.examples.mini_gpt(**GPT_SIZES)
     m = copy.deepcopy(model)
-    torch._dynamo.reset()  # noqa: SLF001
+    torch._dynamo.reset()
     with _torch.functorch_config.patch(activation_memory_budget=budget), torch.random.fork_rng():
         torch.manual_seed(0)
         torch.compile(m)(*inputs).backward()
@@ -547,7 +547,7 @@ def test_04_checkpointing_replays_dropout_a_budget_does_not():
         assert any("run_with_rng_state" in str(n.target) for n in p.backward.graph.nodes) == replays
 
     def grads(net, budget=1.0, compiled=True):
-        torch._dynamo.reset()  # noqa: SLF001
+        torch._dynamo.reset()
         with _torch.functorch_config.patch(activation_memory_budget=budget), torch.random.fork_rng():
             torch.manual_seed(0)
             (torch.compile(net, backend="aot_eager") if compiled else net)(xd).backward()

@@ -29,9 +29,8 @@ def floor_of(module: str) -> int:
     best: tuple[int, int] | None = None
     for floor, names in FLOORS.items():
         for name in names:
-            if module == name or module.startswith(name + "."):
-                if best is None or len(name) > best[0]:
-                    best = (len(name), floor)
+            if (module == name or module.startswith(name + ".")) and (best is None or len(name) > best[0]):
+                best = (len(name), floor)
     if best is None:
         raise AssertionError(f"fxviz.{module} is on no floor: add it to FLOORS and to ARCHITECTURE.md")
     return best[1]

@@ -172,7 +172,7 @@ def test_view_ops_are_torchs():
     whose output shares the storage though its schema does not say so)."""
     torch = pytest.importorskip("torch")
     views = set()
-    for s in torch._C._jit_get_all_schemas():  # noqa: SLF001 - every schema torch registered
+    for s in torch._C._jit_get_all_schemas():
         ret = s.returns[0].alias_info if s.returns else None
         if (s.name.startswith("aten::") and not s.name.endswith("_") and ret is not None and not ret.is_write
                 and s.arguments and str(s.arguments[0].type) == "Tensor"):

@@ -83,7 +83,8 @@ def test_log_report_opens_fitted_and_readable_at_1024(tmp_path, artifacts):
                                   && r.bottom <= vp.bottom + 1;
             const title = [...document.querySelectorAll('.fxviz-viewport svg g.graph text')]
                 .find((t) => t.textContent.includes('joint graph'));
-            const nodes = [...document.querySelectorAll('.fxviz-viewport g.node')].map((g) => g.getBoundingClientRect());
+            const nodes = [...document.querySelectorAll('.fxviz-viewport g.node')]
+                .map((g) => g.getBoundingClientRect());
             return {title: title ? inside(title.getBoundingClientRect()) : false,
                     titleText: title ? title.textContent : '', nodes: nodes.length,
                     shown: nodes.filter(inside).length};

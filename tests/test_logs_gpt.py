@@ -76,9 +76,9 @@ def test_logged_is_the_default_everywhere(logs, capsys):
     assert tr.doctor().diagnosis.strategy == "logged"
     assert 'partition "logged' in str(tr.code())
     assert tr.draw() is tr.draw(strategy="logged")  # the joint drawing marks what the run saved
-    code, out, _ = _cli(capsys, "doctor", "--logs", logs["ckpt_aot"])
+    _code, out, _ = _cli(capsys, "doctor", "--logs", logs["ckpt_aot"])
     assert "partition 'logged'" in out.splitlines()[0]
-    code, out, _ = _cli(capsys, "code", "--logs", logs["ckpt_aot"])
+    _code, out, _ = _cli(capsys, "code", "--logs", logs["ckpt_aot"])
     assert '"logged' in out.splitlines()[0]
     # a traced model keeps torch's default
     import torch
@@ -143,7 +143,8 @@ def test_random_ops_on_traced_models_need_a_draw():
     assert attention & tr.partition("budget:0").recomputed  # recomputed, and drawing nothing
     assert not tr.partition("budget:0").recomputed_random
     dropped = fxviz.trace(Attn(0.5), x)
-    drops = [n for n in dropped.joint.graph.nodes if n.op == "call_function" and str(n.target) == "aten.native_dropout.default"]
+    drops = [n for n in dropped.joint.graph.nodes
+             if n.op == "call_function" and str(n.target) == "aten.native_dropout.default"]
     assert drops and all(draws_random(n) for n in drops)
     assert dropped.partition("budget:0").recomputed_random  # the knapsack recomputes a dropout (2.13)
 
@@ -271,9 +272,9 @@ def test_a_graph_broken_run_says_what_ran_eagerly_and_totals(logs, capsys):
     assert totals.loc[0, "saved_activation_bytes"] == saved > 0
     text = run.summary()
     assert "1 frame(s) ran as plain Python" in text and "eager: forward (" in text
-    code, out, err = _cli(capsys, "logs", logs["break"])
+    code, out, _err = _cli(capsys, "logs", logs["break"])
     assert code == 0 and "eager: forward (" in out and "saved by the run" in out
-    code, out, err = _cli(capsys, "table", "--logs", logs["break"])
+    code, out, _err = _cli(capsys, "table", "--logs", logs["break"])
     first = " ".join(out.split("\n")[:3])
     assert code == 0 and "1 of 2 compile(s)" in first and "ran as plain Python" in first and "--graph ID" in first
 

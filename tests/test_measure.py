@@ -38,7 +38,7 @@ def independent_count(model: nn.Module, inputs: tuple, backend: str, loss=lambda
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = compiled(*args)
     out.backward()
-    torch._dynamo.reset()  # noqa: SLF001 - the test's own compile
+    torch._dynamo.reset()
     activations = {k: t for k, t in saved.items() if k not in state}
     return {"bytes": sum(t.untyped_storage().nbytes() for t in activations.values()),
             "sizes": sorted(t.untyped_storage().nbytes() for t in activations.values()),
@@ -155,12 +155,12 @@ def test_convbn_inductor_and_the_layout_knob():
     assert measured_sizes(measured) == count["sizes"]
     assert set(measured.copies["source"]) >= {"features.0.weight", "features.3.weight"}
     assert set(measured.copies["layout"]) == {"channels_last"}
-    with torch._inductor.config.patch(layout_optimization=False):  # noqa: SLF001 - the knob advised
+    with torch._inductor.config.patch(layout_optimization=False):
         plain = tr.measure()
     assert plain.copies.empty
     assert plain.saved_bytes == plain.estimated_bytes
     assert_unchanged(model, before)
-    assert torch._inductor.config.layout_optimization  # noqa: SLF001 - the session's setting is back
+    assert torch._inductor.config.layout_optimization
 
 
 def test_a_log_has_no_model_to_measure():

@@ -7,14 +7,14 @@ forward and backward graphs are executed on real tensors, and storages are told 
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.fx as fx
-import pytest
 
 from fxviz.analysis.memory import COLUMNS, has_symbolic_sizes, memory_table
-from fxviz.graph_facts import concrete
 from fxviz.analysis.sweep import pareto_mask
 from fxviz.errors import StrategyError
+from fxviz.graph_facts import concrete
 
 from .conftest import SMALL, assert_unchanged, snapshot
 
@@ -259,7 +259,7 @@ def test_getter_that_raises_gives_an_error_row_too(traces):
 
     df = memory_table(tr.graph, getter, ["default", "min_cut"])
     assert df["error"].tolist()[0] is None
-    assert "ImportError: no module named 'pulp'" == df["error"].iloc[1]
+    assert df["error"].iloc[1] == "ImportError: no module named 'pulp'"
 
 
 def test_unknown_strategy_is_an_fxviz_error(traces):
@@ -283,7 +283,7 @@ def test_symbolic_sizes_are_evaluated_at_their_example_values():
 
     gm = make_fx(lambda x: (x * 2).sum(0), tracing_mode="symbolic")(torch.ones(5, 3))
     assert has_symbolic_sizes(gm)
-    x = [n for n in gm.graph.nodes if n.op == "placeholder"][0].meta["val"]
+    x = next(n for n in gm.graph.nodes if n.op == "placeholder").meta["val"]
     assert isinstance(x.shape[0], torch.SymInt) and concrete(x.shape[0]) == 5
     assert not has_symbolic_sizes(fx.symbolic_trace(lambda x: x + 1))
 

@@ -11,7 +11,8 @@ call which "restores" a default instead of the user's value is caught too.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -250,4 +251,4 @@ def test_inductor_capture_leaves_model_and_session_alone(name, dynamic):
                 lambda: fxviz.trace(case.model, *case.inputs, backend="inductor", dynamic=dynamic))
     assert tr.capture.backend == "inductor" and tr.graph.compiler == "inductor"
     assert inductor_values() == before
-    assert (pgo._CODE_STATE, pgo._INIT_CODE_STATE) == code_state
+    assert code_state == (pgo._CODE_STATE, pgo._INIT_CODE_STATE)

@@ -185,7 +185,7 @@ def test_default_loss_on_conjugated_complex_output(fn, x):
     # the gradient equals eager autograd's of the same loss
     ref = inp.detach().clone().requires_grad_()
     torch.view_as_real(fn(ref).resolve_conj()).sum().backward()
-    from fxviz.analysis.gradients import run_joint, gradient_outputs
+    from fxviz.analysis.gradients import gradient_outputs, run_joint
 
     (j, _, _), = gradient_outputs(tr.graph)
     assert torch.allclose(run_joint(tr.graph)[j], ref.grad, atol=1e-5)
@@ -203,7 +203,7 @@ def test_scalar_output_that_views_an_input_gets_a_backward(fn, shape, route):
     x = torch.randn(*shape, requires_grad=True)
     tr = fxviz.trace(fn, x, capture_route=route)
     assert tr.has_backward and not tr.capture.warnings, tr.summary()
-    from fxviz.analysis.gradients import run_joint, gradient_outputs
+    from fxviz.analysis.gradients import gradient_outputs, run_joint
 
     ref = x.detach().clone().requires_grad_()
     fn(ref).reshape(()).backward()

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import fxviz
 from fxviz import _torch
-from fxviz.analysis.gradients import run_joint, run_partition, gradient_outputs
+from fxviz.analysis.gradients import gradient_outputs, run_joint, run_partition
 
 from .conftest import SMALL
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pathlib
 import re
-import tomllib
 
+import tomllib
 import yaml
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -29,8 +29,8 @@ def test_environment_yml_matches_pyproject():
 
 
 def test_readme_starts_with_the_two_commands_and_ci_uses_the_second():
-    lines = [l for l in (ROOT / "README.md").read_text().splitlines() if l.strip()]
-    commands = [l.strip() for l in lines[:12] if l.strip().startswith("bash scripts/run.sh")]
+    lines = [line for line in (ROOT / "README.md").read_text().splitlines() if line.strip()]
+    commands = [line.strip() for line in lines[:12] if line.strip().startswith("bash scripts/run.sh")]
     assert commands[:2] == ["bash scripts/run.sh demo", "bash scripts/run.sh test"], commands
     assert "scripts/run.sh test" in (ROOT / ".ci" / "run").read_text()
 

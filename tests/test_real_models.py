@@ -171,5 +171,5 @@ def test_expand_takes_a_function_box_by_the_name_its_box_shows(real):
         tr.draw(expand=[label(shared)])
     assert not any(n.endswith("#1") for n in names) or all(
         n[:-1] + "2" in names for n in names if n.endswith("#1"))
-    with pytest.raises(fxviz.InputError, match="e.g. expand="):
+    with pytest.raises(fxviz.InputError, match=r"e\.g\. expand="):
         tr.draw(expand=["masking_utils.no_such_fn()"])

@@ -66,7 +66,8 @@ def unsafe_loads(source: str, filename: str = "<source>") -> list[str]:
                 found.append(f"{where} without weights_only=True")
         elif name.endswith("np.load") or name.endswith("numpy.load"):
             flag = _kw(node, "allow_pickle")
-            if isinstance(flag, ast.Constant) and flag.value is not False or (flag is not None and not isinstance(flag, ast.Constant)):
+            literal = isinstance(flag, ast.Constant)
+            if (literal and flag.value is not False) or (flag is not None and not literal):
                 found.append(f"{where} with allow_pickle")
         elif name.endswith("yaml.load"):
             loader = _kw(node, "Loader")

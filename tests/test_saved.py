@@ -153,7 +153,7 @@ class _Broken(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.blocks[0](x)
-        torch._dynamo.graph_break()  # noqa: SLF001
+        torch._dynamo.graph_break()
         x = self.blocks[1](x)
         return self.head(x).sum()
 
@@ -257,7 +257,7 @@ def test_saved_panel_data_travels_in_the_view_payload(traces):
     model, inputs = examples.mlp()
     fresh = fxviz.trace(model, *inputs)
     view_payload(fresh, ViewKey("forward", "min_cut"))
-    assert [k for k in fresh._cache if k[0] == "partition"] == [("partition", fresh.offered[1])]  # noqa: SLF001
+    assert [k for k in fresh._cache if k[0] == "partition"] == [("partition", fresh.offered[1])]
     tr = traces[("mlp", "lifted")]
     payload = view_payload(tr, ViewKey("forward", "min_cut")).to_json()
     rows = payload["saved"]["min_cut"]["rows"]

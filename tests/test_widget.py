@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("anywidget")
 pytest.importorskip("ipywidgets")
 
-import fxviz  # noqa: E402
-from fxviz.widgets.explorer import Explorer, GraphPane  # noqa: E402
+import fxviz
+from fxviz.widgets.explorer import Explorer, GraphPane
 
-from .conftest import assert_unchanged, make_example, snapshot  # noqa: E402
+from .conftest import assert_unchanged, make_example, snapshot
 
 _TITLE = re.compile(r'<g id="node\d+" class="node([^"]*)">\s*<title>([^<]+)</title>')
 
