@@ -47,14 +47,20 @@ def gpt():
     return fxviz.trace(_summed(model), *inputs)
 
 
-def _check(name: str, source: str) -> None:
-    path = GOLDEN / f"{name}.dot"
+def check_golden(file: str, text: str, what: str) -> None:
+    """``text`` equals ``tests/golden/<file>`` (rewritten instead with ``FXVIZ_UPDATE_GOLDEN=1``); every
+    golden test (drawings, CLI output, report data) compares through here."""
+    path = GOLDEN / file
     if UPDATE:
         GOLDEN.mkdir(exist_ok=True)
-        path.write_text(source)
+        path.write_text(text, encoding="utf-8")
     assert path.exists(), f"no golden file {path.name}: run with FXVIZ_UPDATE_GOLDEN=1 and commit it"
-    assert source == path.read_text(), (
-        f"the drawing {name} changed: if intended, refresh with FXVIZ_UPDATE_GOLDEN=1 and read the diff")
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{what} changed: if intended, refresh with FXVIZ_UPDATE_GOLDEN=1 and read the diff")
+
+
+def _check(name: str, source: str) -> None:
+    check_golden(f"{name}.dot", source, f"the drawing {name}")
 
 
 CHAIN_VIEWS = {

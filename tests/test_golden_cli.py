@@ -18,17 +18,11 @@ import pytest
 from fxviz.cli import main
 
 from .logs_util import BREAK_AND_RECOMPILE, make_log
-from .test_golden import GOLDEN, UPDATE
+from .test_golden import check_golden
 
 
 def _check(name: str, text: str) -> None:
-    path = GOLDEN / f"{name}.txt"
-    if UPDATE:
-        GOLDEN.mkdir(exist_ok=True)
-        path.write_text(text)
-    assert path.exists(), f"no golden file {path.name}: run with FXVIZ_UPDATE_GOLDEN=1 and commit it"
-    assert text == path.read_text(), (
-        f"the output of {name} changed: if intended, refresh with FXVIZ_UPDATE_GOLDEN=1 and read the diff")
+    check_golden(f"{name}.txt", text, f"the output of {name}")
 
 
 def _stdout(argv: list[str], capsys) -> str:

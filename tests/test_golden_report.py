@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import pathlib
 from typing import Any
 
 import pytest
@@ -20,9 +19,8 @@ import fxviz
 from fxviz.examples import get_example
 from fxviz.payloads import report_data
 
-from .test_golden import UPDATE, _summed
+from .test_golden import _summed, check_golden
 
-GOLDEN = pathlib.Path(__file__).parent / "golden"
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +47,7 @@ def _normal(value: Any) -> Any:
 
 def _check(name: str, data: dict[str, Any]) -> None:
     text = json.dumps(_normal(data), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    path = GOLDEN / f"{name}.json"
-    if UPDATE:
-        path.write_text(text, encoding="utf-8")
-    assert path.exists(), f"no golden file {path.name}: run with FXVIZ_UPDATE_GOLDEN=1 and commit it"
-    assert text == path.read_text(encoding="utf-8"), (
-        f"report_data of {name} changed: if intended, refresh with FXVIZ_UPDATE_GOLDEN=1 and read the diff")
+    check_golden(f"{name}.json", text, f"report_data of {name}")
 
 
 def test_report_data_golden(chain):
