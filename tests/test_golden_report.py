@@ -22,7 +22,6 @@ from fxviz.payloads import report_data
 from .test_golden import _summed, check_golden
 
 
-
 @pytest.fixture(scope="module")
 def chain():
     model, inputs = get_example("pointwise_chain", batch=4, features=8, depth=2)
