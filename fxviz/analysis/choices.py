@@ -26,7 +26,7 @@ FLOW_STRATEGY = Strategy("min_cut")
 def step_strategy(capture: Capture) -> Strategy:
     """The partitioner the user's own step runs on this capture: ``torch.compile`` partitions with
     min-cut (inductor and aot_eager alike: ``torch/_dynamo/backends/debugging.py``), as a knapsack when
-    ``torch._functorch.config`` set an ``activation_memory_budget`` below 1 at capture time;
+    functorch's config set an ``activation_memory_budget`` below 1 at capture time;
     ``aot_function`` (the ``aot`` and ``closure`` routes) with torch's ``default_partition``.  Not yet
     the views' default (issue 32 keeps ``default`` first until the suite moves to it)."""
     if capture.route in ("aot", "closure"):

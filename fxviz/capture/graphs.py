@@ -66,7 +66,7 @@ class Capture:
     eager_frames: list[str] = field(default_factory=list)
     backend: str = "aot_eager"  # whose joint graph this is: "aot_eager" or "inductor" (torch.compile's default)
     dynamic: bool = False  # traced with symbolic sizes (torch.compile(dynamic=True))
-    # torch._functorch.config's activation-memory budget and solver when the graph was captured: what
+    # functorch's config (activation-memory budget, solver) when the graph was captured: what
     # torch.compile's min-cut would have partitioned with (a budget below 1 is its knapsack)
     torch_budget: tuple[float, str] = (1.0, "dp")
     # the loss is applied outside the graph (a loss_fn, or the model's own .loss): the graph is the
