@@ -169,3 +169,33 @@ def test_eager_recompute_without_checkpoint_is_zero_measured():
     row = tr.memory_table(["eager"]).iloc[0]
     assert row["recomputed_ops"] == 0 and row["recompute_flops"] == 0  # measured, not defaulted
     assert tr.partition("eager").measurement.checkpoint_bytes == 0
+
+
+def test_a_partition_that_saves_an_rng_state_runs():
+    """min-cut replays a checkpointed dropout from an RNG state it saves (``forward:NAME``, no joint
+    node): running its forward and backward hands that state over by place, and the gradients equal
+    those of the partition that saves the mask itself, from the same RNG start (the replay is exact)."""
+    from fxviz.analysis.gradients import run_partition
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin, self.drop = torch.nn.Linear(8, 8), torch.nn.Dropout(0.5)
+
+        def forward(self, x):
+            return checkpoint(lambda t: self.drop(self.lin(t)).relu(), x, use_reentrant=False).sum()
+
+    tr = fxviz.trace(Block(), torch.randn(4, 8), backend="aot_eager")
+    replayed, saved_mask = tr.partition("min_cut"), tr.partition("default")
+    assert any(s.startswith("forward:") for s in replayed.saved)  # the RNG state it made
+    state = torch.get_rng_state()
+    try:
+        torch.manual_seed(7)
+        a = run_partition(tr.graph, replayed)
+        torch.manual_seed(7)
+        b = run_partition(tr.graph, saved_mask)
+    finally:
+        torch.set_rng_state(state)
+    assert set(a) == set(b) == {"lin.weight", "lin.bias"}
+    for name in a:
+        torch.testing.assert_close(a[name], b[name])

@@ -115,8 +115,10 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
     with torch.no_grad():
         fw_out = fx.Interpreter(fwd).run(*fw_args, enable_io_processing=False)
     fw_out = list(fw_out) if isinstance(fw_out, (tuple, list)) else [fw_out]
-    handed = dict(zip(part.saved, fw_out[graph.num_fwd_outputs:]))
+    saved_out = fw_out[graph.num_fwd_outputs:]
+    handed = dict(zip(part.saved, saved_out))
     bw_args = []
+    position = 0  # the backward takes the saved values first, in the forward's order (AOTAutograd's runtime)
     for n in bwd.graph.nodes:
         if n.op != "placeholder":
             continue
@@ -127,7 +129,9 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
             fake = _torch.meta_val(n)
             bw_args.append(torch.ones(fake.shape, dtype=fake.dtype, device=fake.device))
         else:
-            bw_args.append(handed[joint])
+            # a value the partitioner made (an RNG state: ``forward:NAME``) has no joint name: its place
+            bw_args.append(handed[joint] if joint in handed else saved_out[position])
+            position += 1
     with torch.no_grad():
         bw_out = fx.Interpreter(bwd).run(*bw_args, enable_io_processing=False)
     bw_out = list(bw_out) if isinstance(bw_out, (tuple, list)) else [bw_out]
