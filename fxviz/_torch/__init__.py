@@ -57,16 +57,16 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("budget_config", "copy_graph_module", "cse_like_min_cut", "default_partition",
                      "extract_fwd_bwd_modules", "is_collective", "is_random", "is_tangent", "min_cut_partition",
                      "must_be_in_backward", "must_be_in_forward", "partitioner_context", "plain_min_cut_config",
-                     "replay_rng", "rng_state_bytes", "torch_size_of"),
+                     "replay_rng", "rng_state_bytes", "step_budget", "torch_size_of"),
                     "partitioners"),
     **dict.fromkeys(("RawJoint", "capture_with_aot_function", "capture_with_dynamo",
                      "quiet_torch", "run_compiled_backward", "skipped_frames", "unimplemented_count"), "tracing"),
-    **dict.fromkeys(("LAYOUT_KNOB", "StepRun", "layout_optimization", "run_compiled_step", "step_budget"),
+    **dict.fromkeys(("LAYOUT_KNOB", "StepRun", "layout_optimization", "run_compiled_step"),
                     "compiled"),
 }
 
 if TYPE_CHECKING:
-    from .compiled import LAYOUT_KNOB, StepRun, layout_optimization, run_compiled_step, step_budget
+    from .compiled import LAYOUT_KNOB, StepRun, layout_optimization, run_compiled_step
     from .partitioners import (
         budget_config,
         copy_graph_module,
@@ -83,6 +83,7 @@ if TYPE_CHECKING:
         plain_min_cut_config,
         replay_rng,
         rng_state_bytes,
+        step_budget,
         torch_size_of,
     )
     from .tracing import (

@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch._functorch import config as functorch_config
 from torch._inductor import config as inductor_config
 
 from .eager import storage_key
 from .tracing import fresh_code_state, fresh_dynamo_caches
 
-__all__ = ["StepRun", "run_compiled_step", "step_budget", "layout_optimization", "LAYOUT_KNOB"]
+__all__ = ["StepRun", "run_compiled_step", "layout_optimization", "LAYOUT_KNOB"]
 
 LAYOUT_KNOB = "torch._inductor.config.layout_optimization"
 """Inductor's switch for changing convolution layouts (channels-last on CPU with mkldnn, and on GPU
@@ -38,11 +37,6 @@ channels-last copy.  Measured on AlexNet, batch 1, CPU (torch 2.13): on, the ste
 def layout_optimization() -> bool:
     """Whether inductor may change convolution layouts (``LAYOUT_KNOB``) in this session."""
     return bool(inductor_config.layout_optimization)
-
-
-def step_budget() -> tuple[float, str]:
-    """The activation-memory budget and solver torch.compile's min-cut uses in this session."""
-    return float(functorch_config.activation_memory_budget), str(functorch_config.activation_memory_budget_solver)
 
 
 @dataclass

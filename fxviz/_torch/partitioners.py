@@ -98,6 +98,12 @@ def torch_size_of(node: fx.Node) -> int:
         return 0
 
 
+def step_budget() -> tuple[float, str]:
+    """The activation-memory budget and solver torch.compile's min-cut uses in this session (read
+    beside where fxviz sets and pins them)."""
+    return float(functorch_config.activation_memory_budget), str(functorch_config.activation_memory_budget_solver)
+
+
 @contextlib.contextmanager
 def plain_min_cut_config() -> Iterator[None]:
     """min-cut without a memory budget, whatever the caller's ``torch._functorch.config`` says."""
