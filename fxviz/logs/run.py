@@ -166,6 +166,21 @@ class Run:
         result: Trace = self._cache[key]
         return result
 
+    def traces(self, rank: int | None = None) -> list[Trace]:
+        """The whole step of one rank (default: rank 0, or the first rank with a graph with a backward):
+        a ``Trace`` of every logged graph with a backward, in compile order (``fxviz.diff`` of two runs
+        pairs them).  A compile dynamo reused is in the log once: the log does not say how often it ran."""
+        if rank is None:
+            having = [r for r in self.ranks if any("aot_joint_graph" in p.offsets
+                                                   for c in self._compiles if c.rank == r for p in c.pieces)]
+            if not having:
+                raise LogError(f"the log has no graph with a backward ({self.holds()})",
+                               Say("see ", _GRAPHS, " for what it compiled"))
+            rank = 0 if 0 in having else having[0]
+        found = [(c, k) for c in self._compiles if c.rank == rank for k, p in enumerate(c.pieces)
+                 if "aot_joint_graph" in p.offsets]
+        return [self.trace(rank, c.compile_id, k) for c, k in found]
+
     def compare_ranks(self, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame:
         """Where the ranks' graphs of one compile differ: one row per difference (``what``:
         ``nodes``, ``op``, ``shape``, ``saved_bytes``), one column per rank.  Empty when they agree."""
