@@ -136,3 +136,15 @@ def test_a_graph_pairs_with_every_graph_that_holds_its_parts() -> None:
     first, second, loss = _key(0, body__a__w=(2,)), _key(1, body__b__w=(2,)), _key(2)
     loss_a = _key(1)
     assert pair_pieces([whole, loss_a], [first, second, loss]) == [(0, 0), (0, 1), (1, 2)]
+
+
+def test_a_logged_steps_memory_table_covers_every_graph(runs: tuple[pathlib.Path, pathlib.Path]) -> None:
+    run = fxviz.load_logs(runs[1])
+    table = run.memory_table_by_piece(strategies=["logged", "min_cut"])
+    per_graph = table[table["piece"] != "total"]
+    assert set(per_graph["piece"]) == set(range(len(run.traces())))
+    total = table[(table["piece"] == "total") & (table["strategy"] == "logged")]
+    assert int(total["saved_activation_bytes"].iloc[0]) == _logged_total(runs[1])  # the backward signatures' sum
+    # aot_eager partitions with min-cut: the rebuilt graphs under min_cut save what the run saved
+    cut = table[(table["piece"] == "total") & (table["strategy"] == "min_cut")]
+    assert int(cut["saved_activation_bytes"].iloc[0]) == _logged_total(runs[1])
