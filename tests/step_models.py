@@ -50,3 +50,18 @@ class Stack(nn.Module):
 def stack(split: bool) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
     return Stack(split), (torch.randn(4, 8),)
+
+
+def tiny_llama(checkpointed: bool) -> tuple[nn.Module, torch.Tensor]:
+    """A two-layer Llama from a small config (``transformers``), in training mode, with Hugging Face's
+    gradient checkpointing when ``checkpointed`` (enabled as users do: the model then warns once that
+    ``use_cache`` is off, and that warning is where dynamo breaks the step in two); and token ids."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).train()
+    if checkpointed:
+        model.gradient_checkpointing_enable()
+    return model, torch.randint(0, 128, (2, 16))
