@@ -18,7 +18,7 @@ from .errors import FxvizError, InputError, LogError, NoFloatingOutputError, Ren
 if TYPE_CHECKING:
     from . import examples
     from .analysis.partition import partitioner
-    from .diffing import Diff, diff
+    from .diffing import Diff, StepDiff, diff
     from .facade import Trace
     from .html_report import report
     from .logs import Run, load_logs
@@ -30,6 +30,7 @@ __all__ = [
     "Trace",
     "diff",
     "Diff",
+    "StepDiff",
     "load_logs",
     "Run",
     "explore",
@@ -51,7 +52,8 @@ __version__ = "0.1.0"
 # public function (``tracing`` defines ``trace``, ``diffing`` defines ``diff``): a submodule binds its
 # name on the package when it loads, which would hide the function.
 _HOMES = {
-    "trace": "tracing", "Trace": "facade", "diff": "diffing", "Diff": "diffing", "load_logs": "logs", "Run": "logs",
+    "trace": "tracing", "Trace": "facade", "diff": "diffing", "Diff": "diffing", "StepDiff": "diffing",
+    "load_logs": "logs", "Run": "logs",
     "explore": "widgets", "report": "html_report", "partitioner": "analysis.partition", "examples": "examples",
 }
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from .diffing import Diff
+from .capture import graph_name
+from .diffing import Diff, StepDiff
 from .errors import RenderError
 from .render import theme
 from .render.embed import clean_svg
@@ -55,23 +56,36 @@ def table_html(df: pd.DataFrame) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def diff_body_html(d: Diff) -> str:
-    """The page's content (the summary, the drawing, the tables): the report's body and the
-    explorer's compare panel."""
+def _drawing(d: Diff) -> str:
     try:
-        svg = clean_svg(d.draw().svg())
-        drawing = f'<div class="drawing">{svg}</div>'
+        return f'<div class="drawing">{clean_svg(d.draw().svg())}</div>'
     except RenderError as exc:  # no dot here: the page still has every fact
-        drawing = f"<p>The drawing could not be made: {html.escape(str(exc))}</p>"
+        return f"<p>The drawing could not be made: {html.escape(str(exc))}</p>"
+
+
+def _drawings(d: Diff | StepDiff) -> list[str]:
+    """One drawing for a diff of two graphs; for a whole step, one per pair of graphs that differ."""
+    if isinstance(d, Diff):
+        return ["<h2>Where they differ, in both graphs</h2>", _drawing(d)]
+    out = []
+    for p in d.pairs:
+        if p.diff is not None and (p.diff.table["status"] != "both").any():
+            out += [f"<h2>Where they differ: A {graph_name(p.a or 0)} and B {graph_name(p.b or 0)}</h2>",
+                    _drawing(p.diff)]
+    return out
+
+
+def diff_body_html(d: Diff | StepDiff) -> str:
+    """The page's content (the summary, the drawings, the tables): the report's body and the
+    explorer's compare panel."""
     return "\n".join([
-        '<div class="fxviz-diff">', f"<pre>{html.escape(d.summary())}</pre>",
-        "<h2>Where they differ, in both graphs</h2>", drawing,
+        '<div class="fxviz-diff">', f"<pre>{html.escape(d.summary())}</pre>", *_drawings(d),
         "<h2>Saved activation bytes per module</h2>", table_html(d.by_module),
         "<h2>Every saved value</h2>", table_html(d.table), "</div>",
     ])
 
 
-def build_diff_report(d: Diff, title: str | None = None) -> str:
+def build_diff_report(d: Diff | StepDiff, title: str | None = None) -> str:
     """The diff page as one HTML string."""
     title = title or "fxviz diff"
     generated = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")

@@ -4,24 +4,56 @@ The comparative memory question ("what did checkpointing drop?", "why does the c
 more than eager?", "why does rank 1 save more than rank 0?") answered on two Traces: two models,
 one model under two backends, two logged runs or ranks, or one trace under two strategies.  The
 facts live in ``analysis.diff`` / ``analysis.match``; this is the object users hold.
+
+Whole steps (:class:`StepDiff`): comparing first graphs only misleads as soon as one side breaks the
+graph where the other does not (Hugging Face checkpointing splits a Llama's step in two: the first
+graphs alone read -93% where the whole step went -81%), so a side with several graphs is compared
+graph by graph, paired by the parameters and modules they hold, with the step's totals.  The
+pairing, the one naming rule across breaks and the re-pairing of values saved in graphs that are not
+a pair live in ``analysis.step_pairs``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from .analysis.diff import Side, diff_table, module_bytes, side_of
+from .analysis.diff import BY_MODULE_COLUMNS, Side, diff_table, lone_rows, module_bytes, side_of
 from .analysis.match import RULES, Matching, match_graphs
+from .analysis.pieces import piece_facts
+from .analysis.step_pairs import join_step_rows, pair_pieces, piece_key, prefixes, rooted
 from .analysis.strategies import Strategy, StrategyLike
+from .capture import graph_name
 from .errors import InputError
 from .facade import Trace
+from .logs.run import Run
+from .units import format_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from .render.drawing import Drawing
 
-__all__ = ["Diff", "diff"]
+__all__ = ["Diff", "diff", "StepDiff", "StepPair", "step_diff"]
+
+
+def _several(x: object) -> bool:
+    """A side that is a whole step of more than one graph: a trace (not a piece) of a model with
+    graph breaks, or a logged run or list of its traces with several graphs with a backward."""
+    if isinstance(x, Trace):
+        return x.index == 0 and len(x.capture.graphs) > 1
+    if isinstance(x, Run):
+        return len(x.traces()) > 1
+    return isinstance(x, Sequence) and sum(isinstance(t, Trace) and t.has_backward for t in x) > 1
+
+
+def _one_graph(x: Trace | Run | Sequence[Trace]) -> Trace:
+    if isinstance(x, Run):
+        return x.trace()
+    if not isinstance(x, Trace) and isinstance(x, Sequence) and x and isinstance(x[0], Trace):
+        return next((t for t in x if t.has_backward), x[0])
+    return x  # type: ignore[return-value]  # anything else is refused below, by name
 
 
 def _label(tr: Trace, strategy: Strategy) -> str:
@@ -30,14 +62,20 @@ def _label(tr: Trace, strategy: Strategy) -> str:
     return f"{tr.title}{where}, strategy {strategy.name}{backend}"
 
 
-def diff(a: Trace, b: Trace, strategy: StrategyLike | None = None, strategy_b: StrategyLike | None = None, *,
-         labels: tuple[str, str] | None = None) -> Diff:
+def diff(a: Trace | Run | Sequence[Trace], b: Trace | Run | Sequence[Trace], strategy: StrategyLike | None = None,
+         strategy_b: StrategyLike | None = None, *, labels: tuple[str, str] | None = None,
+         whole_step: bool | None = None) -> Diff | StepDiff:
     """Compare what two partitions save for the backward, value by value.
 
     Args:
         a, b: Traces (``fxviz.trace(...)``, ``backend="inductor"`` captures, ``Run.trace(...)`` of
-            a log: two log directories, two compiles or two ranks), or one Trace twice.  One graph
-            each: after graph breaks, pass the pieces to compare (``tr.piece(i)``).
+            a log: two log directories, two compiles or two ranks), or one Trace twice, or two
+            logged runs (``fxviz.load_logs(dir)``: their first rank's whole steps; a rank's:
+            ``run.traces(rank)``).
+        whole_step: compare every graph of each step (a :class:`StepDiff`: graphs paired by what
+            they hold, step totals, each pair).  Default: when a side's step has several graphs (a
+            model trace with graph breaks, a logged run); ``False`` compares the first graphs with a
+            backward only, and a piece (``tr.piece(i)``, i > 0) is always one graph.
         strategy: A's strategy; default: A's :attr:`~Trace.default_strategy` (``logged`` for a log
             with its forward and backward graphs, else ``default``).
         strategy_b: B's strategy; default: ``strategy`` when given and B is another trace, else
@@ -49,6 +87,9 @@ def diff(a: Trace, b: Trace, strategy: StrategyLike | None = None, strategy_b: S
         A :class:`Diff`: ``.table`` (one row per saved value of either side, with how it was
         matched and why only one side saves it), ``.by_module``, ``.summary()``, ``.draw()``.
     """
+    if whole_step or (whole_step is None and (_several(a) or _several(b))):
+        return step_diff(a, b, strategy, strategy_b, labels=labels)
+    a, b = _one_graph(a), _one_graph(b)
     for name, tr in (("a", a), ("b", b)):
         if not isinstance(tr, Trace):
             raise InputError(f"fxviz.diff: {name} is a {type(tr).__name__}, not a Trace",
@@ -128,6 +169,172 @@ class Diff:
 
     def __repr__(self) -> str:
         return "<fxviz.Diff\n" + self.summary() + ">"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.summary()) + "</pre>"
+
+
+@dataclass(frozen=True)
+class StepPair:
+    """Graph ``a`` of A and graph ``b`` of B (positions in each step's graphs with a backward; None
+    where that graph has no partner) and their :class:`Diff` when both exist.  A graph of a run that
+    did not break can pair with several graphs of one that did."""
+
+    a: int | None
+    b: int | None
+    diff: Diff | None
+
+
+def _pieces(x: Trace | Run | Sequence[Trace]) -> tuple[list[Trace], list[int], list[str | None]]:
+    """A side's graphs with a backward, how often each ran, and the frame each compiled."""
+    if isinstance(x, Run) or (isinstance(x, Sequence) and all(isinstance(t, Trace) for t in x)):
+        traces = [t for t in (x.traces() if isinstance(x, Run) else x) if t.has_backward]
+        return traces, [1] * len(traces), [t.capture.name for t in traces]
+    if not isinstance(x, Trace):
+        raise InputError(f"fxviz.diff: got a {type(x).__name__}, not a Trace or a Run",
+                         "pass fxviz.trace(model, *inputs) or fxviz.load_logs(dir)")
+    pieces = [x] if x.index > 0 else x.pieces
+    facts = piece_facts(x.capture)
+    kept = [p for p in pieces if p.has_backward]
+    return kept, [max(1, len(facts.runs_of(p.index))) for p in kept], [None] * len(kept)
+
+
+def _side(letter: str, label: str, tr: Trace, prefix: str, strategy: Strategy) -> Side:
+    return side_of(letter, label, rooted(tr.graph, prefix), tr.partition(strategy))
+
+
+def step_diff(a: Trace | Run | Sequence[Trace], b: Trace | Run | Sequence[Trace], strategy: StrategyLike | None = None,
+              strategy_b: StrategyLike | None = None, *, labels: tuple[str, str] | None = None) -> StepDiff:
+    """:func:`fxviz.diff` over whole steps (its ``whole_step``): see :class:`StepDiff`."""
+    (ta, ra, fa), (tb, rb, fb) = _pieces(a), _pieces(b)
+    for name, side in (("a", ta), ("b", tb)):
+        if not side:
+            raise InputError(f"fxviz.diff: {name} has no graph with a backward, so its step saves nothing",
+                             "trace a step whose loss depends on something that requires grad")
+    keys_a = [piece_key(i, t.graph, f, r) for i, (t, f, r) in enumerate(zip(ta, fa, ra))]
+    keys_b = [piece_key(i, t.graph, f, r) for i, (t, f, r) in enumerate(zip(tb, fb, rb))]
+    roots = prefixes(keys_a + keys_b)
+    keys_a = [piece_key(i, rooted(t.graph, roots[i]), f, r) for i, (t, f, r) in enumerate(zip(ta, fa, ra))]
+    keys_b = [piece_key(j, rooted(t.graph, roots[len(ta) + j]), f, r) for j, (t, f, r) in enumerate(zip(tb, fb, rb))]
+    la = labels[0] if labels else _step_label(a, ta)
+    lb = labels[1] if labels else _step_label(b, tb)
+    sides_a = [_side("A", la, t, roots[i], _strategy(t, strategy)) for i, t in enumerate(ta)]
+    sides_b = [_side("B", lb, t, roots[len(ta) + j], _strategy(t, strategy_b if strategy_b is not None else strategy))
+               for j, t in enumerate(tb)]
+    pairs: list[StepPair] = []
+    tables: list[tuple[int | None, int | None, pd.DataFrame]] = []
+    for i, j in pair_pieces(keys_a, keys_b):
+        if i is not None and j is not None:
+            d = Diff(sides_a[i], sides_b[j], ta[i], tb[j])
+            tables.append((i, j, d.table))
+        elif i is not None:
+            d = None
+            tables.append((i, None, lone_rows(sides_a[i], f"B has no graph holding the parameters or modules of "
+                                                          f"A's {graph_name(i)}")))
+        else:
+            d = None
+            tables.append((None, j, lone_rows(sides_b[_at(j)], f"A has no graph holding the parameters or modules "
+                                                               f"of B's {graph_name(_at(j))}")))
+        pairs.append(StepPair(i, j, d))
+    modules = ([k.modules for k in keys_a], [k.modules for k in keys_b])
+    return StepDiff(pairs, join_step_rows(tables, modules), (la, lb), (ra, rb),
+                    ([s.activation_bytes for s in sides_a], [s.activation_bytes for s in sides_b]))
+
+
+def _at(i: int | None) -> int:
+    assert i is not None
+    return i
+
+
+def _strategy(tr: Trace, strategy: StrategyLike | None) -> Strategy:
+    return Strategy.parse(strategy) if strategy is not None else tr.default_strategy
+
+
+def _step_label(x: Trace | Run | Sequence[Trace], traces: list[Trace]) -> str:
+    if not isinstance(x, Trace):
+        where = f"log {x.path}" if isinstance(x, Run) else traces[0].title
+        return f"{where}, {len(traces)} graph(s) with a backward, strategy {traces[0].default_strategy.name}"
+    where = f" ({x.capture.origin})" if x.capture.origin else ""
+    return f"{x.title}{where}, backend {x.capture.backend}, {len(traces)} graph(s) with a backward"
+
+
+class StepDiff:
+    """Two whole steps compared (``fxviz.diff`` of traces with several graphs, or of logged runs).
+
+    ``.pairs`` (one :class:`StepPair` per paired or lone graph, in run order), ``.totals`` (each
+    step's saved activation bytes: every graph's, times the runs of a graph dynamo reused),
+    ``.table`` (every saved value of either step: the diff table's columns after ``graph_a`` and
+    ``graph_b``, the piece each side saves it in), ``.by_module``, ``.summary()``,
+    ``.pair(i)`` (graph ``i`` of A's :class:`Diff`, with its drawing)."""
+
+    def __init__(self, pairs: list[StepPair], table: pd.DataFrame, labels: tuple[str, str],
+                 runs: tuple[list[int], list[int]], saved: tuple[list[int], list[int]]) -> None:
+        self.pairs = pairs
+        self.labels = labels
+        self._table = table
+        self._runs = runs
+        self._saved = saved
+
+    def _line(self, p: StepPair) -> str:
+        """One line of the step summary: the two graphs, what each saves, how often it ran."""
+        def side(letter: str, i: int | None, k: int) -> str:
+            if i is None:
+                return f"{letter}: no graph"
+            runs = self._runs[k][i]
+            times = f" x{runs} runs" if runs > 1 else ""
+            return f"{letter} {graph_name(i)} {format_bytes(self._saved[k][i])}{times}"
+
+        alone = "" if p.diff is not None else "  (no partner: its values matched across graphs where they can be)"
+        return f"{side('A', p.a, 0)}  <->  {side('B', p.b, 1)}{alone}"
+
+    @property
+    def table(self) -> pd.DataFrame:
+        return self._table.copy()
+
+    @property
+    def totals(self) -> tuple[int, int]:
+        """Saved activation bytes of the whole step, A and B (each graph times its runs)."""
+        sa, sb = self._saved
+        ra, rb = self._runs
+        return sum(n * r for n, r in zip(sa, ra)), sum(n * r for n, r in zip(sb, rb))
+
+    @property
+    def by_module(self) -> pd.DataFrame:
+        """Saved activation bytes per module over the whole step (each value times its graph's runs),
+        names rooted as ``analysis.step_pairs`` says."""
+        t = self._table.copy()
+        if not len(t):
+            return pd.DataFrame(columns=BY_MODULE_COLUMNS)
+        for s, runs in (("a", self._runs[0]), ("b", self._runs[1])):
+            times = [1 if g is None else runs[int(g)] for g in t[f"graph_{s}"]]
+            t[f"bytes_{s}"] = t[f"bytes_{s}"] * pd.Series(times, index=t.index)
+        return module_bytes(t)
+
+    def pair(self, graph_a: int) -> Diff:
+        """The :class:`Diff` of A's graph ``graph_a`` (0-based) and its partner."""
+        for p in self.pairs:
+            if p.a == graph_a and p.diff is not None:
+                return p.diff
+        raise InputError(f"A's {graph_name(graph_a)} has no partner in B",
+                         "pairs: " + "; ".join(self._line(p) for p in self.pairs))
+
+    def summary(self, width: int = 100) -> str:
+        """The step totals and change, the pairs, the modules that changed most, the biggest differences."""
+        from .render.diff_view import step_diff_summary
+
+        graphs = (len(self._runs[0]), len(self._runs[1]))
+        return step_diff_summary(self.labels, self.totals, graphs, [self._line(p) for p in self.pairs], self._table,
+                                 self.by_module, width)
+
+    def table_text(self, width: int = 100) -> str:
+        from .render.diff_view import diff_table_text
+
+        return diff_table_text(self._table, width)
+
+    def __repr__(self) -> str:
+        return "<fxviz.StepDiff\n" + self.summary() + ">"
 
     def _repr_html_(self) -> str:
         import html

@@ -101,16 +101,16 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: 
     the legend.  Keyword arguments go to :func:`build_report` (``strategies``, ``views``,
     ``compare``: the pair the compare view opens with, ``group``, ``depth``, ``title``).
     Written to a temporary file, then renamed into place.
-    ``tr`` may be a ``Diff`` (``fxviz.diff``): one scriptless page with its summary, drawing, bytes
+    ``tr`` may be a ``Diff`` or a ``StepDiff`` (``fxviz.diff``): one scriptless page with its summary, drawing, bytes
     per module and table (keyword ``title``).
     ``tr`` may be a ``Run`` read from a log: the report then holds every graph with a backward (and
     every inference-only graph) on every rank, with a rank and a graph selector, and opens on ``compile_id`` of ``rank``
     (default: the first graph with a backward on rank 0).
     """
-    from .diffing import Diff
+    from .diffing import Diff, StepDiff
     from .logs.run import Run
 
-    if isinstance(tr, Diff):  # a diff of two traces: one page, no script
+    if isinstance(tr, (Diff, StepDiff)):  # a diff of two traces: one page, no script
         from .diff_report import build_diff_report
 
         return write_atomic(path, build_diff_report(tr, **kwargs))

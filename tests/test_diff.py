@@ -275,9 +275,9 @@ def test_cli_two_log_directories(logs, capsys):
     assert main(["diff", "--logs-a", pair, "--logs-b", ckpt]) == 0
     out = capsys.readouterr().out
     run_a, run_b = fxviz.load_logs(pair), fxviz.load_logs(ckpt)
-    expected = fxviz.diff(run_a.trace(), run_b.trace(), labels=(f"log {pair}", f"log {ckpt}"))
+    expected = fxviz.diff(run_a, run_b, labels=(f"log {pair}", f"log {ckpt}"))  # one graph each: a Diff
     assert out.startswith(expected.summary() + "\n\n" + expected.table_text())
-    assert all(len(line) <= 100 for line in out.splitlines())
+    assert all(len(line) <= 100 for line in out.splitlines()), [x for x in out.splitlines() if len(x) > 100]
     assert "B recomputes it (checkpoint policy prefer_recompute)" in out
 
 

@@ -19,7 +19,8 @@ FLOORS: dict[int, tuple[str, ...]] = {
     2: ("capture", "roles", "logs.reader", "logs.graph_code", "logs.foreign", "logs.index"),
     3: ("analysis",),
     4: ("render",),
-    5: ("facade", "tracing", "payloads", "logs", "logs.run", "diffing"),  # a logged Run hands out Traces
+    # a logged Run hands out Traces
+    5: ("facade", "tracing", "payloads", "logs", "logs.run", "diffing"),
     6: ("widgets", "html_report", "diff_report"),
     7: ("__init__", "cli", "__main__"),
 }

@@ -21,7 +21,7 @@ from .memory import saved_memory
 from .partition import Partition
 
 __all__ = ["SavedValue", "Side", "DIFF_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE", "side_of", "diff_table",
-           "module_bytes"]
+           "lone_rows", "module_bytes"]
 
 DIFF_COLUMNS = ["status", "module", "op", "shape_a", "shape_b", "dtype", "kind", "bytes_a", "bytes_b", "name_a",
                 "name_b", "match", "why"]
@@ -198,12 +198,24 @@ def diff_table(a: Side, b: Side, matching: Matching | None = None) -> pd.DataFra
         back = to_a.get(v.name) if v.name is not None else None
         rule = m.rule.get(back, "unmatched") if back is not None else "unmatched"
         rows.append(_row("only B", None, v, rule, why(v, back, b, a, covered_a, covered_b_in_b)))
-    df = pd.DataFrame(rows, columns=DIFF_COLUMNS)
+    return _typed(pd.DataFrame(rows, columns=DIFF_COLUMNS))
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
     for c in ("bytes_a", "bytes_b"):
         df[c] = df[c].astype("int64")
     for c in ("module", "dtype", "name_a", "name_b", "shape_a", "shape_b"):
         df[c] = df[c].astype(object).where(df[c].notna(), None)
     return df
+
+
+def lone_rows(side: Side, reason: str) -> pd.DataFrame:
+    """A graph with no partner on the other side (a whole-step diff): every value it saves as saved
+    by its side only, for ``reason``."""
+    status = f"only {side.letter}"
+    rows = [_row(status, v, None, "unmatched", reason) if side.letter == "A" else _row(status, None, v, "unmatched",
+                                                                                       reason) for v in side.values]
+    return _typed(pd.DataFrame(rows, columns=DIFF_COLUMNS))
 
 
 def module_bytes(table: pd.DataFrame) -> pd.DataFrame:

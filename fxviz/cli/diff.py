@@ -19,13 +19,15 @@ TORCH_TRACE log directory (--logs-a/--logs-b DIR, or --logs DIR for both sides o
 with no model and no log of its own is A again (one model under two strategies or backends).
 
 examples:
-  fxviz diff --logs-a plain_trace/ --logs-b checkpointed_trace/   two runs' logs
+  fxviz diff --logs-a plain_trace/ --logs-b checkpointed_trace/   two runs' whole steps
   fxviz diff --logs trace/ --rank-a 0 --rank-b 1                   two ranks of one run
   fxviz diff --logs trace/ --graph-a 0/0 --graph-b 1/0             two compiles of one log
   fxviz diff mlp --strategy-a eager --strategy-b default            eager vs a partition
   fxviz diff mlp --backend-b inductor --strategy-a min_cut          aot_eager vs inductor
   fxviz diff mymodels.py:plain mymodels.py:checkpointed             two models
-strategies default to each side's own default: logged for a log, default for a model."""
+strategies default to each side's own default: logged for a log, default for a model.
+a side with several graphs (graph breaks, or a log without --graph) is compared as a whole step: its
+graphs are paired with the other side's by the parameters and modules they hold."""
 
 
 def _side_options(s: str) -> list[Any]:
@@ -33,8 +35,8 @@ def _side_options(s: str) -> list[Any]:
     return [
         opt(f"--logs-{s}", metavar="DIR", help=f"side {S} from this TORCH_TRACE log"),
         opt(f"--rank-{s}", type=int, default=0, metavar="N", help=f"with a log: side {S}'s rank (default 0)"),
-        opt(f"--graph-{s}", metavar="ID", help=f"with a log: side {S}'s compile id, e.g. 0/0 (default: the first "
-                                               "with a backward)"),
+        opt(f"--graph-{s}", metavar="ID", help=f"with a log: side {S}'s compile id, e.g. 0/0 (default: every graph "
+                                               "with a backward, the whole step)"),
         opt(f"--strategy-{s}", metavar="S", help=f"side {S}'s strategy (default: "
             + ("A's when B is another trace, else " if s == "b" else "") + "logged for a log, default for a model)"),
         backend(f"--backend-{s}", help=f"side {S}'s capture backend"),
@@ -82,8 +84,9 @@ class Sides:
             if ("run", log) not in self._cache:
                 self._cache["run", log] = open_run(log)
             key: tuple[Any, ...] = ("log", log, getattr(args, f"rank_{s}"), getattr(args, f"graph_{s}"))
-            if key not in self._cache:
-                self._cache[key] = self._cache["run", log].trace(rank=key[2], compile_id=key[3])
+            if key not in self._cache:  # no graph named: the rank's whole step (every graph with a backward)
+                run = self._cache["run", log]
+                self._cache[key] = run.traces(key[2]) if key[3] is None else run.trace(rank=key[2], compile_id=key[3])
             return self._cache[key]
         model = self.model[s]
         assert model is not None

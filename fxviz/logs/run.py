@@ -24,6 +24,7 @@ from .reader import log_files, warn_other_torch
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from ..analysis.strategies import StrategiesLike
     from ..facade import Trace
 
 __all__ = ["Run", "load_logs", "graph_rows", "GRAPH_COLUMNS", "READ_KINDS", "STATUSES", "TOTAL_COLUMNS"]
@@ -165,6 +166,33 @@ class Run:
             self._cache[key] = Trace(capture_from_log(c, p, notes))
         result: Trace = self._cache[key]
         return result
+
+    def traces(self, rank: int | None = None) -> list[Trace]:
+        """The whole step of one rank (default: rank 0, or the first rank with a graph with a backward):
+        a ``Trace`` of every logged graph with a backward, in compile order (``fxviz.diff`` of two runs
+        pairs them).  A compile dynamo reused is in the log once: the log does not say how often it ran."""
+        if rank is None:
+            having = [r for r in self.ranks if any("aot_joint_graph" in p.offsets
+                                                   for c in self._compiles if c.rank == r for p in c.pieces)]
+            if not having:
+                raise LogError(f"the log has no graph with a backward ({self.holds()})",
+                               Say("see ", _GRAPHS, " for what it compiled"))
+            rank = 0 if 0 in having else having[0]
+        found = [(c, k) for c in self._compiles if c.rank == rank for k, p in enumerate(c.pieces)
+                 if "aot_joint_graph" in p.offsets]
+        return [self.trace(rank, c.compile_id, k) for c, k in found]
+
+    def memory_table_by_piece(self, rank: int | None = None, strategies: StrategiesLike | None = None) -> pd.DataFrame:
+        """The memory table of one rank's whole step, as ``Trace.memory_table_by_piece`` gives a
+        model's: one row per graph with a backward (``piece``: its place in :meth:`traces`) and
+        strategy (default each graph's offered ones, ``logged`` first), then one ``total`` row per
+        strategy over every graph.  Each graph counted once: the log does not say how often it ran."""
+        from ..analysis.step import PieceTable, step_table
+
+        traces = self.traces(rank)
+        chosen = strategies if strategies is not None else list(dict.fromkeys(
+            s.name for t in traces for s in t.offered))
+        return step_table([PieceTable(i, 1, True, t.memory_table(chosen)) for i, t in enumerate(traces)])
 
     def compare_ranks(self, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame:
         """Where the ranks' graphs of one compile differ: one row per difference (``what``:

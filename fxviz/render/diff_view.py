@@ -8,18 +8,21 @@ import pandas as pd
 
 from ..analysis.diff import NO_MODULE, Side
 from ..analysis.match import RULES, Matching
+from ..analysis.step_pairs import ACROSS_GRAPHS
 from ..units import format_bytes
 from . import dot
 from .drawing import DEFAULT_TIMEOUT, Drawing
 from .scene import Item, Scene
 
-__all__ = ["WIDTH", "diff_summary", "diff_table_text", "diff_scene", "draw_diff"]
+__all__ = ["WIDTH", "diff_summary", "step_diff_summary", "diff_table_text", "diff_scene", "draw_diff"]
 
 WIDTH = 100
 _TOP = 10  # differences listed in the summary
 _MODULES = 8  # modules listed in the summary
-_SHORT = {"name": "name", "module+op+position": "place", "op+shape": "op+shape", "unmatched": "none"}
+_SHORT = {"name": "name", "module+op+position": "place", "op+shape": "op+shape", "unmatched": "none",
+          ACROSS_GRAPHS: "other graph"}
 _LEGEND = "match: name = same name; place = module+op+position; op+shape; none = unmatched"
+_LEGEND_STEP = "other graph = module, op and shape, in a graph that is not the pair's"
 
 
 def _cut(text: str, width: int) -> str:
@@ -37,7 +40,8 @@ def _counts(table: pd.DataFrame) -> tuple[str, str]:
     status = table["status"].value_counts()
     values = ", ".join(f"{int(status.get(s, 0))} {s}" for s in ("both", "only A", "only B"))
     rules = table["match"].value_counts()
-    matched = ", ".join(f"{r} {int(rules.get(r, 0))}" for r in RULES)
+    shown = [*RULES, ACROSS_GRAPHS] if rules.get(ACROSS_GRAPHS, 0) else RULES
+    matched = ", ".join(f"{r} {int(rules.get(r, 0))}" for r in shown)
     return values, matched
 
 
@@ -65,6 +69,33 @@ def _difference_line(row: pd.Series, width: int) -> str:
     return head.rstrip() + "\n" + _cut(f"{'':<10}{row['why']}", width)
 
 
+def _module_lines(by_module: pd.DataFrame, width: int) -> list[str]:
+    """The modules whose saved activation bytes changed most."""
+    lines: list[str] = []
+    changed = by_module[by_module["change"] != 0].head(_MODULES)
+    if len(changed):
+        lines += ["", f"  {'module (activation bytes)':<40} {'A':>10} {'B':>10} {'change':>16}"]
+        for _, r in changed.iterrows():
+            lines.append(f"  {_cut(str(r['module']), 40):<40} {format_bytes(r['bytes_a']):>10} "
+                         f"{format_bytes(r['bytes_b']):>10} {_change(int(r['bytes_a']), int(r['bytes_b'])):>16}")
+    return lines
+
+
+def _difference_lines(table: pd.DataFrame, width: int, where: str) -> list[str]:
+    """The biggest values one side saves and the other does not, activations first."""
+    diffs = table[table["status"] != "both"].copy()
+    if not len(diffs):
+        return ["", "A and B save the same values."]
+    diffs["_size"] = -(diffs["bytes_a"] + diffs["bytes_b"])
+    diffs["_state"] = diffs["kind"] != "activation"
+    diffs = diffs.sort_values(["_state", "_size"], kind="stable")
+    lines = ["", f"  {'':<6}  {'module':<16} {'op':<12} {'shape':<13} {'bytes':>9}  {'name':<10} why"]
+    lines += [_difference_line(r, width) for _, r in diffs.head(_TOP).iterrows()]
+    if len(diffs) > _TOP:
+        lines.append(f"  ... {len(diffs) - _TOP} more differences in {where}")
+    return lines
+
+
 def diff_summary(a: Side, b: Side, table: pd.DataFrame, by_module: pd.DataFrame, width: int = WIDTH) -> str:
     """Totals for A and B (each equal to its memory table's ``saved_activation_bytes``), the change,
     the modules that changed most and the biggest differences, in at most ``width`` columns."""
@@ -81,24 +112,25 @@ def diff_summary(a: Side, b: Side, table: pd.DataFrame, by_module: pd.DataFrame,
         lines.append(_cut("also saved, not activations: " + "; ".join(others), width))
     lines += [_cut(f"saved values: {values}", width),
               _cut(f"each row's value found in the other graph by: {matched}", width)]
-    changed = by_module[by_module["change"] != 0].head(_MODULES)
-    if len(changed):
-        lines += ["", f"  {'module (activation bytes)':<40} {'A':>10} {'B':>10} {'change':>16}"]
-        for _, r in changed.iterrows():
-            lines.append(f"  {_cut(str(r['module']), 40):<40} {format_bytes(r['bytes_a']):>10} "
-                         f"{format_bytes(r['bytes_b']):>10} {_change(int(r['bytes_a']), int(r['bytes_b'])):>16}")
-    diffs = table[table["status"] != "both"].copy()
-    if len(diffs):
-        # activations first (what the totals count), biggest first
-        diffs["_size"] = -(diffs["bytes_a"] + diffs["bytes_b"])
-        diffs["_state"] = diffs["kind"] != "activation"
-        diffs = diffs.sort_values(["_state", "_size"], kind="stable")
-        lines += ["", f"  {'':<6}  {'module':<16} {'op':<12} {'shape':<13} {'bytes':>9}  {'name':<10} why"]
-        lines += [_difference_line(r, width) for _, r in diffs.head(_TOP).iterrows()]
-        if len(diffs) > _TOP:
-            lines.append(f"  ... {len(diffs) - _TOP} more differences in Diff.table")
-    else:
-        lines += ["", "A and B save the same values."]
+    lines += _module_lines(by_module, width) + _difference_lines(table, width, "Diff.table")
+    return "\n".join(lines)
+
+
+def step_diff_summary(labels: tuple[str, str], totals: tuple[int, int], graphs: tuple[int, int],
+                      pair_lines: list[str], table: pd.DataFrame, by_module: pd.DataFrame,
+                      width: int = WIDTH) -> str:
+    """The whole step: each side's saved activations over all its graphs and the change, how the
+    graphs were paired (one line each), then the modules and values as :func:`diff_summary` has them."""
+    ta, tb = totals
+    values, matched = _counts(table)
+    lines = [_cut(f"A: {labels[0]}", width), _cut(f"B: {labels[1]}", width),
+             f"whole step, saved activations: A {format_bytes(ta)}, B {format_bytes(tb)}, change {_change(ta, tb)}",
+             f"graphs with a backward: A {graphs[0]}, B {graphs[1]}",
+             "", "graphs paired by the parameters and modules they hold (then frame, then order):"]
+    lines += [_cut("  " + line, width) for line in pair_lines]
+    lines += ["", _cut(f"saved values: {values}", width),
+              _cut(f"each row's value found in the other step by: {matched}", width)]
+    lines += _module_lines(by_module, width) + _difference_lines(table, width, "StepDiff.table")
     return "\n".join(lines)
 
 
@@ -117,6 +149,8 @@ def diff_table_text(table: pd.DataFrame, width: int = WIDTH) -> str:
         if r["why"]:
             lines.append(_cut(f"{'':<7}why: {r['why']}", width))
     lines.append(_LEGEND)
+    if (table["match"] == ACROSS_GRAPHS).any():
+        lines.append(_LEGEND_STEP)
     return "\n".join(lines)
 
 

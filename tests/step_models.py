@@ -1,0 +1,67 @@
+"""Small models whose compiled step has several graphs, for the whole-step diff tests
+(``tests/test_step_diff.py``): imported by the test and by the subprocess that runs them for real."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(16, 32)
+        self.down = nn.Linear(32, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.tanh(self.up(x)))
+
+
+class Body(nn.Module):
+    """The decoder stack: with ``split``, a graph break between its blocks (and each block
+    checkpointed), so dynamo compiles this module's own frame and names its weights ``layers.0...``
+    where the plain step names them ``body.layers.0...``."""
+
+    def __init__(self, split: bool) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([Block(), Block()])
+        self.split = split
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.split:
+            return self.layers[1](self.layers[0](x))
+        x = checkpoint(self.layers[0], x, use_reentrant=False)
+        torch._dynamo.graph_break()
+        return checkpoint(self.layers[1], x, use_reentrant=False)
+
+
+class Stack(nn.Module):
+    def __init__(self, split: bool = False) -> None:
+        super().__init__()
+        self.embed = nn.Linear(8, 16)
+        self.body = Body(split)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(torch.tanh(self.embed(x)))).sum()
+
+
+def stack(split: bool) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(0)
+    return Stack(split), (torch.randn(4, 8),)
+
+
+def tiny_llama(checkpointed: bool) -> tuple[nn.Module, torch.Tensor]:
+    """A two-layer Llama from a small config (``transformers``), in training mode, with Hugging Face's
+    gradient checkpointing when ``checkpointed`` (enabled as users do: the model then warns once that
+    ``use_cache`` is off, and that warning is where dynamo breaks the step in two); and token ids."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).train()
+    if checkpointed:
+        model.gradient_checkpointing_enable()
+    return model, torch.randint(0, 128, (2, 16))
