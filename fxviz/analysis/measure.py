@@ -498,4 +498,5 @@ def mark_saved(table: pd.DataFrame, measured: Measured, graph: int = 0) -> pd.Da
             elif same_graph:
                 held.setdefault(name, "held")
     out["measured"] = [held.get(str(name), "not held") for name in out.index]
+    out.attrs["measured_caption"] = _caption(measured)
     return out

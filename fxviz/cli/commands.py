@@ -9,7 +9,7 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
-from ..analysis.strategies import parse_list
+from ..analysis.strategies import Strategy, parse_list
 from ..errors import FxvizError
 from .options import SOURCE, STRATEGIES, command, opt, strategy
 from .source import open_trace, where_in_run
@@ -35,15 +35,43 @@ def doctor_text(report: Any) -> str:
     return str(type(report)(replace(d, findings=findings)))
 
 
+MEASURE = opt("--measure", action="store_true", help="also run the real torch.compile step (a copy of the model, "
+                                                    "--backend's compiler) and show what it keeps for the backward "
+                                                    "beside the estimate, storage by storage (compiles: slow)")
+
+
+def _measure(tr: Any, args: argparse.Namespace) -> Any:
+    """``--measure``: the real step, measured (``Trace.measure()``); None without the flag."""
+    if not getattr(args, "measure", False):
+        return None
+    if tr.from_log:
+        raise FxvizError("--measure runs the model's compiled training step, and a log of a run has no model to "
+                         "run", "measure the model itself: fxviz table MODEL --backend inductor --measure; the "
+                         "log's own forward and backward graphs are what its run saved (strategy logged)")
+    print(wrap(f"measuring: torch.compile(backend={tr.capture.backend!r}) of a copy of the model, one training "
+               "step with saved-tensor hooks ..."), flush=True)
+    return tr.measure()
+
+
+def _measured_text(measured: Any) -> str:
+    from ..render.measured_view import measured_text
+
+    return cli_text(measured_text(measured, WIDTH))
+
+
 @command("table", "the memory table: saved bytes, recompute cost and peaks per strategy", *SOURCE, STRATEGIES,
-         opt("--exact", action="store_true", help="exact integers instead of KiB/MiB/GiB"))
+         opt("--exact", action="store_true", help="exact integers instead of KiB/MiB/GiB"), MEASURE)
 def cmd_table(args: argparse.Namespace) -> int:
-    """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at."""
+    """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at
+    (--measure: beside what the real compiled step keeps)."""
     tr = open_trace(args)  # argument errors first, before torch loads
     from ..capture import INFERENCE_NOTE, graph_of
     from ..graph_facts import joint_node_count
 
+    measured = _measure(tr, args)
     strategies = parse_list(args.strategies)
+    if measured is not None and strategies is not None and measured.strategy not in [s.name for s in strategies]:
+        strategies.append(Strategy.parse(measured.strategy))  # the twin needs its row
     if getattr(args, "run", None) is not None:
         print(wrap(where_in_run(args.run, tr, args.rank)))
     for piece in tr.pieces:
@@ -53,13 +81,16 @@ def cmd_table(args: argparse.Namespace) -> int:
             print(f"{piece.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
                   f"{INFERENCE_NOTE}")
             continue
-        _print_table(piece.memory_table(strategies), args.exact)
+        _print_table(piece.memory_table(strategies, measured=measured if len(tr.pieces) == 1 else None), args.exact)
     if len(tr.pieces) > 1:
-        whole = tr.memory_table_by_piece(strategies)
+        whole = tr.memory_table_by_piece(strategies, measured=measured)
         totals = whole[whole["piece"] == "total"].drop(columns=["piece", "runs"]).reset_index(drop=True)
         totals.attrs = dict(whole.attrs)
         print(f"== whole model: {len(tr.pieces)} graphs, each counted as often as it ran")
         _print_table(totals, args.exact)
+    if measured is not None:
+        print()
+        print(_measured_text(measured))
     return 0
 
 
@@ -83,14 +114,20 @@ def _print_table(df: Any, exact: bool) -> None:
                                        "level the drawing collapses to)"),
          opt("--top", type=int, default=20, help="rows to show, biggest first (default 20; 0: all)"),
          opt("--kind", choices=["activation", "parameter", "input", "symint"],
-             help="only the values of this kind (e.g. activation: leave out the resident parameters)"))
+             help="only the values of this kind (e.g. activation: leave out the resident parameters)"), MEASURE)
 def cmd_saved(args: argparse.Namespace) -> int:
     """What the backward reads from the forward, biggest first: each value's kind, module, op in
     plain words, tensor and storage-aware bytes, and what the other strategies do with it
-    (--by-module: saved activation bytes per module)."""
+    (--by-module: saved activation bytes per module; --measure: what the real step holds of each)."""
     tr = open_trace(args)
     if args.top < 0:
         raise FxvizError(f"--top must be 0 (all rows) or more, not {args.top}", "pass --top 10")
+    if args.measure and args.by_module:
+        raise FxvizError("--measure marks each saved value, and --by-module sums them per module",
+                         "drop one: fxviz saved MODEL --measure")
+    measured = _measure(tr, args)
+    # the marks say what the step holds of the partition it used: that partition, unless one is named
+    chosen = args.strategy or (measured.strategy if measured is not None else None)
     from ..analysis.pieces import piece_facts
     from ..capture import graph_name
     from ..render.saved_view import by_module_text, saved_text
@@ -106,7 +143,7 @@ def cmd_saved(args: argparse.Namespace) -> int:
         if args.by_module:
             print(by_module_text(piece.memory_by_module(args.strategy, depth=args.depth), name))
         else:
-            df = piece.saved(args.strategy)
+            df = piece.saved(chosen, measured=measured)
             if args.kind:
                 kept = df[df["kind"] == args.kind]
                 kept.attrs = dict(df.attrs)
@@ -114,6 +151,9 @@ def cmd_saved(args: argparse.Namespace) -> int:
             print(saved_text(_in_cli_words(df), name, top=args.top))
         if len(tr.pieces) > 1:
             print()
+    if measured is not None:
+        print()
+        print(_measured_text(measured))
     return 0
 
 
