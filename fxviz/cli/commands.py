@@ -100,7 +100,10 @@ def _print_table(df: Any, exact: bool) -> None:
         import pandas as pd
 
         with pd.option_context("display.width", 250, "display.max_columns", None):
-            print(pd.DataFrame(df).drop(columns=["error"]).to_string(index=False))
+            print(pd.DataFrame(df).drop(columns=["error", "measured_reason"], errors="ignore").to_string(index=False))
+        for r in df.index[df["measured_reason"].notna()] if "measured_reason" in df else []:
+            print(wrap(f"measured - estimated ({df.loc[r, 'strategy']}): {df.loc[r, 'measured_difference_bytes']} "
+                       f"B; {df.loc[r, 'measured_reason']}"))
         return
     from ..render.table import memory_table_text
 

@@ -70,10 +70,13 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
                      format_shape(r["shape"], r["dtype"]) if r["kind"] != "symint" else "", size,
                      " ".join(FATE_CODES.get(r[c], "?") for c in others)]
                     + ([_step_mark(r["measured"])] if measured else []))
-    names = ["#", "value", "kind", "module", "what", "tensor", "bytes", " ".join(letters)] + (["step"] if measured else [])
-    caps = [4, 16, 5, 22, 0, 20, 10, 2 * len(others), 16]
+    names = ["#", "value", "kind", "module", "what", "tensor", "bytes", " ".join(letters)] + ["step"] * measured
+    caps = [4, 16, 5, 22 - 8 * measured, 0, 20, 10, 2 * len(others), 14]  # the step column takes the module's room
     widths = [min(max([len(names[i])] + [len(row[i]) for row in rows]), caps[i] or 999) for i in range(len(names))]
     rest = width - sum(w for i, w in enumerate(widths) if i != 4) - (len(names) - 1) * 2
+    if rest < 12:  # the module column gives room to the what column first
+        widths[3] = max(6, widths[3] - (12 - rest))
+        rest = width - sum(w for i, w in enumerate(widths) if i != 4) - (len(names) - 1) * 2
     widths[4] = max(12, min(rest, max([len(names[4])] + [len(row[4]) for row in rows])))
     right = {0, 6}
 
