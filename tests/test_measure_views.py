@@ -53,7 +53,7 @@ def test_the_saved_table_marks_each_copy_with_its_source(convbn_inductor):
     params = count["params"]
     copies = marked[marked["measured"].str.startswith("held as a copy")]
     assert len(copies) == len(measured.copies) > 0
-    for name, row in copies.iterrows():
+    for name in copies.index:
         qual = tr.graph.info[name].qualname
         if qual in params:  # the test's own step saved a tensor with that parameter's values elsewhere
             source = params[qual]
@@ -115,3 +115,61 @@ def test_cli_table_and_saved_measure(capsys):
 def test_cli_measure_refusals(capsys):
     code, _, err = run_main(["saved", "tests.test_measure:convbn", "--measure", "--by-module"], capsys)
     assert code != 0 and "--by-module" in err and len(err.splitlines()) == 1
+
+
+# --- the report and the explorer ------------------------------------------------------------------
+def _assert_measured_table(table: dict, measured, count: dict) -> None:
+    """A page's memory table (``payloads.table_data``) with the twin: the step's row and its block."""
+    col = table["columns"].index("measured")
+    cells = {r["key"]: r["cells"][col] for r in table["rows"]}
+    assert cells[measured.strategy] == format_bytes(count["bytes"])
+    assert all(v == "\u2014" for k, v in cells.items() if k != measured.strategy)
+    block = table["measured"]
+    assert block["saved_bytes"] == count["bytes"]
+    assert block["difference"] == count["bytes"] - block["estimated_bytes"]
+    assert sorted(r["bytes"] for r in block["rows"] if r["kind"] not in ("parameter", "input")) == count["sizes"]
+    for source in measured.copies["source"]:
+        assert str(source) in block["reason"]
+
+
+def test_report_data_shows_the_measurement_when_asked(convbn_inductor):
+    from fxviz.payloads import report_data
+
+    tr, measured, count = convbn_inductor
+    plain = report_data(tr, views=("joint",))
+    assert "measured" not in plain["table"] and "measured" not in plain["table"]["columns"]
+    data = report_data(tr, views=("joint",), measure=measured)
+    _assert_measured_table(data["table"], measured, count)
+    kinds = {f["kind"] for f in data["doctor"]["findings"]}
+    assert "measured_copies" in kinds and "measured_copies" not in {f["kind"] for f in plain["doctor"]["findings"]}
+
+
+def test_explorer_shows_the_measurement(convbn_inductor):
+    pytest.importorskip("anywidget")
+    tr, measured, count = convbn_inductor
+    ex = fxviz.explore(tr, measure=measured)
+    _assert_measured_table(ex.pane.table, measured, count)
+    assert "measured_copies" in {f["kind"] for f in ex.pane.doctor["findings"]}
+
+
+def test_the_report_in_chromium(convbn_inductor, tmp_path):
+    """The page shows the twin and the step's storages, each copy naming its source."""
+    browser_util = pytest.importorskip("tests.browser_util")
+    pytest.importorskip("playwright.sync_api")
+    if browser_util.chromium_path() is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    tr, measured, count = convbn_inductor
+    path = fxviz.report(tr, tmp_path / "measured.html", views=("joint",), measure=measured)
+    with browser_util.browser() as b:
+        page = b.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".fxviz-measured", timeout=60_000)
+        assert format_bytes(count["bytes"]) in page.inner_text(".fxviz-measured-headline")
+        page.evaluate("document.querySelector('.fxviz-measured-storages').open = true")
+        rows = page.query_selector_all(".fxviz-measured-table tbody tr")
+        assert len(rows) == len(measured.saved)
+        copies = page.query_selector_all(".fxviz-measured-table tr.fxviz-measured-copy")
+        assert len(copies) == len(measured.copies)
+        for source in measured.copies["source"]:
+            assert f"`{source}`" in page.inner_text(".fxviz-measured-table")
+        assert not b.page_errors and not b.console_errors
