@@ -11,8 +11,8 @@ from typing import Any
 
 from ..analysis.strategies import Strategy, parse_list
 from ..errors import FxvizError
-from .options import SOURCE, STRATEGIES, command, opt, strategy
-from .source import open_trace, where_in_run
+from .options import MEASURE, SOURCE, STRATEGIES, command, opt, strategy
+from .source import open_trace, refuse_measure_log, where_in_run
 from .words import WIDTH, cli_text, fitted, wrap
 
 __all__ = ["cmd_nodes", "cmd_table", "cmd_saved", "cmd_doctor", "cmd_code", "cmd_demo", "doctor_text"]
@@ -35,22 +35,38 @@ def doctor_text(report: Any) -> str:
     return str(type(report)(replace(d, findings=findings)))
 
 
-MEASURE = opt("--measure", action="store_true", help="also run the real torch.compile step (a copy of the model, "
-                                                    "--backend's compiler) and show what it keeps for the backward "
-                                                    "beside the estimate, storage by storage (compiles: slow)")
-
-
 def _measure(tr: Any, args: argparse.Namespace) -> Any:
     """``--measure``: the real step, measured (``Trace.measure()``); None without the flag."""
     if not getattr(args, "measure", False):
         return None
     if tr.from_log:
-        raise FxvizError("--measure runs the model's compiled training step, and a log of a run has no model to "
-                         "run", "measure the model itself: fxviz table MODEL --backend inductor --measure; the "
-                         "log's own forward and backward graphs are what its run saved (strategy logged)")
+        print(wrap(_logged_layout(tr, args.run)))
+        return None
     print(wrap(f"measuring: torch.compile(backend={tr.capture.backend!r}) of a copy of the model, one training "
                "step with saved-tensor hooks ..."), flush=True)
     return tr.measure()
+
+
+def _logged_layout(tr: Any, run: Any) -> str:
+    """``--measure --logs``: no model to run; what the log's inductor forward (post-grad graph and
+    output code) says of copies it returns for the backward, or a refusal where the log has neither."""
+    import re
+
+    from ..analysis.logged_layout import read_logged_layout
+
+    m = re.match(r"rank (\d+), compile (\S+)", tr.capture.origin or "")
+    rows = run.graphs
+    if m is not None:
+        rows = rows[(rows["rank"] == int(m.group(1))) & (rows["compile_id"] == m.group(2))]
+    where = run.path if run.path.is_file() else None  # one file given, or a directory of them
+    path = str(where or run.path / str(rows["file"].iloc[0])) if len(rows) else ""
+    found = read_logged_layout(path, m.group(2)) if m is not None and path else None
+    if found is None:
+        refuse_measure_log()
+    assert found is not None
+    names = {c.value: tr.graph.info[c.value].qualname for c in found.copies if c.value in tr.graph.info}
+    return ("--measure: a log has no model, so no step is run; what the log's post-grad graph and output code "
+            f"tell instead: {found.text(names)}.")
 
 
 def _measured_text(measured: Any) -> str:
@@ -161,11 +177,12 @@ def cmd_saved(args: argparse.Namespace) -> int:
 
 
 @command("doctor", "why parameters get no gradient (exit 1 when one that requires grad gets none)", *SOURCE,
-         strategy("the partition whose backward graph is checked for dropped gradients"))
+         strategy("the partition whose backward graph is checked for dropped gradients"), MEASURE)
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Why parameters get no gradient: exit status 0 when healthy, 1 when a parameter that
-    requires grad gets none."""
-    report = open_trace(args).doctor(strategy=args.strategy)
+    requires grad gets none (--measure: also what the real step keeps beyond the partition)."""
+    tr = open_trace(args)
+    report = tr.doctor(strategy=args.strategy, measured=_measure(tr, args))
     print(fitted(doctor_text(report)))
     return 0 if report.healthy else 1
 
