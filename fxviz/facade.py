@@ -5,7 +5,7 @@ answer in one cache per graph and one per model (``analysis.cache``), keyed by t
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import torch.fx as fx
 
@@ -376,16 +376,25 @@ class Trace:
         return self._cache.get(("code", part, s), lambda: graph_code(
             self.graph, part, None if s is None else self.partition(s), title=title))
 
-    def measure(self) -> Measured:
-        """Run the real compiled step (``torch.compile`` of a copy of the model with this trace's
-        backend and the session's torch config) and catch what it saves for the backward: ``.saved``
-        (one row per storage, named value by value: the partition's value, or a copy of a parameter
-        in another layout made by inductor), ``.saved_bytes`` beside ``.estimated_bytes`` (the
-        partition torch.compile uses, every graph), ``.reason()``, ``.seconds``.  Not cached: each call
-        runs the step.  The model, ``.grad``, RNG and dynamo caches are left as they were.  Shown beside
-        the estimates by ``memory_table(measured=m)``, ``saved(measured=m)``, ``doctor(measured=m)``."""
+    @overload
+    def measure(self, strategies: None = None) -> Measured: ...
+    @overload
+    def measure(self, strategies: StrategiesLike) -> MemoryTable: ...
+    def measure(self, strategies: StrategiesLike | None = None) -> Measured | MemoryTable:
+        """Run the real compiled step (``torch.compile`` of a copy of the model, this trace's backend and
+        torch config; model, ``.grad``, RNG, dynamo caches left as they were) and catch what it saves for
+        the backward: ``.saved`` (a row per storage, named: the partition's value, or a copy of a parameter
+        in another layout made by inductor), ``.saved_bytes`` beside ``.estimated_bytes``, ``.reason()``;
+        shown by ``memory_table/saved/doctor(measured=m)``.  ``strategies``: each one's partition run on
+        real tensors instead: the memory table with ``replayed_*`` twins (``analysis.replay``)."""
         from .analysis.measure import measure_step, step_strategy
 
+        if strategies is not None:
+            from .analysis.replay import add_replayed, replay_strategies
+
+            chosen = parse_list(strategies) or list(self.offered)
+            replays = replay_strategies(self.capture, self.graph, self._cache.partition, chosen)
+            return add_replayed(self.memory_table(chosen), replays)
         strategy = step_strategy()
         parts = [(p.graph, p.partition(strategy) if p.has_backward else None) for p in self.pieces]
         return measure_step(self.capture, parts, strategy)
