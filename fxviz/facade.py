@@ -5,7 +5,7 @@ answer in one cache per graph and one per model (``analysis.cache``), keyed by t
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import torch.fx as fx
 
@@ -178,36 +178,44 @@ class Trace:
         (every form: ``fxviz.analysis.strategies.forms_text()``)."""
         return self._cache.partition(self._strategy(strategy))
 
-    def memory_table(self, strategies: StrategiesLike | None = None, gaps: bool | None = None) -> MemoryTable:
+    def memory_table(self, strategies: StrategiesLike | None = None, gaps: bool | None = None, *,
+                     measured: Measured | None = None) -> MemoryTable:
         """One row per strategy (a list or a comma-separated string; default :attr:`offered`): saved
         activation / parameter / input bytes (storage-aware), recompute FLOPs and bytes, op counts,
         peaks, torch's own estimate; ``error`` where a strategy fails on this graph.  Exact integers,
         styled in a notebook; ``attrs["caption"]`` says how the partitioners were called and bytes
         counted.  ``gaps``: how far each row is from the exact optimum (two MILP solves per row;
-        default: when an ``optimal:B`` strategy is listed)."""
-        from .analysis.memory import memory_table
+        default: when an ``optimal:B`` strategy is listed).  ``measured`` (:meth:`measure`): the
+        twin columns ``measured_*`` on the row of the strategy the real step used."""
+        from .analysis.memory import add_measured, memory_table
         from .render.table import MemoryTable
 
         chosen = tuple(parse_list(strategies) or self.offered)
-        return self._cache.frame(("memory_table", chosen, gaps), lambda: memory_table(
+        out = self._cache.frame(("memory_table", chosen, gaps), lambda: memory_table(
             self.graph, self._cache.partition, chosen, gaps=gaps), MemoryTable)
+        return out if measured is None else add_measured(out, measured)
 
-    def memory_table_by_piece(self, strategies: StrategiesLike | None = None) -> pd.DataFrame:
+    def memory_table_by_piece(self, strategies: StrategiesLike | None = None, *,
+                              measured: Measured | None = None) -> pd.DataFrame:
         """:meth:`memory_table` for every piece (graph), then one ``total`` row per strategy: the whole
-        training step, each piece counted ``runs`` times (how often its graph ran; ``analysis.step``)."""
+        training step, each piece counted ``runs`` times (how often its graph ran; ``analysis.step``);
+        ``measured``: the real step's twin beside its strategy's total row."""
+        from .analysis.memory import add_measured
         from .analysis.step import PieceTable, step_table
 
-        return step_table([PieceTable(p.index, len(self._piece_facts.runs_of(p.index)), p.has_backward,
+        out = step_table([PieceTable(p.index, len(self._piece_facts.runs_of(p.index)), p.has_backward,
                                       p.memory_table(strategies)) for p in self.pieces])
+        return out if measured is None else add_measured(out, measured)
 
     def saved(self, strategy: StrategyLike | None = None, compare: StrategiesLike | None = None, *,
-              run: int | None = None) -> pd.DataFrame:
+              run: int | None = None, measured: Measured | None = None) -> pd.DataFrame:
         """What the backward reads from the forward under ``strategy`` (default :attr:`default_strategy`),
         one row per value, biggest first, indexed by joint node name (``analysis.saved.saved_table``):
         ``kind``, ``module``, ``op``, ``what`` (``GELU output``), ``shape`` (a tuple of ints), ``dtype``,
         ``bytes`` (by storage, counted once), ``shares_storage_with``, ``source``; then what each strategy
         of ``compare`` (default: the other offered ones) does with it.  Each kind's bytes add up to the
-        memory table's.  ``run=k``: a reused graph's k-th run, its modules named as in that run."""
+        memory table's.  ``run=k``: a reused graph's k-th run, its modules named as in that run.
+        ``measured`` (:meth:`measure`): a ``measured`` column, what the real step holds for each value."""
         import pandas as pd
 
         from .analysis.pieces import renamed, run_renames
@@ -222,6 +230,10 @@ class Trace:
             rename = run_renames(self._piece_facts, self.index, run)
             out["module"] = [renamed(m, rename) for m in out["module"]]
             out.attrs["run"] = run
+        if measured is not None:
+            from .analysis.measure import mark_saved
+
+            out = mark_saved(out, measured, self.index)
         return out
 
     def memory_by_module(self, strategy: StrategyLike | None = None, depth: int | None = None, *,
@@ -337,16 +349,20 @@ class Trace:
 
         return check_gradients(self.capture, rtol=rtol, atol=atol)
 
-    def doctor(self, strategy: StrategyLike | None = None) -> DoctorReport:
+    def doctor(self, strategy: StrategyLike | None = None, *, measured: Measured | None = None) -> DoctorReport:
         """Why parameters get no gradient, across every piece: each finding names the parameter, the
         node where the path is cut, why, and the fix (``strategy``: whose backward graphs are checked).
-        ``.findings``, ``.table`` (one row per parameter), ``.healthy``; prints as text (cached)."""
+        ``.findings``, ``.table`` (one row per parameter), ``.healthy``; prints as text (cached).
+        ``measured`` (:meth:`measure`): also what the real step keeps beyond the partition, with the knob."""
         from .analysis.doctor import diagnose
         from .render.doctor_view import DoctorReport
 
         s = self._strategy(strategy)
-        return self._model_cache.get(("doctor", s), lambda: DoctorReport(diagnose(
-            self.capture, [p.partition(s) if p.has_backward else None for p in self.pieces])))
+        def make() -> DoctorReport:
+            return DoctorReport(diagnose(self.capture, [p.partition(s) if p.has_backward else None
+                                                        for p in self.pieces], measured))
+
+        return make() if measured is not None else self._model_cache.get(("doctor", s), make)
 
     def code(self, part: str = "backward", strategy: StrategyLike | None = None) -> GraphCode:
         """The ``forward`` or ``backward`` graph of a partition (or the ``joint`` graph) as Python with
@@ -360,15 +376,25 @@ class Trace:
         return self._cache.get(("code", part, s), lambda: graph_code(
             self.graph, part, None if s is None else self.partition(s), title=title))
 
-    def measure(self) -> Measured:
-        """Run the real compiled step (``torch.compile`` of a copy of the model with this trace's
-        backend and the session's torch config) and catch what it saves for the backward: ``.saved``
-        (one row per storage, named value by value: the partition's value, or a copy of a parameter
-        in another layout made by inductor), ``.saved_bytes`` beside ``.estimated_bytes`` (the
-        partition torch.compile uses, every graph), ``.reason()``, ``.seconds``.  Not cached: each call
-        runs the step.  The model, ``.grad``, RNG and dynamo caches are left as they were."""
+    @overload
+    def measure(self, strategies: None = None) -> Measured: ...
+    @overload
+    def measure(self, strategies: StrategiesLike) -> MemoryTable: ...
+    def measure(self, strategies: StrategiesLike | None = None) -> Measured | MemoryTable:
+        """Run the real compiled step (``torch.compile`` of a copy of the model, this trace's backend and
+        torch config; model, ``.grad``, RNG, dynamo caches left as they were) and catch what it saves for
+        the backward: ``.saved`` (a row per storage, named: the partition's value, or a copy of a parameter
+        in another layout made by inductor), ``.saved_bytes`` beside ``.estimated_bytes``, ``.reason()``;
+        shown by ``memory_table/saved/doctor(measured=m)``.  ``strategies``: each one's partition run on
+        real tensors instead: the memory table with ``replayed_*`` twins (``analysis.replay``)."""
         from .analysis.measure import measure_step, step_strategy
 
+        if strategies is not None:
+            from .analysis.replay import add_replayed, replay_strategies
+
+            chosen = parse_list(strategies) or list(self.offered)
+            replays = replay_strategies(self.capture, self.graph, self._cache.partition, chosen)
+            return add_replayed(self.memory_table(chosen), replays)
         strategy = step_strategy()
         parts = [(p.graph, p.partition(strategy) if p.has_backward else None) for p in self.pieces]
         return measure_step(self.capture, parts, strategy)

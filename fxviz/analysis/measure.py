@@ -423,6 +423,8 @@ def _rows(saved: list[torch.Tensor], step: _Step, model: nn.Module | None, held:
                                "shape": tuple(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
                                "layout": layout_of(t), "matched_by": None, "views": len(views)}
         row.update(_what(views, sources.owners.get(key), sources, held, used, cap.backend))
+        if len(cap.graphs) > 1 and row["graph"] is not None:  # names repeat across graphs: say whose
+            row["what"] = row["what"].replace("the partition's", f"{graph_name(row['graph'])}'s partition's", 1)
         rows.append(row)
     notes = []
     missing = [h for h in held if id(h) not in used]
@@ -498,4 +500,5 @@ def mark_saved(table: pd.DataFrame, measured: Measured, graph: int = 0) -> pd.Da
             elif same_graph:
                 held.setdefault(name, "held")
     out["measured"] = [held.get(str(name), "not held") for name in out.index]
+    out.attrs["measured_caption"] = _caption(measured)
     return out

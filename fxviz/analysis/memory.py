@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.fx as fx
@@ -369,7 +369,10 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partitio
     return df if measured is None else add_measured(df, measured)
 
 
-def add_measured(table: pd.DataFrame, measured: Measured) -> pd.DataFrame:
+_Frame = TypeVar("_Frame", bound="pd.DataFrame")
+
+
+def add_measured(table: _Frame, measured: Measured) -> _Frame:
     """``table`` with the measured twin (``MEASURED_TABLE_COLUMNS``) on the row of the strategy the
     real step used (``measured.strategy``), empty on the others.  A step of several graphs is
     measured whole: its twin belongs beside ``memory_table_by_piece``'s total row, not one graph's."""

@@ -9,10 +9,10 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
-from ..analysis.strategies import parse_list
+from ..analysis.strategies import Strategy, parse_list
 from ..errors import FxvizError
-from .options import SOURCE, STRATEGIES, command, opt, strategy
-from .source import open_trace, where_in_run
+from .options import MEASURE, SOURCE, STRATEGIES, command, opt, strategy
+from .source import open_trace, refuse_measure_log, where_in_run
 from .words import WIDTH, cli_text, fitted, wrap
 
 __all__ = ["cmd_nodes", "cmd_table", "cmd_saved", "cmd_doctor", "cmd_code", "cmd_demo", "doctor_text"]
@@ -35,15 +35,59 @@ def doctor_text(report: Any) -> str:
     return str(type(report)(replace(d, findings=findings)))
 
 
+def _measure(tr: Any, args: argparse.Namespace) -> Any:
+    """``--measure``: the real step, measured (``Trace.measure()``); None without the flag."""
+    if not getattr(args, "measure", False):
+        return None
+    if tr.from_log:
+        print(wrap(_logged_layout(tr, args.run)))
+        return None
+    print(wrap(f"measuring: torch.compile(backend={tr.capture.backend!r}) of a copy of the model, one training "
+               "step with saved-tensor hooks ..."), flush=True)
+    return tr.measure()
+
+
+def _logged_layout(tr: Any, run: Any) -> str:
+    """``--measure --logs``: no model to run; what the log's inductor forward (post-grad graph and
+    output code) says of copies it returns for the backward, or a refusal where the log has neither."""
+    import re
+
+    from ..analysis.logged_layout import read_logged_layout
+
+    m = re.match(r"rank (\d+), compile (\S+)", tr.capture.origin or "")
+    rows = run.graphs
+    if m is not None:
+        rows = rows[(rows["rank"] == int(m.group(1))) & (rows["compile_id"] == m.group(2))]
+    where = run.path if run.path.is_file() else None  # one file given, or a directory of them
+    path = str(where or run.path / str(rows["file"].iloc[0])) if len(rows) else ""
+    found = read_logged_layout(path, m.group(2)) if m is not None and path else None
+    if found is None:
+        refuse_measure_log()
+    assert found is not None
+    names = {c.value: tr.graph.info[c.value].qualname for c in found.copies if c.value in tr.graph.info}
+    return ("--measure: a log has no model, so no step is run; what the log's post-grad graph and output code "
+            f"tell instead: {found.text(names)}.")
+
+
+def _measured_text(measured: Any) -> str:
+    from ..render.measured_view import measured_text
+
+    return cli_text(measured_text(measured, WIDTH))
+
+
 @command("table", "the memory table: saved bytes, recompute cost and peaks per strategy", *SOURCE, STRATEGIES,
-         opt("--exact", action="store_true", help="exact integers instead of KiB/MiB/GiB"))
+         opt("--exact", action="store_true", help="exact integers instead of KiB/MiB/GiB"), MEASURE)
 def cmd_table(args: argparse.Namespace) -> int:
-    """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at."""
+    """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at
+    (--measure: beside what the real compiled step keeps)."""
     tr = open_trace(args)  # argument errors first, before torch loads
     from ..capture import INFERENCE_NOTE, graph_of
     from ..graph_facts import joint_node_count
 
+    measured = _measure(tr, args)
     strategies = parse_list(args.strategies)
+    if measured is not None and strategies is not None and measured.strategy not in [s.name for s in strategies]:
+        strategies.append(Strategy.parse(measured.strategy))  # the twin needs its row
     if getattr(args, "run", None) is not None:
         print(wrap(where_in_run(args.run, tr, args.rank)))
     for piece in tr.pieces:
@@ -53,13 +97,16 @@ def cmd_table(args: argparse.Namespace) -> int:
             print(f"{piece.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
                   f"{INFERENCE_NOTE}")
             continue
-        _print_table(piece.memory_table(strategies), args.exact)
+        _print_table(piece.memory_table(strategies, measured=measured if len(tr.pieces) == 1 else None), args.exact)
     if len(tr.pieces) > 1:
-        whole = tr.memory_table_by_piece(strategies)
+        whole = tr.memory_table_by_piece(strategies, measured=measured)
         totals = whole[whole["piece"] == "total"].drop(columns=["piece", "runs"]).reset_index(drop=True)
         totals.attrs = dict(whole.attrs)
         print(f"== whole model: {len(tr.pieces)} graphs, each counted as often as it ran")
         _print_table(totals, args.exact)
+    if measured is not None:
+        print()
+        print(_measured_text(measured))
     return 0
 
 
@@ -69,7 +116,10 @@ def _print_table(df: Any, exact: bool) -> None:
         import pandas as pd
 
         with pd.option_context("display.width", 250, "display.max_columns", None):
-            print(pd.DataFrame(df).drop(columns=["error"]).to_string(index=False))
+            print(pd.DataFrame(df).drop(columns=["error", "measured_reason"], errors="ignore").to_string(index=False))
+        for r in df.index[df["measured_reason"].notna()] if "measured_reason" in df else []:
+            print(wrap(f"measured - estimated ({df.loc[r, 'strategy']}): {df.loc[r, 'measured_difference_bytes']} "
+                       f"B; {df.loc[r, 'measured_reason']}"))
         return
     from ..render.table import memory_table_text
 
@@ -83,14 +133,20 @@ def _print_table(df: Any, exact: bool) -> None:
                                        "level the drawing collapses to)"),
          opt("--top", type=int, default=20, help="rows to show, biggest first (default 20; 0: all)"),
          opt("--kind", choices=["activation", "parameter", "input", "symint"],
-             help="only the values of this kind (e.g. activation: leave out the resident parameters)"))
+             help="only the values of this kind (e.g. activation: leave out the resident parameters)"), MEASURE)
 def cmd_saved(args: argparse.Namespace) -> int:
     """What the backward reads from the forward, biggest first: each value's kind, module, op in
     plain words, tensor and storage-aware bytes, and what the other strategies do with it
-    (--by-module: saved activation bytes per module)."""
+    (--by-module: saved activation bytes per module; --measure: what the real step holds of each)."""
     tr = open_trace(args)
     if args.top < 0:
         raise FxvizError(f"--top must be 0 (all rows) or more, not {args.top}", "pass --top 10")
+    if args.measure and args.by_module:
+        raise FxvizError("--measure marks each saved value, and --by-module sums them per module",
+                         "drop one: fxviz saved MODEL --measure")
+    measured = _measure(tr, args)
+    # the marks say what the step holds of the partition it used: that partition, unless one is named
+    chosen = args.strategy or (measured.strategy if measured is not None else None)
     from ..analysis.pieces import piece_facts
     from ..capture import graph_name
     from ..render.saved_view import by_module_text, saved_text
@@ -106,7 +162,7 @@ def cmd_saved(args: argparse.Namespace) -> int:
         if args.by_module:
             print(by_module_text(piece.memory_by_module(args.strategy, depth=args.depth), name))
         else:
-            df = piece.saved(args.strategy)
+            df = piece.saved(chosen, measured=measured)
             if args.kind:
                 kept = df[df["kind"] == args.kind]
                 kept.attrs = dict(df.attrs)
@@ -114,15 +170,19 @@ def cmd_saved(args: argparse.Namespace) -> int:
             print(saved_text(_in_cli_words(df), name, top=args.top))
         if len(tr.pieces) > 1:
             print()
+    if measured is not None:
+        print()
+        print(_measured_text(measured))
     return 0
 
 
 @command("doctor", "why parameters get no gradient (exit 1 when one that requires grad gets none)", *SOURCE,
-         strategy("the partition whose backward graph is checked for dropped gradients"))
+         strategy("the partition whose backward graph is checked for dropped gradients"), MEASURE)
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Why parameters get no gradient: exit status 0 when healthy, 1 when a parameter that
-    requires grad gets none."""
-    report = open_trace(args).doctor(strategy=args.strategy)
+    requires grad gets none (--measure: also what the real step keeps beyond the partition)."""
+    tr = open_trace(args)
+    report = tr.doctor(strategy=args.strategy, measured=_measure(tr, args))
     print(fitted(doctor_text(report)))
     return 0 if report.healthy else 1
 

@@ -9,8 +9,8 @@ import sys
 from ..analysis.strategies import parse_list
 from ..errors import InputError
 from ..render.limits import REPORT_BUDGET
-from .options import DEPTH, GROUP, SOURCE, STRATEGIES, command, opt, output, strategy
-from .source import from_log, open_run, open_trace, stem
+from .options import DEPTH, GROUP, MEASURE, SOURCE, STRATEGIES, command, opt, output, strategy
+from .source import from_log, open_run, open_trace, refuse_measure_log, stem
 from .words import wrap
 
 __all__ = ["cmd_draw", "cmd_report", "piece_number"]
@@ -73,13 +73,15 @@ def piece_number(text: str | None, pieces: int) -> int:
          opt("--budget", type=float, default=REPORT_BUDGET,
              help=f"seconds to spend partitioning and drawing beyond the first strategy and the opening view; what "
                   f"is left out says how to get it (default {REPORT_BUDGET:g}; 0: everything)"),
-         opt("-v", "--verbose", action="store_true", help="say what is being computed"))
+         opt("-v", "--verbose", action="store_true", help="say what is being computed"), MEASURE)
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the self-contained HTML report: graph views per strategy, details, search, memory
     table, doctor's findings; one file that loads nothing from the network."""
     say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else None
     out = args.output
     if from_log(args):  # every graph of the run, with a rank and a graph selector, opening on --rank/--graph
+        if args.measure:
+            refuse_measure_log()
         run = open_run(args.logs)
         from ..html_report import report
 
@@ -93,7 +95,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     strategies = parse_list(args.strategies) or list(tr.offered)
     path = report(tr, out or f"{stem(args)}.html", strategies=strategies, group=args.group, depth=args.depth,
-                  progress=say, budget=args.budget or None)
+                  progress=say, budget=args.budget or None, measure=args.measure)
     note = f" ({len(tr.pieces)} graphs: every piece and a whole-model overview)" if len(tr.pieces) > 1 else ""
     print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB{note}")
     return 0

@@ -16,7 +16,7 @@ from ..render.limits import NODE_LIMIT
 from .specs import SPEC_FORMS
 
 __all__ = ["Option", "opt", "Command", "COMMANDS", "command", "SOURCE", "strategy", "STRATEGIES", "GROUP",
-           "DEPTH", "output", "BACKENDS", "PARAMS", "backend", "params", "DYNAMIC", "DEBUG_HELP"]
+           "DEPTH", "output", "BACKENDS", "PARAMS", "backend", "params", "DYNAMIC", "DEBUG_HELP", "MEASURE"]
 
 STRATEGY_FORMS = forms_text()
 """Every strategy form, from the one registry (fxviz/analysis/strategies.py)."""
@@ -109,3 +109,7 @@ DEPTH = opt("--depth", type=int, help="with module grouping: modules at this dep
 
 def output(what: str) -> Option:
     return opt("-o", "--output", help=what)
+
+MEASURE = opt("--measure", action="store_true", help="also run the real torch.compile step (a copy of the model, "
+                                                    "--backend's compiler) and show what it keeps for the backward "
+                                                    "beside the estimate, storage by storage (it compiles: slower)")

@@ -14,7 +14,7 @@ from ..errors import FxvizError, ModelSpecError
 from ..logs.reader import log_files
 from .specs import load_spec, parse_spec
 
-__all__ = ["open_run", "from_log", "open_trace", "trace_model", "where_in_run", "stem"]
+__all__ = ["open_run", "from_log", "open_trace", "trace_model", "where_in_run", "stem", "refuse_measure_log"]
 
 
 def open_run(path: str, on_compile: Callable[[Any], None] | None = None) -> Any:
@@ -75,3 +75,10 @@ def where_in_run(run: Any, tr: Any, rank: int) -> str:
 def stem(args: argparse.Namespace) -> str:
     """The default output file name: the model's, or ``run_rankN`` for a log."""
     return f"run_rank{args.rank}" if args.logs else args.spec.stem
+
+
+def refuse_measure_log() -> None:
+    """``--measure`` with ``--logs``: a log holds the graphs of a run, not a model to run."""
+    raise FxvizError("--measure runs the model's compiled training step, and a log of a run has no model to run",
+                     "measure the model itself (fxviz table MODEL --backend inductor --measure); the log's own "
+                     "forward and backward graphs are what its run saved (strategy logged)")

@@ -21,6 +21,7 @@ from ..units import format_bytes, format_flops, is_missing
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from ..analysis.measure import Measured
     from ..analysis.partition import Partition
     from ..facade import Trace
 
@@ -147,6 +148,13 @@ _TABLE_COLUMNS: list[tuple[str, str, str]] = [
     ("forward_peak_bytes", "fwd peak", "forward peak: live bytes while the forward runs, parameters included"),
     ("backward_peak_bytes", "bwd peak", "backward peak: live bytes while the backward runs"),
 ]
+# with a measured step (Trace.measure()): its twin on the row of the strategy the step used (the
+# difference and its reason are under the table: one column more is what the side panel has room for)
+_MEASURED_COLUMNS: list[tuple[str, str, str]] = [
+    ("measured_saved_bytes", "measured", "what the real torch.compile step kept for its backward (saved-tensor "
+     "hooks), counted as 'saved' counts: parameters and inputs excluded, their copies included; the difference "
+     "and its reason are under the table"),
+]
 
 
 def table_notes(tr: Trace, keys: Sequence[str]) -> list[str]:
@@ -174,17 +182,19 @@ def table_notes(tr: Trace, keys: Sequence[str]) -> list[str]:
     return [f"{', '.join(labels)}: {error}" for error, labels in failed.items()] + notes
 
 
-def table_data(df: pd.DataFrame, tr: Trace | None = None) -> dict[str, Any]:
+def table_data(df: pd.DataFrame, tr: Trace | None = None, measured: Measured | None = None) -> dict[str, Any]:
     """The memory table (``tr.memory_table()``) as display strings per strategy row, formatted
     and best-marked exactly as ``fxviz.render.table`` does for the notebook table; given the
-    ``Trace``, with :func:`table_notes`."""
+    ``Trace``, with :func:`table_notes`.  A table with the measured twin (``memory_table(measured=m)``)
+    shows its two columns; ``measured`` adds the step itself (``render.measured_view.measured_data``)."""
     from ..render.table import best_rows
 
     best = best_rows(df)
+    columns = _TABLE_COLUMNS + [c for c in _MEASURED_COLUMNS if c[0] in df.columns]
     rows = []
     for idx, rec in zip(df.index, df.to_dict("records")):
         cells, marks = [], []
-        for col, _, _ in _TABLE_COLUMNS:
+        for col, _, _ in columns:
             v = rec.get(col)
             if col.endswith("_bytes"):
                 text = format_bytes(v, missing=MISSING)
@@ -197,10 +207,15 @@ def table_data(df: pd.DataFrame, tr: Trace | None = None) -> dict[str, Any]:
         err = rec.get("error")
         rows.append({"key": str(rec["strategy"]), "cells": cells, "best": marks,
                      "error": None if is_missing(err) else str(err)})
-    return {"columns": [c[1] for c in _TABLE_COLUMNS], "tips": [c[2] for c in _TABLE_COLUMNS], "rows": rows,
-            "best_note": "bold: the best (lowest) value of each column",
-            "notes": table_notes(tr, [str(k) for k in df["strategy"]]) if tr is not None else [],
-            "caption": df.attrs.get("caption", "").strip()}
+    out = {"columns": [c[1] for c in columns], "tips": [c[2] for c in columns], "rows": rows,
+           "best_note": "bold: the best (lowest) value of each column",
+           "notes": table_notes(tr, [str(k) for k in df["strategy"]]) if tr is not None else [],
+           "caption": df.attrs.get("caption", "").strip()}
+    if measured is not None:
+        from ..render.measured_view import measured_data
+
+        out["measured"] = measured_data(measured)
+    return out
 
 
 def saved_data(tr: Trace, strategy: StrategyLike) -> dict[str, Any]:
@@ -246,12 +261,13 @@ def timeline_data(tr: Trace, strategies: Sequence[str]) -> dict[str, Any] | None
     return {"svg": clean_svg(timeline_svg(timeline, timeline.peaks)), "caption": caption}
 
 
-def doctor_data(tr: Trace, strategy: StrategyLike | None = None) -> dict[str, Any]:
-    """The doctor's findings (``tr.doctor().diagnosis``), grouped as its card groups them, as plain records."""
+def doctor_data(tr: Trace, strategy: StrategyLike | None = None, measured: Measured | None = None) -> dict[str, Any]:
+    """The doctor's findings (``tr.doctor().diagnosis``; with ``measured``, also what the real step
+    keeps beyond the partition), grouped as its card groups them, as plain records."""
     from ..render.doctor_view import KIND_TITLES
 
     try:
-        report = tr.doctor(strategy)
+        report = tr.doctor(strategy, measured=measured)
     except FxvizError as exc:
         return {"message": f"the doctor could not run: {exc.message}", "findings": [], "healthy": None}
     names = {n.name for n in tr.graph.gm.graph.nodes if n.op != "output"}

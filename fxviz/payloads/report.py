@@ -13,11 +13,12 @@ from ..analysis.strategies import Strategy, StrategyLike, parse_list
 from ..errors import Do, InputError, Say
 from ..render.limits import REPORT_BUDGET
 from .graph import PIECE_FIELDS, graph_data
-from .panels import doctor_data, legend_data, page_constants, timeline_data
+from .panels import doctor_data, legend_data, page_constants, table_data, timeline_data
 from .pieces import overview_data, pieces_data, whole_model_option
 from .views import VIEWS
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..analysis.measure import Measured
     from ..facade import Trace
 
 __all__ = ["REPORT_BUDGET", "report_data", "run_report_data"]
@@ -28,7 +29,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
                 compare: Sequence[tuple[StrategyLike, StrategyLike]] | None = None, group: str | None = None,
                 depth: int | None = None, title: str | None = None,
                 progress: Callable[[str], None] | None = None,
-                budget: float | None = REPORT_BUDGET) -> dict[str, Any]:
+                budget: float | None = REPORT_BUDGET, measure: bool | Measured = False) -> dict[str, Any]:
     """Every payload one report holds: one joint layout (strategies and compares are overlays on
     it, any pair of ``strategies``), each strategy's forward and backward drawing (``views``: one
     ``ViewPayload`` each, by key), the ``index`` from the controls' state to those keys, the
@@ -38,7 +39,9 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     ``choices.compare_partner``).  ``budget``: seconds after which the report stops partitioning
     further strategies and drawing further views (the first strategy and the opening view always;
     see ``budget.statuses_within``, ``budget.drawings_within``), per graph; None computes and
-    draws everything."""
+    draws everything.  ``measure``: True runs the real compiled step (``Trace.measure()``: it
+    compiles, so it is asked for), or a ``Measured`` already made; the memory table then shows
+    its twin and the step's storages, the doctor what it keeps beyond the partition."""
     keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
     if not keys:
         raise InputError("the report needs at least one strategy", "pass strategies=('default', 'min_cut')")
@@ -48,14 +51,21 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     pairs = [(Strategy.parse(a).name, Strategy.parse(b).name) for a, b in compare] if compare else []
     pairs = [(a, b) for a, b in pairs if a in keys and b in keys and a != b]
     say = progress or (lambda _m: None)
+    measured = None
+    if measure is not False:
+        say("measuring the compiled step")
+        measured = tr.measure() if measure is True else measure
     data = graph_data(tr, keys, views, pairs, group, depth, budget, say)
+    if measured is not None and data["table"].get("rows"):  # the table's own rows, with the twin
+        shown = [str(r["key"]) for r in data["table"]["rows"]]
+        data["table"] = table_data(tr.memory_table(shown, measured=measured), tr, measured)
     root = tr.index == 0
     return {
         "title": title or f"fxviz report: {tr.title}",
         "name": tr.title,
         **data,
         "views": list(views),
-        "doctor": doctor_data(tr),
+        "doctor": doctor_data(tr, measured=measured),
         "legend": legend_data(),
         "constants": page_constants(),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

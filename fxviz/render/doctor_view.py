@@ -35,6 +35,8 @@ KIND_TITLES = {
     "reused_graph": "one graph run for several modules",
     "duplicate_data": "the same data held more than once",
     "frozen": "frozen parameters (requires_grad=False)",
+    "measured_copies": "the compiled step keeps copies the partition does not show (measured)",
+    "measured_extra": "the compiled step keeps values the partition does not save (measured)",
 }
 
 

@@ -24,7 +24,15 @@ KIND_SHORT: dict[str, str] = {"activation": "act", "parameter": "param", "input"
 
 def other_strategies(df: pd.DataFrame) -> list[str]:
     """The strategy columns of a saved table (every column after the table's own)."""
-    return [c for c in df.columns if c not in SAVED_COLUMNS]
+    return [c for c in df.columns if c not in SAVED_COLUMNS and c != "measured"]
+
+
+def _step_mark(mark: Any) -> str:
+    """``mark_saved``'s words for the terminal's narrow ``step`` column: held, copy +90.8 KiB, not held."""
+    text = "" if is_missing(mark) else str(mark)
+    if text.startswith("held as a copy"):
+        return "copy +" + text.rpartition(", ")[2].rstrip(")")
+    return text
 
 
 def _cut(text: str, width: int) -> str:
@@ -43,6 +51,7 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
     tensor, bytes, then one letter per other strategy (legend below).  ``top``: rows shown
     (None or 0: all)."""
     others = other_strategies(df)
+    measured = "measured" in df.columns  # Trace.saved(measured=m): what the real step holds, per value
     shown = df if not top else df.head(top)
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:len(others)]
     head = [f"{title}: {len(df)} values saved for the backward by strategy {df.attrs.get('strategy', '?')} "
@@ -59,11 +68,15 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
         rows.append([str(rank), str(name), KIND_SHORT.get(r["kind"], r["kind"]),
                      "" if is_missing(r["module"]) else str(r["module"]), what,
                      format_shape(r["shape"], r["dtype"]) if r["kind"] != "symint" else "", size,
-                     " ".join(FATE_CODES.get(r[c], "?") for c in others)])
-    names = ["#", "value", "kind", "module", "what", "tensor", "bytes", " ".join(letters)]
-    caps = [4, 16, 5, 22, 0, 20, 10, 2 * len(others)]
+                     " ".join(FATE_CODES.get(r[c], "?") for c in others)]
+                    + ([_step_mark(r["measured"])] if measured else []))
+    names = ["#", "value", "kind", "module", "what", "tensor", "bytes", " ".join(letters)] + ["step"] * measured
+    caps = [4, 16, 5, 22 - 8 * measured, 0, 20, 10, 2 * len(others), 14]  # the step column takes the module's room
     widths = [min(max([len(names[i])] + [len(row[i]) for row in rows]), caps[i] or 999) for i in range(len(names))]
     rest = width - sum(w for i, w in enumerate(widths) if i != 4) - (len(names) - 1) * 2
+    if rest < 12:  # the module column gives room to the what column first
+        widths[3] = max(6, widths[3] - (12 - rest))
+        rest = width - sum(w for i, w in enumerate(widths) if i != 4) - (len(names) - 1) * 2
     widths[4] = max(12, min(rest, max([len(names[4])] + [len(row[4]) for row in rows])))
     right = {0, 6}
 
@@ -82,6 +95,9 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
         tail.append("  S saved, R recomputed, - not needed (the backward reads another value), ! fails on this graph")
     tail.append(_wrap("bytes count storages: a value sharing a storage says whose; kinds add up to the "
                       "memory table's saved_activation/param/input_bytes.", width))
+    if measured:
+        tail.append(_wrap("step: what the real compiled step holds for the value (held; copy +B: held as a copy "
+                          "of B in another layout, memory the partition does not count; not held)", width))
     return "\n".join([_wrap(h, width) for h in head] + body + tail)
 
 
@@ -122,5 +138,6 @@ def saved_records(df: pd.DataFrame) -> list[dict[str, Any]]:
             "shares": r["shares_storage_with"] if isinstance(r["shares_storage_with"], str) else None,
             "source": None if is_missing(r["source"]) else str(r["source"]),
             "fates": {c: str(r[c]) for c in others},
+            **({"measured": str(r["measured"])} if "measured" in df.columns else {}),
         })
     return out

@@ -27,7 +27,13 @@ BEST_FILL = faded(ROLE_COLORS["gradient"])  # mint, at 25%: the same palette as 
 ERROR_COLOR = STATUS["removed"].color
 
 
+def _signed_bytes(v: Any) -> str:
+    return "" if is_missing(v) else ("+" if int(v) > 0 else "") + format_bytes(v)
+
+
 def _formatter(column: str) -> Any:
+    if column == "measured_difference_bytes":  # measured minus estimated: the sign is the news
+        return _signed_bytes
     if column.endswith("_bytes"):
         return format_bytes
     if column.endswith("_flops"):
@@ -73,7 +79,7 @@ def style_memory_table(df: pd.DataFrame) -> Any:
     styler = pd.DataFrame(df[columns]).style.format({c: _formatter(c) for c in columns}, escape="html")
     styler = styler.apply(cell_styles, axis=None).hide(axis="index")
     styler = styler.format_index(lambda c: str(c).replace("_", " "), axis=1)
-    text_columns = [c for c in ("strategy", "error") if c in columns]
+    text_columns = [c for c in ("strategy", "error", "measured_reason") if c in columns]
     styles = [
         {"selector": "", "props": "border-collapse: collapse; font-size: 0.9em; "
                                   "font-variant-numeric: tabular-nums"},
@@ -88,6 +94,8 @@ def style_memory_table(df: pd.DataFrame) -> Any:
     styler = styler.set_properties(subset=numbers, **{"text-align": "right"})
     if text_columns:
         styler = styler.set_properties(subset=text_columns, **{"text-align": "left"})
+    if "measured_reason" in columns:  # a sentence: it wraps
+        styler = styler.set_properties(subset=["measured_reason"], **{"white-space": "normal", "min-width": "28em"})
     caption = df.attrs.get("caption")
     if caption:
         styler = styler.set_caption(caption + " Marked: the best value of each column.")
@@ -119,7 +127,7 @@ def memory_table_text(df: pd.DataFrame, width: int = 100) -> str:
         return "\n".join(textwrap.wrap(f"no strategy applies to this graph: {reasons.pop()} "
                                         f"({', '.join(str(x) for x in df['strategy'])})", width))
     best = best_rows(df)
-    metrics = [c for c in df.columns if c not in ("strategy", "error", "seconds")]
+    metrics = [c for c in df.columns if c not in ("strategy", "error", "seconds", "measured_reason")]
     shown = pd.DataFrame(index=pd.Index(metrics))
     for r in df.index:
         label = str(df.loc[r, "strategy"]) if "strategy" in df else str(r)
@@ -130,6 +138,11 @@ def memory_table_text(df: pd.DataFrame, width: int = 100) -> str:
     lines = [shown.to_string()]
     for r in df.index[errors]:
         lines.append(f"{df.loc[r, 'strategy']} failed: {df.loc[r, 'error']}")
+    if "measured_reason" in df:  # the measured twin's difference, in words, under its column
+        for r in df.index[df["measured_reason"].notna()]:
+            lines += textwrap.wrap(f"measured - estimated ({df.loc[r, 'strategy']}): "
+                                   f"{_signed_bytes(df.loc[r, 'measured_difference_bytes'])}; "
+                                   f"{df.loc[r, 'measured_reason']}", width, subsequent_indent="  ")
     caption = df.attrs.get("caption")
     if caption:
         lines.append("")

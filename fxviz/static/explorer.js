@@ -861,6 +861,24 @@ function renderTable(box, state, onRowClick) {
   if (t.best_note) box.append(h("p", { class: "fxviz-table-note", text: `${t.best_note}; hover a header for what it counts` }));
   if (t.notes && t.notes.length) box.append(h("ul", { class: "fxviz-table-notes" }, t.notes.map((n) => h("li", { text: n }))));
   if (t.caption) box.append(h("details", { class: "fxviz-table-caption" }, h("summary", { text: "how these are counted" }), h("p", { text: t.caption })));
+  if (t.measured) box.append(renderMeasured(t.measured));
+}
+
+/** The measured step under the memory table (fxviz.render.measured_view.measured_data): what the
+ *  real compiled step kept for its backward beside the estimate, the difference in words, and each
+ *  storage it held, copies of parameters and inputs marked. */
+function renderMeasured(m) {
+  const row = (r) => h("tr", { class: r.kind.endsWith("copy") ? "fxviz-measured-copy" : null },
+    h("td", { class: "fxviz-measured-bytes", text: r.bytes_text }), h("td", { text: r.kind }),
+    h("td", {}, h("code", { text: r.tensor })), h("td", { text: r.layout }), h("td", { text: r.what }));
+  const head = h("tr", {}, ["bytes", "kind", "tensor", "layout", "what it holds"].map((c) => h("th", { text: c })));
+  return h("section", { class: "fxviz-measured", "aria-label": "measured step" },
+    h("h4", { text: "Measured: the real compiled step" }),
+    h("p", { class: "fxviz-measured-headline", text: m.headline }),
+    m.reason ? h("p", { class: "fxviz-measured-reason" }, h("b", { text: "The difference: " }), m.reason) : null,
+    h("details", { class: "fxviz-measured-storages" }, h("summary", { text: `the ${m.rows.length} storages it saved` }),
+      h("table", { class: "fxviz-measured-table" }, h("thead", {}, head), h("tbody", {}, m.rows.map(row)))),
+    m.notes.length ? h("ul", { class: "fxviz-table-notes" }, m.notes.map((n) => h("li", { text: n }))) : null);
 }
 
 // --- saved tensors -----------------------------------------------------------------------------------

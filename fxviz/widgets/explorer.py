@@ -39,6 +39,7 @@ from ..render.static_html import static_html
 from ..tracing import trace
 from .boxes import OpenBoxes
 from .controls import Controls, max_depth
+from .measured import MeasuredView
 from .pane import GraphPane, SwitchTiming
 from .strategy_map import (
     ON_REQUEST,
@@ -57,7 +58,7 @@ from .tracing_note import tracing_note
 __all__ = ["Explorer", "GraphPane", "SwitchTiming", "STRATEGY_CHOICES"]
 
 
-class Explorer(widgets.VBox):
+class Explorer(MeasuredView, widgets.VBox):
     """``fxviz.explore(...)``: the controls, the graph pane and what is beside it.
 
     Attributes worth knowing: ``trace`` (the Trace shown), ``pane`` (the :class:`GraphPane`),
@@ -374,7 +375,7 @@ class Explorer(widgets.VBox):
 
     def _doctor(self, tr: Trace, trace_id: tuple[Any, ...]) -> dict[str, Any]:
         if trace_id not in self._doctors:
-            self._doctors[trace_id] = doctor_data(tr)
+            self._doctors[trace_id] = doctor_data(tr, measured=self._fill.measured_of(tr))
         return self._doctors[trace_id]
 
     # --- without a kernel ------------------------------------------------------------------------

@@ -25,9 +25,15 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
     (boxes open from the start, as ``Trace.draw(expand=...)`` names them; a double click opens
     more), ``differences`` (the compare view shows only the nodes its two strategies treat
     differently, as its toggle does).  Given a model, the explorer can also switch between
-    parameters lifted and captured as constants.
+    parameters lifted and captured as constants.  ``measure``: True runs the real compiled step
+    (``Trace.measure()``; it compiles, so it is asked for) or a ``Measured`` already made, shown
+    beside the estimates (``Explorer.show_measured``).
     """
+    measure = options.pop("measure", False)
     if isinstance(model_or_trace, Run):
+        if measure is not False:
+            raise InputError("measure runs the model's compiled training step, and a log of a run has no model",
+                             "explore the model itself: fxviz.explore(model, x, measure=True)")
         return RunExplorer(model_or_trace, **options)
     if isinstance(model_or_trace, (tuple, list)):
         raise InputError(f"fxviz.explore got a {type(model_or_trace).__name__} where the model goes",
@@ -36,6 +42,10 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
         if inputs:
             raise InputError("fxviz.explore(trace) takes no example inputs: the trace has them",
                              "call fxviz.explore(tr) or fxviz.explore(model, x)")
-        return Explorer(model_or_trace, **options)
-    return Explorer(model=model_or_trace, inputs=inputs, params=params,
-                    trace_kwargs={"loss_fn": loss_fn, "capture_route": capture_route}, **options)
+        ex = Explorer(model_or_trace, **options)
+    else:
+        ex = Explorer(model=model_or_trace, inputs=inputs, params=params,
+                      trace_kwargs={"loss_fn": loss_fn, "capture_route": capture_route}, **options)
+    if measure is not False:
+        ex.show_measured(measure)
+    return ex

@@ -12,6 +12,7 @@ from ..errors import FxvizError
 from ..payloads import table_data
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..analysis.measure import Measured
     from ..facade import Trace
     from .pane import GraphPane
 
@@ -30,6 +31,16 @@ class TableFill:
         self.wanted = wanted
         self.tables: dict[TableKey, dict[str, Any]] = {}
         self.fills: dict[TableKey, asyncio.Task[None]] = {}
+        self.measured: tuple[Trace, Measured] | None = None  # the trace measured, and its step
+
+    def measure(self, tr: Trace, measured: Measured) -> None:
+        """Show ``measured`` (``tr.measure()``) in ``tr``'s tables from now on (the others' stay)."""
+        self.measured = (tr, measured)
+        self.tables.clear()
+
+    def measured_of(self, tr: Trace) -> Measured | None:
+        """The measurement of ``tr`` itself, or None (another trace: the other capture mode, a piece)."""
+        return self.measured[1] if self.measured is not None and self.measured[0] is tr else None
 
     def table(self, tr: Trace, key: TableKey, strategies: list[str]) -> dict[str, Any]:
         """The memory table of ``strategies``: from the cache; else, in a running event loop (a
@@ -43,7 +54,7 @@ class TableFill:
         if loop is None:
             self.pane.busy = "computing the memory table (first time only)…"
             try:
-                self.tables[key] = _table_now(tr, strategies)
+                self.tables[key] = _table_now(tr, strategies, self.measured_of(tr))
             finally:
                 self.pane.busy = ""
             return self.tables[key]
@@ -58,9 +69,9 @@ class TableFill:
             for i in range(len(strategies)):
                 await asyncio.sleep(0)  # let the kernel send the picture and answer the front-end
                 if i + 1 == len(strategies):
-                    self.tables[key] = _table_now(tr, strategies)
+                    self.tables[key] = _table_now(tr, strategies, self.measured_of(tr))
                     break
-                partial = _table_now(tr, strategies[:i + 1])
+                partial = _table_now(tr, strategies[:i + 1], self.measured_of(tr))
                 if "rows" not in partial:  # the table cannot be made: say so at once
                     self.tables[key] = partial
                     break
@@ -85,9 +96,9 @@ class TableFill:
             await asyncio.gather(*list(self.fills.values()), return_exceptions=True)
 
 
-def _table_now(tr: Trace, strategies: Sequence[str]) -> dict[str, Any]:
+def _table_now(tr: Trace, strategies: Sequence[str], measured: Measured | None = None) -> dict[str, Any]:
     try:
-        return table_data(tr.memory_table(list(strategies)), tr)
+        return table_data(tr.memory_table(list(strategies), measured=measured), tr, measured)
     except FxvizError as exc:
         return {"message": f"no memory table: {exc.message}"}
 

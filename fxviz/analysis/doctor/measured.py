@@ -20,13 +20,14 @@ if TYPE_CHECKING:
     from ..measure import Measured
 
 
-def _layout_fix(layouts: set[str], backend: str) -> str:
-    if backend == "inductor" and any(x.startswith("channels_last") for x in layouts):
+def _layout_fix(layouts: set[str], measured: Measured) -> str:
+    if measured.backend == "inductor" and any(x.startswith("channels_last") for x in layouts):
         now = "" if _torch.layout_optimization() else " (it is off in this session now: measure again)"
         return (f"if memory matters more than convolution speed, set {_torch.LAYOUT_KNOB} = False (or the "
                 "environment variable TORCHINDUCTOR_LAYOUT_OPTIMIZATION=0) before torch.compile: inductor then "
-                "keeps the weights' own layout and saves them as themselves (AlexNet, batch 1, CPU: 11.8 MB -> "
-                f"1.34 MB); convolutions may run slower{now}")
+                "keeps the weights' own layout and saves them as themselves (here about "
+                f"{format_bytes(measured.saved_bytes - measured.copy_bytes)} instead of "
+                f"{format_bytes(measured.saved_bytes)}); convolutions may run slower{now}")
     return ("torch offers no switch for this copy; count it in the step's memory (Trace.measure().saved_bytes), "
             "not the partition's estimate")
 
@@ -52,7 +53,7 @@ def measured_findings(measured: Measured | None) -> list[Finding]:
             f"{measured.backend} keeps a {', '.join(sorted(layouts))} copy of {what} for the backward "
             f"({', '.join(sources)}): {format_bytes(measured.copy_bytes)} that no partition view shows, because the "
             f"partition saves them as themselves.{estimate}",
-            _layout_fix(layouts, measured.backend), cause="layout_copy", bytes=measured.copy_bytes))
+            _layout_fix(layouts, measured), cause="layout_copy", bytes=measured.copy_bytes))
     saved = measured.saved
     extra = saved[(saved["kind"] == "activation") & saved["value"].isna()]
     if len(extra):

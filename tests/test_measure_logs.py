@@ -1,0 +1,67 @@
+"""A log has no model to measure: ``--measure`` with ``--logs`` reads what the log's inductor forward
+(post-grad graph and output code) says of the copies it returns for the backward; checked against the
+test's own hook count of the same real step (``tests/test_measure.independent_count``), and refused in
+one line where the log has no inductor records."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fxviz
+from fxviz.analysis.logged_layout import read_logged_layout
+from fxviz.logs.reader import log_files
+from fxviz.units import format_bytes
+
+from .logs_util import make_log
+from .test_cli_errors import assert_one_line_error, run_main
+from .test_measure import convbn, independent_count
+
+STEPS = """
+import os
+os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"  # a cache hit logs neither graph nor output code
+os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"
+import torch
+from tests.test_measure import convbn
+model, (x,) = convbn()
+torch.compile(model, backend="inductor")(x).sum().backward()
+lin = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+torch.compile(lin, backend="aot_eager")(torch.randn(2, 4)).sum().backward()
+"""
+
+
+@pytest.fixture(scope="module")
+def steps_log(tmp_path_factory):
+    """A real run: the conv net under inductor (compile 0/0), a small MLP under aot_eager (1/0)."""
+    return make_log(STEPS, tmp_path_factory.mktemp("measure") / "trace")
+
+
+def test_the_logs_copies_are_the_real_steps(steps_log):
+    found = read_logged_layout(log_files(steps_log)[0], "0/0")
+    assert found is not None and found.copies
+    # the same step, run by the test with saved-tensor hooks: the storages holding a parameter's or
+    # the input's values in another storage are the copies, byte for byte
+    model, inputs = convbn()
+    count = independent_count(model, inputs, "inductor")
+    sources = [*count["params"].values(), inputs[0]]
+    copied = sorted(t.untyped_storage().nbytes() for t in count["tensors"]
+                    if any(t.shape == s.shape and torch.equal(t, s.detach()) for s in sources))
+    assert sorted(c.bytes for c in found.copies) == copied
+    assert {c.layout for c in found.copies} == {"channels_last"}
+    # each copy names the graph input it copies: the log trace's parameter or input of that shape
+    tr = fxviz.load_logs(steps_log).trace(compile_id="0/0")
+    named = {tr.graph.info[c.value].qualname for c in found.copies}
+    assert {"features.0.weight", "features.3.weight"} <= named
+
+
+def test_cli_measure_with_logs(steps_log, capsys):
+    code, out, err = run_main(["table", "--logs", str(steps_log), "--graph", "0/0", "--measure"], capsys)
+    assert code == 0, err
+    found = read_logged_layout(log_files(steps_log)[0], "0/0")
+    assert found is not None
+    assert "a log has no model" in out and "`features.0.weight`" in out
+    assert format_bytes(found.copy_bytes) in out
+    code, _, err = run_main(["table", "--logs", str(steps_log), "--graph", "1/0", "--measure"], capsys)
+    assert_one_line_error(code, err, "--measure", "no model")
+    code, _, err = run_main(["report", "--logs", str(steps_log), "--measure"], capsys)
+    assert_one_line_error(code, err, "--measure", "no model")
