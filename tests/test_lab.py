@@ -570,6 +570,56 @@ def test_04_diff_plain_vs_checkpointed(mlps):
     assert (both["op"] == "mul").sum() == 3
 
 
+def _mlp_versions(x, backend):
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    sac = _MLP(True, functools.partial(create_selective_checkpoint_contexts, _save_matmuls))
+    plain, ckpt, sac = (fxviz.trace(m, x, backend=backend) for m in (_MLP(), _MLP(True), sac))
+    return {name: t.memory_table([s]).iloc[0] for name, (t, s) in
+            {"plain": (plain, "min_cut"), "ckpt": (ckpt, "min_cut"), "sac": (sac, "min_cut"),
+             "budget0": (plain, "budget:0")}.items()}
+
+
+class _EverySecond(_MLP):
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        for i, layer in enumerate(self.layers):
+            x = checkpoint(layer, x, use_reentrant=False) if i % 2 == 0 else layer(x)
+        return x.sum()
+
+
+def test_04_exercises(mlps):
+    """The appendix's solutions to 04's "What to try next" (docs/INSTRUCTOR.md), as relations."""
+    plain, ckpt, _ = mlps
+    rows = {name: t.memory_table([s]).iloc[0] for name, (t, s) in
+            {"plain": (plain, "min_cut"), "ckpt": (ckpt, "min_cut"), "budget0": (plain, "budget:0"),
+             "budget05": (plain, "budget:0.5")}.items()}
+    # 1. batch 64: one backward peak for all four; the forward peaks follow what each saves
+    small = _mlp_versions(torch.randn(64, 256), "inductor")
+    assert len({r["backward_peak_bytes"] for r in small.values()}) == 1
+    fwd = {k: r["forward_peak_bytes"] for k, r in small.items()}
+    assert min(fwd, key=fwd.get) == "budget0" and max(fwd, key=fwd.get) == "plain"
+    # 2. every second layer checkpointed: every layer's saved bytes, half its FLOPs, a peak between
+    half = fxviz.trace(_EverySecond(), torch.randn(512, 256), backend="inductor").memory_table(["min_cut"]).iloc[0]
+    assert half["saved_activation_bytes"] == rows["ckpt"]["saved_activation_bytes"]
+    assert 2 * half["recompute_flops"] == rows["ckpt"]["recompute_flops"]
+    assert rows["ckpt"]["backward_peak_bytes"] < half["backward_peak_bytes"] < rows["plain"]["backward_peak_bytes"]
+    # 3. aot_eager: lower peaks, and budget 0's backward peak equals the plain model's
+    eager = _mlp_versions(torch.randn(512, 256), "aot_eager")
+    ind = {k: t.memory_table([s]).iloc[0] for k, (t, s) in
+           {"plain": (plain, "min_cut"), "ckpt": (ckpt, "min_cut"), "sac": (mlps[2], "min_cut"),
+            "budget0": (plain, "budget:0")}.items()}
+    assert all(eager[k]["backward_peak_bytes"] < ind[k]["backward_peak_bytes"] for k in eager)
+    peak = {k: r["backward_peak_bytes"] for k, r in eager.items()}
+    assert peak["ckpt"] < peak["sac"] < peak["plain"] == peak["budget0"]
+    # 4. budget 0.5 lowers both peaks; budget 0 the forward's furthest, the backward's above min-cut's
+    assert rows["budget05"]["forward_peak_bytes"] < rows["plain"]["forward_peak_bytes"]
+    assert rows["budget05"]["backward_peak_bytes"] < rows["plain"]["backward_peak_bytes"]
+    assert rows["budget0"]["forward_peak_bytes"] < rows["budget05"]["forward_peak_bytes"]
+    assert rows["budget0"]["backward_peak_bytes"] > rows["plain"]["backward_peak_bytes"]
+
+
 def test_04_prefer_recompute_is_must_recompute_in_torch():
     from torch.utils.checkpoint import CheckpointPolicy
 
@@ -656,6 +706,12 @@ def test_04_checkpointing_replays_dropout_on_real_steps(backend, checkpointed, b
     reference = _compiled_grads(_DropoutNet(checkpointed), backend)
     worst = _worst(_compiled_grads(_DropoutNet(checkpointed), backend, budget), reference)
     assert worst == 0.0 if exact else worst > 0.2
+    if backend == "inductor":  # why the reference is the compiled step, not eager: inductor draws its own masks
+        net = _DropoutNet(checkpointed)
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            net(_XD).backward()
+        assert _worst({k: p.grad for k, p in net.named_parameters()}, reference) > 0.2
 
 
 # --- 05: missing gradients -----------------------------------------------------------------------
@@ -695,6 +751,82 @@ def test_05_dead_dropouts_depend_on_the_tracing_context():
                                          num_fwd_outputs=g.num_fwd_outputs)
     dead = dropouts(bw)
     assert len(dead) == 2 and all(len(n.users) == 0 for n in dead)
+
+
+# --- the pictures --------------------------------------------------------------------------------
+def _chart_helper(notebook):
+    src = _notebook_cell(notebook, "def saved_by_module_chart(")
+    ns: dict = {}
+    exec(src[:src.index("\nsaved_by_module_chart(")], ns)  # noqa: S102 - the notebook's own helper
+    return ns["saved_by_module_chart"]
+
+
+@pytest.mark.parametrize(("notebook", "fixture", "strategies"), [
+    ("01_partitioning_explained.ipynb", "gpt1", ["default", "min_cut"]),
+    ("03_memory_budget.ipynb", "gpt", ["min_cut", "budget:0.6"]),
+])
+def test_projector_charts(notebook, fixture, strategies, request):
+    """01's and 03's per-module charts: 1000 x 600 px (a 1024x768 projector), one bar per module and
+    strategy adding up to the memory table's saved_activation_bytes; 01's text: the totals agree
+    within 1%, the modules do not (min-cut keeps more in the layer norms and lm_head)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tr = request.getfixturevalue(fixture)
+    plt.close("all")
+    _chart_helper(notebook)(tr, strategies, title="t")  # plt.show() draws nothing under Agg
+    fig = plt.gcf()
+    width, height = fig.get_size_inches() * fig.dpi
+    assert width <= 1024 and height <= 768
+    bars = fig.axes[0].containers
+    table = tr.memory_table(strategies).set_index("strategy")["saved_activation_bytes"]
+    for container, s in zip(bars, table.index):
+        assert sum(b.get_width() for b in container) * 1024 == pytest.approx(table[s])
+    plt.close("all")
+    if fixture == "gpt1":
+        per = {s: tr.memory_by_module(s, depth=2).set_index("module")["saved_activation_bytes"] for s in strategies}
+        assert abs(table["min_cut"] / table["default"] - 1) < 0.01
+        for module in ("ln_f", "lm_head", "h.0.ln_1"):
+            assert per["min_cut"][module] > per["default"].get(module, 0)
+        assert any(per["default"][m] > per["min_cut"].get(m, 0) for m in per["default"].index)
+
+
+def test_captions_are_not_clipped():
+    """02's drawing: its caption wraps at CAPTION_CHARS and the SVG is as wide as each caption line at
+    0.42 em a character (what Chromium renders Helvetica/Liberation Sans at; dot's own estimate is
+    narrower, which clipped the line's end)."""
+    import xml.etree.ElementTree as ET
+
+    from fxviz.render.dot import CAPTION_CHARS
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    svg = fxviz.trace(model, torch.randn(2, 8), backend="inductor").draw("joint", strategy="min_cut").svg()
+    root = ET.fromstring(svg)
+    width = float(root.get("width").removesuffix("pt"))
+    ns = "{http://www.w3.org/2000/svg}"
+    lines = [(t.text or "", float(t.get("x")), float(t.get("font-size"))) for t in root.iter(ns + "text")
+             if t.get("font-size") in ("11.00", "16.00") and t.get("text-anchor") == "start"]
+    assert any("min_cut_rematerialization_partition" in text for text, _, _ in lines)
+    for text, x, size in lines:
+        assert len(text) <= CAPTION_CHARS + 4 or size == 16.0
+        assert x + len(text) * size * 0.42 <= width, text
+
+
+def test_wide_drawings_shrink_to_the_window():
+    """In Jupyter a drawing is at most its natural width and shrinks with the window down to 60% of it
+    (00's side-by-side and the GPT's differences view fit 1400 px), then scrolls."""
+    from fxviz.render.drawing import SHRINK_TO
+
+    torch.manual_seed(0)
+    d = fxviz.trace(nn.Linear(4, 2), torch.randn(2, 4), backend="inductor").draw(strategy="min_cut")
+    html = d._repr_mimebundle_()["text/html"]
+    px = float(re.search(r'<svg width="([\d.]+)pt"', d.svg()).group(1)) * 4 / 3
+    style = re.search(r'<svg style="([^"]+)"', html).group(1)
+    assert f"max-width:{px:.0f}px" in style and f"min-width:{px * SHRINK_TO:.0f}px" in style
+    assert "width:100%" in style and "height:auto" in style
 
 
 # --- every notebook ------------------------------------------------------------------------------
