@@ -454,7 +454,7 @@ def test_03_measured_curve_comes_from_real_steps():
     recompute FLOPs are 0 at 1.0 and 0.6 (the knapsack first drops GELU's pointwise pieces) and grow
     below.  The timings are not checked: they are this machine's."""
     ns: dict = {}
-    exec(_notebook_cell("03_memory_budget.ipynb", "def measured_curve("), ns)  # noqa: S102 - the notebook's code
+    exec(_notebook_cell("03_memory_budget.ipynb", "def measured_curve("), ns)  # the notebook's code
     plot = _notebook_cell("03_memory_budget.ipynb", "plt.subplots(")
     assert all(f'curve["{c}"]' in plot for c in ("saved_bytes", "step_ms", "recompute_flops", "budget"))
     assert ns["BUDGETS"][0] == 1.0 and ns["BUDGETS"][-1] == 0.0
@@ -757,7 +757,7 @@ def test_05_dead_dropouts_depend_on_the_tracing_context():
 def _chart_helper(notebook):
     src = _notebook_cell(notebook, "def saved_by_module_chart(")
     ns: dict = {}
-    exec(src[:src.index("\nsaved_by_module_chart(")], ns)  # noqa: S102 - the notebook's own helper
+    exec(src[:src.index("\nsaved_by_module_chart(")], ns)  # the notebook's own helper
     return ns["saved_by_module_chart"]
 
 
