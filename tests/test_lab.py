@@ -455,7 +455,7 @@ def test_03_measured_curve_comes_from_real_steps():
     below.  The timings are not checked: they are this machine's."""
     ns: dict = {}
     exec(_notebook_cell("03_memory_budget.ipynb", "def measured_curve("), ns)  # the notebook's code
-    plot = _notebook_cell("03_memory_budget.ipynb", "plt.subplots(")
+    plot = _notebook_cell("03_memory_budget.ipynb", "fig, (left, right) = plt.subplots(")
     assert all(f'curve["{c}"]' in plot for c in ("saved_bytes", "step_ms", "recompute_flops", "budget"))
     assert ns["BUDGETS"][0] == 1.0 and ns["BUDGETS"][-1] == 0.0
     budgets = [1.0, 0.3]
