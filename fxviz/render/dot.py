@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import re
+import textwrap
 from collections import Counter
 
 import graphviz
@@ -305,6 +306,16 @@ def _group_tooltip(g: Group) -> str:
     return "\n".join(lines)
 
 
+CAPTION_CHARS = 110  # a caption line longer than this wraps: drawings stay narrow enough for a projector
+
+
+def _text_width(text: str, size: float, bold: bool = False) -> int:
+    """A lower bound for the cell's width in points: dot's own estimate of Helvetica text falls short of
+    what browsers render (Liberation Sans / Arial) by up to 15%, and the SVG then clips the line's end
+    (02's caption).  0.45 em a character (0.5 bold) covers both."""
+    return int(len(text) * size * (0.5 if bold else 0.45)) + 4
+
+
 def _legend_and_caption(scene: Scene) -> str:
     roles = [r for r in ROLES if any(it.info.role == r for it in scene.items.values())]
     statuses = [s for s in ("saved", "recomputed", "removed")
@@ -312,12 +323,14 @@ def _legend_and_caption(scene: Scene) -> str:
     marks = [m for m in ("A-only", "B-only", "both")
              if any(m in (it.cmp_saved, it.cmp_recomputed,
                                  None if it.cmp_removed == "both" else it.cmp_removed) for it in scene.items.values())]
-    rows = [f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="16"><B>{_e(scene.title)}</B></FONT></TD></TR>'] \
-        if scene.title else []  # graphviz rejects an empty <B></B>
+    rows = [f'<TR><TD ALIGN="LEFT" WIDTH="{_text_width(scene.title, 16, bold=True)}"><FONT POINT-SIZE="16">'
+            f'<B>{_e(scene.title)}</B></FONT></TD></TR>'] if scene.title else []  # graphviz rejects an empty <B></B>
     rows.append(theme.legend_dot(roles, statuses, scene.compare_names, marks,
                                  checkpoint=any(_checkpointed(it) for it in scene.items.values())))
     for line in scene.caption:
-        rows.append(f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="11">{_e(line)}</FONT></TD></TR>')
+        for part in textwrap.wrap(line, CAPTION_CHARS, subsequent_indent="    ") or [line]:
+            rows.append(f'<TR><TD ALIGN="LEFT" WIDTH="{_text_width(part, 11)}"><FONT POINT-SIZE="11">{_e(part)}'
+                        "</FONT></TD></TR>")
     return '<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="2">' + "".join(rows) + "</TABLE>>"
 
 

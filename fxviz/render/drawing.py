@@ -90,6 +90,22 @@ def _inline(svg: str) -> str:
     return svg[start:] if start >= 0 else svg
 
 
+SHRINK_TO = 0.6  # a drawing wider than the window shrinks to fit, down to this share of its size, then scrolls
+
+
+def _fitted(svg: str) -> str:
+    """The inline ``<svg>`` sized to the window: at most its natural width, shrunk to fit a narrower
+    window down to ``SHRINK_TO`` of it (text stays legible), wider drawings scroll.  dot writes the
+    size in points (96 px = 72 pt)."""
+    svg = _inline(svg)
+    m = re.match(r'<svg width="([\d.]+)pt"', svg)
+    if not m:
+        return svg
+    px = float(m.group(1)) * 4 / 3
+    style = f"width:100%;max-width:{px:.0f}px;min-width:{px * SHRINK_TO:.0f}px;height:auto"
+    return svg.replace("<svg", f'<svg style="{style}"', 1)
+
+
 class Drawing:
     """A drawn fxviz view.  ``.source`` is the DOT text, ``.svg()`` the laid-out SVG (computed
     once), ``.save(path)`` writes ``.svg``/``.png``/``.dot``/``.pdf``; in Jupyter it displays itself."""
@@ -147,7 +163,7 @@ class Drawing:
         except RenderError as exc:
             return self._error_bundle(exc)
         return {
-            "text/html": f'<div class="fxviz-drawing" style="overflow:auto;max-width:100%">{_inline(svg)}</div>',
+            "text/html": f'<div class="fxviz-drawing" style="overflow:auto;max-width:100%">{_fitted(svg)}</div>',
             "image/svg+xml": svg,
             "text/plain": repr(self),
         }
