@@ -44,7 +44,7 @@ def _several(x: object) -> bool:
     if isinstance(x, Trace):
         return x.index == 0 and len(x.capture.graphs) > 1
     if isinstance(x, Run):
-        return len(x.traces()) > 1
+        return x.step_graph_count() > 1
     return isinstance(x, Sequence) and sum(isinstance(t, Trace) and t.has_backward for t in x) > 1
 
 

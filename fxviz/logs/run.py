@@ -171,16 +171,27 @@ class Run:
         """The whole step of one rank (default: rank 0, or the first rank with a graph with a backward):
         a ``Trace`` of every logged graph with a backward, in compile order (``fxviz.diff`` of two runs
         pairs them).  A compile dynamo reused is in the log once: the log does not say how often it ran."""
-        if rank is None:
-            having = [r for r in self.ranks if any("aot_joint_graph" in p.offsets
-                                                   for c in self._compiles if c.rank == r for p in c.pieces)]
-            if not having:
-                raise LogError(f"the log has no graph with a backward ({self.holds()})",
-                               Say("see ", _GRAPHS, " for what it compiled"))
-            rank = 0 if 0 in having else having[0]
-        found = [(c, k) for c in self._compiles if c.rank == rank for k, p in enumerate(c.pieces)
-                 if "aot_joint_graph" in p.offsets]
-        return [self.trace(rank, c.compile_id, k) for c, k in found]
+        rank = self._step_rank(rank)
+        return [self.trace(rank, c.compile_id, k) for c, k in self._backward_pieces(rank)]
+
+    def _backward_pieces(self, rank: int) -> list[tuple[Compile, int]]:
+        return [(c, k) for c in self._compiles if c.rank == rank for k, p in enumerate(c.pieces)
+                if "aot_joint_graph" in p.offsets]
+
+    def step_graph_count(self, rank: int | None = None) -> int:
+        """How many graphs with a backward one rank's step has (default: the rank :meth:`traces`
+        takes), from the index: nothing rebuilt."""
+        return len(self._backward_pieces(self._step_rank(rank)))
+
+    def _step_rank(self, rank: int | None) -> int:
+        """``rank``, or rank 0 when it has a graph with a backward, else the first rank that has one."""
+        if rank is not None:
+            return rank
+        having = [r for r in self.ranks if self._backward_pieces(r)]
+        if not having:
+            raise LogError(f"the log has no graph with a backward ({self.holds()})",
+                           Say("see ", _GRAPHS, " for what it compiled"))
+        return 0 if 0 in having else having[0]
 
     def memory_table_by_piece(self, rank: int | None = None, strategies: StrategiesLike | None = None) -> pd.DataFrame:
         """The memory table of one rank's whole step, as ``Trace.memory_table_by_piece`` gives a
