@@ -13,6 +13,7 @@ passes, which are run here too (the logged graph is kept as ``before_joint_passe
 from __future__ import annotations
 
 import ast
+import dataclasses
 import operator
 import re
 from typing import Any
@@ -72,10 +73,15 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
     modules = _modules(gm, state_names, {**{n.name: "backward" if n in grads_in else "forward" for n in placeholders},
                                          **phases})
     info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names, phases=phases, modules=modules)
+    for n in gm.graph.nodes:  # an op this torch lacks is marked in every view, not only in the warnings
+        note = _torch.LogGraphBuilder.stand_in_note(n)
+        if note is not None and n.name in info:
+            info[n.name] = dataclasses.replace(info[n.name], note=note)
     graph = JointGraph(gm=gm, has_backward=has_backward, num_fwd_outputs=num_fwd,
                        static_lifetime_input_indices=list(p.static or []), joint_inputs=[], info=info,
                        placeholder_values={}, constant_values={}, index=0,
-                       partitioner_caller="torch.compile (read from the log)", logged=logged,
+                       partitioner_caller=f"torch.compile (read from the log{run_config_text(c.functorch)})",
+                       logged=logged,
                        inference=not has_backward, backend=backend, before_joint_passes=before,
                        compiler="inductor" if backend == "inductor" else None)
     if has_backward and logged is None:
@@ -87,7 +93,34 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
                    graph_breaks=[c.graph_break_reason] if c.graph_break_reason else [],
                    model=None, fn=None, example_inputs=(), loss_fn=None, reduce=None,
                    input_names=[i.qualname for i in names.values()], warnings=warnings_,
-                   name=c.frame or "compiled frame", origin=origin, state=_state(c), backend=backend)
+                   name=(c.frame or "compiled frame") + (f" [torch {c.torch_version}]" if c.torch_version else ""),
+                   origin=origin, state=_state(c), backend=backend, torch_budget=_budget(c.functorch),
+                   log_config=dict(c.functorch))
+
+
+def run_config_text(config: dict[str, Any]) -> str:
+    """``; the run's functorch config: activation_memory_budget=0.5, solver dp, estimator flops``: what
+    the run's min-cut was told, as its log recorded it ("" when the log recorded nothing)."""
+    if "activation_memory_budget" not in config:
+        return ""
+    text = f"; the run's functorch config: activation_memory_budget={config['activation_memory_budget']:g}"
+    text += "".join(f", {w} {config[k]}" for k, w in (("activation_memory_budget_solver", "solver"),
+                                                      ("activation_memory_budget_runtime_estimator", "estimator"))
+                    if k in config)
+    if config.get("enable_activation_offloading"):
+        text += ", enable_activation_offloading=True"
+    return text
+
+
+def _budget(config: dict[str, Any]) -> tuple[float, str]:
+    """(budget, solver) the run's min-cut used, as ``Capture.torch_budget`` holds them (no solver
+    recorded reads as torch's default ``dp``)."""
+    try:
+        budget = float(config.get("activation_memory_budget", 1.0))
+    except (TypeError, ValueError):
+        budget = 1.0
+    solver = str(config.get("activation_memory_budget_solver") or "dp")
+    return budget, solver
 
 
 def _dynamo_names(c: Compile, warnings_: list[str]) -> tuple[list[str], dict[int, str]]:

@@ -54,6 +54,8 @@ def cmd_table(args: argparse.Namespace) -> int:
                   f"{INFERENCE_NOTE}")
             continue
         _print_table(piece.memory_table(strategies), args.exact)
+    if getattr(args, "run", None) is not None:
+        _print_knapsack(args.run, tr)
     if len(tr.pieces) > 1:
         whole = tr.memory_table_by_piece(strategies)
         totals = whole[whole["piece"] == "total"].drop(columns=["piece", "runs"]).reset_index(drop=True)
@@ -61,6 +63,19 @@ def cmd_table(args: argparse.Namespace) -> int:
         print(f"== whole model: {len(tr.pieces)} graphs, each counted as often as it ran")
         _print_table(totals, args.exact)
     return 0
+
+
+def _print_knapsack(run: Any, tr: Any) -> None:
+    """The run's own knapsack under the table, when its log holds one (``Run.knapsack``)."""
+    rank, compile_id, piece = run.located(tr)
+    df = run.knapsack(rank, compile_id, piece)
+    if df is None:
+        return
+    from ..render.table import fitted_text
+
+    print()
+    print(wrap(df.attrs["caption"]))
+    print(fitted_text(df.round({"budget_share": 3}), WIDTH))
 
 
 def _print_table(df: Any, exact: bool) -> None:
