@@ -35,6 +35,7 @@ KIND_TITLES = {
     "reused_graph": "one graph run for several modules",
     "duplicate_data": "the same data held more than once",
     "frozen": "frozen parameters (requires_grad=False)",
+    "run_config": "what the logged run's partitioner was told (its functorch config)",
 }
 
 
