@@ -172,7 +172,8 @@ def test_listing_shows_the_writing_torch_and_every_status(fail_log, capsys):
             f, ReadStats(), keep=lambda r: r.artifact_name == "torch_version") if r.artifact_name == "torch_version"]
     assert main(["logs", str(fail_log)]) == 0
     text = capsys.readouterr().out
-    assert text.splitlines()[0].endswith(f"the compiles as they are read (written by torch {written})")
+    assert text.replace("\n    ", " ").splitlines()[0].endswith(
+        f"the compiles as they are read (written by torch {written})")
     assert f"AOT graph(s), written by torch {written}" in text.replace("\n    ", " ")
     rows = _streamed_rows(text)
     expected = fxviz.load_logs(fail_log).graphs.set_index("compile_id")["status"]
@@ -200,7 +201,8 @@ def test_no_rank_means_the_first_rank_with_the_graph_in_every_front_end(fail_log
     assert "rank 1, compile 1/0 (aot_eager): 1 of 2 compile(s) on rank 1 (no --rank: rank 0 has no such graph; " \
            "the first rank that has it)" in out
     assert main(["table", "--logs", str(d), "--rank", "0"]) == 2  # an input error, with its fix
-    assert "rank 0 logged no AOT graph (1 failed, 1 no AOT graph) (hint: rank(s) 1 have it: --rank 1)" in capsys.readouterr().err
+    assert ("rank 0 logged no AOT graph (1 failed, 1 no AOT graph) (hint: rank(s) 1 have it: --rank 1)"
+            in capsys.readouterr().err)
     run = fxviz.load_logs(d)
     html = fxviz.report(run, tmp_path / "r.html")
     assert html.exists()

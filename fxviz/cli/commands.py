@@ -50,8 +50,8 @@ def cmd_table(args: argparse.Namespace) -> int:
         if len(tr.pieces) > 1:
             print(f"== {graph_of(piece.index, len(tr.pieces))}")
         if piece.graph.inference:  # a forward graph only: no strategy has anything to partition
-            print(f"{piece.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
-                  f"{INFERENCE_NOTE}")
+            print(wrap(f"{piece.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
+                       f"{INFERENCE_NOTE}"))
             continue
         _print_table(piece.memory_table(strategies), args.exact)
     if getattr(args, "run", None) is not None:

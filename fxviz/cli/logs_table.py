@@ -75,7 +75,7 @@ class StreamedTable:
         first), and a row that changed since."""
         if not self.header:
             written = f" (written by torch {torch_version})" if torch_version else ""
-            print(f"{self.where}: the compiles as they are read{written}", file=self.out)
+            print(wrap(f"{self.where}: the compiles as they are read{written}"), file=self.out)
             print(" ".join(name.rjust(w) for name, w in self.WIDTHS.items()), file=self.out)
             self.header = True
         for row in rows:

@@ -69,8 +69,8 @@ def where_in_run(run: Any, tr: Any, rank: int | None = None) -> str:
     eager = run.eager_frames(found)
     line = f"{tr.title}, {tr.capture.origin} ({tr.graph.backend}): 1 of {others} compile(s) on rank {found}"
     if rank is None and len(run.ranks) > 1:
-        line += " (no --rank: " + ("rank 0's" if found == 0 else "rank 0 has no such graph; the first rank that has it") \
-            + ")"
+        which = "rank 0's" if found == 0 else "rank 0 has no such graph; the first rank that has it"
+        line += f" (no --rank: {which})"
     if eager:
         line += f"; {len(eager)} frame(s) ran as plain Python, outside every graph: " + "; ".join(
             e.split("): ")[0] + ")" for e in eager)

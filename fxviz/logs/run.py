@@ -189,7 +189,7 @@ class Run:
         """(rank, compile id, piece) of a ``Trace`` this run's ``trace`` returned."""
         for key, known in self._cache.items():
             if known is tr:
-                return key  # type: ignore[no-any-return]
+                return key
         raise LogError("this trace is not one of this run's graphs", Say("take it from ", Do("trace", on="run")))
 
     def compare_ranks(self, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame:

@@ -22,8 +22,8 @@ from ..pieces import piece_facts
 from .dropped import dropped_gradients
 from .duplicates import duplicate_findings
 from .findings import KINDS, SEVERITIES, TABLE_COLUMNS, Diagnosis, Finding, collect_parameters, reason_of
-from .logged import config_findings
 from .graph_breaks import frame_findings, outside_findings, reuse_findings, reused_gradient_node
+from .logged import config_findings
 from .measured import measured_findings
 from .no_gradient import constant_finding, needs_eager, no_gradient_finding, where_in_graph
 

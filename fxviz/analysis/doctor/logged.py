@@ -1,4 +1,4 @@
-"""What a logged run's partitioner was told: the settings of its ``torch._functorch.config`` the log
+"""What a logged run's partitioner was told: the settings of its functorch config the log
 recorded (``Capture.log_config``), said when they change what the run saved: an activation-memory
 budget below 1 (min-cut solved a knapsack), or activation offloading switched on."""
 
