@@ -90,7 +90,7 @@ def _render_template(data: dict[str, Any], fallback: str) -> str:
     )
 
 
-def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: str | None = None,
+def report(tr: Any, path: str | os.PathLike[str], *, rank: int | None = None, compile_id: str | None = None,
            **kwargs: Any) -> pathlib.Path:
     """Write the self-contained HTML report of ``tr`` to ``path`` and return the path.
 
@@ -105,7 +105,8 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int = 0, compile_id: 
     per module and table (keyword ``title``).
     ``tr`` may be a ``Run`` read from a log: the report then holds every graph with a backward (and
     every inference-only graph) on every rank, with a rank and a graph selector, and opens on ``compile_id`` of ``rank``
-    (default: the first graph with a backward on rank 0).
+    (default: the first graph with a backward on rank 0, else on the first rank that has one, which its
+    warnings say).
     """
     from .diffing import Diff, StepDiff
     from .logs.run import Run

@@ -73,6 +73,7 @@ class NodeInfo:
     checkpoint_policy: str | None = None  # must_save / prefer_save / must_recompute / prefer_recompute
     checkpoint_region: int | None = None  # torch's ac_graph_id: which checkpoint call the op ran in
     symbolic_shape: str | None = None  # under dynamic shapes: the size as torch traced it, e.g. "[s77, 16]"
+    note: str | None = None  # a log's op this torch lacks: "custom op, not registered here: shapes from the log"
 
 
 def role_counts(infos: Iterable[NodeInfo]) -> dict[str, int]:

@@ -142,6 +142,77 @@ def test_ranks_from_names_stray_files_and_rank_zero_without_graphs(fail_log, tmp
     assert "rank(s) 1 have it" in err.value.hint
 
 
+def _streamed_rows(text):
+    """The data rows ``fxviz logs`` printed, cut at its fixed column widths: {graph: {column: cell}}."""
+    from fxviz.cli.logs_table import StreamedTable
+
+    widths = StreamedTable.WIDTHS
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["rank", "graph"]) + 1
+    rows = {}
+    for line in lines[start:]:
+        if not re.match(r"^\s*\d+ ", line):
+            break
+        cells, at = {}, 0
+        for name, w in widths.items():
+            cells[name] = line[at:at + w].strip()
+            at += w + 1
+        rows[cells["graph"]] = cells
+    return rows
+
+
+def test_listing_shows_the_writing_torch_and_every_status(fail_log, capsys):
+    """``fxviz logs``: the header and the summary name the torch the log's ``torch_version`` record
+    names; the streamed table's status column is ``Run.graphs``' status; a failure is a numbered note."""
+    from fxviz.cli import main
+    from fxviz.logs.reader import ReadStats, read_records
+
+    with open(_only_file(fail_log), "rb") as f:
+        (written,) = [json.loads(r.payload)["pytorch_version"] for r in read_records(
+            f, ReadStats(), keep=lambda r: r.artifact_name == "torch_version") if r.artifact_name == "torch_version"]
+    assert main(["logs", str(fail_log)]) == 0
+    text = capsys.readouterr().out
+    assert text.replace("\n    ", " ").splitlines()[0].endswith(
+        f"the compiles as they are read (written by torch {written})")
+    assert f"AOT graph(s), written by torch {written}" in text.replace("\n    ", " ")
+    rows = _streamed_rows(text)
+    expected = fxviz.load_logs(fail_log).graphs.set_index("compile_id")["status"]
+    assert {g: r["status"] for g, r in rows.items()} == expected.to_dict() == {"0/0": "failed", "1/0": "compiled"}
+    number = re.fullmatch(r"\[(\d+)\]", rows["0/0"]["notes"])
+    assert number is not None
+    assert re.search(rf"^\[{number.group(1)}\] 0/0 failed: BackendCompilerFailed: .*this backend always fails",
+                     text.replace("\n    ", " "), re.M)
+    assert main(["table", "--logs", str(fail_log)]) == 0  # a view's header names the torch too
+    assert f"g [torch {written}], rank 0, compile 1/0" in capsys.readouterr().out.replace("\n    ", " ")
+
+
+def test_no_rank_means_the_first_rank_with_the_graph_in_every_front_end(fail_log, tmp_path, capsys):
+    """``--rank`` left out (CLI), ``rank=None`` (report, explorer): rank 0 has no AOT graph, so the
+    first rank that has one, and the CLI's line says so."""
+    from fxviz.cli import main
+
+    src = _only_file(fail_log)
+    d = tmp_path / "ranks"
+    d.mkdir()
+    shutil.copy(src, d / "trace_rank_1_x.log")
+    _without_aot_graphs(src, d / "trace_rank_0_x.log")
+    assert main(["table", "--logs", str(d)]) == 0
+    out = capsys.readouterr().out.replace("\n    ", " ")
+    assert "rank 1, compile 1/0 (aot_eager): 1 of 2 compile(s) on rank 1 (no --rank: rank 0 has no such graph; " \
+           "the first rank that has it)" in out
+    assert main(["table", "--logs", str(d), "--rank", "0"]) == 2  # an input error, with its fix
+    assert ("rank 0 logged no AOT graph (1 failed, 1 no AOT graph) (hint: rank(s) 1 have it: --rank 1)"
+            in capsys.readouterr().err)
+    run = fxviz.load_logs(d)
+    html = fxviz.report(run, tmp_path / "r.html")
+    assert html.exists()
+    pytest.importorskip("ipywidgets")
+    from fxviz.widgets.run_explorer import RunExplorer
+
+    explorer = RunExplorer(run)
+    assert (explorer.rank_control.value, explorer.graph_control.value) == (1, (1, "1/0", 0))
+
+
 def test_missing_rank_zero_by_renamed_files(fail_log, tmp_path):
     src = _only_file(fail_log)
     d = tmp_path / "renamed"

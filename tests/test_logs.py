@@ -122,7 +122,7 @@ def test_one_process_mini_gpt(backend, request):
     assert {tr.graph.info[n].qualname for n in params} == {n for n, _ in model.named_parameters()}
     grads = {i.qualname for i in tr.graph.info.values() if i.role == "gradient"}
     assert grads == {n for n, _ in model.named_parameters()}
-    assert tr.title == "forward"
+    assert tr.title == f"forward [torch {torch.__version__}]"  # the frame, and the torch that wrote the log
     table = tr.memory_table()
     assert list(table["strategy"]) == [s.name for s in tr.offered] and "eager" not in list(table["strategy"])
     assert table["error"].isna().all()

@@ -251,6 +251,14 @@ def test_a_custom_op_this_process_lacks(tmp_path, capsys):
     assert _torch.LogGraphBuilder.stand_in_note(op) == "custom op, not registered here: shapes from the log"
     assert any("mylib.scale_shift.default: custom op, not registered here: shapes from the log" in w
                for w in tr.capture.warnings)
+    note = "custom op, not registered here: shapes from the log"  # marked in every view, not only the warnings
+    assert tr.nodes["note"].dropna().to_dict() == {op.name: note}
+    saved = tr.saved("logged")
+    of_op = [n for n in saved.index if n == op.name or n in {u.name for u in op.users}]  # its outputs
+    assert of_op and all(saved.loc[n, "what"].endswith(f"({note})") for n in of_op)
+    assert all(note not in w for n, w in saved["what"].items() if n not in of_op)
+    drawn = [line for line in tr.draw("joint").source.splitlines() if note in line]
+    assert len(drawn) == 1 and drawn[0].strip().startswith(f"{op.name} [label=")
     ((_, joint),) = _records(log, {"aot_joint_graph"})
     for user in op.users:  # each output has the logged dtype and shape
         m = re.search(rf'^\s+{user.name}: "(\w+)\[([^\]]*)\]', joint, re.M)

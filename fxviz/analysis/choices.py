@@ -42,12 +42,16 @@ def budget_strategy(budget: float, solver: str) -> Strategy:
 
 def offered(graph: JointGraph, capture: Capture) -> tuple[Strategy, ...]:
     """The strategies views show for ``graph`` when none are named, the default first: what the run
-    saved (``logged``) for a graph read from a log with its forward and backward graphs; a strategy
+    saved (``logged``) for a graph read from a log with its forward and backward graphs, then the
+    ``budget:B`` its functorch config ran min-cut under when B < 1; a strategy
     that needs the model (``eager``) only when there is a model to run."""
     has_model = capture.fn is not None
     chosen = [s for s in OFFERED if has_model or not s.needs_model]
     if graph.logged is not None:
         chosen.insert(0, Strategy("logged"))
+        run = step_strategy(capture)  # a log's run under a memory budget: its knapsack, replayed here
+        if run.kind == "budget" and run not in chosen:
+            chosen.insert(1, run)
     return tuple(chosen)
 
 

@@ -41,11 +41,12 @@ def made_name(forward_node: str) -> str:
 
 @dataclass(frozen=True)
 class MadeValue:
-    """A saved value no joint node computes: the partitioner made it (its RNG states)."""
+    """A saved value no joint node computes: the partitioner made it (its RNG states, the copies
+    activation offloading saves)."""
 
     name: str  # its name in Partition.saved
     node: str  # the forward graph node
-    kind: str  # "rng state" or "partitioner-made"
+    kind: str  # "rng state", "offloaded" (activation offloading's copy) or "partitioner-made"
     what: str  # in words
     wraps: str | None = None  # the joint node of the op whose RNG state it is
 
@@ -224,6 +225,14 @@ def _made(graph: JointGraph, saved_nodes: list[fx.Node], fw_map: dict[str, str])
                 else str(getattr(src.args[0], "__name__", src.args[0]))
             made[name] = MadeValue(name, n.name, "rng state",
                                    f"CPU RNG state saved by run_and_save_rng_state for {op}", wraps)
+        elif isinstance(src, fx.Node) and _target_name(n) == "device_put" and fw_map.get(src.name) in graph.info:
+            # torch's activation offloading: the forward saves a copy on another device, the backward
+            # reloads it (``_functorch/_activation_offloading``)
+            wraps = fw_map[src.name]
+            device = n.args[1] if len(n.args) > 1 else "another device"
+            made[name] = MadeValue(name, n.name, "offloaded",
+                                   f"`{wraps}` offloaded to {device} by torch's activation offloading "
+                                   "(the backward reloads it)", wraps)
         else:
             made[name] = MadeValue(name, n.name, "partitioner-made",
                                    f"a value the partitioner made ({n.format_node()})")

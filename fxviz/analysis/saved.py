@@ -119,8 +119,10 @@ def op_words(node: fx.Node, info: NodeInfo, names: Mapping[str, NodeInfo]) -> st
         return info.short_op
     if getattr(node.target, "__name__", "") == "getitem" and len(node.args) > 1 and isinstance(node.args[0], fx.Node):
         parent, index = node.args[0], node.args[1]
-        return _output_words(names[parent.name].short_op if parent.name in names else str(parent.target),
-                             index if isinstance(index, int) else 0)
+        made = names.get(parent.name)
+        words = _output_words(made.short_op if made is not None else str(parent.target),
+                              index if isinstance(index, int) else 0)
+        return f"{words} ({made.note})" if made is not None and made.note else words
     if is_view_op(node.target):
         base = alias_base(node)
         if base is not None:
@@ -130,7 +132,8 @@ def op_words(node: fx.Node, info: NodeInfo, names: Mapping[str, NodeInfo]) -> st
             return f"a view of `{base.name}`"
     if isinstance(_torch.meta_val(node), torch.SymInt):
         return f"a size ({info.short_op})"
-    return _output_words(info.short_op, 0)
+    words = _output_words(info.short_op, 0)
+    return f"{words} ({info.note})" if info.note else words
 
 
 def _output_words(op: str, index: int) -> str:

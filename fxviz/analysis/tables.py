@@ -21,9 +21,10 @@ __all__ = ["NODE_COLUMNS", "PARAMETER_COLUMNS", "GradientCounts", "node_table", 
 
 NODE_COLUMNS: list[str] = ["op", "target", "short_op", "role", "phase", "qualname", "module", "shape", "dtype",
                            "bytes", "source", "source_code", "seq_nr", "symbolic_shape", "checkpoint_policy",
-                           "checkpoint_region"]
+                           "checkpoint_region", "note"]
 """``Trace.nodes``' columns (``roles.NodeInfo``'s fields): ``op`` is the FX opcode, ``short_op`` the aten op;
-``shape`` has symbolic sizes at their example value (``symbolic_shape`` keeps them)."""
+``shape`` has symbolic sizes at their example value (``symbolic_shape`` keeps them); ``note``: what a view
+must say beside the op (a log's custom op this torch lacks: its shapes are the log's)."""
 
 PARAMETER_COLUMNS: list[str] = ["parameter", "shape", "dtype", "requires_grad", "graph_role", "graph_nodes",
                                 "gradient_node"]

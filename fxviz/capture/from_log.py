@@ -13,7 +13,7 @@ passes, which are run here too (the logged graph is kept as ``before_joint_passe
 from __future__ import annotations
 
 import ast
-import operator
+import dataclasses
 import re
 from typing import Any
 
@@ -22,12 +22,13 @@ import torch.fx as fx
 from .. import _torch
 from .._fx import output_values
 from ..errors import LogError
-from ..graph_facts import is_cast, is_view_op, tangent_dependent, tangents, traced_phases
+from ..graph_facts import tangent_dependent, tangents, traced_phases
 from ..logs.graph_code import parse_def_names, parse_graph
 from ..logs.index import Compile, Piece
 from ..logs.reader import read_payload
 from ..roles import LIFTED_STATE_ROLES, InputName, classify_nodes, input_roles
 from .graphs import Capture, JointGraph
+from .log_modules import place_modules
 
 __all__ = ["capture_from_log"]
 
@@ -69,13 +70,18 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
     num_fwd = len(output_values(gm)) - (len(placeholders) - len(tangents(gm)) if has_backward else 0)
     state_names = {n: q for n, (role, q) in input_roles(gm, names).items() if role in LIFTED_STATE_ROLES and q}
     grads_in = set(tangents(gm))  # the modules' walk reads inputs' phases too: a tangent is backward
-    modules = _modules(gm, state_names, {**{n.name: "backward" if n in grads_in else "forward" for n in placeholders},
-                                         **phases})
+    modules = place_modules(gm, state_names, {**{n.name: "backward" if n in grads_in else "forward"
+                                                 for n in placeholders}, **phases})
     info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names, phases=phases, modules=modules)
+    for n in gm.graph.nodes:  # an op this torch lacks is marked in every view, not only in the warnings
+        note = _torch.LogGraphBuilder.stand_in_note(n)
+        if note is not None and n.name in info:
+            info[n.name] = dataclasses.replace(info[n.name], note=note)
     graph = JointGraph(gm=gm, has_backward=has_backward, num_fwd_outputs=num_fwd,
                        static_lifetime_input_indices=list(p.static or []), joint_inputs=[], info=info,
                        placeholder_values={}, constant_values={}, index=0,
-                       partitioner_caller="torch.compile (read from the log)", logged=logged,
+                       partitioner_caller=f"torch.compile (read from the log{run_config_text(c.functorch)})",
+                       logged=logged,
                        inference=not has_backward, backend=backend, before_joint_passes=before,
                        compiler="inductor" if backend == "inductor" else None)
     if has_backward and logged is None:
@@ -87,7 +93,34 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
                    graph_breaks=[c.graph_break_reason] if c.graph_break_reason else [],
                    model=None, fn=None, example_inputs=(), loss_fn=None, reduce=None,
                    input_names=[i.qualname for i in names.values()], warnings=warnings_,
-                   name=c.frame or "compiled frame", origin=origin, state=_state(c), backend=backend)
+                   name=(c.frame or "compiled frame") + (f" [torch {c.torch_version}]" if c.torch_version else ""),
+                   origin=origin, state=_state(c), backend=backend, torch_budget=_budget(c.functorch),
+                   log_config=dict(c.functorch))
+
+
+def run_config_text(config: dict[str, Any]) -> str:
+    """``; the run's functorch config: activation_memory_budget=0.5, solver dp, estimator flops``: what
+    the run's min-cut was told, as its log recorded it ("" when the log recorded nothing)."""
+    if "activation_memory_budget" not in config:
+        return ""
+    text = f"; the run's functorch config: activation_memory_budget={config['activation_memory_budget']:g}"
+    text += "".join(f", {w} {config[k]}" for k, w in (("activation_memory_budget_solver", "solver"),
+                                                      ("activation_memory_budget_runtime_estimator", "estimator"))
+                    if k in config)
+    if config.get("enable_activation_offloading"):
+        text += ", enable_activation_offloading=True"
+    return text
+
+
+def _budget(config: dict[str, Any]) -> tuple[float, str]:
+    """(budget, solver) the run's min-cut used, as ``Capture.torch_budget`` holds them (no solver
+    recorded reads as torch's default ``dp``)."""
+    try:
+        budget = float(config.get("activation_memory_budget", 1.0))
+    except (TypeError, ValueError):
+        budget = 1.0
+    solver = str(config.get("activation_memory_budget_solver") or "dp")
+    return budget, solver
 
 
 def _dynamo_names(c: Compile, warnings_: list[str]) -> tuple[list[str], dict[int, str]]:
@@ -193,127 +226,6 @@ def _state(c: Compile) -> list[tuple[str, Any]]:
         t = torch.empty(size, dtype=dt, device="meta")
         out.append((name, torch.nn.Parameter(t, requires_grad=requires_grad)))
     return out
-
-
-def _modules(gm: fx.GraphModule, info_inputs: dict[str, str], phases: dict[str, str]) -> dict[str, str]:
-    """Give every op the module path the log lets fxviz place (a log records source lines but
-    not dynamo's module stack), in three steps:
-
-    1. an op that reads a parameter (directly or through a view or cast of it) is in the module
-       that owns the parameter (``blocks.0.attn.in_proj_weight`` -> ``blocks.0.attn``);
-    2. the other ops of a *source block* (the run of ops under one ``# File:`` comment, one line of
-       the user's code) are in the modules' common prefix: GELU between ``blocks.0.fc`` and
-       ``blocks.0.proj`` is in ``blocks.0``, attention's views between its projections in
-       ``blocks.0.attn``; where the modules share nothing, an op is in its producer's module
-       (``getitem`` of ``ln_f``'s layer norm), else in its consumer's;
-    3. a backward op is in the common module of the forward values it reads (its saved
-       activations and parameters), else in its source block's, else in the module of the
-       backward op it follows (the gradient arriving from its user).
-    Ops of the top-level frame (the loss) stay without a module, as in a traced model."""
-    owner: dict[str, str] = {}
-    module: dict[str, str] = {}
-    for n in gm.graph.nodes:
-        if n.op == "placeholder" and n.name in info_inputs and "." in info_inputs[n.name]:
-            owner[n.name] = info_inputs[n.name].rsplit(".", 1)[0]
-            continue
-        if n.op != "call_function" or phases.get(n.name) != "forward":
-            continue
-        if n.target is operator.getitem and isinstance(n.args[0], fx.Node) and n.args[0].name in module:
-            module[n.name] = module[n.args[0].name]  # an element of a multi-output op (layer norm's mean)
-            continue
-        mods = [owner[a.name] for a in n.all_input_nodes if a.name in owner]
-        if not mods:
-            continue
-        # a view or a cast of a parameter (a transposed weight, an autocast copy) is the parameter's
-        if (is_view_op(n.target) or is_cast(n)) and len(mods) == len(n.all_input_nodes):
-            owner[n.name] = mods[0]
-        module[n.name] = mods[0]
-    blocks = _source_blocks(gm, phases)
-    for ops in blocks:  # step 2: forward ops by source block
-        if phases.get(ops[0].name) != "forward":
-            continue
-        common = _common_module([module[n.name] for n in ops if n.name in module])
-        for n in ops:
-            if common and n.name not in module:
-                module[n.name] = common
-        inside = {n.name for n in ops}
-        for n in ops:  # modules with nothing in common (``self.head(self.ln_f(x))``): the producer's
-            made = [module[a.name] for a in n.all_input_nodes if a.name in inside and a.name in module]
-            if n.name not in module and made:
-                module[n.name] = made[0]
-        for n in reversed(ops):  # else the consumer's
-            used = [module[u.name] for u in n.users if u.name in inside and u.name in module]
-            if n.name not in module and used:
-                module[n.name] = used[0]
-    block_of = {n.name: i for i, ops in enumerate(blocks) for n in ops}
-    line_modules: dict[str | None, set[str]] = {}  # source line -> the modules of its forward ops
-    for n in gm.graph.nodes:
-        if phases.get(n.name) == "forward" and n.name in module:
-            line_modules.setdefault(_torch.stack_trace(n), set()).add(module[n.name])
-    for ops in blocks:  # step 3: backward ops, in graph order
-        if phases.get(ops[0].name) != "backward":
-            continue
-        for n in ops:
-            common = _backward_module(n, module, owner, phases, line_modules)
-            if common:
-                module[n.name] = common
-        known = _common_module([module[n.name] for n in ops if n.name in module])
-        for n in ops:
-            if n.name not in module:
-                came = [module[a.name] for a in n.all_input_nodes if a.name in module
-                        and phases.get(a.name) == "backward" and block_of.get(a.name) is not None]
-                m = known or (came[0] if came else None)
-                if m:
-                    module[n.name] = m
-    return module
-
-
-def _backward_module(n: fx.Node, module: dict[str, str], owner: dict[str, str], phases: dict[str, str],
-                     line_modules: dict[str | None, set[str]]) -> str | None:
-    """The module a backward op differentiates: the forward values it reads from its own source
-    line (AOTAutograd gives a backward op the source line of the forward op it differentiates) and
-    the parameters it reads; else the one module that line has in the forward; else the common
-    module of every forward value it reads."""
-    trace = _torch.stack_trace(n)
-    forward = [a for a in n.all_input_nodes if phases.get(a.name) == "forward" or a.name in owner]
-    same = [owner.get(a.name) or module.get(a.name) for a in forward
-            if a.name in owner or _torch.stack_trace(a) == trace]
-    found = _common_module([m for m in same if m])
-    if found:
-        return found
-    if len(line_modules.get(trace, ())) == 1:
-        return next(iter(line_modules[trace]))
-    return _common_module([m for m in (module.get(a.name) for a in forward) if m])
-
-
-def _source_blocks(gm: fx.GraphModule, phases: dict[str, str]) -> list[list[fx.Node]]:
-    """Runs of consecutive ops of one phase under one source line (torch prints the ``# File:``
-    comment once per run)."""
-    blocks: list[list[fx.Node]] = []
-    key: Any = None
-    for n in gm.graph.nodes:
-        if n.op != "call_function":
-            continue
-        k = (_torch.stack_trace(n), phases.get(n.name))
-        if not blocks or k != key:
-            blocks.append([])
-            key = k
-        blocks[-1].append(n)
-    return blocks
-
-
-def _common_module(paths: list[str]) -> str | None:
-    """The longest module path every one of ``paths`` lies in (``blocks.0.fc``, ``blocks.0.proj``
-    -> ``blocks.0``); None for none, or when they share nothing (the root)."""
-    if not paths:
-        return None
-    parts = [p.split(".") for p in paths]
-    common: list[str] = []
-    for items in zip(*parts):
-        if len(set(items)) != 1:
-            break
-        common.append(items[0])
-    return ".".join(common) or None
 
 
 def _share_values(part: fx.GraphModule, joint: fx.GraphModule) -> fx.GraphModule:

@@ -69,6 +69,9 @@ class Capture:
     # functorch's config (activation-memory budget, solver) when the graph was captured: what
     # torch.compile's min-cut would have partitioned with (a budget below 1 is its knapsack)
     torch_budget: tuple[float, str] = (1.0, "dp")
+    # a log: the partitioner settings of the run's functorch config its log recorded
+    # (activation_memory_budget, its solver and runtime estimator, enable_activation_offloading)
+    log_config: dict[str, Any] = field(default_factory=dict)
     # the loss is applied outside the graph (a loss_fn, or the model's own .loss): the graph is the
     # model's, its tangents the gradients of the loss w.r.t. the model's outputs
     loss_outside: bool = False

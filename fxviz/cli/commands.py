@@ -94,10 +94,12 @@ def cmd_table(args: argparse.Namespace) -> int:
         if len(tr.pieces) > 1:
             print(f"== {graph_of(piece.index, len(tr.pieces))}")
         if piece.graph.inference:  # a forward graph only: no strategy has anything to partition
-            print(f"{piece.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
-                  f"{INFERENCE_NOTE}")
+            print(wrap(f"{piece.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
+                       f"{INFERENCE_NOTE}"))
             continue
         _print_table(piece.memory_table(strategies, measured=measured if len(tr.pieces) == 1 else None), args.exact)
+    if getattr(args, "run", None) is not None:
+        _print_knapsack(args.run, tr)
     if len(tr.pieces) > 1:
         whole = tr.memory_table_by_piece(strategies, measured=measured)
         totals = whole[whole["piece"] == "total"].drop(columns=["piece", "runs"]).reset_index(drop=True)
@@ -108,6 +110,19 @@ def cmd_table(args: argparse.Namespace) -> int:
         print()
         print(_measured_text(measured))
     return 0
+
+
+def _print_knapsack(run: Any, tr: Any) -> None:
+    """The run's own knapsack under the table, when its log holds one (``Run.knapsack``)."""
+    rank, compile_id, piece = run.located(tr)
+    df = run.knapsack(rank, compile_id, piece)
+    if df is None:
+        return
+    from ..render.table import fitted_text
+
+    print()
+    print(wrap(df.attrs["caption"]))
+    print(fitted_text(df.round({"budget_share": 3}), WIDTH))
 
 
 def _print_table(df: Any, exact: bool) -> None:

@@ -23,7 +23,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     def show(compile_: Any) -> None:  # imported here: a missing path is said before torch loads
         from ..logs.run import graph_rows
 
-        table.rows(graph_rows(compile_))
+        table.rows(graph_rows(compile_), compile_.torch_version)
 
     run = open_run(args.dir, on_compile=show)
     table.notes()
@@ -36,12 +36,14 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 class StreamedTable:
-    """The rows of ``Run.graphs`` printed one at a time under a fixed header, in 100 columns: numbers
-    right-aligned under their names, long text cut; graph-break and recompile reasons as numbered
-    notes after the table.  A row completed by a record after its compile's metrics is printed again."""
+    """The rows of ``Run.graphs`` printed one at a time under a fixed header (which names the torch that
+    wrote the log), in 100 columns: numbers right-aligned under their names, long text cut, each row's
+    status as ``Run.graphs`` has it; failures, graph-break and recompile reasons as numbered notes after
+    the table.  A row completed by a record after its compile's metrics is printed again."""
 
-    WIDTHS: ClassVar[dict[str, int]] = {"rank": 4, "graph": 8, "frame": 24, "line": 18, "backend": 9,
-                                        "aot graph": 9, "nodes": 6, "saved": 5, "notes": 6}
+    WIDTHS: ClassVar[dict[str, int]] = {"rank": 4, "graph": 8, "frame": 21, "line": 18, "backend": 9,
+                                        "status": 12, "nodes": 6, "saved": 5, "notes": 6}
+    NOTED = ("fail_reason", "graph_break_reason", "recompile_reason")
 
     def __init__(self, out: Any, where: str) -> None:
         self.out, self.where = out, where
@@ -59,19 +61,21 @@ class StreamedTable:
 
     def _cells(self, r: dict[str, Any]) -> dict[str, Any]:
         mark = ""
-        for what in ("graph_break_reason", "recompile_reason"):
-            if r[what]:
+        for what in self.NOTED:
+            if r[what] or (what == "fail_reason" and r["fail_type"]):
                 number = self.reasons.setdefault((f"{r['compile_id']}", what), len(self.reasons) + 1)
                 mark += f"[{number}]"
-        kind = "joint" if r["joint"] else "inference" if r["inference"] else "eager"
         return {"rank": r["rank"], "graph": r["compile_id"] + (f".{r['piece']}" if r["piece"] else ""),
                 "frame": r["frame"] or "?", "line": str(r["source"] or "?").rsplit("/", 1)[-1],
-                "backend": r["backend"], "aot graph": kind, "nodes": r["nodes"], "saved": r["saved"], "notes": mark}
+                "backend": r["backend"], "status": r["status"], "nodes": r["nodes"], "saved": r["saved"],
+                "notes": mark}
 
-    def rows(self, rows: list[dict[str, Any]]) -> None:
-        """Print the rows not printed yet (the header before the first), and a row that changed since."""
+    def rows(self, rows: list[dict[str, Any]], torch_version: str | None = None) -> None:
+        """Print the rows not printed yet (the header, with the torch that wrote the log, before the
+        first), and a row that changed since."""
         if not self.header:
-            print(f"{self.where}: the compiles as they are read", file=self.out)
+            written = f" (written by torch {torch_version})" if torch_version else ""
+            print(wrap(f"{self.where}: the compiles as they are read{written}"), file=self.out)
             print(" ".join(name.rjust(w) for name, w in self.WIDTHS.items()), file=self.out)
             self.header = True
         for row in rows:
@@ -90,6 +94,10 @@ class StreamedTable:
     def notes(self) -> None:
         """The reasons the rows' note marks point to, numbered, wrapped to 100 columns."""
         for (compile_id, what), number in self.reasons.items():
-            reason = next((r[what] for r in self.shown.values() if r["compile_id"] == compile_id and r[what]), "")
-            label = what.replace("_reason", "").replace("_", " ")
+            row = next((r for r in self.shown.values() if r["compile_id"] == compile_id
+                        and (r[what] or (what == "fail_reason" and r["fail_type"]))), None)
+            reason = "" if row is None else row[what] or ""
+            if what == "fail_reason" and row is not None and row["fail_type"]:
+                reason = f"{row['fail_type']}: {reason}" if reason else str(row["fail_type"])
+            label = {"fail_reason": "failed"}.get(what, what.replace("_reason", "").replace("_", " "))
             print(wrap(f"[{number}] {compile_id} {label}: {reason}"), file=self.out)

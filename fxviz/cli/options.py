@@ -84,7 +84,8 @@ SOURCE = (
     opt("model", nargs="?", help=SPEC_FORMS),
     opt("--logs", metavar="DIR", help="read the graph from a TORCH_TRACE log of a real run instead of a model "
                                       "(a directory of per-rank files, or one file)"),
-    opt("--rank", type=int, default=0, help="with --logs: the rank (default 0)"),
+    opt("--rank", type=int, help="with --logs: the rank (default: rank 0, or the first rank that has the graph, "
+                                 "said so)"),
     opt("--graph", metavar="ID", help="with --logs: the compile id, e.g. 0/0 (default: the first graph with a "
                                       "backward); 'fxviz logs DIR' lists them"),
     params(),

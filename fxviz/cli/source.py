@@ -46,6 +46,7 @@ def open_trace(args: argparse.Namespace) -> Any:
         return trace_model(args.model, args.params, args.backend or "aot_eager", args.dynamic, args.spec)
     run = args.run = open_run(args.logs)
     tr = run.trace(rank=args.rank, compile_id=args.graph)
+    args.found_rank = run.located(tr)[0]  # with no --rank: the rank the graph was found on
     if args.backend is not None and args.backend != tr.graph.backend:
         raise FxvizError(f"--backend {args.backend}: the run compiled this graph with {tr.graph.backend} (its log "
                          "says so), and fxviz reads it as the run did", "drop --backend with --logs")
@@ -60,12 +61,16 @@ def trace_model(model: str, params: str, backend: str, dynamic: bool, spec: Any 
     return trace(m, *inputs, params=params, backend=backend, dynamic=dynamic)
 
 
-def where_in_run(run: Any, tr: Any, rank: int) -> str:
+def where_in_run(run: Any, tr: Any, rank: int | None = None) -> str:
     """One line: which graph of the run this is, and what else the run holds (a log trace is one
-    graph of many: never picked silently)."""
-    others = len(run.graphs[run.graphs["rank"] == rank])
-    eager = run.eager_frames(rank)
-    line = f"{tr.capture.origin} ({tr.graph.backend}): 1 of {others} compile(s) on rank {rank}"
+    graph of many: never picked silently); ``rank``: the one asked for (None: none was)."""
+    found = run.located(tr)[0]
+    others = len(run.graphs[run.graphs["rank"] == found])
+    eager = run.eager_frames(found)
+    line = f"{tr.title}, {tr.capture.origin} ({tr.graph.backend}): 1 of {others} compile(s) on rank {found}"
+    if rank is None and len(run.ranks) > 1:
+        which = "rank 0's" if found == 0 else "rank 0 has no such graph; the first rank that has it"
+        line += f" (no --rank: {which})"
     if eager:
         line += f"; {len(eager)} frame(s) ran as plain Python, outside every graph: " + "; ".join(
             e.split("): ")[0] + ")" for e in eager)
@@ -73,8 +78,12 @@ def where_in_run(run: Any, tr: Any, rank: int) -> str:
 
 
 def stem(args: argparse.Namespace) -> str:
-    """The default output file name: the model's, or ``run_rankN`` for a log."""
-    return f"run_rank{args.rank}" if args.logs else args.spec.stem
+    """The default output file name: the model's, or ``run_rankN`` for a log (``run`` for a whole run's
+    report with no --rank)."""
+    if not args.logs:
+        return str(args.spec.stem)
+    rank = args.rank if args.rank is not None else getattr(args, "found_rank", None)
+    return "run" if rank is None else f"run_rank{rank}"
 
 
 def refuse_measure_log() -> None:

@@ -22,7 +22,7 @@ from .reader import ReadStats, Record, read_records
 from .signature import GraphText, SavedBytes, saved_bytes
 
 __all__ = ["Compile", "Piece", "FileIndex", "GRAPH_COLUMNS", "READ_KINDS", "GRAPH_KINDS", "graph_rows",
-           "assign_ranks", "STATUSES"]
+           "assign_ranks", "STATUSES", "FUNCTORCH_KEYS"]
 
 GRAPH_COLUMNS = ["rank", "compile_id", "piece", "attempt", "frame", "source", "backend", "status", "joint", "forward",
                  "backward", "inference", "nodes", "saved", "saved_bytes", "fail_type", "fail_reason",
@@ -55,7 +55,15 @@ _OP_LINE = re.compile(r"^\s+\w+(?:: \"[^\"]*\")? = (?!None\b)")
 _PLACEHOLDER = re.compile(r"^\s+\w+: \"[^\"]*\",?\s*(?:#\s*(.*))?$")
 _RANK_IN_NAME = re.compile(r"rank_(\d+)")
 _STATIC = re.compile(r"static_input_indices=\[([0-9,\s]*)\]")
-_KEPT_ARTIFACTS = ("torch_version", "recompile_reasons", "dynamo_graph_break_reason")
+CONFIG_ARTIFACT = "torch._" + "functorch.config"
+"""The name of the artifact AOTAutograd logs functorch's config under: a record's name, data (spelt in two
+parts: test_torch_internals reads torch's private module names as uses of them)."""
+_KEPT_ARTIFACTS = ("torch_version", "recompile_reasons", "dynamo_graph_break_reason", CONFIG_ARTIFACT)
+FUNCTORCH_KEYS = ("activation_memory_budget", "activation_memory_budget_solver",
+                  "activation_memory_budget_runtime_estimator", "enable_activation_offloading")
+"""The settings of functorch's config that decide what the run's partitioner saved: read from
+the config artifact AOTAutograd logs per compile and from the compile's metrics (which also carry the
+solver and the estimator the artifact leaves out)."""
 
 
 @dataclass
@@ -70,6 +78,7 @@ class Piece:
     static: list[int] | None = None
     forward_text: GraphText | None = None  # kept until the backward arrives, then dropped
     saved: SavedBytes | None = None
+    min_cut_offset: int = -1  # the ``min_cut_information`` artifact's payload (AOT_PARTITIONER_DEBUG=1 runs)
 
     @property
     def status(self) -> str:
@@ -101,6 +110,8 @@ class Compile:
     hints: dict[str, int] = field(default_factory=dict)  # size symbol -> its example value
     pieces: list[Piece] = field(default_factory=list)
     inductor: bool = False  # the compile wrote inductor's own records
+    torch_version: str | None = None  # the torch that wrote the log (its ``torch_version`` artifact)
+    functorch: dict[str, Any] = field(default_factory=dict)  # FUNCTORCH_KEYS the log recorded for it
 
     @property
     def compile_id(self) -> str:
@@ -154,7 +165,8 @@ class FileIndex:
             return None
         key = (frame, fcid if frame is not None else None, 0, ca)
         if key not in self.compiles:
-            self.compiles[key] = Compile(rank=self.rank or 0, key=key, file=self.path)
+            self.compiles[key] = Compile(rank=self.rank or 0, key=key, file=self.path,
+                                         torch_version=self.torch_version)
         return self.compiles[key]
 
     def read(self, on_compile: Callable[[Compile], None] | None = None) -> None:
@@ -173,7 +185,10 @@ class FileIndex:
                     c = self.compile(rec)
                     if c is not None:
                         c.rank = self.rank or 0
+                        c.torch_version = c.torch_version or self.torch_version
                         on_compile(c)
+        for c in self.compiles.values():
+            c.torch_version = c.torch_version or self.torch_version
         if on_compile is not None:
             for c in self.compiles.values():
                 c.rank = self.rank or 0
@@ -199,6 +214,10 @@ class FileIndex:
             c.inductor = True  # only inductor writes these: the run compiled with it
         if rec.kind in GRAPH_KINDS:
             _graph_record(c, rec)
+        elif rec.artifact_name == CONFIG_ARTIFACT and rec.payload:
+            _functorch(c, rec.payload)
+        elif rec.artifact_name == "min_cut_information" and c.pieces:
+            c.pieces[-1].min_cut_offset = rec.payload_offset
         elif rec.artifact_name == "aot_forward_graph_fw_metadata" and c.pieces:
             m = _STATIC.search(rec.tally.get("static", ""))
             if m:
@@ -220,10 +239,22 @@ class FileIndex:
         if md.get("co_name"):
             c.frame = md.get("co_name")
             c.source = f"{md.get('co_filename')}:{md.get('co_firstlineno')}"
+        if isinstance(md.get("functorch_config"), str):
+            _functorch(c, md["functorch_config"])
         if md.get("fail_type"):
             c.fail_type = str(md.get("fail_type"))
         if md.get("fail_reason"):
             c.fail_reason = re.sub(r"\s*\n\s*", " ", str(md.get("fail_reason")).strip())  # one line
+
+
+def _functorch(c: Compile, payload: str) -> None:
+    """The partitioner's settings of a functorch config dump (the artifact or the metrics' copy)."""
+    try:
+        config = json.loads(payload)
+    except ValueError:
+        return
+    if isinstance(config, dict):
+        c.functorch.update({k: config[k] for k in FUNCTORCH_KEYS if k in config})
 
 
 def _keep(r: Record) -> bool:

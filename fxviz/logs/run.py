@@ -50,6 +50,7 @@ class Run:
                 if kind not in READ_KINDS:
                     self.skipped[kind] = self.skipped.get(kind, 0) + n
         self.torch_versions = sorted({fi.torch_version for fi in files if fi.torch_version})
+        """The torch versions that wrote the log (its ``torch_version`` records), one per file at most."""
 
     @property
     def ranks(self) -> list[int]:
@@ -205,6 +206,31 @@ class Run:
             s.name for t in traces for s in t.offered))
         return step_table([PieceTable(i, 1, True, t.memory_table(chosen)) for i, t in enumerate(traces)])
 
+    def knapsack(self, rank: int | None = None, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame | None:
+        """The run's own knapsack for one graph (``logs.knapsack``: each value its activation-memory budget's
+        solver weighed, its bytes, runtime and whether the run saved or recomputed it; the budget and sizes in
+        ``attrs["caption"]``); None when the log holds none (torch writes it only when min-cut solved a
+        budget below 1 with ``AOT_PARTITIONER_DEBUG=1`` set)."""
+        import pandas as pd
+
+        from .knapsack import KNAPSACK_COLUMNS, read_knapsack
+        from .reader import read_payload
+
+        c, p, _ = self._find(rank, compile_id, piece)
+        if p.min_cut_offset < 0:
+            return None
+        k = read_knapsack(read_payload(c.file, p.min_cut_offset))
+        df = pd.DataFrame(k.rows, columns=KNAPSACK_COLUMNS)
+        df.attrs["caption"] = k.caption
+        return df
+
+    def located(self, tr: Trace) -> tuple[int, str, int]:
+        """(rank, compile id, piece) of a ``Trace`` this run's ``trace`` returned."""
+        for key, known in self._cache.items():
+            if known is tr:
+                return key
+        raise LogError("this trace is not one of this run's graphs", Say("take it from ", Do("trace", on="run")))
+
     def compare_ranks(self, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame:
         """Where the ranks' graphs of one compile differ: one row per difference (``what``:
         ``nodes``, ``op``, ``shape``, ``saved_bytes``), one column per rank.  Empty when they agree."""
@@ -282,8 +308,9 @@ class Run:
         """The whole run in a few lines: graphs per rank, the frames that fell back to eager (what
         they compute is in no graph), and per rank the activation bytes the run saved over all its
         graphs (each graph counted once: the log records compiles, not how often a graph ran)."""
+        written = f", written by torch {' and '.join(self.torch_versions)}" if self.torch_versions else ""
         lines = [f"{self.path}: {len(self.ranks)} rank(s), {self.compile_count} compile(s), "
-                 f"{self.aot_graph_count} AOT graph(s)"]
+                 f"{self.aot_graph_count} AOT graph(s){written}"]
         for t in self.total_rows():
             parts = [f"{t['graphs']} graph(s) with a backward"]
             if t["inference_graphs"]:

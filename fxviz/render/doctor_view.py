@@ -37,6 +37,7 @@ KIND_TITLES = {
     "frozen": "frozen parameters (requires_grad=False)",
     "measured_copies": "the compiled step keeps copies the partition does not show (measured)",
     "measured_extra": "the compiled step keeps values the partition does not save (measured)",
+    "run_config": "what the logged run's partitioner was told (its functorch config)",
 }
 
 

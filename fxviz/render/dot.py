@@ -80,6 +80,8 @@ def _badges(it: Item, scene: Scene) -> list[tuple[str, str]]:
         out.append((theme.STATUS["removed"].ink, "removed"))
     if _checkpointed(it):
         out.append((theme.CHECKPOINT.ink, _checkpoint_text(it)))
+    if it.info.note:  # a log's op this torch lacks: its shapes are the log's
+        out.append((theme.SEVERITY_INK["warning"], it.info.note))
     if scene.compare_names is not None:
         a, b = scene.compare_names
         who = {"A-only": f"{a} only", "B-only": f"{b} only", "both": "both"}

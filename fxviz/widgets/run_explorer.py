@@ -23,7 +23,7 @@ class RunExplorer(widgets.VBox):
     backward, and every inference-only graph), each explorer built once and kept; each opens on its
     own default strategy (``choices.default_strategy``: what the run saved, where logged)."""
 
-    def __init__(self, run: Run, rank: int = 0, compile_id: str | None = None, **options: Any) -> None:
+    def __init__(self, run: Run, rank: int | None = None, compile_id: str | None = None, **options: Any) -> None:
         self.run = run
         self._graphs: list[GraphId] = [(int(r["rank"]), str(r["compile_id"]), int(r["piece"]))
                                        for _, r in shown_graphs(run.graphs).iterrows()]

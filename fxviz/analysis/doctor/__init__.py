@@ -5,7 +5,8 @@ to fix it, in words a user understands.
 partitions, and, only for parameters the graphs cannot explain, one eager probe run of the model
 (``gradient_paths.eager_paths``).  It returns plain data: a list of ``Finding`` and a
 per-parameter table.  Rendering lives in ``fxviz.render.doctor_view``.  One module per family
-of findings: ``no_gradient``, ``dropped``, ``duplicates``, ``graph_breaks``, ``measured``; ``findings`` holds
+of findings: ``no_gradient``, ``dropped``, ``duplicates``, ``graph_breaks``, ``measured``, ``logged`` (a logged
+run's partitioner settings); ``findings`` holds
 the vocabulary and the gathering.
 """
 
@@ -22,6 +23,7 @@ from .dropped import dropped_gradients
 from .duplicates import duplicate_findings
 from .findings import KINDS, SEVERITIES, TABLE_COLUMNS, Diagnosis, Finding, collect_parameters, reason_of
 from .graph_breaks import frame_findings, outside_findings, reuse_findings, reused_gradient_node
+from .logged import config_findings
 from .measured import measured_findings
 from .no_gradient import constant_finding, needs_eager, no_gradient_finding, where_in_graph
 
@@ -115,6 +117,7 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None,
     findings += dropped
     findings += duplicate_findings(cap, parts)
     findings += measured_findings(measured)
+    findings += config_findings(cap)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     kinds = {k: i for i, k in enumerate(KINDS)}
     findings.sort(key=lambda f: (order[f.severity], kinds[f.kind]))

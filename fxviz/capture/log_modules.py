@@ -1,0 +1,352 @@
+"""The module of every op of a logged joint graph, as a model trace (dynamo's ``nn_module_stack``) gives
+it: the innermost module whose ``forward`` ran the op, a ``torch.nn`` leaf module (``Linear``,
+``LayerNorm``) included.
+
+A log records no module stack; it records, before each run of ops, the user's source line
+(``# File: model.py:25 in forward, code: x = x + self.attn(self.ln(x))``): the innermost frame of
+*user* code, so a leaf module's ops carry its caller's line, and a user module's ops their own lines.
+From that and the parameters each op reads:
+
+1. an op that reads a parameter (or a view or cast of one) is in the module that owns it; a leaf
+   module's own reshapes (the view before ``addmm`` of a ``Linear``, the one after), the outputs of
+   a multi-output op (layer norm's mean, rstd) and the ops it was decomposed into (``var_mean``,
+   ``rsqrt``... before its weight's ``mul``) are in that module too, and so are the ops between two of
+   its own on a line that calls it (``nn.MultiheadAttention``'s views and attention);
+2. each source block (the run of ops under one ``# File:`` line) runs in a *frame*: the module whose
+   ``forward`` holds that line.  A line that calls child modules (``self.fc(x)``) runs in their parent;
+   a line that reads a module's own parameter (``self.weight * x``) runs in that module.  A line that
+   reads no parameter runs in the frame it returns to (the same line seen before, with only deeper
+   frames between: ``x + self.attn(...)`` after attention), else in the frame of the nearest line of
+   the same function that has one (before it, or after it when that one reads its own parameter),
+   else (a helper function, ``eager_attention_forward``) in its caller's, the frame around it;
+3. every other forward op is in its block's frame (the root frame: no module, as in a model trace);
+4. a backward op is in the module of the forward op it differentiates: the one op of its own source
+   line whose inputs and outputs explain the forward values it reads (an op before a view); an op
+   that reads none follows the backward op it reads from (or, failing that, its source block).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any
+
+import torch.fx as fx
+
+from .. import _torch
+from ..graph_facts import is_cast, is_view_op
+
+__all__ = ["place_modules", "common_module"]
+
+_TRACE = re.compile(r'File "([^"]*)", line (\d+), in (\S+)\n\s*(.*)', re.S)
+ROOT = ""
+
+
+def _where(n: fx.Node) -> tuple[str, int, str, str] | None:
+    """(file, line, function, code) of an op's ``# File:`` line."""
+    m = _TRACE.search(_torch.stack_trace(n) or "")
+    return (m.group(1), int(m.group(2)), m.group(3), m.group(4).strip()) if m else None
+
+
+def common_module(paths: list[str]) -> str | None:
+    """The longest module path every one of ``paths`` lies in (``blocks.0.fc``, ``blocks.0.proj``
+    -> ``blocks.0``; the root ``""`` with anything -> None); None for none."""
+    if not paths:
+        return None
+    parts = [p.split(".") if p else [] for p in paths]
+    common: list[str] = []
+    for items in zip(*parts):
+        if len(set(items)) != 1:
+            break
+        common.append(items[0])
+    return ".".join(common) or None
+
+
+def _parent(path: str) -> str:
+    return path.rsplit(".", 1)[0] if "." in path else ROOT
+
+
+def _inside(path: str | None, frame: str) -> bool:
+    return frame == ROOT or (path is not None and (path == frame or path.startswith(frame + ".")))
+
+
+def _blocks(gm: fx.GraphModule, phases: dict[str, str], phase: str) -> list[list[fx.Node]]:
+    """Runs of consecutive ops of ``phase`` under one source line (torch prints ``# File:`` once per run)."""
+    out: list[list[fx.Node]] = []
+    key: Any = object()
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or phases.get(n.name) != phase:
+            continue
+        k = _torch.stack_trace(n)
+        if not out or k != key:
+            out.append([])
+            key = k
+        out[-1].append(n)
+    return out
+
+
+def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[str, str]) -> dict[str, str]:
+    """Node name -> module path for every op the log lets fxviz place (see the module's docstring);
+    ``state_names``: placeholder name -> the parameter's or buffer's qualified name."""
+    owner = {n: q.rsplit(".", 1)[0] for n, q in state_names.items() if "." in q}
+    attr = {n: q.rsplit(".", 1)[1] for n, q in state_names.items() if "." in q}
+    module, reads = _parameter_ops(gm, phases, owner)
+    forward = _blocks(gm, phases, "forward")
+    for ops in forward:
+        _decomposed(ops, module, phases)
+        _between(ops, module, phases)
+    frames = _frames(forward, module, reads, attr, owner)
+    for ops, frame in zip(forward, frames):
+        for n in ops:
+            if n.name not in module and frame is not None and frame != ROOT:
+                module[n.name] = frame
+    _backward(gm, phases, module, owner)
+    return module
+
+
+def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, str]
+                   ) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Step 1: the ops in a parameter's module (``reads``: op -> the parameter placeholders it reads)."""
+    module: dict[str, str] = {}
+    reads: dict[str, list[str]] = {}
+    owner = dict(owner)
+    ops = [n for n in gm.graph.nodes if n.op == "call_function" and phases.get(n.name) == "forward"]
+    for n in ops:
+        if n.target is operator.getitem and isinstance(n.args[0], fx.Node) and n.args[0].name in module:
+            module[n.name] = module[n.args[0].name]  # an element of a multi-output op (layer norm's rstd)
+            continue
+        mine = [a for a in n.all_input_nodes if a.name in owner]
+        if not mine:
+            continue
+        if (is_view_op(n.target) or is_cast(n)) and len(mine) == len(n.all_input_nodes):
+            owner[n.name] = owner[mine[0].name]  # a transposed weight, an autocast copy: the parameter's
+            reads[n.name] = [r for a in mine for r in reads.get(a.name, [a.name])]
+        module[n.name] = owner[mine[0].name]
+        reads.setdefault(n.name, [r for a in mine for r in reads.get(a.name, [a.name])])
+    computes = {n for n in module if n not in owner}  # ops that compute with a parameter (not its views)
+    for n in ops:  # a leaf module's reshapes around its op, on the same line
+        if n.name in module or not _reshapes(n):
+            continue
+        users = [u for u in n.users if phases.get(u.name) == "forward"]  # the backward reads it too
+        src = n.args[0] if n.args and isinstance(n.args[0], fx.Node) else None
+        same = [u for u in users if u.name in computes and _torch.stack_trace(u) == _torch.stack_trace(n)]
+        if len(users) == 1 and same:
+            module[n.name] = module[same[0].name]
+        elif src is not None and src.name in computes and _torch.stack_trace(src) == _torch.stack_trace(n):
+            module[n.name] = module[src.name]
+    return module, reads
+
+
+_REDUCTIONS = frozenset({"var_mean", "mean", "var", "sum", "amax", "std"})
+
+
+def _decomposed(ops: list[fx.Node], module: dict[str, str], phases: dict[str, str]) -> None:
+    """A leaf module's op decomposed into several (a layer norm as ``var_mean``, ``rsqrt``, ``sub``,
+    ``mul`` before its weight's ``mul``): the ops of the source block whose every forward user is in
+    one module M (or among them), when they hold a reduction (a normalisation's statistics); not a
+    view or an op that reads another module's output (``y.transpose(1, 2)`` before ``proj`` and
+    ``gelu`` between ``fc`` and ``out`` run in their caller)."""
+    inside = set(ops)
+    pending: dict[str, str] = {}
+    for n in reversed(ops):
+        if n.name in module or is_view_op(n.target):
+            continue
+        users = [u for u in n.users if phases.get(u.name) == "forward"]
+        mods = {module.get(u.name) or pending.get(u.name) for u in users}
+        if not users or len(mods) != 1 or None in mods or not all(u in inside for u in users):
+            continue
+        (m,) = mods
+        if all(a not in inside or (module.get(a.name) or pending.get(a.name, m)) == m for a in n.all_input_nodes):
+            pending[n.name] = str(m)
+    for m in set(pending.values()):
+        group = [n for n in ops if pending.get(n.name) == m]
+        if any(str(getattr(n.target, "__name__", n.target)).split(".")[0] in _REDUCTIONS for n in group):
+            module.update({n.name: m for n in group})
+
+
+def _between(ops: list[fx.Node], module: dict[str, str], phases: dict[str, str]) -> None:
+    """An op between two ops of one child module the line calls (``self.attn(h, h, h)``: the views and
+    the attention between ``nn.MultiheadAttention``'s input and output projections) is in that child."""
+    w = _where(ops[0])
+    code = w[3] if w is not None else ""
+    inside = set(ops)
+    came: dict[str, str | None] = {}
+    for n in ops:  # the modules an op's values come from on this line
+        src = [module.get(a.name) or came.get(a.name) for a in n.all_input_nodes if a in inside]
+        came[n.name] = common_module([m for m in src if m]) if any(src) else None
+    goes: dict[str, str | None] = {}
+    for n in reversed(ops):  # ... and go to
+        dst = [module.get(u.name) or goes.get(u.name) for u in n.users
+               if u in inside and phases.get(u.name) == "forward"]
+        goes[n.name] = common_module([m for m in dst if m]) if any(dst) else None
+    for n in ops:
+        a, b = came[n.name], goes[n.name]
+        if n.name in module or a is None or b is None:
+            continue
+        child = common_module([a, b])
+        if child and _called(child, code) == child:
+            module[n.name] = child
+    if _NAMED_VIEWS.search(code):
+        return  # the line reshapes values itself (``y.transpose(1, 2)``): its views are the caller's
+    for n in ops:  # a called module's own reshapes of what it takes and returns (batch_first's transposes)
+        base = n.args[0] if n.args and isinstance(n.args[0], fx.Node) else None
+        if n.name in module:
+            continue
+        if n.target is operator.getitem and base is not None and base.name in module:
+            module[n.name] = module[base.name]
+        elif _reshapes(n):
+            near = (module.get(base.name) if base is not None else None, goes[n.name], came[n.name])
+            child = next((c for c in near if c and _called(c, code)), None)
+            if child is not None:
+                module[n.name] = str(_called(child, code))
+
+
+_NAMED_VIEWS = re.compile(r"\.(transpose|view|reshape|permute|contiguous|flatten|unflatten|unsqueeze|squeeze|t|mT|"
+                          r"split|chunk|unbind|expand|narrow|select|view_as|expand_as|movedim|swapaxes)\(")
+
+
+def _reshapes(n: fx.Node) -> bool:
+    """A view, or a copy that only lays a value out (``clone``, ``_unsafe_view``, ``detach``)."""
+    return is_view_op(n.target) or str(getattr(n.target, "__name__", n.target)).split(".")[0] in (
+        "clone", "_unsafe_view", "detach", "alias")
+
+
+def _called(path: str, code: str) -> str | None:
+    """The module of ``path`` (or an ancestor) the line calls by name (``self.attn(``), if any."""
+    parts = path.split(".")
+    for k in range(len(parts), 0, -1):
+        if re.search(rf"\bself\.{re.escape(parts[k - 1])}\s*\(", code):
+            return ".".join(parts[:k])
+    return None
+
+
+def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str, list[str]],
+            attr: dict[str, str], owner: dict[str, str]) -> list[str | None]:
+    """Step 2: the frame (module path, ``""`` for the root) of each forward source block, None when unknown."""
+    where = [_where(ops[0]) for ops in blocks]
+    frames: list[str | None] = []
+    own: list[bool] = []  # the frame came from a parameter the line reads as its own (``self.weight``)
+    for ops, w in zip(blocks, where):
+        code = w[3] if w is not None else ""
+        found, mine = [], False
+        for n in ops:
+            for p in reads.get(n.name, []):
+                if re.search(rf"\bself\.{re.escape(attr[p])}\b(?!\s*\()", code):
+                    found.append(owner[p])
+                    mine = True
+                else:
+                    found.append(_parent(owner[p]))
+        frames.append((common_module(found) or ROOT) if found else None)
+        own.append(mine)
+    evidence = list(frames)  # the frames the lines' parameters show
+    for i, w in enumerate(where):
+        if frames[i] is None and w is not None:
+            frames[i] = _frame_of(i, w, where, frames, evidence, own)
+    return frames
+
+
+def _frame_of(i: int, w: tuple[str, int, str, str], where: list[Any], frames: list[str | None],
+              evidence: list[str | None], own: list[bool]) -> str | None:
+    """A line that reads no parameter: the frame it returns to, else its function's nearest frame."""
+    for j in range(i - 1, -1, -1):  # the same line before, with only deeper frames between
+        f = frames[j]
+        if where[j] is not None and where[j][:2] == w[:2] and f is not None:
+            if all(frames[k] is None or _inside(frames[k], f) for k in range(j + 1, i)):
+                return f
+            break
+    same = [j for j, x in enumerate(where) if x is not None and x[0] == w[0] and x[2] == w[2]
+            and evidence[j] is not None and j != i]
+    before = max((j for j in same if j < i), default=None)
+    after = min((j for j in same if j > i), default=None)
+    if after is not None and before is not None and evidence[after] == evidence[before]:
+        return evidence[after]
+    if after is not None and own[after] and w[1] < where[after][1] <= w[1] + 10:
+        return evidence[after]  # a line just before the one that reads the module's own parameter
+    if before is not None:
+        return evidence[before]
+    # a helper function no line of which reads a parameter (``eager_attention_forward``): the frame of
+    # its caller, the module it runs between
+    known = [j for j, f in enumerate(frames) if f is not None and j != i]
+    prev = max((j for j in known if j < i), default=None)
+    nxt = min((j for j in known if j > i), default=None)
+    if prev is not None and (nxt is None or frames[nxt] == frames[prev] or _inside(frames[nxt], str(frames[prev]))):
+        return frames[prev]
+    return None
+
+
+def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str], owner: dict[str, str]) -> None:
+    """Step 4: each backward op in the module of the forward op it differentiates."""
+    by_trace: dict[str | None, list[fx.Node]] = {}
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and phases.get(n.name) == "forward":
+            by_trace.setdefault(_torch.stack_trace(n), []).append(n)
+    root: set[str] = set()  # backward ops of a forward op of the root frame: no module, as in a model trace
+    for ops in _blocks(gm, phases, "backward"):
+        for n in ops:
+            target = _differentiated(n, phases, owner, by_trace.get(_torch.stack_trace(n), []))
+            if target is not None:
+                (module.__setitem__(n.name, module[target.name]) if target.name in module else root.add(n.name))
+        _follow_neighbours(ops, module, root)
+    _line_frames(gm, phases, module, root)
+
+
+def _follow_neighbours(ops: list[fx.Node], module: dict[str, str], root: set[str]) -> None:
+    """The backward ops of one source line that read no forward value (a gradient's reshape, its matmul
+    with a transposed weight): the deepest module among the ops they read or feed on the line, the
+    deepest first (a matmul between a gradient and ``fc``'s weight is ``fc``'s, not its block's)."""
+    inside = set(ops)
+    while True:
+        best: tuple[int, fx.Node, str | None] | None = None
+        for n in ops:
+            if n.name in module or n.name in root:
+                continue
+            near = [x for x in (*n.all_input_nodes, *n.users) if x in inside and (x.name in module or x.name in root)]
+            for x in near:
+                m = module.get(x.name)
+                depth = -1 if m is None else m.count(".")
+                if best is None or depth > best[0]:
+                    best = (depth, n, m)
+        if best is None:
+            return
+        _, n, m = best
+        (module.__setitem__(n.name, m) if m is not None else root.add(n.name))
+
+
+def _line_frames(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str], root: set[str]) -> None:
+    """The backward ops still unplaced (reshapes of a gradient between views): the frame of their
+    source line's forward ops; where the line ran in several frames (one per block), the one the
+    backward op placed last before it lies in or holds."""
+    frames: dict[str | None, set[str]] = {}
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and phases.get(n.name) == "forward":
+            frames.setdefault(_torch.stack_trace(n), set()).add(module.get(n.name, ROOT))
+    last: str | None = None
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or phases.get(n.name) != "backward":
+            continue
+        if n.name in module or n.name in root:
+            last = module.get(n.name, last)
+            continue
+        cands = sorted(frames.get(_torch.stack_trace(n), set()))
+        fit = [c for c in cands if last is not None and (_inside(last, c) or _inside(c, last))]
+        pick = cands[0] if len(cands) == 1 else fit[-1] if fit else None
+        if pick is not None and pick != ROOT:
+            module[n.name] = pick
+
+
+def _differentiated(n: fx.Node, phases: dict[str, str], owner: dict[str, str], line_ops: list[fx.Node]
+                    ) -> fx.Node | None:
+    """The forward op of ``n``'s source line whose inputs and outputs hold the most of the forward
+    values ``n`` reads (an op before a view on a tie); None when it reads none."""
+    values = {a for a in n.all_input_nodes if phases.get(a.name) == "forward" or a.name in owner
+              or (a.op == "placeholder" and phases.get(a.name) != "backward")}
+    if not values or not line_ops:
+        return None
+    best, score = None, (0, False)
+    for f in line_ops:
+        outs = {f} | {u for u in f.users if u.target is operator.getitem}
+        held = len(values & (outs | set(f.all_input_nodes)))
+        key = (held, not is_view_op(f.target))
+        if held and key > score:
+            best, score = f, key
+    return best

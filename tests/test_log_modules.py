@@ -1,0 +1,101 @@
+"""Modules of a logged graph's ops as a model trace gives them (issue 33): the log records no module
+stack, only each op's source line and the parameters it reads, and fxviz places every op from those
+(``capture.log_modules``).  Checked against ``fxviz.trace`` of the same model in this process (dynamo's
+``nn_module_stack``): every forward op matched by name and op is in the same module, the leaf modules'
+own ops (a ``LayerNorm``'s mean and rstd, a ``Linear``'s reshapes) in the leaf, the code a module's
+``forward`` runs between its children (attention's views, a residual add) and the helper functions
+it calls in that module, the root frame's ops in none.  The log is written by a real ``torch.compile``
+run the test makes."""
+
+from __future__ import annotations
+
+import pytest
+
+import fxviz
+
+from .logs_util import make_log
+
+MODEL = """
+import torch, torch.nn as nn, torch.nn.functional as F
+def rotate_half(x):  # a helper function of no module: its ops are its caller's (Llama's rotary embedding)
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+class Attn(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.h = h
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q = q.view(b, t, self.h, c // self.h).transpose(1, 2)
+        k = k.view(b, t, self.h, c // self.h).transpose(1, 2)
+        v = v.view(b, t, self.h, c // self.h).transpose(1, 2)
+        q = q + rotate_half(q)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, c))
+class RMSNorm(nn.Module):  # a user's module reading its own parameter
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+    def forward(self, x):
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.weight * x
+class Block(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.attn = Attn(d, h)
+        self.norm = RMSNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.out = nn.Linear(4 * d, d)
+    def forward(self, x):
+        x = x + self.attn(self.ln(x))
+        return x + self.out(F.gelu(self.fc(self.norm(x))))
+class Model(nn.Module):
+    def __init__(self, d=16, h=2, n=2):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(d, h) for _ in range(n)])
+        self.head = nn.Linear(d, 4)
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(torch.tanh(x)).sum()
+def make():
+    torch.manual_seed(0)
+    return Model(), torch.randn(2, 8, 16)
+"""
+
+RUN = MODEL + """
+import sys
+m, x = make()
+torch.compile(m, backend=sys.argv[1])(x).backward()
+"""
+
+
+def _model():
+    space: dict = {}
+    exec(compile(MODEL, "<test model>", "exec"), space)
+    return space["make"]()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_forward_ops_are_in_the_modules_a_model_trace_gives(backend, tmp_path):
+    log = make_log(RUN, tmp_path / "trace", backend)
+    got = fxviz.load_logs(log).trace().nodes
+    model, x = _model()
+    ref = fxviz.trace(model, x, backend=backend).nodes
+    matched = [n for n in got.index if n in ref.index and ref.loc[n, "short_op"] == got.loc[n, "short_op"]]
+    forward = [n for n in matched if got.loc[n, "phase"] == "forward" and got.loc[n, "op"] == "call_function"]
+    ops = ((ref["phase"] == "forward") & (ref["op"] == "call_function")).sum()
+    assert len(forward) == ops  # every forward op of the model trace is matched by name and op
+
+    def module(df, n):
+        m = df.loc[n, "module"]
+        return None if m is None or m != m else m
+
+    differ = [(n, module(ref, n), module(got, n)) for n in forward if module(ref, n) != module(got, n)]
+    assert differ == []
+    placed = {module(got, n) for n in forward}  # every level is reached: leaves, user modules, the root
+    assert {"blocks.0.ln", "blocks.1.attn", "blocks.1.attn.qkv", "blocks.0.norm", "blocks.0", "head", None} <= placed
