@@ -5,7 +5,7 @@ answer in one cache per graph and one per model (``analysis.cache``), keyed by t
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch.fx as fx
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     import torch.nn as nn
 
+    from .analysis.advice import Advice
     from .analysis.code import GraphCode
     from .analysis.flow import FlowNetwork
     from .analysis.measure import Measured
@@ -264,6 +265,17 @@ class Trace:
         chosen = tuple(parse_list(strategy) or choices.drawable(self.offered))
         return self._cache.frame(("memory_timeline", chosen), lambda: memory_timeline(
             self.graph, [self.partition(s) for s in chosen]), MemoryTimeline)
+
+    def advise(self, saved: str | int | None = None, peak: str | int | None = None,
+               optimizer: str | int | None = None, **options: Any) -> Advice:
+        """What to change so the step fits: ``saved="50%"`` / ``"3 GiB"``, or ``peak="8 GiB"`` (with
+        ``optimizer="adam"`` or a byte count of its state).  Ranked options, each predicted by tracing
+        the changed model (``analysis.advice``): ``.code``, ``.config``, ``.apply(model)``, ``.peak``."""
+        from .analysis.advice import advise, parse_target
+
+        target, memo = parse_target(saved, peak), self._model_cache.get(("advice_traces",), dict)
+        return self._model_cache.get(("advise", target, optimizer, tuple(sorted(options.items()))),
+                                     lambda: advise(self.capture, target, optimizer, memo=memo, **options))
 
     # --- drawing ---------------------------------------------------------------------------------
     def draw(self, view: str = "joint", strategy: StrategyLike | None = None, compare: StrategyLike | None = None,
