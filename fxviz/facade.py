@@ -266,16 +266,22 @@ class Trace:
         return self._cache.frame(("memory_timeline", chosen), lambda: memory_timeline(
             self.graph, [self.partition(s) for s in chosen]), MemoryTimeline)
 
-    def advise(self, saved: str | int | None = None, peak: str | int | None = None,
-               optimizer: str | int | None = None, **options: Any) -> Advice:
-        """What to change so the step fits: ``saved="50%"`` / ``"3 GiB"``, or ``peak="8 GiB"`` (with
-        ``optimizer="adam"`` or a byte count of its state).  Ranked options, each predicted by tracing
-        the changed model (``analysis.advice``): ``.code``, ``.config``, ``.apply(model)``, ``.peak``."""
+    def advise(self, saved: str | int | None = None, peak: str | int | None = None, optimizer: str | int | None = None,
+               **options: Any) -> Advice:
+        """Changes that make the step fit ``saved="50%"|"3 GiB"`` or ``peak="8 GiB"`` (``optimizer``: "adam" or
+        its state's bytes), each predicted by tracing the changed model (``analysis.advice.advise``)."""
         from .analysis.advice import advise, parse_target
 
         target, memo = parse_target(saved, peak), self._model_cache.get(("advice_traces",), dict)
         return self._model_cache.get(("advise", target, optimizer, tuple(sorted(options.items()))),
                                      lambda: advise(self.capture, target, optimizer, memo=memo, **options))
+
+    def saved_text(self, strategy: StrategyLike | None = None) -> str:
+        """:meth:`saved` in JAX's ``print_saved_residuals`` words, identical layers folded."""
+        from .analysis.advice.residuals import saved_text
+
+        s = self._strategy(strategy)
+        return saved_text(self.graph, self.partition(s), self.saved(s, compare=[]), self.model)
 
     # --- drawing ---------------------------------------------------------------------------------
     def draw(self, view: str = "joint", strategy: StrategyLike | None = None, compare: StrategyLike | None = None,

@@ -27,8 +27,11 @@ from ..partition import Partition
 __all__ = ["KINDS", "LiveTensor", "PiecePeak", "StepPeak", "piece_peak", "step_peak"]
 
 KINDS: tuple[str, ...] = ("saved activations", "temporaries", "gradients", "parameters", "inputs",
-                          "optimizer state", "other pieces' saved activations", "other pieces' gradients")
-"""The kinds a peak's bytes are split into, in the order tables list them."""
+                          "model state outside the graph", "optimizer state", "other pieces' saved activations",
+                          "other pieces' gradients")
+"""The kinds a peak's bytes are split into, in the order tables list them.  ``parameters``: the model
+state the peak's graph reads (the memory table's resident bytes, with ``inputs``); ``model state outside
+the graph``: parameters and buffers it does not read (other pieces', unused buffers), held all the same."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,7 @@ class StepPeak:
     peak_bytes: int
     at: PiecePeak
     by_kind: dict[str, int]
-    pieces: list[PiecePeak]  # every piece's forward then backward peak, in run order
+    pieces: list[PiecePeak]  # each piece's forward peak, then each backward's in reverse: run order
     saved_bytes: int
     recompute_flops: int
     recompute_bytes: int
@@ -192,8 +195,8 @@ class StepPeak:
 def step_peak(pieces: Sequence[tuple[JointGraph, Partition, int]], model_param_bytes: int,
               optimizer_bytes: int = 0) -> StepPeak:
     """The step's peak over ``pieces`` (graph, partition, runs), in run order: forwards, then
-    backwards in reverse.  ``model_param_bytes``: every parameter of the model (a piece's own are
-    in its peak, the rest are added); ``optimizer_bytes``: state held through the whole step."""
+    backwards in reverse.  ``model_param_bytes``: the model's parameters and buffers (a piece's own
+    are in its peak, the rest are added); ``optimizer_bytes``: state held through the whole step."""
     per = [piece_peak(g, p) for g, p, _ in pieces]
     runs = [r for _, _, r in pieces]
     saved = [pp[0].saved_bytes * r for pp, r in zip(per, runs)]
@@ -204,7 +207,7 @@ def step_peak(pieces: Sequence[tuple[JointGraph, Partition, int]], model_param_b
             kinds = dict.fromkeys(KINDS, 0)
             for t in pk.live:
                 kinds[t.kind] += t.nbytes
-            kinds["parameters"] += max(0, model_param_bytes - pk.param_bytes)
+            kinds["model state outside the graph"] = max(0, model_param_bytes - pk.param_bytes)
             kinds["optimizer state"] = optimizer_bytes
             kinds["other pieces' saved activations"] = sum(saved[:i])
             kinds["other pieces' gradients"] = sum(grads[i + 1:]) if pk.phase == "backward" else 0
@@ -212,6 +215,7 @@ def step_peak(pieces: Sequence[tuple[JointGraph, Partition, int]], model_param_b
             if best is None or total > best[0]:
                 best = (total, pk, kinds)
     assert best is not None
-    return StepPeak(best[0], best[1], best[2], [x for pp in per for x in pp], sum(saved),
+    in_run_order = [pp[0] for pp in per] + [pp[1] for pp in reversed(per)]
+    return StepPeak(best[0], best[1], best[2], in_run_order, sum(saved),
                     sum(pp[0].recompute_flops * r for pp, r in zip(per, runs)),
                     sum(pp[0].recompute_bytes * r for pp, r in zip(per, runs)))

@@ -73,7 +73,7 @@ class Change:
         left as it was.  Config values are not set here (see :attr:`config`)."""
         out = copy.deepcopy(model)
         if self.modules:
-            exec(compile(self.code, f"<fxviz advice: {self.name}>", "exec"), {"model": out})  # noqa: S102
+            exec(compile(self.code, f"<fxviz advice: {self.name}>", "exec"), {"model": out})
         return out
 
 

@@ -97,7 +97,8 @@ class Option:
     def __repr__(self) -> str:
         state = "meets the target" if self.meets else f"misses it by {format_bytes(self.short_by)}"
         return (f"<fxviz advice option {self.name}: saved {format_bytes(self.saved_bytes) or '0 B'}, peak "
-                f"{format_bytes(self.peak_bytes)}, recompute {format_flops(self.recompute_flops) or '0 FLOP'}; {state}>")
+                f"{format_bytes(self.peak_bytes)}, recompute {format_flops(self.recompute_flops) or '0 FLOP'}; "
+                f"{state}>")
 
 
 @dataclass
@@ -161,7 +162,8 @@ class Advice:
                  f"{format_bytes(self.plain.peak_bytes)}", ""]
         shown = self.options + ([self.bound] if self.bound is not None else [])
         w = max(len(o.name) for o in shown) if shown else 6
-        head = f"  {'option':<{w}} {'saved':>10} {'peak':>10} {'Δpeak':>10} {'recompute':>12} {'est. time':>10}  verdict"
+        head = (f"  {'option':<{w}} {'saved':>10} {'peak':>10} {'Δpeak':>10} {'recompute':>12} {'est. time':>10}"
+                "  verdict")
         lines.append(head)
         cheapest = self.cheapest
         for o in shown:

@@ -64,8 +64,8 @@ def step_of(cap: Capture, strategy: Strategy | None = None, optimizer: str | int
     if not pieces:
         raise InputError("the model has no backward graph: a step that trains nothing saves nothing",
                          "trace a model whose loss depends on parameters or inputs that require grad")
-    params = model_state_bytes(cap.model)
-    return step_peak(pieces, params, optimizer_bytes(optimizer, params))
+    trained = sum(t.numel() * t.element_size() for t in cap.model.parameters()) if cap.model is not None else 0
+    return step_peak(pieces, model_state_bytes(cap.model), optimizer_bytes(optimizer, trained))
 
 
 def retrace(cap: Capture, model: nn.Module) -> Capture:
