@@ -272,7 +272,8 @@ class Trace:
         its state's bytes), each predicted by tracing the changed model (``analysis.advice.advise``)."""
         from .analysis.advice import advise, parse_target
 
-        target, memo = parse_target(saved, peak), self._model_cache.get(("advice_traces",), dict)
+        target = parse_target(saved, peak)
+        memo: dict[str, Any] = self._model_cache.get(("advice_traces",), dict)  # changed models traced
         return self._model_cache.get(("advise", target, optimizer, tuple(sorted(options.items()))),
                                      lambda: advise(self.capture, target, optimizer, memo=memo, **options))
 

@@ -13,9 +13,10 @@ from .source import from_log, open_trace
 __all__ = ["cmd_advise"]
 
 _EPILOG = """examples:
-  fxviz advise gpt2 --saved 50%
-  fxviz advise llama --peak 8GiB --optimizer adam
-  fxviz advise --logs /tmp/trace --saved 3GiB"""
+  fxviz advise mini_gpt --saved 50%
+  fxviz advise mini_gpt --peak 1.2MiB --optimizer adam --code
+  fxviz advise my_model.py:make --saved 3GiB
+  fxviz advise --logs /tmp/trace --saved 50%     (a log: the activation_memory_budget only)"""
 
 
 @command("advise", "what to change (budget, checkpointing, selective policy) so the step fits a memory target",

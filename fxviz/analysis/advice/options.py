@@ -3,6 +3,7 @@ table people read."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -131,7 +132,7 @@ class Advice:
     def __len__(self) -> int:
         return len(self.candidates)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Option]:
         return iter(self.options)
 
     def table(self) -> pd.DataFrame:

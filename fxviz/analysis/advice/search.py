@@ -106,14 +106,15 @@ class _Search:
     def checkpoint(self, prefix: str, count: int, selective: bool) -> Option:
         """The fewest leading layers whose checkpointing meets the target: all of them traced first
         (the most it can do), then the estimate from the bytes each layer frees, stepping up."""
-        assert self.cap.model is not None
+        model = self.cap.model
+        assert model is not None
         steps: dict[int, Option] = {}
 
         def at(k: int) -> Option:
             if k not in steps:
                 change = checkpoint_change(prefix, range(k), selective)
                 if change.code not in self.memo:
-                    self.memo[change.code] = retrace(self.cap, change.apply(self.cap.model))
+                    self.memo[change.code] = retrace(self.cap, change.apply(model))
                 steps[k] = self.option(change, step_of(self.memo[change.code], optimizer=self.optimizer))
             return steps[k]
 
