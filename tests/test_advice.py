@@ -15,6 +15,7 @@ from torch._functorch import config as functorch_config
 
 import fxviz
 from fxviz.analysis.advice import Advice, Option, parse_target, step_of
+from fxviz.analysis.advice.search import BUDGETS
 from fxviz.analysis.choices import step_strategy
 from fxviz.analysis.strategies import Strategy
 from fxviz.errors import InputError
@@ -220,6 +221,10 @@ def test_a_target_no_option_meets_says_by_how_much(cases):
         assert not o.meets and o.short_by == o.peak_bytes - 1024 > 0
     assert [o.short_by for o in advice.options] == sorted(o.short_by for o in advice.options)
     assert "short by" in advice.text() and "CHEAPEST" not in advice.text()
+    # the budget offered is the one that comes closest on the grid
+    budget = next(o for o in advice.options if o.kind == "budget")
+    lowest = min(step_of(tr.capture, Strategy("budget", budget=b, solver="dp")).peak_bytes for b in BUDGETS)
+    assert budget.peak_bytes == lowest
 
 
 def test_cli_advise(capsys):

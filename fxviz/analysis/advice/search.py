@@ -93,15 +93,18 @@ class _Search:
                       seconds, short == 0, short, self.plain.peak_bytes)
 
     def budget(self) -> Option:
+        """The largest budget that meets the target (the least recompute); when none does, the one
+        that comes closest (a lower budget can raise the peak: the backward recomputes more at once)."""
         solver = self.cap.torch_budget[1]
-        last = None
+        closest: Option | None = None
         for b in BUDGETS:
-            step = step_of(self.cap, budget_strategy(b, solver), self.optimizer)
-            last = self.option(budget_change(b), step)
-            if last.meets:
-                return last
-        assert last is not None
-        return last
+            option = self.option(budget_change(b), step_of(self.cap, budget_strategy(b, solver), self.optimizer))
+            if option.meets:
+                return option
+            if closest is None or option.short_by < closest.short_by:
+                closest = option
+        assert closest is not None
+        return closest
 
     def checkpoint(self, prefix: str, count: int, selective: bool) -> Option:
         """The fewest leading layers whose checkpointing meets the target: all of them traced first
