@@ -33,20 +33,20 @@ _EPILOG = """examples:
                      "--backend says otherwise.", epilog=_EPILOG)
 def cmd_advise(args: argparse.Namespace) -> int:
     """Trace, advise, print the table, the cheapest option's code and the peak's anatomy."""
+    is_log = from_log(args)  # a missing model first, as every command says it
     if (args.saved is None) == (args.peak is None):
         raise FxvizError("give one target: --saved or --peak", "e.g. --saved 50% or --peak 8GiB")
     optimizer: str | int | None = args.optimizer
     if isinstance(optimizer, str) and optimizer.isdigit():
         optimizer = int(optimizer)
-    if not from_log(args) and args.backend is None:
+    if not is_log and args.backend is None:
         args.backend = "inductor"  # advice is about what torch.compile's step does
-    args.logs = args.logs or None
-    tr = open_trace(args)
     from ..analysis.advice import parse_target
 
     saved: str | int | None = int(args.saved) if args.saved and args.saved.isdigit() else args.saved
     peak: str | int | None = int(args.peak) if args.peak and args.peak.isdigit() else args.peak
-    parse_target(saved, peak)  # a bad target is said before the search runs
+    parse_target(saved, peak)  # a bad target is said before anything is traced
+    tr = open_trace(args)
     print(f"{tr.title}: tracing each option ...", file=sys.stderr)
     advice = tr.advise(saved=saved, peak=peak, optimizer=optimizer,
                        progress=lambda what: print(f"  {what}", file=sys.stderr))
