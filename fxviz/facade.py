@@ -4,8 +4,8 @@ answer in one cache per graph and one per model (``analysis.cache``), keyed by t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, overload
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import torch.fx as fx
 
@@ -16,10 +16,13 @@ from .analysis.strategies import StrategiesLike, Strategy, StrategyLike, parse_l
 from .capture import Capture, JointGraph, graph_of
 from .roles import role_counts
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     import torch.nn as nn
 
+    from .analysis.advice import Advice
     from .analysis.code import GraphCode
     from .analysis.flow import FlowNetwork
     from .analysis.measure import Measured
@@ -277,6 +280,24 @@ class Trace:
         return self._cache.frame(("memory_timeline", chosen), lambda: memory_timeline(
             self.graph, [self.partition(s) for s in chosen]), MemoryTimeline)
 
+    def advise(self, saved: str | int | None = None, peak: str | int | None = None, optimizer: str | int | None = None,
+               **options: Any) -> Advice:
+        """Changes that make the step fit ``saved="50%"|"3 GiB"`` or ``peak="8 GiB"`` (``optimizer``: "adam" or
+        its state's bytes), each predicted by tracing the changed model (``analysis.advice.advise``)."""
+        from .analysis.advice import advise, parse_target
+
+        target = parse_target(saved, peak)
+        memo: dict[str, Any] = self._model_cache.get(("advice_traces",), dict)  # changed models traced
+        return self._model_cache.get(("advise", target, optimizer, tuple(sorted(options.items()))),
+                                     lambda: advise(self.capture, target, optimizer, memo=memo, **options))
+
+    def saved_text(self, strategy: StrategyLike | None = None) -> str:
+        """:meth:`saved` in JAX's ``print_saved_residuals`` words, identical layers folded."""
+        from .analysis.advice.residuals import saved_text
+
+        s = self._strategy(strategy)
+        return saved_text(self.graph, self.partition(s), self.saved(s, compare=[]), self.model)
+
     # --- drawing ---------------------------------------------------------------------------------
     def draw(self, view: str = "joint", strategy: StrategyLike | None = None, compare: StrategyLike | None = None,
              group: str | None = None, depth: int | None = None, highlight: str | Sequence[str] | None = None, *,
@@ -302,30 +323,14 @@ class Trace:
             differences: with ``compare``, only the nodes the two treat differently, with their
                 direct producers and users faded as context.
         """
-        from .render.drawing import DEFAULT_TIMEOUT
-        from .render.views import NODE_LIMIT, draw
+        from .trace_drawing import draw_trace
 
-        if piece is not None:
-            return self.piece(piece).draw(view, strategy, compare, group, depth, highlight, expand=expand,
-                                          node_limit=node_limit, timeout=timeout, differences=differences)
-        named = None if strategy is None else Strategy.parse(strategy)
-        if view == "flow":
-            return self._draw_flow(choices.flow_strategy(named), timeout)
-        second = None if compare is None else Strategy.parse(compare)
-        first = choices.drawn_strategy(self.graph, self.capture, view, named, second)
-        marks = tuple([highlight] if isinstance(highlight, str) else highlight or ())
-        opened = tuple([expand] if isinstance(expand, str) else expand or ())
-        # timeout decides the picture: an automatic collapse keeps a level whose layout timed out
-        key = ("draw", view, first, second, group, depth, marks, opened, node_limit, timeout, bool(differences))
-        name = self.title
-        if len(self.capture.graphs) > 1:
-            name += f" ({graph_of(self.index, len(self.capture.graphs))})"
-        return self._cache.get(key, lambda: draw(
-            self.graph, view=view, partition=self.partition(first) if first is not None else None,
-            compare=self.partition(second) if second is not None else None, group=group, depth=depth,
-            highlight=list(marks), name=name, expand=list(opened),
-            node_limit=NODE_LIMIT if node_limit is None else node_limit,
-            timeout=DEFAULT_TIMEOUT if timeout is None else timeout, differences=bool(differences)))
+        return draw_trace(self, view, strategy, compare, group, depth, highlight, piece=piece, expand=expand,
+                          node_limit=node_limit, timeout=timeout, differences=differences)
+
+    def cached(self, key: Hashable, make: Callable[[], T]) -> T:
+        """A fact of this graph made once per ``key`` (front-end helpers such as ``trace_drawing`` cache here)."""
+        return self._cache.get(key, make)
 
     def flow_network(self, strategy: StrategyLike | None = None) -> FlowNetwork:
         """The flow network torch's min-cut partitioner solves here (recorded from its own call), with
@@ -334,14 +339,6 @@ class Trace:
 
         s = choices.flow_strategy(None if strategy is None else Strategy.parse(strategy))
         return self._cache.get(("flow", s), lambda: min_cut_network(self.graph, s))
-
-    def _draw_flow(self, strategy: Strategy, timeout: float | None) -> Drawing:
-        from .render.drawing import DEFAULT_TIMEOUT
-        from .render.flow import draw_flow
-
-        # timeout is in the key: the drawing lays itself out under it when first shown
-        return self._cache.get(("draw_flow", strategy, timeout), lambda: draw_flow(
-            self.flow_network(strategy), self.graph, self.title, DEFAULT_TIMEOUT if timeout is None else timeout))
 
     def check_gradients(self, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
         """Per parameter: ``parameter, has_gradient, max_abs_diff, ok`` against eager autograd."""

@@ -20,7 +20,7 @@ FLOORS: dict[int, tuple[str, ...]] = {
     3: ("analysis",),
     4: ("render",),
     # a logged Run hands out Traces
-    5: ("facade", "tracing", "payloads", "logs", "logs.run", "diffing"),
+    5: ("facade", "tracing", "payloads", "logs", "logs.run", "diffing", "trace_drawing"),
     6: ("widgets", "html_report", "diff_report"),
     7: ("__init__", "cli", "__main__"),
 }

@@ -54,8 +54,9 @@ from .meta import (
 # dynamo: 3.5 of import fxviz's 4.4 s in issue 26) and dynamo's backends: they load when a name of
 # theirs is first read (``_torch.default_partition``), so ``import fxviz`` costs about ``import torch``.
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(("budget_config", "copy_graph_module", "cse_like_min_cut", "default_partition",
-                     "extract_fwd_bwd_modules", "is_collective", "is_random", "is_tangent", "min_cut_partition",
+    **dict.fromkeys(("BUDGET_SETTING", "budget_config", "budget_setting_code", "copy_graph_module", "cse_like_min_cut",
+                     "default_partition", "extract_fwd_bwd_modules", "has_activation_offloading", "is_collective",
+                     "is_random", "is_tangent", "min_cut_partition",
                      "must_be_in_backward", "must_be_in_forward", "partitioner_context", "plain_min_cut_config",
                      "replay_rng", "rng_state_bytes", "step_budget", "torch_size_of"),
                     "partitioners"),
@@ -68,11 +69,14 @@ _LAZY: dict[str, str] = {
 if TYPE_CHECKING:
     from .compiled import LAYOUT_KNOB, StepRun, layout_optimization, run_compiled_step
     from .partitioners import (
+        BUDGET_SETTING,
         budget_config,
+        budget_setting_code,
         copy_graph_module,
         cse_like_min_cut,
         default_partition,
         extract_fwd_bwd_modules,
+        has_activation_offloading,
         is_collective,
         is_random,
         is_tangent,
@@ -125,6 +129,9 @@ __all__ = [
     "pytree",
     "functorch_config",
     "budget_config",
+    "BUDGET_SETTING",
+    "budget_setting_code",
+    "has_activation_offloading",
     "plain_min_cut_config",
     "torch_size_of",
     "partitioner_context",

@@ -153,3 +153,18 @@ def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
     copied = _LazyGraphModule(gm, copy.deepcopy(gm.graph))
     copied.meta = dict(getattr(gm, "meta", {}))
     return copied
+
+
+BUDGET_SETTING = "torch._functorch.config.activation_memory_budget"
+"""Where a user's script sets torch.compile's activation-memory budget (what ``step_budget`` reads)."""
+
+
+def budget_setting_code(budget: float) -> str:
+    """The lines a training script runs to give torch.compile's min-cut ``budget``."""
+    module, _, name = BUDGET_SETTING.rpartition(".")
+    return f"import {module}\n\n{module}.{name} = {budget:g}\n"
+
+
+def has_activation_offloading() -> bool:
+    """Whether this torch's functorch config has activation offloading (a CUDA-only pass)."""
+    return hasattr(functorch_config, "enable_activation_offloading")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import FxvizError, FxvizWarning
-from . import commands, diff, files, logs_table  # noqa: F401  (each registers its commands, in this order)
+from . import advise, commands, diff, files, logs_table  # noqa: F401  (each registers its commands, in this order)
 from .options import COMMANDS, DEBUG_HELP
 from .words import error_line, show_warning
 

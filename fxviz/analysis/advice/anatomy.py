@@ -1,0 +1,221 @@
+"""What is in memory at a step's peak: every live storage at the highest point of the forward and
+backward graphs' liveness walk, by kind, and the biggest of them by module and op.
+
+The walk is ``memory.live_bytes``'s (one storage per FX node of the unfused graph, from the node
+that makes it to its last use; a forward holds its inputs throughout, a backward lets each saved
+value go once read), kept per storage so the peak can be taken apart; its kinds add up to the
+memory table's peak (tests check it against ``memory_timeline``).  Over graph breaks the step runs
+the pieces' forwards in order, then their backwards in reverse: a piece's peak also holds the
+values earlier pieces saved, the gradients later pieces' backwards made, and the model's other
+parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch.fx as fx
+
+from ... import _torch
+from ...capture import JointGraph
+from ...graph_facts import Storages, tensors
+from ...units import format_bytes
+from ..memory import recompute_cost, saved_memory, storage_owners
+from ..partition import Partition
+
+__all__ = ["KINDS", "LiveTensor", "PiecePeak", "StepPeak", "piece_peak", "step_peak"]
+
+KINDS: tuple[str, ...] = ("saved activations", "temporaries", "gradients", "parameters", "inputs",
+                          "model state outside the graph", "optimizer state", "other pieces' saved activations",
+                          "other pieces' gradients")
+"""The kinds a peak's bytes are split into, in the order tables list them.  ``parameters``: the model
+state the peak's graph reads (the memory table's resident bytes, with ``inputs``); ``model state outside
+the graph``: parameters and buffers it does not read (other pieces', unused buffers), held all the same."""
+
+
+@dataclass(frozen=True)
+class LiveTensor:
+    """One storage live at a peak: its bytes, kind, and the node that made it."""
+
+    nbytes: int
+    kind: str
+    node: str
+    op: str
+    module: str | None
+    shape: tuple[int, ...] | None
+
+    @property
+    def label(self) -> str:
+        """``'lm_head' gradient [16, 128]``: module, kind and shape as a person reads them."""
+        where = f"'{self.module}' " if self.module else ""
+        what = {"gradients": "gradient", "saved activations": "saved " + self.op, "temporaries": self.op,
+                "parameters": "parameter", "inputs": "input"}.get(self.kind, self.kind)
+        shape = "" if self.shape is None else " [" + ", ".join(str(s) for s in self.shape) + "]"
+        return f"{where}{what}{shape}"
+
+
+@dataclass
+class PiecePeak:
+    """The peak of one piece's forward and backward graphs under one partition."""
+
+    piece: int
+    phase: str  # forward | backward
+    step: int
+    node: str
+    peak_bytes: int
+    saved_bytes: int  # the piece's saved activation bytes (storages counted once)
+    gradient_bytes: int  # the piece's backward outputs
+    param_bytes: int
+    recompute_flops: int
+    recompute_bytes: int
+    live: list[LiveTensor] = field(default_factory=list)  # at the peak, biggest first
+
+
+def _walk(gm: fx.GraphModule, storages: Storages, resident: set[int], throughout: bool
+          ) -> tuple[dict[int, tuple[int, int]], dict[int, fx.Node]]:
+    """storage -> (first, last) node index and the node that made it: ``memory.live_bytes``'s rule."""
+    nodes = list(gm.graph.nodes)
+    end = len(nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    span: dict[int, tuple[int, int]] = {}
+    maker: dict[int, fx.Node] = {}
+    for i, n in enumerate(nodes):
+        if n.op == "output":
+            for a in n.all_input_nodes:
+                for t in tensors(_torch.meta_val(a)):
+                    k = storages.key(t)
+                    if k in span:
+                        span[k] = (span[k][0], end)
+            continue
+        use = max((index[u] for u in n.users), default=i)
+        if n.op == "placeholder" and throughout:
+            use = end
+        for t in tensors(_torch.meta_val(n)):
+            k = storages.key(t)
+            if k in resident:
+                continue
+            first, last = span.get(k, (i, i))
+            span[k] = (first, max(last, use))
+            maker.setdefault(k, n)
+    return span, maker
+
+
+def _kind(phase: str, node: fx.Node, key: int, saved: set[int], grads: set[int]) -> str:
+    if key in grads:
+        return "gradients"
+    if key in saved and (phase == "forward" or node.op == "placeholder"):
+        return "saved activations"
+    return "temporaries"
+
+
+def piece_peak(graph: JointGraph, p: Partition) -> list[PiecePeak]:
+    """The forward's and the backward's peak of ``p``, each taken apart (biggest storage first)."""
+    assert p.forward is not None and p.backward is not None
+    storages = Storages(graph.gm, p.forward, p.backward)
+    owners = storage_owners(graph, storages)
+    resident = {k: storages.nbytes(k) for k in owners}
+    saved_mem = saved_memory(p, graph, storages)
+    saved = {s.key for s in saved_mem.storages if s.owner == "activation"}
+    out_node = next(n for n in p.backward.graph.nodes if n.op == "output")
+    grads = {storages.key(t) for a in out_node.all_input_nodes for t in tensors(_torch.meta_val(a))} - set(resident)
+    flops, traffic = recompute_cost(p)
+    peaks = []
+    for phase, gm, to_joint in (("forward", p.forward, p.fw_to_joint), ("backward", p.backward, p.bw_to_joint)):
+        span, maker = _walk(gm, storages, set(resident), phase == "forward")
+        nodes = list(gm.graph.nodes)
+        delta = [0] * (len(nodes) + 2)
+        for k, (a, b) in span.items():
+            delta[a] += storages.nbytes(k)
+            delta[b + 1] -= storages.nbytes(k)
+        live, best, at = 0, -1, 0
+        for i in range(len(nodes)):
+            live += delta[i]
+            if live > best:
+                best, at = live, i
+        tensors_at = []
+        for k, (a, b) in span.items():
+            if a <= at <= b:
+                n = maker[k]
+                info = graph.info.get(to_joint.get(n.name, ""))
+                op = info.short_op if info is not None and n.op == "placeholder" else _op(n)
+                tensors_at.append(LiveTensor(storages.nbytes(k), _kind(phase, n, k, saved, grads), n.name,
+                                             op, info.module if info else None, _shape(n)))
+        for k, nbytes in resident.items():
+            tensors_at.append(LiveTensor(nbytes, "parameters" if owners[k] == "parameter" else "inputs", "", "",
+                                         None, None))
+        tensors_at.sort(key=lambda t: -t.nbytes)
+        peaks.append(PiecePeak(graph.index, phase, at, nodes[at].name, max(best, 0) + sum(resident.values()),
+                               saved_mem.activation_bytes, sum(storages.nbytes(k) for k in grads),
+                               sum(v for k, v in resident.items() if owners[k] == "parameter"), flops, traffic,
+                               tensors_at))
+    return peaks
+
+
+def _op(n: fx.Node) -> str:
+    if n.op != "call_function":
+        return n.op
+    packet = getattr(n.target, "overloadpacket", None)
+    return str(getattr(packet, "__name__", None) or getattr(n.target, "__name__", n.target))
+
+
+def _shape(n: fx.Node) -> tuple[int, ...] | None:
+    val = _torch.meta_val(n)
+    shape = getattr(val, "shape", None)
+    try:
+        return None if shape is None else tuple(int(s) for s in shape)
+    except (TypeError, ValueError):  # a symbolic size with no hint
+        return None
+
+
+@dataclass
+class StepPeak:
+    """The step's peak: the highest of its pieces' peaks, with what other pieces hold then."""
+
+    peak_bytes: int
+    at: PiecePeak
+    by_kind: dict[str, int]
+    pieces: list[PiecePeak]  # each piece's forward peak, then each backward's in reverse: run order
+    saved_bytes: int
+    recompute_flops: int
+    recompute_bytes: int
+
+    @property
+    def biggest(self) -> list[LiveTensor]:
+        """The five biggest tensors live at the peak."""
+        return [t for t in self.at.live if t.kind not in ("parameters", "inputs")][:5]
+
+    def text(self) -> str:
+        kinds = ", ".join(f"{k} {format_bytes(v) or '0 B'}" for k, v in self.by_kind.items() if v)
+        head = f"peak {format_bytes(self.peak_bytes)} in the {self.at.phase} of piece {self.at.piece + 1} " \
+               f"at {self.at.node}: {kinds}"
+        return "\n".join([head] + [f"  {format_bytes(t.nbytes):>10}  {t.label}" for t in self.biggest])
+
+
+def step_peak(pieces: Sequence[tuple[JointGraph, Partition, int]], model_param_bytes: int,
+              optimizer_bytes: int = 0) -> StepPeak:
+    """The step's peak over ``pieces`` (graph, partition, runs), in run order: forwards, then
+    backwards in reverse.  ``model_param_bytes``: the model's parameters and buffers (a piece's own
+    are in its peak, the rest are added); ``optimizer_bytes``: state held through the whole step."""
+    per = [piece_peak(g, p) for g, p, _ in pieces]
+    runs = [r for _, _, r in pieces]
+    saved = [pp[0].saved_bytes * r for pp, r in zip(per, runs)]
+    grads = [pp[1].gradient_bytes for pp in per]
+    best: tuple[int, PiecePeak, dict[str, int]] | None = None
+    for i, (fw, bw) in enumerate(per):
+        for pk in (fw, bw):
+            kinds = dict.fromkeys(KINDS, 0)
+            for t in pk.live:
+                kinds[t.kind] += t.nbytes
+            kinds["model state outside the graph"] = max(0, model_param_bytes - pk.param_bytes)
+            kinds["optimizer state"] = optimizer_bytes
+            kinds["other pieces' saved activations"] = sum(saved[:i])
+            kinds["other pieces' gradients"] = sum(grads[i + 1:]) if pk.phase == "backward" else 0
+            total = sum(kinds.values())
+            if best is None or total > best[0]:
+                best = (total, pk, kinds)
+    assert best is not None
+    in_run_order = [pp[0] for pp in per] + [pp[1] for pp in reversed(per)]
+    return StepPeak(best[0], best[1], best[2], in_run_order, sum(saved),
+                    sum(pp[0].recompute_flops * r for pp, r in zip(per, runs)),
+                    sum(pp[0].recompute_bytes * r for pp, r in zip(per, runs)))

@@ -1,0 +1,195 @@
+"""An advice's options and the advice itself: predictions as attributes, the code to paste, the
+table people read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ...errors import InputError
+from ...units import format_bytes, format_flops
+from .anatomy import StepPeak
+from .changes import Change
+from .target import Target
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    import torch.nn as nn
+
+__all__ = ["Option", "Advice", "OPTION_COLUMNS"]
+
+OPTION_COLUMNS: list[str] = ["option", "kind", "meets", "short_by_bytes", "saved_bytes", "peak_bytes",
+                             "peak_change_bytes", "recompute_flops", "recompute_bytes", "seconds", "cheapest"]
+
+
+@dataclass
+class Option:
+    """One way to reach the target, predicted by fxviz's trace of the changed step.
+
+    ``saved_bytes``: the activations the backward holds (storages counted once), the whole step;
+    ``peak_bytes``: the step's peak (parameters, gradients, optimizer state included; ``peak``
+    takes it apart); ``recompute_flops`` / ``recompute_bytes``: what the backward runs again and the
+    bytes that moves; ``seconds``: the estimated time that costs; ``meets`` / ``short_by``: whether
+    the target is met, and else by how many bytes it is missed."""
+
+    name: str
+    kind: str  # budget | checkpoint | selective | optimum
+    change: Change | None
+    peak: StepPeak
+    seconds: float
+    meets: bool
+    short_by: int
+    plain_peak_bytes: int
+
+    @property
+    def saved_bytes(self) -> int:
+        return self.peak.saved_bytes
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.peak.peak_bytes
+
+    @property
+    def peak_change_bytes(self) -> int:
+        """How much this option moves the step's peak (negative: lower)."""
+        return self.peak.peak_bytes - self.plain_peak_bytes
+
+    @property
+    def recompute_flops(self) -> int:
+        return self.peak.recompute_flops
+
+    @property
+    def recompute_bytes(self) -> int:
+        return self.peak.recompute_bytes
+
+    @property
+    def bound(self) -> bool:
+        """The exact optimum: a bound no change of this graph beats, not a change to make."""
+        return self.change is None
+
+    @property
+    def code(self) -> str:
+        """The Python to paste into a training script (``model`` is the model)."""
+        if self.change is None:
+            return ("# a bound, not a change: no partition of this graph meets the target with less recompute;\n"
+                    "# fxviz.partitioner(...) gives it as a partition_fn for aot_autograd\n")
+        return self.change.code
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The torch config values to set (dotted path -> value); ``{}`` when none."""
+        return {} if self.change is None else dict(self.change.config)
+
+    def apply(self, model: nn.Module) -> nn.Module:
+        """A copy of ``model`` with the change made (``model`` untouched); trace it under
+        :attr:`config` to see the prediction."""
+        if self.change is None:
+            raise InputError(f"{self.name} is a bound, not a change to a model",
+                             "apply one of the advice's other options")
+        return self.change.apply(model)
+
+    def row(self, cheapest: bool) -> dict[str, Any]:
+        return {"option": self.name, "kind": self.kind, "meets": self.meets, "short_by_bytes": self.short_by,
+                "saved_bytes": self.saved_bytes, "peak_bytes": self.peak_bytes,
+                "peak_change_bytes": self.peak_change_bytes, "recompute_flops": self.recompute_flops,
+                "recompute_bytes": self.recompute_bytes, "seconds": self.seconds, "cheapest": cheapest}
+
+    def __repr__(self) -> str:
+        state = "meets the target" if self.meets else f"misses it by {format_bytes(self.short_by)}"
+        return (f"<fxviz advice option {self.name}: saved {format_bytes(self.saved_bytes) or '0 B'}, peak "
+                f"{format_bytes(self.peak_bytes)}, recompute {format_flops(self.recompute_flops) or '0 FLOP'}; "
+                f"{state}>")
+
+
+@dataclass
+class Advice:
+    """Ranked options for a target: those that meet it, cheapest (estimated time) first, then those
+    that cannot, closest first; ``bound`` is fxviz's exact optimum at the target, when there is one."""
+
+    target: Target
+    goal_bytes: int
+    plain: StepPeak
+    candidates: list[Option]
+    bound: Option | None
+    notes: list[str] = field(default_factory=list)
+    flops_per_s: float = 0.0
+    bytes_per_s: float = 0.0
+
+    @property
+    def options(self) -> list[Option]:
+        return sorted(self.candidates, key=lambda o: (not o.meets, o.short_by, o.seconds, o.saved_bytes))
+
+    @property
+    def cheapest(self) -> Option | None:
+        """The option that meets the target at the least estimated time; None when none does."""
+        first = self.options[0] if self.candidates else None
+        return first if first is not None and first.meets else None
+
+    def __getitem__(self, i: int) -> Option:
+        return self.options[i]
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def __iter__(self) -> Iterator[Option]:
+        return iter(self.options)
+
+    def table(self) -> pd.DataFrame:
+        """One row per option (ranked), then the bound; ``attrs['caption']`` says how it was predicted."""
+        import pandas as pd
+
+        cheapest = self.cheapest
+        rows = [o.row(o is cheapest) for o in self.options]
+        if self.bound is not None:
+            rows.append(self.bound.row(False))
+        df = pd.DataFrame(rows, columns=OPTION_COLUMNS)
+        df.attrs["caption"] = self.caption
+        return df
+
+    @property
+    def caption(self) -> str:
+        return (f"Target: {self.target.label(self.plain.saved_bytes)}. The plain step saves "
+                f"{format_bytes(self.plain.saved_bytes) or '0 B'} and peaks at {format_bytes(self.plain.peak_bytes)}. "
+                "Each option's bytes are fxviz's trace of the changed model, partitioned as torch.compile's step "
+                "does (storages counted once); seconds: recompute FLOPs at "
+                f"{self.flops_per_s / 1e12:g} TFLOP/s plus the bytes it moves at {self.bytes_per_s / 1e12:g} TB/s "
+                "(an estimate). " + " ".join(n.rstrip(".") + "." for n in self.notes))
+
+    def text(self) -> str:
+        """The table as a terminal shows it."""
+        lines = [f"target: {self.target.label(self.plain.saved_bytes)}",
+                 f"plain step: saves {format_bytes(self.plain.saved_bytes) or '0 B'}, peak "
+                 f"{format_bytes(self.plain.peak_bytes)}", ""]
+        shown = self.options + ([self.bound] if self.bound is not None else [])
+        w = max(len(o.name) for o in shown) if shown else 6
+        head = (f"  {'option':<{w}} {'saved':>10} {'peak':>10} {'Δpeak':>10} {'recompute':>12} {'est. time':>10}"
+                "  verdict")
+        lines.append(head)
+        cheapest = self.cheapest
+        for o in shown:
+            verdict = ("bound" if o.bound else "CHEAPEST" if o is cheapest else "meets" if o.meets
+                       else f"short by {format_bytes(o.short_by)}")
+            lines.append(f"  {o.name:<{w}} {format_bytes(o.saved_bytes) or '0 B':>10} {format_bytes(o.peak_bytes):>10} "
+                         f"{_signed(o.peak_change_bytes):>10} {format_flops(o.recompute_flops) or '0 FLOP':>12} "
+                         f"{_seconds(o.seconds):>10}  {verdict}")
+        lines += ["", *[f"note: {n}" for n in self.notes]]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+def _signed(n: int) -> str:
+    if n == 0:
+        return "0 B"
+    return ("+" if n > 0 else "-") + format_bytes(abs(n))
+
+
+def _seconds(s: float) -> str:
+    if s == 0:
+        return "0 s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"

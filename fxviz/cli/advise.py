@@ -1,0 +1,62 @@
+"""``fxviz advise``: what to change so a step fits a memory target, each option predicted by fxviz's
+trace of the changed model, with the code to paste and what the step's peak holds."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import FxvizError
+from .options import SOURCE, command, opt
+from .source import from_log, open_trace
+
+__all__ = ["cmd_advise"]
+
+_EPILOG = """examples:
+  fxviz advise mini_gpt --saved 50%
+  fxviz advise mini_gpt --peak 1.2MiB --optimizer adam --code
+  fxviz advise my_model.py:make --saved 3GiB
+  fxviz advise --logs /tmp/trace --saved 50%     (a log: the activation_memory_budget only)"""
+
+
+@command("advise", "what to change (budget, checkpointing, selective policy) so the step fits a memory target",
+         *SOURCE,
+         opt("--saved", metavar="TARGET", help="the activations the backward may hold: 50%% (of the plain step's) or "
+                                               "a size (3GiB)"),
+         opt("--peak", metavar="SIZE", help="the step's peak, parameters, gradients and optimizer state included "
+                                            "(8GiB)"),
+         opt("--optimizer", help="optimizer state counted in the peak: adam, adamw, sgd or a byte count"),
+         opt("--code", action="store_true", help="print every option's code, not only the cheapest's"),
+         description="Ranked changes that bring a training step to a memory target: torch's "
+                     "activation_memory_budget, torch.utils.checkpoint on named layers, a selective-checkpoint "
+                     "policy; the exact optimum as the bound. A model is traced with backend inductor unless "
+                     "--backend says otherwise.", epilog=_EPILOG)
+def cmd_advise(args: argparse.Namespace) -> int:
+    """Trace, advise, print the table, the cheapest option's code and the peak's anatomy."""
+    is_log = from_log(args)  # a missing model first, as every command says it
+    if (args.saved is None) == (args.peak is None):
+        raise FxvizError("give one target: --saved or --peak", "e.g. --saved 50% or --peak 8GiB")
+    optimizer: str | int | None = args.optimizer
+    if isinstance(optimizer, str) and optimizer.isdigit():
+        optimizer = int(optimizer)
+    if not is_log and args.backend is None:
+        args.backend = "inductor"  # advice is about what torch.compile's step does
+    from ..analysis.advice import parse_target
+
+    saved: str | int | None = int(args.saved) if args.saved and args.saved.isdigit() else args.saved
+    peak: str | int | None = int(args.peak) if args.peak and args.peak.isdigit() else args.peak
+    parse_target(saved, peak)  # a bad target is said before anything is traced
+    tr = open_trace(args)
+    print(f"{tr.title}: tracing each option ...", file=sys.stderr)
+    advice = tr.advise(saved=saved, peak=peak, optimizer=optimizer,
+                       progress=lambda what: print(f"  {what}", file=sys.stderr))
+    print(advice.text())
+    shown = advice.options if args.code else [advice.cheapest] if advice.cheapest else []
+    for o in shown:
+        print(f"\n# {o.name}" + (f"  (config: {o.config})" if o.config else ""))
+        print(o.code.rstrip())
+    print("\nthe plain step's " + advice.plain.text())
+    for o in advice.options:
+        if o.meets:
+            print(f"\nwith {o.name}: " + o.peak.text())
+    return 0
