@@ -27,8 +27,8 @@ def step_strategy(capture: Capture) -> Strategy:
     """The partitioner the user's own step runs on this capture: ``torch.compile`` partitions with
     min-cut (inductor and aot_eager alike: ``torch/_dynamo/backends/debugging.py``), as a knapsack when
     functorch's config set an ``activation_memory_budget`` below 1 at capture time;
-    ``aot_function`` (the ``aot`` and ``closure`` routes) with torch's ``default_partition``.  Not yet
-    the views' default (issue 32 keeps ``default`` first until the suite moves to it)."""
+    ``aot_function`` (the ``aot`` and ``closure`` routes) with torch's ``default_partition``.  Every
+    view's default when the graph was not read from a log (issue 32)."""
     if capture.route in ("aot", "closure"):
         return Strategy("default")
     return budget_strategy(*capture.torch_budget)
@@ -42,13 +42,12 @@ def budget_strategy(budget: float, solver: str) -> Strategy:
 
 def offered(graph: JointGraph, capture: Capture) -> tuple[Strategy, ...]:
     """The strategies views show for ``graph`` when none are named, the default first: what the run
-    saved (``logged``) for a graph read from a log with its forward and backward graphs; a strategy
-    that needs the model (``eager``) only when there is a model to run."""
+    saved (``logged``) for a graph read from a log with its forward and backward graphs, else what
+    the user's own step would do (:func:`step_strategy`); a strategy that needs the model
+    (``eager``) only when there is a model to run."""
     has_model = capture.fn is not None
-    chosen = [s for s in OFFERED if has_model or not s.needs_model]
-    if graph.logged is not None:
-        chosen.insert(0, Strategy("logged"))
-    return tuple(chosen)
+    first = Strategy("logged") if graph.logged is not None else step_strategy(capture)
+    return (first,) + tuple(s for s in OFFERED if s != first and (has_model or not s.needs_model))
 
 
 def default_strategy(graph: JointGraph, capture: Capture) -> Strategy:
