@@ -358,6 +358,28 @@ def run_compiled_backward(step: Callable, inputs: Sequence[Any], partition_fn: C
     return result
 
 
+_BACKEND_RANDOM = ("inductor_random", "inductor_randint", "inductor_seeds", "inductor_lookup_seed")
+
+
+def has_backend_random(gm: fx.GraphModule) -> bool:
+    """Does ``gm`` draw with inductor's own random ops (its joint pass ``replace_random_passes``
+    turns ``rand``/dropout into ``prims.inductor_random`` with seeds of its own)?  Those draw other
+    values than eager's ops from the same RNG state."""
+    return any(n.op == "call_function" and getattr(n.target, "_opname", None) in _BACKEND_RANDOM
+               and str(getattr(n.target, "namespace", "")) == "prims" for n in gm.graph.nodes)
+
+
+@contextlib.contextmanager
+def eager_random() -> Iterator[None]:
+    """Inductor's capture with eager's random ops (``torch._inductor.config.fallback_random``, torch's
+    own switch "for testing, use the same random as eager"): no random decompositions, no
+    ``replace_random_passes``, so dropout draws eager's masks from the same RNG state."""
+    from torch._inductor import config as inductor_config
+
+    with inductor_config.patch(fallback_random=True):
+        yield
+
+
 @contextlib.contextmanager
 def quiet_torch(silent: bool = False) -> Iterator[None]:
     """Silence torch's own chatter while fxviz drives it (deprecation warnings from internals,
