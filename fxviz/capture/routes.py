@@ -84,8 +84,8 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
     reduce: Callable[[Any], torch.Tensor]
     with preserved(model, inputs) as snapshot, _torch.quiet_torch():
         found = None
-        if route == "dynamo" and backend == "aot_eager" and not dynamic:
-            found = _dynamo_without_probe(fn, inputs, model, names, loss_fn, snapshot, compile_loss)
+        if route == "dynamo" and not dynamic:
+            found = _dynamo_without_probe(fn, inputs, model, names, loss_fn, snapshot, compile_loss, backend)
         if found is not None:
             reduce, loss_desc, graphs, breaks, eager_frames = found
         else:
@@ -158,7 +158,8 @@ def _probe_then_capture(fn: Callable, inputs: tuple[Any, ...], model: nn.Module 
 
 
 def _dynamo_without_probe(fn: Callable, inputs: tuple[Any, ...], model: nn.Module | None, names: list[str],
-                          loss_fn: Callable | None, snapshot: Snapshot, compile_loss: bool = False
+                          loss_fn: Callable | None, snapshot: Snapshot, compile_loss: bool = False,
+                          backend: str = "aot_eager"
                           ) -> tuple[Callable[[Any], Any], str, list[JointGraph], list[str], list[str]] | None:
     """The dynamo route with the loss chosen inside the traced step (``TracedLoss``):
     no eager probe forward, and no restore of every tensor between a probe and the traced run.
@@ -178,7 +179,7 @@ def _dynamo_without_probe(fn: Callable, inputs: tuple[Any, ...], model: nn.Modul
     before = _torch.unimplemented_count()
     try:
         with _torch.quiet_torch(silent=True):  # a failure here is not the user's to read: the probe route says why
-            graphs, breaks, result = _via_dynamo(step, inputs, model, names, outside=outside)
+            graphs, breaks, result = _via_dynamo(step, inputs, model, names, backend, outside=outside)
     except Exception:  # the probe route runs the model again and says why
         snapshot.restore()
         return None
