@@ -196,13 +196,19 @@ CUT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("cls,cause,cut,op", CUT_CASES, ids=[c[0].__name__ for c in CUT_CASES])
-def test_each_cut_names_parameter_node_and_line(cls, cause, cut, op):
+CUT_IDS = [c[0].__name__ for c in CUT_CASES]
+# the ignored head twice: its loss traced into the graph (the graph shows which outputs it reads) and,
+# as by default, applied outside it (every output gets a tangent: the loss itself is the judge)
+CUT_CASES_LOSS = [(*c, False) for c in CUT_CASES] + [(IgnoredHead, "ignored_output", ["b.weight", "b.bias"], None,
+                                                      True)]
+
+
+@pytest.mark.parametrize("cls,cause,cut,op,compile_loss", CUT_CASES_LOSS,
+                         ids=[*CUT_IDS, "IgnoredHead-compile_loss"])
+def test_each_cut_names_parameter_node_and_line(cls, cause, cut, op, compile_loss):
     model, x = _model(cls), _x()
     loss_fn = (lambda out: out[0].sum()) if cls is IgnoredHead else None
-    # the loss traced into the graph: the doctor sees which outputs it reads (outside it, every
-    # output gets a tangent)
-    tr = fxviz.trace(model, x, loss_fn=loss_fn, compile_loss=True)
+    tr = fxviz.trace(model, x, loss_fn=loss_fn, compile_loss=compile_loss)
     before = snapshot(model)
     report = tr.doctor()
     assert_unchanged(model, before)

@@ -23,7 +23,15 @@ from .duplicates import duplicate_findings
 from .findings import KINDS, SEVERITIES, TABLE_COLUMNS, Diagnosis, Finding, collect_parameters, reason_of
 from .graph_breaks import frame_findings, outside_findings, reuse_findings, reused_gradient_node
 from .measured import measured_findings
-from .no_gradient import constant_finding, needs_eager, no_gradient_finding, where_in_graph
+from .no_gradient import (
+    constant_finding,
+    ignored_by_loss,
+    ignored_output_finding,
+    needs_eager,
+    no_gradient_finding,
+    outside_loss_candidates,
+    where_in_graph,
+)
 
 if TYPE_CHECKING:
     from ..measure import Measured
@@ -52,9 +60,11 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None,
         # after graph breaks a graph's cut may sit on one path of several, and a parameter may be
         # used only in code that ran outside every graph or in a graph reused for another module
         probe = [p.name for p in missing if many or not p.nodes or needs_eager(p, cap)]
+        probe += outside_loss_candidates(cap, params)
         eager = eager_paths(cap, probe) if probe else {}
     except Exception:  # the probe is an aid: a model it cannot run is still diagnosed from its graphs
         eager = {}
+    ignored = ignored_by_loss(params, eager)
     dropped = dropped_gradients(cap, parts, params)
     computed = {f.parameter for f in dropped}
     outside: list[str] = []
@@ -106,6 +116,10 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None,
             f = no_gradient_finding(p, cap, eager)
             findings.append(f)
             reason = reason_of(f)
+        elif p.name in ignored:
+            f = ignored_output_finding(p, eager[p.name])
+            findings.append(f)
+            gets, reason = False, reason_of(f)
         rows.append({"parameter": p.name, "requires_grad": bool(p.tensor.requires_grad),
                      "gets_gradient": gets, "gradient_node": grad_node,
                      "in_graph": in_graph, "reason": reason})
