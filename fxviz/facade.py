@@ -114,7 +114,9 @@ class Trace:
     @property
     def default_strategy(self) -> Strategy:
         """What every view shows when no strategy is named (``analysis.choices``): ``logged`` for a
-        log's graph with its forward and backward graphs, else torch's ``default``."""
+        log's graph with its forward and backward graphs, else what the user's own step partitions
+        with (``choices.step_strategy``): torch.compile's min-cut, its knapsack when torch's
+        ``activation_memory_budget`` was below 1, or ``default_partition`` for ``aot_function``."""
         return choices.default_strategy(self.graph, self.capture)
 
     def _strategy(self, strategy: StrategyLike | None) -> Strategy:

@@ -36,7 +36,8 @@ def _side_options(s: str) -> list[Any]:
         opt(f"--graph-{s}", metavar="ID", help=f"with a log: side {S}'s compile id, e.g. 0/0 (default: the first "
                                                "with a backward)"),
         opt(f"--strategy-{s}", metavar="S", help=f"side {S}'s strategy (default: "
-            + ("A's when B is another trace, else " if s == "b" else "") + "logged for a log, what torch.compile does for a model)"),
+            + ("A's when B is another trace, else " if s == "b" else "")
+            + "logged for a log, what torch.compile does for a model)"),
         backend(f"--backend-{s}", help=f"side {S}'s capture backend"),
     ]
 
@@ -98,7 +99,8 @@ class Sides:
          opt("--logs", metavar="DIR", help="one TORCH_TRACE log for both sides (pick graphs with --rank-a/-b, "
                                            "--graph-a/-b)"),
          *_side_options("a"), *_side_options("b"),
-         backend(help="both sides' capture backend (default: torch.compile's, inductor)"), params("as for the other commands"),
+         backend(help="both sides' capture backend (default: torch.compile's, inductor)"),
+         params("as for the other commands"),
          DYNAMIC, description=DIFF_HELP + ".", epilog=DIFF_EXAMPLES)
 def cmd_diff(args: argparse.Namespace) -> int:
     """Compare two sides: the summary (totals, the change, the top differences), then the table."""
