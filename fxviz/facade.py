@@ -191,8 +191,9 @@ class Trace:
         from .render.table import MemoryTable
 
         chosen = tuple(parse_list(strategies) or self.offered)
+        step = {} if self.graph.logged is not None else choices.step_names(self.capture)
         return self._cache.frame(("memory_table", chosen, gaps), lambda: memory_table(
-            self.graph, self._cache.partition, chosen, gaps=gaps), MemoryTable)
+            self.graph, self._cache.partition, chosen, gaps=gaps, step=step), MemoryTable)
 
     def memory_table_by_piece(self, strategies: StrategiesLike | None = None) -> pd.DataFrame:
         """:meth:`memory_table` for every piece (graph), then one ``total`` row per strategy: the whole
@@ -219,7 +220,8 @@ class Trace:
         listed = parse_list(compare)
         others = tuple(s for s in (listed if listed is not None else self.offered) if s != main)
         out = self._cache.frame(("saved", main, others), lambda: saved_table(
-            self.graph, self.partition(main), [self.partition(s) for s in others]), pd.DataFrame)
+            self.graph, self.partition(main), [self.partition(s) for s in others],
+            {} if self.graph.logged is not None else choices.step_names(self.capture)), pd.DataFrame)
         if run is not None:
             rename = run_renames(self._piece_facts, self.index, run)
             out["module"] = [renamed(m, rename) for m in out["module"]]
@@ -315,7 +317,8 @@ class Trace:
             compare=self.partition(second) if second is not None else None, group=group, depth=depth,
             highlight=list(marks), name=name, expand=list(opened),
             node_limit=NODE_LIMIT if node_limit is None else node_limit,
-            timeout=DEFAULT_TIMEOUT if timeout is None else timeout, differences=bool(differences)))
+            timeout=DEFAULT_TIMEOUT if timeout is None else timeout, differences=bool(differences),
+            names=choices.step_names(self.capture)))
 
     def flow_network(self, strategy: StrategyLike | None = None) -> FlowNetwork:
         """The flow network torch's min-cut partitioner solves here (recorded from its own call), with

@@ -16,7 +16,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..capture import Capture, JointGraph
 
-__all__ = ["step_strategy", "budget_strategy", "offered", "default_strategy", "compare_partner", "compare_partners",
+__all__ = ["step_strategy", "step_words", "step_names", "named", "budget_strategy", "offered", "default_strategy",
+           "compare_partner", "compare_partners",
            "drawable", "drawn_strategy", "flow_strategy", "shown_graphs"]
 
 FLOW_STRATEGY = Strategy("min_cut")
@@ -32,6 +33,31 @@ def step_strategy(capture: Capture) -> Strategy:
     if capture.route in ("aot", "closure"):
         return Strategy("default")
     return budget_strategy(*capture.torch_budget)
+
+
+def step_words(capture: Capture) -> str:
+    """What :func:`step_strategy` is, in words a view prints beside its name."""
+    if capture.route in ("aot", "closure"):
+        return "what aot_function does"
+    budget, _ = capture.torch_budget
+    if budget < 1:
+        return f"what torch.compile does under your activation_memory_budget={budget:g} (min-cut's knapsack)"
+    return "what torch.compile does"
+
+
+def step_names(capture: Capture) -> dict[str, str]:
+    """{strategy name: what it is} for the strategy the user's step runs (none for a log's graph,
+    whose default is what the run saved): the words views print beside that name."""
+    if all(g.logged is not None for g in capture.graphs):
+        return {}
+    return {step_strategy(capture).name: step_words(capture)}
+
+
+def named(strategy: Strategy | str, names: dict[str, str], form: str = "{name} ({words})") -> str:
+    """``strategy``'s name, with what it is when it is the user's step's (:func:`step_names`):
+    ``min_cut (what torch.compile does)`` (``form`` spells it)."""
+    name = strategy if isinstance(strategy, str) else strategy.name
+    return form.format(name=name, words=names[name]) if name in names else name
 
 
 def budget_strategy(budget: float, solver: str) -> Strategy:

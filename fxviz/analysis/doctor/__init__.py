@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...capture import INFERENCE_NOTE, Capture, graph_name
+from ..choices import step_names
 from ..gradient_paths import eager_paths
 from ..partition import Partition
 from ..pieces import piece_facts
@@ -135,4 +136,4 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None,
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     strategy = next((p.name for p in parts if p is not None), "default")
     return Diagnosis(findings=findings, table=table, strategy=strategy, graphs=len(cap.graphs), title=cap.title,
-                     params_mode=cap.params)
+                     params_mode=cap.params, strategy_words=step_names(cap).get(strategy, ""))
