@@ -206,6 +206,7 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
     for other in others:
         df[other.name] = [fate(other, n) for n in df.index]
     df.attrs["strategy"] = p.name
+    df.attrs["strategy_words"] = (names or {}).get(p.name, "")  # "what torch.compile does" for the step's
     df.attrs["caption"] = (
         f"What strategy {named(p.name, names or {})} saves for the backward: {len(df)} values, biggest storage "
         "first. bytes count "
