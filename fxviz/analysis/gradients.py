@@ -190,6 +190,7 @@ def _with_eager_random(cap: Capture) -> JointGraph:
     from ..capture import capture
     from ..errors import FxvizWarning
 
+    assert cap.fn is not None  # a model's capture (check_gradients refuses the others)
     with _torch.eager_random(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FxvizWarning)  # said once, by the capture being checked
         again = capture(cap.fn, cap.example_inputs, loss_fn=cap.loss_fn, params=cap.params, route=cap.route,
