@@ -34,17 +34,18 @@ def mlp_explorer(traces) -> Explorer:
 
 
 def test_first_view_is_the_joint_graph_with_default_marks(mlp_explorer, traces):
+    """The explorer opens on what torch.compile does (min-cut), the other strategies after it."""
     w, tr = mlp_explorer, traces[("mlp", "lifted")]
     assert isinstance(w.pane, GraphPane)
     nodes = drawn(w.pane.svg)
     assert set(nodes) == {n for n in tr.graph.info if tr.graph.info[n].op != "output"}
     for name, cls in nodes.items():
         assert f"fx&#45;role&#45;{tr.graph.info[name].role}" in cls
-    assert saved_in(w.pane.svg) == set(tr.partition("default").saved)
-    assert w.pane.highlight == "default" and w.pane.view == "joint"
-    assert [r["key"] for r in w.pane.table["rows"]] == ["default", "min_cut", "budget:0.5:dp", "recompute_all",
+    assert saved_in(w.pane.svg) == set(tr.partition("min_cut").saved)
+    assert w.pane.highlight == "min_cut" and w.pane.view == "joint"
+    assert [r["key"] for r in w.pane.table["rows"]] == ["min_cut", "default", "budget:0.5:dp", "recompute_all",
                                                         "eager"]
-    assert w.pane.status["saved"] == list(tr.partition("default").saved)
+    assert w.pane.status["saved"] == list(tr.partition("min_cut").saved)
     assert set(w.pane.nodes) == set(nodes)
     assert w.pane.legend["roles"]["forward"]["color"] == fxviz.render.theme.ROLE_COLORS["forward"]
     assert w.pane.error == "" and w.pane.busy == ""
@@ -58,9 +59,9 @@ def test_strategy_switch_changes_graph_status_and_highlight_and_comes_back_cache
     assert saved_in(w.pane.svg) == set(tr.partition("recompute_all").saved)
     assert w.pane.svg != first
     assert set(w.pane.status["recomputed"]) == tr.partition("recompute_all").recomputed
-    w.strategy_control.value = "default"
-    assert w.pane.svg == first and w.pane.highlight == "default"
-    assert w.timings[-1].cached and w.timings[-1].key == "joint|default|-|-|-"
+    w.strategy_control.value = "min_cut"  # the first view's
+    assert w.pane.svg == first and w.pane.highlight == "min_cut"
+    assert w.timings[-1].cached and w.timings[-1].key == "joint|min_cut|-|-|-"
     assert w.pane.keep_zoom  # same kind of view: the front-end keeps the zoom
 
 
