@@ -59,8 +59,8 @@ _LAZY: dict[str, str] = {
                      "must_be_in_backward", "must_be_in_forward", "partitioner_context", "plain_min_cut_config",
                      "replay_rng", "rng_state_bytes", "step_budget", "torch_size_of"),
                     "partitioners"),
-    **dict.fromkeys(("RawJoint", "capture_with_aot_function", "capture_with_dynamo", "eager_random",
-                     "has_backend_random", "quiet_torch", "run_compiled_backward", "skipped_frames",
+    **dict.fromkeys(("RawJoint", "SeededInterpreter", "capture_with_aot_function", "capture_with_dynamo",
+                     "eager_random", "has_backend_random", "quiet_torch", "run_compiled_backward", "skipped_frames",
                      "unimplemented_count"), "tracing"),
     **dict.fromkeys(("LAYOUT_KNOB", "StepRun", "layout_optimization", "run_compiled_step"),
                     "compiled"),
@@ -89,6 +89,7 @@ if TYPE_CHECKING:
     )
     from .tracing import (
         RawJoint,
+        SeededInterpreter,
         capture_with_aot_function,
         capture_with_dynamo,
         eager_random,
@@ -113,6 +114,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "SUPPORTED_TORCH",
     "RawJoint",
+    "SeededInterpreter",
     "capture_with_dynamo",
     "unimplemented_count",
     "skipped_frames",

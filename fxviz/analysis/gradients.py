@@ -95,7 +95,7 @@ def run_joint(graph: JointGraph, values: dict[str, Any] | None = None) -> list[A
         else:
             raise FxvizError(f"no value for graph input {n.name}", "re-trace the model")
     with torch.no_grad():
-        out = fx.Interpreter(graph.gm).run(*args, enable_io_processing=False)
+        out = _torch.SeededInterpreter(graph.gm).run(*args, enable_io_processing=False)
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
@@ -113,7 +113,7 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
             v = values[part.fw_to_joint.get(n.name, n.name)]
             fw_args.append(v.detach() if isinstance(v, torch.Tensor) else v)
     with torch.no_grad():
-        fw_out = fx.Interpreter(fwd).run(*fw_args, enable_io_processing=False)
+        fw_out = _torch.SeededInterpreter(fwd).run(*fw_args, enable_io_processing=False)
     fw_out = list(fw_out) if isinstance(fw_out, (tuple, list)) else [fw_out]
     saved_out = fw_out[graph.num_fwd_outputs:]
     handed = dict(zip(part.saved, saved_out))
@@ -133,7 +133,7 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
             bw_args.append(handed[joint] if joint in handed else saved_out[position])
             position += 1
     with torch.no_grad():
-        bw_out = fx.Interpreter(bwd).run(*bw_args, enable_io_processing=False)
+        bw_out = _torch.SeededInterpreter(bwd).run(*bw_args, enable_io_processing=False)
     bw_out = list(bw_out) if isinstance(bw_out, (tuple, list)) else [bw_out]
     result: dict[str, Any] = {}
     for j, qual, _role in gradient_outputs(graph):
