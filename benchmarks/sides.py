@@ -127,7 +127,9 @@ class TorchAlone:
     def partition(self, record: dict[str, Any], which: str) -> Any:
         fn: Callable[..., Any] = {"default": self.partitioners.default_partition,
                                   "min_cut": self.partitioners.min_cut_rematerialization_partition}[which]
-        return fn(self._copy(record["joint"]), record["joint_inputs"], **record["kw"])
+        # min-cut as inductor calls it (compiler="inductor"); default_partition takes no compiler
+        kw = {k: v for k, v in record["kw"].items() if which == "min_cut" or k != "compiler"}
+        return fn(self._copy(record["joint"]), record["joint_inputs"], **kw)
 
     def analysis(self, rec: Recorder, spec: Spec, model: Any, inputs: tuple[Any, ...]) -> Any:
         record = rec.stage("trace", lambda: self.run(model, inputs, spec.meta))
