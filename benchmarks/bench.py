@@ -9,17 +9,18 @@ Every model runs in three fresh subprocesses: one times fxviz's analysis against
 interleaved (the ratio), and one per side measures what only that side does and its peak RSS
 (``--quick``: one process for all its models does both, without per-side RSS):
 
-* ``fxviz``: ``fxviz.trace`` (torch.compile + AOTAutograd, or aot_function over fake tensors for a
-  meta-device model), ``Trace.partition("default")`` and ``("min_cut")``, the memory table of those
-  two partitions, the collapsed drawing (what ``Trace.draw`` shows above its node limit: modules
-  as boxes, repeated blocks marked) and the full one (or ``refused`` above the limit), the
+* ``fxviz``: ``fxviz.trace`` (by default torch.compile's own capture: inductor's ``compile_fx`` up to
+  its partitioner, no kernel generated; aot_function over fake tensors for a meta-device model),
+  ``Trace.partition("default")`` and ``("min_cut")``, the memory table of those two partitions, the
+  collapsed drawing (what ``Trace.draw`` shows above its node limit: modules as boxes, repeated blocks
+  marked) and the full one (or ``refused`` above the limit), the
   explorer (first render, a view not seen yet, the slowest of six switches between views already
   seen, as the explorer times them in the kernel), the full HTML report, and the report in
   headless Chromium (the slowest switch between views already shown, until painted).
-* ``torch``: the same capture route with torch alone (torch.compile with an aot_autograd backend
-  whose ``partition_fn`` copies the joint graph and calls ``default_partition``, exactly what
-  fxviz's capture does), then ``default_partition`` and ``min_cut_rematerialization_partition`` on
-  fresh copies of that joint graph.  fxviz is never imported there.
+* ``torch``: the same capture route with torch alone (torch.compile with inductor's ``compile_fx``,
+  kernels not generated, whose partitioner copies the joint graph and calls min-cut as inductor
+  calls it, exactly what fxviz's default capture does since issue 32), then ``default_partition``
+  and ``min_cut_rematerialization_partition`` on fresh copies of that joint graph.  fxviz is never imported there.
 
 Both sides first run their own path once on a tiny model (warm-up: torch's lazy imports and
 dynamo's first-compile costs are paid once per session by any user, and would otherwise land on

@@ -45,8 +45,12 @@ class TorchAlone:
         import torch
         from torch import fx
         from torch._dynamo.backends.common import aot_autograd
+        from torch._functorch import config as functorch_config
         from torch._functorch import partitioners
         from torch._functorch.aot_autograd import aot_function, make_boxed_func
+        from torch._inductor import config as inductor_config
+        from torch._inductor.compile_fx import compile_fx
+        from torch._inductor.custom_graph_pass import CustomPartitionerFn
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         # held as Any: these are called with duck-typed callables, as fxviz's capture calls them
@@ -58,6 +62,10 @@ class TorchAlone:
         self.make_boxed_func: Any = make_boxed_func
         self.partitioners: Any = partitioners
         self.FakeTensorMode: Any = FakeTensorMode
+        self.functorch_config: Any = functorch_config
+        self.inductor_config: Any = inductor_config
+        self.compile_fx: Any = compile_fx
+        self.CustomPartitionerFn: Any = CustomPartitionerFn
 
     def _nop(self, gm: Any, _inputs: Any) -> Any:
         return self.make_boxed_func(gm.forward)
@@ -85,17 +93,43 @@ class TorchAlone:
                 return _torch_reduce(torch.func.functional_call(model, state, tuple(flat[len(names):])))
 
             self.aot_function(step, fw_compiler=self._nop, bw_compiler=self._nop, partition_fn=partition_fn)(*fakes)
-        else:  # fxviz's dynamo route: torch.compile with an AOTAutograd backend
-            backend = self.aot_autograd(fw_compiler=self._nop, bw_compiler=self._nop, partition_fn=partition_fn)
-            compiled = torch.compile(lambda *a: _torch_reduce(model(*a)), backend=backend, dynamic=False)
-            with torch._dynamo.config.patch(automatic_dynamic_shapes=False, assume_static_by_default=True):
-                compiled(*inputs)
+        else:  # fxviz's dynamo route (its default): torch.compile's inductor up to its partitioner
+            self._inductor_capture(model, inputs, record)
         return record
+
+    def _inductor_capture(self, model: Any, inputs: tuple[Any, ...], record: dict[str, Any]) -> None:
+        """What fxviz's default capture asks of torch: ``torch.compile`` with inductor's ``compile_fx``
+        (its decompositions, joint-graph passes and min-cut as it calls it), the joint graph copied
+        at the partitioner, the partitioned graphs run as they are (no kernel generated), caches
+        off so that the trace reaches the partitioner."""
+        torch, bench = self.torch, self
+
+        class Recording(self.CustomPartitionerFn):  # type: ignore[misc,name-defined]
+            def __call__(self, joint: Any, joint_inputs: Any, **kw: Any) -> Any:
+                record.update(joint=bench._copy(joint), joint_inputs=joint_inputs, kw=kw)
+                return bench.partitioners.min_cut_rematerialization_partition(joint, joint_inputs, **kw)
+
+            def uuid(self) -> Any:
+                return None
+
+        def inner_compile(gm: Any, _inputs: Any, **_kw: Any) -> Any:
+            return self.make_boxed_func(gm.forward)
+
+        def backend(gm: Any, example_inputs: Any) -> Any:
+            return self.compile_fx(gm, example_inputs, inner_compile=inner_compile)
+
+        compiled = torch.compile(lambda *a: _torch_reduce(model(*a)), backend=backend, dynamic=False)
+        with torch._dynamo.config.patch(automatic_dynamic_shapes=False, assume_static_by_default=True), \
+                self.inductor_config.patch(custom_partitioner_fn=Recording(), fx_graph_cache=False), \
+                self.functorch_config.patch(enable_autograd_cache=False):
+            compiled(*inputs)
 
     def partition(self, record: dict[str, Any], which: str) -> Any:
         fn: Callable[..., Any] = {"default": self.partitioners.default_partition,
                                   "min_cut": self.partitioners.min_cut_rematerialization_partition}[which]
-        return fn(self._copy(record["joint"]), record["joint_inputs"], **record["kw"])
+        # min-cut as inductor calls it (compiler="inductor"); default_partition takes no compiler
+        kw = {k: v for k, v in record["kw"].items() if which == "min_cut" or k != "compiler"}
+        return fn(self._copy(record["joint"]), record["joint_inputs"], **kw)
 
     def analysis(self, rec: Recorder, spec: Spec, model: Any, inputs: tuple[Any, ...]) -> Any:
         record = rec.stage("trace", lambda: self.run(model, inputs, spec.meta))

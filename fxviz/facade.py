@@ -116,8 +116,9 @@ class Trace:
 
     @property
     def default_strategy(self) -> Strategy:
-        """What every view shows when no strategy is named (``analysis.choices``): ``logged`` for a
-        log's graph with its forward and backward graphs, else torch's ``default``."""
+        """What views show when no strategy is named: ``logged`` for a log with its partitioned graphs,
+        else what the user's step partitions with (``choices.step_strategy``): torch.compile's min-cut,
+        its knapsack under an ``activation_memory_budget`` below 1, ``default`` for ``aot_function``."""
         return choices.default_strategy(self.graph, self.capture)
 
     def _strategy(self, strategy: StrategyLike | None) -> Strategy:
@@ -194,8 +195,9 @@ class Trace:
         from .render.table import MemoryTable
 
         chosen = tuple(parse_list(strategies) or self.offered)
+        step = {} if self.graph.logged is not None else choices.step_names(self.capture)
         out = self._cache.frame(("memory_table", chosen, gaps), lambda: memory_table(
-            self.graph, self._cache.partition, chosen, gaps=gaps), MemoryTable)
+            self.graph, self._cache.partition, chosen, gaps=gaps, step=step), MemoryTable)
         return out if measured is None else add_measured(out, measured)
 
     def memory_table_by_piece(self, strategies: StrategiesLike | None = None, *,
@@ -228,7 +230,8 @@ class Trace:
         listed = parse_list(compare)
         others = tuple(s for s in (listed if listed is not None else self.offered) if s != main)
         out = self._cache.frame(("saved", main, others), lambda: saved_table(
-            self.graph, self.partition(main), [self.partition(s) for s in others]), pd.DataFrame)
+            self.graph, self.partition(main), [self.partition(s) for s in others],
+            {} if self.graph.logged is not None else choices.step_names(self.capture)), pd.DataFrame)
         if run is not None:
             rename = run_renames(self._piece_facts, self.index, run)
             out["module"] = [renamed(m, rename) for m in out["module"]]

@@ -235,6 +235,8 @@ def classify_nodes(
                 module = _module_of(_torch.fwd_module_stack(n), module_paths)
                 if module is None:
                     module = seq_module.get(_torch.seq_nr(n) or -1)
+            if qual is None:
+                qual, module = _in_graph_update(n, placeholder_role, module)
         source, code = innermost_frame(_torch.stack_trace(n))
         infos[n.name] = NodeInfo(
             name=n.name, op=n.op, target=_target_str(n), short_op=short_op(n), role=role, phase=phase,
@@ -243,6 +245,21 @@ def classify_nodes(
             checkpoint_region=_torch.checkpoint_region(n), symbolic_shape=symbolic_shape(_torch.meta_val(n)),
         )
     return infos
+
+
+def _in_graph_update(n: fx.Node, placeholder_role: Mapping[str, tuple[str, str | None]], module: str | None
+                     ) -> tuple[str | None, str | None]:
+    """The name of an input an op writes in the graph (inductor keeps input mutations as ``copy_``
+    into the input, a BatchNorm's running statistics among them, where aot_eager returns the new
+    value as an output): ``"<input> (updated in place)"``, in the module that owns a buffer."""
+    if n.target is not torch.ops.aten.copy_.default or not n.args or not isinstance(n.args[0], fx.Node):
+        return None, module
+    role, qual = placeholder_role.get(n.args[0].name, (None, None))
+    if role not in CALLER_INPUT_ROLES or qual is None:
+        return None, module
+    if module is None and role in LIFTED_STATE_ROLES and "." in qual:
+        module = qual.rsplit(".", 1)[0]
+    return f"{qual} (updated in place)", module
 
 
 def _phase(n: fx.Node, after_tangent: set[str]) -> str:

@@ -46,7 +46,8 @@ def draw_trace(tr: Trace, view: str, strategy: StrategyLike | None, compare: Str
         compare=tr.partition(second) if second is not None else None, group=group, depth=depth,
         highlight=list(marks), name=name, expand=list(opened),
         node_limit=NODE_LIMIT if node_limit is None else node_limit,
-        timeout=DEFAULT_TIMEOUT if timeout is None else timeout, differences=bool(differences)))
+        timeout=DEFAULT_TIMEOUT if timeout is None else timeout, differences=bool(differences),
+        names=choices.step_names(tr.capture)))
 
 
 def _draw_flow(tr: Trace, strategy: Strategy, timeout: float | None) -> Drawing:

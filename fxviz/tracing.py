@@ -13,7 +13,7 @@ __all__ = ["trace"]
 
 
 def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None = None,
-          params: str = "lifted", capture_route: str = "auto", backend: str = "aot_eager",
+          params: str = "lifted", capture_route: str = "auto", backend: str | None = None,
           dynamic: bool = False, inputs: dict[str, Any] | None = None, compile_loss: bool = False,
           **keyword_inputs: Any) -> Trace:
     """Trace ``model_or_fn(*example_inputs, **keyword_inputs)`` into its joint forward+backward graph.
@@ -41,10 +41,13 @@ def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None 
         capture_route: ``"auto"`` (dynamo, or aot for meta-device models and closure mode),
             ``"dynamo"`` (torch.compile's capture: module paths, source lines, graph breaks) or
             ``"aot"`` (aot_function over fake tensors: no weights touched, no graph breaks).
-        backend: whose joint graph to capture.  ``"aot_eager"`` (default): the graph AOTAutograd
-            traces with its own decompositions.  ``"inductor"``: the graph torch.compile's default
-            backend partitions (inductor's decompositions, e.g. gelu as erf; its joint-graph
-            passes), with min-cut called as inductor calls it.  No kernel is generated.
+        backend: whose joint graph to capture.  Default: what ``torch.compile(model)`` runs,
+            ``"inductor"`` (inductor's decompositions, e.g. gelu as erf, and its joint-graph passes;
+            min-cut called as inductor calls it; no kernel is generated), and for the ``aot`` and
+            ``closure`` routes what ``aot_function`` traces.  ``"aot_eager"``: the graph AOTAutograd
+            traces with its own decompositions, before any inductor pass.  Views show the partition
+            the user's step makes by default: min-cut as torch.compile calls it (its knapsack under
+            torch's ``activation_memory_budget``), or ``default_partition`` for ``aot_function``.
         dynamic: torch.compile's flag: trace with symbolic sizes (SymInts saved for the backward
             are listed; bytes are evaluated at the example sizes).
 

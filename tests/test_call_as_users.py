@@ -118,8 +118,8 @@ def _fxviz_tangents(tr: fxviz.Trace) -> list[tuple[str, str]]:
 
 def _trace(model: nn.Module, ids: torch.Tensor, step: str) -> fxviz.Trace:
     if step == "own_loss":
-        return fxviz.trace(model, input_ids=ids, labels=ids)
-    return fxviz.trace(model, ids, loss_fn=_logits_loss, compile_loss=step == "compile_loss")
+        return fxviz.trace(model, input_ids=ids, labels=ids, backend="aot_eager")  # the real steps' backend
+    return fxviz.trace(model, ids, loss_fn=_logits_loss, compile_loss=step == "compile_loss", backend="aot_eager")
 
 
 @pytest.mark.parametrize("factory", ["_keyword_model", pytest.param("_gpt2", marks=pytest.mark.slow)])

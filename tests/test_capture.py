@@ -75,12 +75,21 @@ def test_every_example_lifted_gradients_match_eager(traces, name):
 
 
 def test_buffers_named_and_batchnorm_mutation_is_output(traces):
+    """Every running statistic a BatchNorm updates is named: inductor's graph (the default) writes it
+    in place (``copy_`` into the buffer, in its module); aot_eager's returns the new value."""
     tr = traces[("resnet_block", "lifted")]
     df = tr.nodes
     buffers = set(df[df.role == "buffer"].qualname)
     assert buffers == {n for n, _ in tr.model.named_buffers()}
-    updated = df[(df.role == "output") & df.qualname.fillna("").str.endswith("(updated in place)")]
-    assert len(updated) == len([n for n, _ in tr.model.named_buffers()])
+    wanted = sorted(f"{n} (updated in place)" for n, _ in tr.model.named_buffers())
+    updated = df[df.qualname.fillna("").str.endswith("(updated in place)")]
+    assert sorted(updated.qualname) == wanted
+    assert set(updated.short_op) == {"copy_"} and set(updated.role) == {"forward"}
+    assert list(updated.module) == [q.rsplit(".", 1)[0] for q in updated.qualname]
+    eager_style = fxviz.trace(tr.model, *tr.capture.example_inputs, backend="aot_eager").nodes
+    returned = eager_style[(eager_style.role == "output")
+                           & eager_style.qualname.fillna("").str.endswith("(updated in place)")]
+    assert sorted(returned.qualname) == wanted
 
 
 def test_tied_weights_one_parameter(traces):

@@ -55,8 +55,13 @@ def _run_printed_code(tr, strategy="default") -> dict[str, torch.Tensor]:
     ("alexnet", "closure", "default"),
     ("resnet_block", "lifted", "default"),
 ])
-def test_printed_code_reproduces_eager_gradients(traces, name, params, strategy):
+def test_printed_code_reproduces_eager_gradients(traces, example_models, name, params, strategy):
     tr = traces[(name, params)]
+    if tr.capture.backend == "inductor" and _draws_with_inductors_seeds(tr):
+        # inductor's graph draws its dropout masks from seeds of its own (eager's differ from one RNG
+        # state): the printed code of AOTAutograd's own graph is the one eager autograd can check
+        model, inputs = example_models[name]
+        tr = fxviz.trace(model, *inputs, params=params, backend="aot_eager")
     with torch.random.fork_rng():
         state = torch.get_rng_state()
         eager = _eager(tr)
@@ -76,6 +81,10 @@ def test_printed_code_reproduces_eager_gradients(traces, name, params, strategy)
         assert tr.check_gradients().ok.all()  # fxviz's own check agrees
 
 
+def _draws_with_inductors_seeds(tr) -> bool:
+    return any("inductor_random" in str(n.target) for n in tr.joint.graph.nodes)
+
+
 def test_real_names_in_the_code(traces):
     tr = traces[("alexnet", "lifted")]
     fwd, bwd = tr.code("forward"), tr.code("backward")
@@ -89,7 +98,7 @@ def test_real_names_in_the_code(traces):
     saved_out = [v.name for v in fwd.outputs if v.role == "saved"]
     saved_in = [v.name for v in bwd.inputs if v.role == "saved"]
     assert saved_out == saved_in
-    part = tr.partition("default")
+    part = tr.partition()  # the code's default strategy is every view's
     assert [v.joint for v in fwd.outputs if v.role == "saved"] == part.saved
     for v in bwd.outputs:
         if v.name is not None:

@@ -62,13 +62,15 @@ def rows(d: fxviz.Diff, **where):
 
 @pytest.fixture(scope="module")
 def plain_and_checkpointed():
+    """The diff's explanations on AOTAutograd's own graph (GELU one gelu op) under default_partition,
+    both named (the defaults are inductor's capture and min-cut, compared in the inductor tests)."""
     (m0, x0), (m1, x1) = net(), net(checkpointed=True)
-    return fxviz.trace(m0, x0), fxviz.trace(m1, x1)
+    return fxviz.trace(m0, x0, backend="aot_eager"), fxviz.trace(m1, x1, backend="aot_eager")
 
 
 def test_checkpoint_one_block(plain_and_checkpointed):
     a, b = plain_and_checkpointed
-    d = fxviz.diff(a, b)
+    d = fxviz.diff(a, b, "default", "default")
     check_sides(d, torch_saved(a, "default"), torch_saved(b, "default"))
     t = d.table
     act = t[t["kind"] == "activation"]
@@ -91,8 +93,8 @@ def test_checkpoint_one_block(plain_and_checkpointed):
 
 def test_extra_op_before_projection():
     (m0, x0), (m1, x1) = net(), net(extra=True)
-    a, b = fxviz.trace(m0, x0), fxviz.trace(m1, x1)
-    d = fxviz.diff(a, b)
+    a, b = fxviz.trace(m0, x0, backend="aot_eager"), fxviz.trace(m1, x1, backend="aot_eager")
+    d = fxviz.diff(a, b, "default", "default")
     check_sides(d, torch_saved(a, "default"), torch_saved(b, "default"))
     t = d.table
     added = rows(d, status="only B")
@@ -144,8 +146,9 @@ def test_errors_name_the_fix(plain_and_checkpointed):
 
 def test_aot_eager_vs_inductor_gelu_mlp():
     model, inputs = MODELS["gelu_mlp"]()
-    a = fxviz.trace(model, *inputs)
-    b = fxviz.trace(model, *inputs, backend="inductor")
+    a = fxviz.trace(model, *inputs, backend="aot_eager")
+    b = fxviz.trace(model, *inputs)  # the default: inductor
+    assert b.capture.backend == "inductor"
     d = fxviz.diff(a, b, "min_cut")
     check_sides(d, torch_saved(a, "min_cut"), torch_saved(b, "min_cut"))
     gelu = rows(d, op="gelu")
@@ -307,7 +310,7 @@ def test_cli_errors_are_one_line(argv, message, capsys):
 
 def test_draw_both_sides(plain_and_checkpointed):
     a, b = plain_and_checkpointed
-    d = fxviz.diff(a, b)
+    d = fxviz.diff(a, b, "default", "default")
     source = d.draw().source
     t = d.table
     for name in t.loc[t["status"] == "only A", "name_a"]:
@@ -371,8 +374,8 @@ def test_renamed_modules_match_by_op_and_shape(plain_and_checkpointed):
     a, _ = plain_and_checkpointed
     torch.manual_seed(0)
     model = Seq()
-    b = fxviz.trace(model, torch.randn(8, 16))
-    d = fxviz.diff(a, b)
+    b = fxviz.trace(model, torch.randn(8, 16), backend="aot_eager")
+    d = fxviz.diff(a, b, "default", "default")
     check_sides(d, torch_saved(a, "default"), torch_saved(b, "default"))
     act = d.table[d.table["kind"] == "activation"]
     ops = act[act["op"] != "primal"]

@@ -196,13 +196,24 @@ CUT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("cls,cause,cut,op", CUT_CASES, ids=[c[0].__name__ for c in CUT_CASES])
-def test_each_cut_names_parameter_node_and_line(cls, cause, cut, op):
+CUT_IDS = [c[0].__name__ for c in CUT_CASES]
+# the ignored head twice: its loss traced into the graph (the graph shows which outputs it reads) and,
+# as by default, applied outside it (every output gets a tangent: the loss itself is the judge)
+CUT_CASES_LOSS = [(*c, False) for c in CUT_CASES] + [(IgnoredHead, "ignored_output", ["b.weight", "b.bias"], None,
+                                                      True)]
+
+
+@pytest.mark.parametrize("cls,cause,cut,op,compile_loss", CUT_CASES_LOSS,
+                         ids=[*CUT_IDS, "IgnoredHead-compile_loss"])
+def test_each_cut_names_parameter_node_and_line(cls, cause, cut, op, compile_loss):
     model, x = _model(cls), _x()
     loss_fn = (lambda out: out[0].sum()) if cls is IgnoredHead else None
-    # the loss traced into the graph: the doctor sees which outputs it reads (outside it, every
-    # output gets a tangent)
-    tr = fxviz.trace(model, x, loss_fn=loss_fn, compile_loss=True)
+    # the nodes named are AOTAutograd's own ops (detach, _to_copy, copy): inductor decomposes some and
+    # its joint passes remove others (a detach becomes an alias, then nothing), so aot_eager's graph
+    tr = fxviz.trace(model, x, loss_fn=loss_fn, compile_loss=compile_loss, backend="aot_eager")
+    # on inductor's graph (the default) the doctor finds the same parameters cut
+    default = fxviz.trace(model, x, loss_fn=loss_fn, compile_loss=compile_loss)
+    assert sorted(default.doctor().missing) == sorted(cut)
     before = snapshot(model)
     report = tr.doctor()
     assert_unchanged(model, before)
@@ -232,7 +243,7 @@ def test_each_cut_names_parameter_node_and_line(cls, cause, cut, op):
 def test_overwrite_gradient_exists_but_is_zero():
     """In-place overwrite: torch returns a gradient, and it is all zeros; the doctor says so."""
     model, x = _model(Overwritten), _x()
-    tr = fxviz.trace(model, x)
+    tr = fxviz.trace(model, x, backend="aot_eager")  # the copy node (inductor's passes remove it)
     check = tr.check_gradients().set_index("parameter")
     assert check.loc["a.weight", "has_gradient"] and check.loc["a.weight", "ok"]
     (f,) = tr.doctor().diagnosis.for_parameter("a.weight")
@@ -268,7 +279,7 @@ def test_frozen_is_information_and_healthy():
 
 def test_graph_breaks_are_diagnosed_across_pieces():
     model, x = _model(BreakThenDetach), _x()
-    tr = fxviz.trace(model, x)
+    tr = fxviz.trace(model, x, backend="aot_eager")  # the detach node (inductor's passes remove it)
     assert len(tr.pieces) > 1
     report = tr.doctor()
     assert sorted(report.missing) == ["a.bias", "a.weight"]
@@ -374,7 +385,7 @@ def test_gradient_dropped_by_a_partitioner():
     tr = fxviz.trace(model, x)
     grad = tr.nodes[(tr.nodes.role == "gradient") & (tr.nodes.qualname == "a.weight")].index[0]
 
-    def lossy(joint, joint_inputs, **kwargs):
+    def lossy(joint, joint_inputs, compiler=None, **kwargs):  # inductor calls a partitioner with compiler=
         fwd, bwd = _torch.default_partition(joint, joint_inputs, **kwargs)
         out = list(bwd.graph.nodes)[-1]
         out.args = (tuple(None if getattr(a, "name", None) == grad else a for a in out.args[0]),)

@@ -46,16 +46,24 @@ def scene_groups(tr: fxviz.Trace, svg: str, expand: tuple[str, ...] = ()) -> dic
     return sc.structure_scene(scene, sc.Structure(scene, tr.graph), level, expand).groups
 
 
+@pytest.fixture(scope="module")
+def gpt_trace(example_models) -> fxviz.Trace:
+    """mini_gpt as AOTAutograd traces it (backend="aot_eager"): the loss's backward is one
+    ``nll_loss_backward`` op (inductor decomposes it), the box records below name it."""
+    model, inputs = example_models["mini_gpt"]
+    return fxviz.trace(model, *inputs, backend="aot_eager")
+
+
 @pytest.fixture()
-def gpt(traces) -> Explorer:
+def gpt(gpt_trace) -> Explorer:
     """mini_gpt (390 nodes): the default view collapses it into boxes."""
-    return fxviz.explore(traces[("mini_gpt", "lifted")])
+    return fxviz.explore(gpt_trace)
 
 
-def test_box_members_come_from_the_scene(gpt, traces):
+def test_box_members_come_from_the_scene(gpt, gpt_trace):
     """Each drawn box's record lists the scene's own members: the function box its function's ops,
     the loss's backward ops placed in ``lm_head``'s box (their recorded module is none)."""
-    tr = traces[("mini_gpt", "lifted")]
+    tr = gpt_trace
     boxes = {b["id"]: b for b in gpt.pane.boxes}
     groups = scene_groups(tr, gpt.pane.svg)
     assert set(boxes) == set(groups) and set(boxes) <= set(drawn(gpt.pane.svg))
@@ -70,8 +78,8 @@ def test_box_members_come_from_the_scene(gpt, traces):
     assert "nll_loss_backward" in strays, strays
 
 
-def test_expand_message_opens_the_box_and_collapse_brings_the_cached_view_back(gpt, traces):
-    tr = traces[("mini_gpt", "lifted")]
+def test_expand_message_opens_the_box_and_collapse_brings_the_cached_view_back(gpt, gpt_trace):
+    tr = gpt_trace
     first_svg, first_key = gpt.pane.svg, gpt.pane.view_key
     box = next(b for b in gpt.pane.boxes if b["id"] == "forward/h.0.attn")
     gpt._on_pane_msg(None, {"event": "expand", "key": box["key"]}, None)
@@ -96,15 +104,15 @@ def test_expand_message_opens_the_box_and_collapse_brings_the_cached_view_back(g
     assert gpt.timings[-1].cached
 
 
-def test_function_box_opens(gpt, traces):
-    tr = traces[("mini_gpt", "lifted")]
+def test_function_box_opens(gpt, gpt_trace):
+    tr = gpt_trace
     fn = next(b for b in gpt.pane.boxes if b["kind"] == "function")
     gpt._on_pane_msg(None, {"event": "expand", "key": fn["key"]}, None)
     titles = drawn(gpt.pane.svg)
     assert fn["id"] not in titles
     assert set(fn["members"]) <= set(titles)
     # the same drawing as the API's
-    drawing = tr.draw("joint", strategy="default", expand=[fn["key"]])
+    drawing = tr.draw("joint", strategy=tr.default_strategy, expand=[fn["key"]])  # what the explorer opens with
     assert gpt.pane.svg == fxviz.render.embed.clean_svg(drawing.svg())
     # its ops stay together in a dashed frame named after the box, as an opened module's do
     src = drawing.source
@@ -151,11 +159,11 @@ def test_opened_boxes_survive_strategy_switches_and_go_where_they_do_not_exist(g
     assert gpt.expanded == [] and gpt.pane.expanded == []
 
 
-def test_explore_opens_boxes_from_the_start(traces):
-    tr = traces[("mini_gpt", "lifted")]
+def test_explore_opens_boxes_from_the_start(gpt_trace):
+    tr = gpt_trace
     w = fxviz.explore(tr, expand=["h.0.attn", FUNCTION_BOX])
     assert w.expanded == ["h.0.attn", FUNCTION_BOX]
-    assert w.pane.svg == fxviz.render.embed.clean_svg(tr.draw("joint", strategy="default",
+    assert w.pane.svg == fxviz.render.embed.clean_svg(tr.draw("joint", strategy=tr.default_strategy,
                                                           expand=sorted(["h.0.attn", FUNCTION_BOX])).svg())
     with pytest.raises(fxviz.InputError, match="not a module or box"):
         fxviz.explore(tr, expand=["no.such.box"])
@@ -299,9 +307,9 @@ def test_double_click_opens_a_box_in_chromium(gpt, tmp_path, artifacts):
         assert not b.blocked
 
 
-def test_report_ships_each_drawings_boxes(traces):
+def test_report_ships_each_drawings_boxes(gpt_trace):
     """The report's page reads a box's members from its payload too (no module-path guess)."""
-    tr = traces[("mini_gpt", "lifted")]
+    tr = gpt_trace
     data = fxviz.payloads.report_data(tr, strategies=["default"], views=("joint", "backward"))
     assert data["drawings"]
     for key, d in data["drawings"].items():

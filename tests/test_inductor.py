@@ -117,17 +117,28 @@ def test_the_step_strategy_is_the_real_step(real_runs, traces, name):
     assert tr.partition(s).saved == logged.saved
 
 
-def test_the_step_strategy_follows_the_users_budget(real_runs):
+@pytest.mark.parametrize("name", NAMES)
+def test_the_default_is_the_real_step(real_runs, name):
+    """No options: fxviz shows what torch.compile(model)'s training step saves (issue 32)."""
+    logged = real_runs[False][name]
+    model, inputs = MODELS[name]()
+    tr = fxviz.trace(model, *inputs)
+    assert tr.capture.backend == "inductor" and tr.default_strategy.name == "min_cut"
+    assert tr.partition().saved == logged.saved
+    assert tr.memory_table().iloc[0]["strategy"] == "min_cut"
+
+
+def test_the_default_follows_the_users_budget(real_runs):
     """A budget the user set in torch's config is what their step partitions with: the knapsack."""
     from torch._functorch import config as functorch_config
 
     logged = real_runs["budget"]["two_blocks"]
     model, inputs = MODELS["two_blocks"]()
     with functorch_config.patch(activation_memory_budget=BUDGET):
-        tr = fxviz.trace(model, *inputs, backend="inductor")
-    s = step_strategy(tr.capture)
-    assert s.name == f"budget:{BUDGET:g}:dp"
-    assert tr.partition(s).saved == logged.saved
+        tr = fxviz.trace(model, *inputs)
+    assert step_strategy(tr.capture) == tr.default_strategy
+    assert tr.default_strategy.name == f"budget:{BUDGET:g}:dp"
+    assert tr.partition().saved == logged.saved
     # and min_cut stays min-cut without a budget, whatever torch's config says when it runs
     with functorch_config.patch(activation_memory_budget=BUDGET):
         plain = tr.partition("min_cut").saved
@@ -151,7 +162,7 @@ def test_gelu_aot_eager_is_not_what_inductor_runs(real_runs):
     erf and saves a mul instead; fxviz's inductor capture shows the real run's."""
     logged = real_runs[False]["gelu_mlp"]
     model, inputs = MODELS["gelu_mlp"]()
-    eager_style = fxviz.trace(model, *inputs)
+    eager_style = fxviz.trace(model, *inputs, backend="aot_eager")
     assert "aot_eager" in eager_style.summary()
     gelu = "aten.gelu.default"
     assert _ops(eager_style.joint)[gelu] == 1 and logged.joint_ops[gelu] == 0

@@ -129,7 +129,7 @@ def test_one_process_mini_gpt(backend, request):
     if backend == "aot_eager":
         # aot_eager partitions with min-cut: fxviz.trace of the same model, min-cut, saves the same
         # values; the rebuilt joint graph partitioned by torch again gives the run's choice
-        live = fxviz.trace(model, idx, tgt)
+        live = fxviz.trace(model, idx, tgt, backend="aot_eager")  # the log's backend
         assert live.partition("min_cut").saved == p.saved
         assert tr.partition("min_cut").saved == p.saved
         assert live.partition("default").saved == tr.partition("default").saved

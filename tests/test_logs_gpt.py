@@ -80,11 +80,13 @@ def test_logged_is_the_default_everywhere(logs, capsys):
     assert "partition 'logged'" in out.splitlines()[0]
     _code, out, _ = _cli(capsys, "code", "--logs", logs["ckpt_aot"])
     assert '"logged' in out.splitlines()[0]
-    # a traced model keeps torch's default
+    # a traced model's default is what its step partitions with: torch.compile's min-cut, and
+    # default_partition for aot_function's route
     import torch
 
     model = torch.nn.Linear(4, 2)
-    assert fxviz.trace(model, torch.randn(3, 4)).default_strategy.name == "default"
+    assert fxviz.trace(model, torch.randn(3, 4)).default_strategy.name == "min_cut"
+    assert fxviz.trace(model, torch.randn(3, 4), capture_route="aot").default_strategy.name == "default"
 
 
 # --- (3) no false alarms: returned gradients are not "dropped"; a random op must draw ------------------
@@ -142,7 +144,8 @@ def test_random_ops_on_traced_models_need_a_draw():
                  and tr.graph.info[n.name].phase == "forward"}
     assert attention & tr.partition("budget:0").recomputed  # recomputed, and drawing nothing
     assert not tr.partition("budget:0").recomputed_random
-    dropped = fxviz.trace(Attn(0.5), x)
+    # aot_eager's graph keeps native_dropout (inductor's draws seeds once and replays them)
+    dropped = fxviz.trace(Attn(0.5), x, backend="aot_eager")
     drops = [n for n in dropped.joint.graph.nodes
              if n.op == "call_function" and str(n.target) == "aten.native_dropout.default"]
     assert drops and all(draws_random(n) for n in drops)

@@ -74,8 +74,9 @@ def logged(tmp_path_factory) -> dict[str, list[str]]:
 @pytest.mark.parametrize("name", list(CASES))
 def test_joint_graph_is_the_user_steps(logged, name):
     model, inputs, loss_fn, _ = build(name)
-    # the user's step computes the loss inside the compiled function: compile_loss=True
-    tr = fxviz.trace(model, *inputs, loss_fn=loss_fn, compile_loss=loss_fn is not None)
+    # the user's step computes the loss inside the compiled function: compile_loss=True; the log's
+    # backend (aot_eager: its joint graph is the one AOTAutograd traced, before inductor's passes)
+    tr = fxviz.trace(model, *inputs, loss_fn=loss_fn, compile_loss=loss_fn is not None, backend="aot_eager")
     assert _ops(tr.graph.gm) == logged[name]
 
 

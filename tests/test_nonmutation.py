@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch._functorch.config  # the session knobs _user_session sets (fxviz imports it lazily)
 
 import fxviz
 

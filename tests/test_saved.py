@@ -14,6 +14,7 @@ import torch.nn as nn
 import fxviz
 from fxviz import examples
 from fxviz.analysis.saved import FATES, KINDS, NO_MODULE, OP_WORDS
+from fxviz.analysis.strategies import Strategy
 from fxviz.errors import FxvizError
 from fxviz.graph_facts import saved_values
 
@@ -112,8 +113,9 @@ def test_saved_table_on_the_examples(traces, example_models, name):
     _check(tr, "min_cut", model=example_models[name][0])
 
 
-def test_saved_words_name_multi_output_ops_and_views(traces):
-    tr = traces[("mini_gpt", "lifted")]
+def test_saved_words_name_multi_output_ops_and_views(example_models):
+    model, inputs = example_models["mini_gpt"]
+    tr = fxviz.trace(model, *inputs, backend="aot_eager")  # native_layer_norm (inductor decomposes it)
     df = tr.saved()
     ln = df[df["op"] == "native_layer_norm[2]"]
     assert len(ln) and set(ln["what"]) == {"LayerNorm rstd"}
@@ -220,7 +222,7 @@ def test_saved_per_run_of_a_reused_graph():
     tr = fxviz.trace(model, torch.randn(4, 8))
     facts = piece_facts(tr.capture)
     known = dict(model.named_modules())
-    totals = tr.memory_table_by_piece(["default"])
+    totals = tr.memory_table_by_piece([tr.default_strategy])  # the strategy piece.saved() shows
     total = totals[totals["piece"] == "total"]["saved_activation_bytes"].iloc[0]
     summed = 0
     reused = [p for p in tr.pieces if p.has_backward and len(facts.runs_of(p.index)) > 1]
@@ -257,7 +259,7 @@ def test_saved_panel_data_travels_in_the_view_payload(traces):
     model, inputs = examples.mlp()
     fresh = fxviz.trace(model, *inputs)
     view_payload(fresh, ViewKey("forward", "min_cut"))
-    assert [k for k in fresh._cache if k[0] == "partition"] == [("partition", fresh.offered[1])]
+    assert [k for k in fresh._cache if k[0] == "partition"] == [("partition", Strategy("min_cut"))]
     tr = traces[("mlp", "lifted")]
     payload = view_payload(tr, ViewKey("forward", "min_cut")).to_json()
     rows = payload["saved"]["min_cut"]["rows"]
@@ -297,13 +299,13 @@ def _without_partitioned_graphs(log: pathlib.Path, to: pathlib.Path) -> pathlib.
 def test_a_log_without_its_partitioned_graphs_defaults_to_torchs_default_everywhere(aot_log, tmp_path):
     """Issue 31: on a log trace whose forward/backward graphs are not in the log, ``tr.saved()`` said
     "this trace was not read from a log" (it defaulted to ``logged``) while ``tr.partition()`` used
-    ``default``.  Every view asks one rule (``analysis.choices``): ``default`` here, and no ``logged``
-    offered."""
+    ``default``.  Every view asks one rule (``analysis.choices``): what torch.compile's step partitions
+    with here, ``min_cut`` (issue 32), and no ``logged`` offered."""
     tr = fxviz.load_logs(_without_partitioned_graphs(pathlib.Path(aot_log), tmp_path / "joint_only")).trace()
     assert tr.from_log and tr.graph.logged is None and tr.has_backward
     df = tr.saved()  # raised StrategyError "... this trace was not read from a log"
-    assert df.attrs["strategy"] == tr.partition().name == "default"
-    assert set(df.index) == set(tr.partition("default").saved)
-    assert tr.default_strategy.name == "default" and "logged" not in [s.name for s in tr.offered]
-    assert tr.memory_by_module().attrs["strategy"] == "default"
+    assert df.attrs["strategy"] == tr.partition().name == "min_cut"
+    assert set(df.index) == set(tr.partition("min_cut").saved)
+    assert tr.default_strategy.name == "min_cut" and "logged" not in [s.name for s in tr.offered]
+    assert tr.memory_by_module().attrs["strategy"] == "min_cut"
     assert list(tr.memory_table()["strategy"]) == [s.name for s in tr.offered]

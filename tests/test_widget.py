@@ -34,17 +34,18 @@ def mlp_explorer(traces) -> Explorer:
 
 
 def test_first_view_is_the_joint_graph_with_default_marks(mlp_explorer, traces):
+    """The explorer opens on what torch.compile does (min-cut), the other strategies after it."""
     w, tr = mlp_explorer, traces[("mlp", "lifted")]
     assert isinstance(w.pane, GraphPane)
     nodes = drawn(w.pane.svg)
     assert set(nodes) == {n for n in tr.graph.info if tr.graph.info[n].op != "output"}
     for name, cls in nodes.items():
         assert f"fx&#45;role&#45;{tr.graph.info[name].role}" in cls
-    assert saved_in(w.pane.svg) == set(tr.partition("default").saved)
-    assert w.pane.highlight == "default" and w.pane.view == "joint"
-    assert [r["key"] for r in w.pane.table["rows"]] == ["default", "min_cut", "budget:0.5:dp", "recompute_all",
+    assert saved_in(w.pane.svg) == set(tr.partition("min_cut").saved)
+    assert w.pane.highlight == "min_cut" and w.pane.view == "joint"
+    assert [r["key"] for r in w.pane.table["rows"]] == ["min_cut", "default", "budget:0.5:dp", "recompute_all",
                                                         "eager"]
-    assert w.pane.status["saved"] == list(tr.partition("default").saved)
+    assert w.pane.status["saved"] == list(tr.partition("min_cut").saved)
     assert set(w.pane.nodes) == set(nodes)
     assert w.pane.legend["roles"]["forward"]["color"] == fxviz.render.theme.ROLE_COLORS["forward"]
     assert w.pane.error == "" and w.pane.busy == ""
@@ -58,9 +59,9 @@ def test_strategy_switch_changes_graph_status_and_highlight_and_comes_back_cache
     assert saved_in(w.pane.svg) == set(tr.partition("recompute_all").saved)
     assert w.pane.svg != first
     assert set(w.pane.status["recomputed"]) == tr.partition("recompute_all").recomputed
-    w.strategy_control.value = "default"
-    assert w.pane.svg == first and w.pane.highlight == "default"
-    assert w.timings[-1].cached and w.timings[-1].key == "joint|default|-|-|-"
+    w.strategy_control.value = "min_cut"  # the first view's
+    assert w.pane.svg == first and w.pane.highlight == "min_cut"
+    assert w.timings[-1].cached and w.timings[-1].key == "joint|min_cut|-|-|-"
     assert w.pane.keep_zoom  # same kind of view: the front-end keeps the zoom
 
 
@@ -102,11 +103,12 @@ def test_compare_view(mlp_explorer, traces):
     w.strategy_control.value = "recompute_all"
     w.view_control.value = "compare"
     assert w.compare_control.layout.display == ""
-    assert w.pane.view == "compare" and w.pane.view_key == "compare|recompute_all|min_cut|-|-"
-    assert w.pane.compare_status["saved"] == list(tr.partition("min_cut").saved)
-    assert w.pane.compare_highlight == "min_cut"
-    w.compare_control.value = "default"
+    # B opened as the first strategy's partner: min_cut (what torch.compile does) pairs with default
+    assert w.pane.view == "compare" and w.pane.view_key == "compare|recompute_all|default|-|-"
     assert w.pane.compare_status["saved"] == list(tr.partition("default").saved)
+    assert w.pane.compare_highlight == "default"
+    w.compare_control.value = "min_cut"
+    assert w.pane.compare_status["saved"] == list(tr.partition("min_cut").saved)
     # never A = B: picking B's strategy as A (or B = A) moves B to another strategy
     for a in ("default", "min_cut", "budget", "recompute_all"):
         w.strategy_control.value = a
@@ -122,7 +124,7 @@ def test_compare_view(mlp_explorer, traces):
 def test_forward_and_backward_views_and_an_undrawable_one(mlp_explorer, traces):
     w, tr = mlp_explorer, traces[("mlp", "lifted")]
     w.view_control.value = "backward"
-    p = tr.partition("default")
+    p = tr.partition("min_cut")  # the explorer's first strategy: what torch.compile does
     assert {t.split("~")[0] for t in drawn(w.pane.svg)} == set(p.bw_to_joint.values())
     w.strategy_control.value = "eager"
     assert "no backward graph" in w.pane.error and w.pane.svg == ""
@@ -140,7 +142,7 @@ def test_group_by_module_with_depth(traces):
     assert w.depth_control.layout.display == ""
     assert w.depth_control.max >= 1
     assert 'class="node fx&#45;group' in w.pane.svg
-    assert w.pane.view_key.startswith("joint|default|-|module|")
+    assert w.pane.view_key.startswith("joint|min_cut|-|module|")
 
 
 def test_search_selection_and_table_row_clicks(mlp_explorer):
@@ -162,7 +164,7 @@ def test_static_fallback_without_a_kernel(mlp_explorer):
     assert "application/vnd.jupyter.widget-view+json" in data
     page = data["text/html"]
     assert "<svg" in page and "<script" not in page.lower() and "http" not in page
-    assert 'data-strategy="default" class="fxviz-row-selected"' in page
+    assert 'data-strategy="min_cut" class="fxviz-row-selected"' in page
     assert "saved activations" in page and "forward op" in page  # the table and the legend
 
 
@@ -237,7 +239,7 @@ def test_first_computations_show_progress_and_seen_views_do_not(mlp_explorer):
     notes: list[str] = []
     w.pane.observe(lambda change: notes.append(change["new"]), "busy")
     w.view_control.value = "forward"  # never drawn: a progress note while it is computed, then none
-    assert notes and notes[0].startswith("computing the forward view of default") and notes[-1] == ""
+    assert notes and notes[0].startswith("computing the forward view of min_cut") and notes[-1] == ""
     notes.clear()
     w.view_control.value = "joint"  # seen: straight from the cache
     assert notes == [] and w.timings[-1].cached
@@ -254,10 +256,10 @@ def test_in_a_running_event_loop_the_picture_comes_first_and_the_table_fills_in(
 
     async def cell() -> Explorer:
         w = fxviz.explore(fresh)
-        assert saved_in(w.pane.svg) == set(tr.partition("default").saved) and w.first_picture_s is not None
+        assert saved_in(w.pane.svg) == set(tr.partition("min_cut").saved) and w.first_picture_s is not None
         assert "rows" not in w.pane.table and w.pane.table["progress"] == {"done": 0, "total": 5}
         assert w.pane.table["message"].startswith("computing the memory table: strategy 1 of 5")
-        assert ("memory_table", ("default", "min_cut", "budget:0.5:dp", "recompute_all", "eager"), None) \
+        assert ("memory_table", ("min_cut", "default", "budget:0.5:dp", "recompute_all", "eager"), None) \
             not in fresh._cache
         w.pane.observe(lambda change: tables.append(change["new"]), "table")
         await w.filled()

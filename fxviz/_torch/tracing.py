@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 import torch.fx as fx
 from torch._dynamo.backends.common import aot_autograd as _aot_autograd_backend
 from torch._functorch import config as functorch_config
@@ -356,6 +357,50 @@ def run_compiled_backward(step: Callable, inputs: Sequence[Any], partition_fn: C
         if result.requires_grad:  # nothing requiring grad reaches the loss: no backward to run
             result.backward()
     return result
+
+
+_BACKEND_RANDOM = ("inductor_random", "inductor_randint", "inductor_seeds", "inductor_lookup_seed")
+
+
+def has_backend_random(gm: fx.GraphModule) -> bool:
+    """Does ``gm`` draw with inductor's own random ops (its joint pass ``replace_random_passes``
+    turns ``rand``/dropout into ``prims.inductor_random`` with seeds of its own)?  Those draw other
+    values than eager's ops from the same RNG state."""
+    return any(n.op == "call_function" and getattr(n.target, "_opname", None) in _BACKEND_RANDOM
+               and str(getattr(n.target, "namespace", "")) == "prims" for n in gm.graph.nodes)
+
+
+class SeededInterpreter(fx.Interpreter):
+    """``fx.Interpreter`` that runs inductor's random ops as its compiled code does: their values are a
+    function of their seed (a forward's draw and a backward's recomputation from the saved seed agree).
+    Their eager implementations, which tracing uses, ignore the seed and draw from the global RNG."""
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        name = getattr(target, "_opname", None)
+        if name in ("inductor_random", "inductor_randint") and str(getattr(target, "namespace", "")) == "prims":
+            return _seeded_draw(name, args)
+        return super().call_function(target, args, kwargs)
+
+
+def _seeded_draw(name: str, args: Any) -> Any:
+    seed = args[1] if name == "inductor_random" else args[3]
+    generator = torch.Generator(device=seed.device).manual_seed(int(seed))
+    if name == "inductor_random":
+        size, _, mode = args[:3]
+        return getattr(torch, mode)(list(size), generator=generator, device=seed.device, dtype=torch.float32)
+    low, high, size = args[:3]
+    return torch.randint(low, high, list(size), generator=generator, device=seed.device)
+
+
+@contextlib.contextmanager
+def eager_random() -> Iterator[None]:
+    """Inductor's capture with eager's random ops (``torch._inductor.config.fallback_random``, torch's
+    own switch "for testing, use the same random as eager"): no random decompositions, no
+    ``replace_random_passes``, so dropout draws eager's masks from the same RNG state."""
+    from torch._inductor import config as inductor_config
+
+    with inductor_config.patch(fallback_random=True):
+        yield
 
 
 @contextlib.contextmanager

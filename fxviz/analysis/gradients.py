@@ -95,7 +95,7 @@ def run_joint(graph: JointGraph, values: dict[str, Any] | None = None) -> list[A
         else:
             raise FxvizError(f"no value for graph input {n.name}", "re-trace the model")
     with torch.no_grad():
-        out = fx.Interpreter(graph.gm).run(*args, enable_io_processing=False)
+        out = _torch.SeededInterpreter(graph.gm).run(*args, enable_io_processing=False)
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
@@ -113,7 +113,7 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
             v = values[part.fw_to_joint.get(n.name, n.name)]
             fw_args.append(v.detach() if isinstance(v, torch.Tensor) else v)
     with torch.no_grad():
-        fw_out = fx.Interpreter(fwd).run(*fw_args, enable_io_processing=False)
+        fw_out = _torch.SeededInterpreter(fwd).run(*fw_args, enable_io_processing=False)
     fw_out = list(fw_out) if isinstance(fw_out, (tuple, list)) else [fw_out]
     saved_out = fw_out[graph.num_fwd_outputs:]
     handed = dict(zip(part.saved, saved_out))
@@ -133,7 +133,7 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
             bw_args.append(handed[joint] if joint in handed else saved_out[position])
             position += 1
     with torch.no_grad():
-        bw_out = fx.Interpreter(bwd).run(*bw_args, enable_io_processing=False)
+        bw_out = _torch.SeededInterpreter(bwd).run(*bw_args, enable_io_processing=False)
     bw_out = list(bw_out) if isinstance(bw_out, (tuple, list)) else [bw_out]
     result: dict[str, Any] = {}
     for j, qual, _role in gradient_outputs(graph):
@@ -156,6 +156,11 @@ def traced_gradients(cap: Capture, rng: dict[str, object]) -> tuple[dict[str, to
         graph = cap.graphs[0]
         if not graph.has_backward:
             return result, "joint graph (no backward: nothing required grad)"
+        how = "the captured joint graph, executed with torch.fx.Interpreter"
+        if _torch.has_backend_random(graph.gm):
+            graph = _with_eager_random(cap)
+            how = ("the joint graph captured again with eager's random ops (inductor's fallback_random), executed "
+                   "with torch.fx.Interpreter: inductor's own random ops draw other masks than eager autograd")
         values = {k: (v.detach().clone() if graph.info[k].role == "buffer" else v)
                   for k, v in graph.placeholder_values.items()}
         restore_rng(rng)
@@ -163,7 +168,7 @@ def traced_gradients(cap: Capture, rng: dict[str, object]) -> tuple[dict[str, to
         for j, qual, role in gradient_outputs(graph):
             if role == "parameter" and qual in result:
                 result[qual] = outs[j]
-        return result, "the captured joint graph, executed with torch.fx.Interpreter"
+        return result, how
     params, buffers = _clones(cap.model)
     model, reduce = cap.model, cap.reduce
     assert reduce is not None
@@ -174,6 +179,23 @@ def traced_gradients(cap: Capture, rng: dict[str, object]) -> tuple[dict[str, to
     restore_rng(rng)
     _torch.run_compiled_backward(step, cap.example_inputs)
     return {n: params[n].grad for n in names}, "torch.compile + AOTAutograd runtime (graph breaks)"
+
+
+def _with_eager_random(cap: Capture) -> JointGraph:
+    """``cap``'s one graph as inductor captures it with eager's random ops: the same decompositions and
+    joint passes but for the random-op replacement, so that one RNG state draws the same dropout
+    masks as eager autograd (the graph shown draws with inductor's seeds: no eager reference exists)."""
+    import warnings
+
+    from ..capture import capture
+    from ..errors import FxvizWarning
+
+    assert cap.fn is not None  # a model's capture (check_gradients refuses the others)
+    with _torch.eager_random(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FxvizWarning)  # said once, by the capture being checked
+        again = capture(cap.fn, cap.example_inputs, loss_fn=cap.loss_fn, params=cap.params, route=cap.route,
+                        backend=cap.backend, dynamic=cap.dynamic, compile_loss=cap.loss_fn is not None)
+    return again.graphs[0]
 
 
 def _tensors(x: Any) -> list[torch.Tensor]:

@@ -333,7 +333,7 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partition],
                  strategies: Iterable[Any], gaps: bool | None = None,
-                 measured: Measured | None = None) -> pd.DataFrame:
+                 measured: Measured | None = None, step: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per strategy of ``strategies`` (the caller's choice: ``Trace.offered`` by default).
     ``get_partition(strategy)`` partitions ``graph`` (``analysis.cache.GraphCache.partition``).
     A strategy that fails on this graph gives a row with ``error`` set; a malformed strategy
@@ -343,7 +343,8 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partitio
     row's saved activation bytes) and ``gap_to_optimal_bytes`` (extra saved bytes over the optimum
     at the row's recompute FLOPs), two MILP solves per row; default: when an ``optimal`` strategy
     is among ``strategies`` (the default table stays fast).  ``measured``: ``Trace.measure()``'s
-    result, added as its twin columns (``add_measured``)."""
+    result, added as its twin columns (``add_measured``).  ``step``: the strategy the user's own
+    step runs, by name, and what it is (``choices.step_names``), said first in the caption."""
     chosen = parse_list(list(strategies)) or []
     rows, notes = [], []
     for s in chosen:
@@ -365,7 +366,8 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partitio
     if gaps or (gaps is None and any(s.kind == "optimal" for s in chosen)):
         notes += gaps_to_optimal(graph, rows)
     df = _frame(rows)
-    df.attrs["caption"] = caption(graph, has_symbolic_sizes(graph.gm), notes)
+    lead = "".join(f"{s.name} is {(step or {})[s.name]}: fxviz's default. " for s in chosen if s.name in (step or {}))
+    df.attrs["caption"] = lead + caption(graph, has_symbolic_sizes(graph.gm), notes)
     return df if measured is None else add_measured(df, measured)
 
 

@@ -21,6 +21,7 @@ from ..capture import JointGraph
 from ..errors import StrategyError
 from ..graph_facts import alias_base, is_view_op
 from ..roles import NodeInfo, tensor_facts
+from .choices import named
 from .memory import saved_memory
 from .partition import Partition
 
@@ -172,14 +173,16 @@ def fate(p: Partition, name: str) -> str:
     return "not needed"
 
 
-def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = ()) -> pd.DataFrame:
+def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (),
+                names: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per value ``p`` saves (index: joint node name), storages biggest first, the values
     sharing a storage right after its first one (``bytes`` 0, ``shares_storage_with`` naming it),
     sizes last; one column per partition of ``others`` (named by its strategy) with its ``fate``.
 
     ``bytes`` is the storage's size as ``memory.saved_memory`` counts it, so the rows of each
     ``kind`` sum to the memory table's ``saved_activation_bytes`` / ``saved_param_bytes`` /
-    ``saved_input_bytes``."""
+    ``saved_input_bytes``.  ``names``: what the user's step's strategy is (``choices.step_names``),
+    said beside its name in the caption."""
     if p.error is not None:
         raise StrategyError(f"strategy {p.name!r} failed on this graph: {p.error}",
                             "pick another strategy (tr.memory_table() lists which work)")
@@ -206,8 +209,10 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
     for other in others:
         df[other.name] = [fate(other, n) for n in df.index]
     df.attrs["strategy"] = p.name
+    df.attrs["strategy_words"] = (names or {}).get(p.name, "")  # "what torch.compile does" for the step's
     df.attrs["caption"] = (
-        f"What strategy {p.name} saves for the backward: {len(df)} values, biggest storage first. bytes count "
+        f"What strategy {named(p.name, names or {})} saves for the backward: {len(df)} values, biggest storage "
+        "first. bytes count "
         "storages (a view or alias of a saved value adds 0 and says which value's storage it shares); the kinds "
         "add up to tr.memory_table()'s saved_activation_bytes, saved_param_bytes and saved_input_bytes. "
         + (f"Other columns: what {', '.join(o.name for o in others)} do with each value." if others else ""))

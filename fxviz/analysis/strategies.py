@@ -199,9 +199,10 @@ class Kind:
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("default", ("default",), "torch's default_partition: saves what the backward reads",
-         "default (torch default_partition)", "default", _no_args("default")),
+         "default (torch default_partition: aot_function's)", "default", _no_args("default")),
     Kind("min_cut", ("min_cut",), "torch's min-cut rematerialization (what torch.compile uses)",
-         "min_cut (torch min_cut_rematerialization_partition)", "min-cut", _no_args("min_cut")),
+         "min_cut (torch.compile's partitioner: min_cut_rematerialization_partition)", "min-cut",
+         _no_args("min_cut")),
     Kind("budget", ("budget:B", "budget:B:dp", "budget:B:greedy", "budget:B:ilp"),
          "min-cut under activation_memory_budget=B (0..1 of min-cut's activations) with a knapsack solver",
          "budget", "memory budget", _budget_args),

@@ -106,7 +106,7 @@ def module_paths(model: nn.Module | None) -> dict[str, str]:
 
 
 # --- validation ----------------------------------------------------------------------------------
-def check_call(model_or_fn: Any, params: str, route: str, backend: str = "aot_eager", dynamic: bool = False) -> None:
+def check_call(model_or_fn: Any, params: str, route: str, backend: str | None = None, dynamic: bool = False) -> None:
     if not callable(model_or_fn):
         raise InputError(f"fxviz.trace needs an nn.Module or a function, got {describe(model_or_fn)}",
                          "call fxviz.trace(model, *example_inputs)")
@@ -117,12 +117,12 @@ def check_call(model_or_fn: Any, params: str, route: str, backend: str = "aot_ea
         raise InputError(f"capture_route={route!r} is not one of {CAPTURE_ROUTES}",
                          "use capture_route='auto' (default), 'dynamo' (torch.compile's capture) or "
                          "'aot' (fake tensors, no graph breaks)")
-    if backend not in BACKENDS:
+    if backend is not None and backend not in BACKENDS:
         raise InputError(f"backend={backend!r} is not one of {BACKENDS}",
                          "use backend='aot_eager' (the graph AOTAutograd traces) or backend='inductor' "
                          "(the graph torch.compile's default backend partitions)")
-    if (backend != "aot_eager" or dynamic) and (params == "closure" or route == "aot"):
-        what = f"backend={backend!r}" if backend != "aot_eager" else "dynamic=True"
+    if (backend not in (None, "aot_eager") or dynamic) and (params == "closure" or route == "aot"):
+        what = f"backend={backend!r}" if backend not in (None, "aot_eager") else "dynamic=True"
         raise InputError(f"{what} needs torch.compile's capture (capture_route='dynamo', params='lifted')",
                          "drop params='closure' / capture_route='aot', or trace with backend='aot_eager', "
                          "dynamic=False")

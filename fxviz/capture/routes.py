@@ -39,14 +39,16 @@ from .loss import LazyLoss, TracedLoss, differentiable, loss_outside, make_reduc
 
 # --- the routes ----------------------------------------------------------------------------------
 def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: Callable | None = None,
-            params: str = "lifted", route: str = "auto", backend: str = "aot_eager",
+            params: str = "lifted", route: str = "auto", backend: str | None = None,
             dynamic: bool = False, keyword_inputs: dict[str, Any] | None = None,
             compile_loss: bool = False) -> Capture:
     """Capture the joint graph(s) of ``model_or_fn(*example_inputs, **keyword_inputs)`` and its
     loss without changing the model or the RNG.  Keyword inputs are bound to the parameters they
     name (``inputs.bind_keywords``).  ``compile_loss``: trace ``loss_fn`` into the graph (default:
-    applied outside it, as the user's step applies it; see ``loss``).  See the module docstring for
-    the routes."""
+    applied outside it, as the user's step applies it; see ``loss``).  ``backend=None``: the graph
+    the caller's own step partitions: inductor's (torch.compile's default) on the dynamo route,
+    AOTAutograd's own on the ``aot`` and ``closure`` routes (what ``aot_function`` traces).  See the
+    module docstring for the routes."""
     # the training graph whatever the caller's grad mode (a notebook cell under no_grad/inference_mode)
     with torch.inference_mode(False), torch.enable_grad():
         return _capture(model_or_fn, example_inputs, loss_fn, params, route, backend, dynamic,
@@ -54,7 +56,7 @@ def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: 
 
 
 def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Callable | None, params: str,
-             route: str, backend: str = "aot_eager", dynamic: bool = False,
+             route: str, backend: str | None = None, dynamic: bool = False,
              keyword_inputs: dict[str, Any] | None = None, compile_loss: bool = False) -> Capture:
     model_or_fn = uncompiled(model_or_fn)
     check_call(model_or_fn, params, route, backend, dynamic)
@@ -66,12 +68,15 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
     names = argument_names(target_fn, len(inputs))
     on_meta = any_meta(model, inputs)
     if route == "auto":
-        route = "aot" if (on_meta or params == "closure") and backend == "aot_eager" and not dynamic else "dynamo"
+        route = ("aot" if (on_meta or params == "closure") and backend in (None, "aot_eager") and not dynamic
+                 else "dynamo")
     if params == "closure":
         route = "closure"
     elif route == "dynamo" and on_meta:
         raise InputError("capture_route='dynamo' runs the model, and this model or input is on the meta device",
                          "use capture_route='aot' (the default for meta models), which traces with fake tensors")
+    if backend is None:  # what the step the user would run partitions: torch.compile's, or aot_function's
+        backend = "inductor" if route == "dynamo" else "aot_eager"
 
     if route in ("aot", "closure"):
         refuse_compressed(model, inputs, names, route)
@@ -79,8 +84,8 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
     reduce: Callable[[Any], torch.Tensor]
     with preserved(model, inputs) as snapshot, _torch.quiet_torch():
         found = None
-        if route == "dynamo" and backend == "aot_eager" and not dynamic:
-            found = _dynamo_without_probe(fn, inputs, model, names, loss_fn, snapshot, compile_loss)
+        if route == "dynamo" and not dynamic:
+            found = _dynamo_without_probe(fn, inputs, model, names, loss_fn, snapshot, compile_loss, backend)
         if found is not None:
             reduce, loss_desc, graphs, breaks, eager_frames = found
         else:
@@ -153,7 +158,8 @@ def _probe_then_capture(fn: Callable, inputs: tuple[Any, ...], model: nn.Module 
 
 
 def _dynamo_without_probe(fn: Callable, inputs: tuple[Any, ...], model: nn.Module | None, names: list[str],
-                          loss_fn: Callable | None, snapshot: Snapshot, compile_loss: bool = False
+                          loss_fn: Callable | None, snapshot: Snapshot, compile_loss: bool = False,
+                          backend: str = "aot_eager"
                           ) -> tuple[Callable[[Any], Any], str, list[JointGraph], list[str], list[str]] | None:
     """The dynamo route with the loss chosen inside the traced step (``TracedLoss``):
     no eager probe forward, and no restore of every tensor between a probe and the traced run.
@@ -173,7 +179,7 @@ def _dynamo_without_probe(fn: Callable, inputs: tuple[Any, ...], model: nn.Modul
     before = _torch.unimplemented_count()
     try:
         with _torch.quiet_torch(silent=True):  # a failure here is not the user's to read: the probe route says why
-            graphs, breaks, result = _via_dynamo(step, inputs, model, names, outside=outside)
+            graphs, breaks, result = _via_dynamo(step, inputs, model, names, backend, outside=outside)
     except Exception:  # the probe route runs the model again and says why
         snapshot.restore()
         return None

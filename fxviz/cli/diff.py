@@ -23,9 +23,9 @@ examples:
   fxviz diff --logs trace/ --rank-a 0 --rank-b 1                   two ranks of one run
   fxviz diff --logs trace/ --graph-a 0/0 --graph-b 1/0             two compiles of one log
   fxviz diff mlp --strategy-a eager --strategy-b default            eager vs a partition
-  fxviz diff mlp --backend-b inductor --strategy-a min_cut          aot_eager vs inductor
+  fxviz diff mlp --backend-a aot_eager --strategy-a default         aot_function's step vs torch.compile's
   fxviz diff mymodels.py:plain mymodels.py:checkpointed             two models
-strategies default to each side's own default: logged for a log, default for a model.
+strategies default to each side's own default: logged for a log, what torch.compile does (min_cut) for a model.
 a side with several graphs (graph breaks, or a log without --graph) is compared as a whole step: its
 graphs are paired with the other side's by the parameters and modules they hold."""
 
@@ -38,7 +38,8 @@ def _side_options(s: str) -> list[Any]:
         opt(f"--graph-{s}", metavar="ID", help=f"with a log: side {S}'s compile id, e.g. 0/0 (default: every graph "
                                                "with a backward, the whole step)"),
         opt(f"--strategy-{s}", metavar="S", help=f"side {S}'s strategy (default: "
-            + ("A's when B is another trace, else " if s == "b" else "") + "logged for a log, default for a model)"),
+            + ("A's when B is another trace, else " if s == "b" else "")
+            + "logged for a log, what torch.compile does for a model)"),
         backend(f"--backend-{s}", help=f"side {S}'s capture backend"),
     ]
 
@@ -90,7 +91,7 @@ class Sides:
             return self._cache[key]
         model = self.model[s]
         assert model is not None
-        chosen = getattr(args, f"backend_{s}") or args.backend or "aot_eager"
+        chosen = getattr(args, f"backend_{s}") or args.backend
         key = ("model", model, chosen)
         if key not in self._cache:
             self._cache[key] = trace_model(model, args.params, chosen, args.dynamic)
@@ -101,7 +102,8 @@ class Sides:
          opt("--logs", metavar="DIR", help="one TORCH_TRACE log for both sides (pick graphs with --rank-a/-b, "
                                            "--graph-a/-b)"),
          *_side_options("a"), *_side_options("b"),
-         backend(help="both sides' capture backend (default aot_eager)"), params("as for the other commands"),
+         backend(help="both sides' capture backend (default: torch.compile's, inductor)"),
+         params("as for the other commands"),
          DYNAMIC, description=DIFF_HELP + ".", epilog=DIFF_EXAMPLES)
 def cmd_diff(args: argparse.Namespace) -> int:
     """Compare two sides: the summary (totals, the change, the top differences), then the table."""

@@ -20,7 +20,11 @@ __all__ = ["Option", "opt", "Command", "COMMANDS", "command", "SOURCE", "strateg
 
 STRATEGY_FORMS = forms_text()
 """Every strategy form, from the one registry (fxviz/analysis/strategies.py)."""
-DEFAULT_STRATEGIES = ",".join(s.name for s in OFFERED) + " (from --logs: logged first, no eager)"
+STEP_DEFAULT = ("what torch.compile does (min_cut; its knapsack budget:B when torch's activation_memory_budget "
+                "is below 1; default for --params closure)")
+"""What every view shows when no strategy is named (``analysis.choices.step_strategy``), in words."""
+DEFAULT_STRATEGIES = (STEP_DEFAULT + " first, then " + ",".join(s.name for s in OFFERED if s.name != "min_cut")
+                      + " (from --logs: logged first, no eager)")
 BACKENDS = ("aot_eager", "inductor")
 PARAMS = ("lifted", "closure")
 DEBUG_HELP = "show full tracebacks"
@@ -70,8 +74,8 @@ def command(name: str, help: str, *options: Option, description: str | None = No
 
 def backend(flag: str = "--backend", help: str | None = None, **kwargs: Any) -> Option:
     return opt(flag, choices=BACKENDS, help=help or (
-        "whose joint graph: AOTAutograd's as traced (aot_eager, the default) or the one torch.compile's default "
-        "backend partitions (inductor); with --logs: the run's own"), **kwargs)
+        "whose joint graph: the one torch.compile's default backend partitions (inductor, the default) or "
+        "AOTAutograd's as traced (aot_eager); with --logs: the run's own"), **kwargs)
 
 
 def params(help: str = "parameters as graph inputs (lifted) or captured as constants (closure)") -> Option:
@@ -97,8 +101,8 @@ SOURCE = (
 
 def strategy(purpose: str) -> Option:
     """``--strategy``: ``purpose`` and the one sentence on forms and defaults."""
-    return opt("--strategy", help=f"{purpose} ({STRATEGY_FORMS}); default: default, or logged (what the run "
-                                  "saved) with --logs")
+    return opt("--strategy", help=f"{purpose} ({STRATEGY_FORMS}); default: {STEP_DEFAULT}, or logged (what "
+                                  "the run saved) with --logs")
 
 
 STRATEGIES = opt("--strategies", help=f"comma-separated strategies (default: {DEFAULT_STRATEGIES}); forms: "

@@ -43,7 +43,7 @@ def open_trace(args: argparse.Namespace) -> Any:
     """The command's ``Trace``: one graph of ``--logs`` (``args.run`` keeps the whole run, for the
     commands that say where the graph sits in it), or the model traced."""
     if not from_log(args):
-        return trace_model(args.model, args.params, args.backend or "aot_eager", args.dynamic, args.spec)
+        return trace_model(args.model, args.params, args.backend, args.dynamic, args.spec)
     run = args.run = open_run(args.logs)
     tr = run.trace(rank=args.rank, compile_id=args.graph)
     args.found_rank = run.located(tr)[0]  # with no --rank: the rank the graph was found on
@@ -53,7 +53,7 @@ def open_trace(args: argparse.Namespace) -> Any:
     return tr
 
 
-def trace_model(model: str, params: str, backend: str, dynamic: bool, spec: Any = None) -> Any:
+def trace_model(model: str, params: str, backend: str | None, dynamic: bool, spec: Any = None) -> Any:
     """``fxviz.trace`` of a model spec (parsed already, or parsed here)."""
     m, inputs = load_spec(spec or parse_spec(model))
     from ..tracing import trace

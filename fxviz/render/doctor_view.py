@@ -95,7 +95,8 @@ class DoctorReport:
         t = d.table
         need = int(t["requires_grad"].sum()) if len(t) else 0
         graphs = f"{d.graphs} graphs" if d.graphs > 1 else "1 graph"
-        where = f"{d.title} (parameters {d.params_mode}, {graphs}, partition '{d.strategy}')"
+        words = f" ({d.strategy_words})" if d.strategy_words else ""
+        where = f"{d.title} (parameters {d.params_mode}, {graphs}, partition '{d.strategy}'{words})"
         if not len(t):
             state = "no model parameters"
         elif not need and (t["reason"] == INFERENCE_NOTE).all():

@@ -54,7 +54,8 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
     measured = "measured" in df.columns  # Trace.saved(measured=m): what the real step holds, per value
     shown = df if not top else df.head(top)
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:len(others)]
-    head = [f"{title}: {len(df)} values saved for the backward by strategy {df.attrs.get('strategy', '?')} "
+    words = f" ({df.attrs['strategy_words']})" if df.attrs.get("strategy_words") else ""
+    head = [f"{title}: {len(df)} values saved for the backward by strategy {df.attrs.get('strategy', '?')}{words} "
             f"({_totals(df)})"]
     rows = []
     for rank, (name, r) in enumerate(shown.iterrows(), 1):

@@ -3,6 +3,7 @@ what the backward returns.  Formats facts the analysis counted; derives nothing.
 
 from __future__ import annotations
 
+from ..analysis.choices import named, step_names, step_strategy
 from ..analysis.tables import GradientCounts
 from ..capture import INFERENCE_NOTE, Capture, graph_of
 from ..errors import Do, Say
@@ -55,9 +56,20 @@ def summary_text(capture: Capture, index: int, gradients: GradientCounts | None)
         lines.append("  no backward graph: nothing the loss depends on requires grad")
     if gradients is not None:
         lines.append(_parameter_line(gradients))
+    if graph.has_backward and graph.logged is None:
+        lines.append(_default_line(capture))
     total, breaks = len(capture.graphs), capture.graph_breaks
     if total > 1 or breaks:
         where = graph_of(index, total) if total > 1 else "one graph captured; the code at the break ran outside it"
         lines.append(f"  {where}; {len(breaks)} graph break(s): " + "; ".join(breaks[:3]))
     lines += [f"  warning: {w}" for w in capture.warnings]
     return Say("\n").join(lines)
+
+
+def _default_line(capture: Capture) -> str:
+    """Which partition every view shows when none is named, what it is, and the others one option away."""
+    step = step_strategy(capture)
+    other = ("strategy='min_cut' (torch.compile's)" if step.name == "default"
+             else "strategy='default' (aot_function's)")
+    graph = ", backend='aot_eager' (AOTAutograd's own graph)" if capture.backend == "inductor" else ""
+    return f"  views show {named(step, step_names(capture))} by default; one option away: {other}{graph}"

@@ -7,6 +7,7 @@ import difflib
 import re
 from collections.abc import Iterable, Sequence
 
+from ..analysis.choices import named
 from ..analysis.partition import Partition
 from ..capture import JointGraph
 from ..errors import Blank, Do, InputError, RenderError, Say
@@ -34,7 +35,8 @@ _COMPARE = ((None, "compare"), ("strategy", Blank("A", "A")), ("compare", Blank(
 def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None = None,
          compare: Partition | None = None, group: str | None = None, depth: int | None = None,
          highlight: str | Iterable[str] | None = None, name: str = "model", node_limit: int = NODE_LIMIT,
-         timeout: float = DEFAULT_TIMEOUT, expand: Sequence[str] = (), differences: bool = False) -> Drawing:
+         timeout: float = DEFAULT_TIMEOUT, expand: Sequence[str] = (), differences: bool = False,
+         names: dict[str, str] | None = None) -> Drawing:
     """Draw ``graph`` (the joint graph, or one side of ``partition``) as a :class:`Drawing`.
 
     ``compare``: a second partition; the joint graph is then marked with what ``partition`` (A)
@@ -49,7 +51,8 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     ``differences``: with ``compare``, draw only the nodes A and B treat differently
     (``scene.differing``: saved, recomputed or removed by one only) with their direct producers and
     users as faded context, every node drawn as itself (``group``, ``depth`` and ``expand`` do not
-    apply: the drawing is small by construction).
+    apply: the drawing is small by construction).  ``names``: what the user's step's strategy is
+    (``choices.step_names``), said beside its name in the title.
     """
     if view == "compare":
         if compare is None:
@@ -81,10 +84,10 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
         if differences:
             return _differences(graph, partition, compare, name, timeout, highlight)
         scene = sc.compare_scene(graph, partition, compare)
-        what = f"joint graph, strategy A = {partition.name} vs B = {compare.name}"
+        what = f"joint graph, strategy A = {_named(partition, names)} vs B = {_named(compare, names)}"
     elif view == "joint":
         scene = sc.joint_scene(graph, partition)
-        what = f"joint graph, strategy {partition.name}" if partition else "joint graph"
+        what = f"joint graph, strategy {_named(partition, names)}" if partition else "joint graph"
     else:
         if partition is None:
             raise InputError(f"the {view!r} view needs a strategy",
@@ -94,7 +97,7 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
                              Say(Do("draw", ((None, "joint"), ("strategy", partition.name)), on=""),
                                  " marks what it saves"))
         scene = sc.partition_scene(graph, partition, view)
-        what = f"{view} graph of strategy {partition.name}"
+        what = f"{view} graph of strategy {_named(partition, names)}"
     n_nodes = len(scene.items)
     capture = f"backend={graph.backend!r}" + (", dynamic shapes" if graph.dynamic else "")
     scene.title = f"{name}: {what} ({n_nodes} nodes; {capture})"
@@ -122,6 +125,10 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
     units = len(set(scene.unit_of.values())) if scene.unit_of else n_nodes
     return Drawing(dot.to_digraph(scene), nodes=units, timeout=timeout, caption=scene.title,
                    boxes=[g.record() for g in scene.groups.values()])
+
+
+def _named(p: Partition, names: dict[str, str] | None) -> str:
+    return named(p.name, names or {}, "{name}, {words}")
 
 
 def _differences(graph: JointGraph, a: Partition, b: Partition, name: str, timeout: float,

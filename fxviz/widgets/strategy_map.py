@@ -8,7 +8,7 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..analysis.choices import compare_partner, offered
+from ..analysis.choices import compare_partner, named, offered, step_names
 from ..analysis.strategies import KINDS, OFFERED, Strategy, StrategyLike
 from ..errors import FxvizError, InputError
 from ..payloads import ViewKey, status_data
@@ -92,6 +92,7 @@ per budget."""
 def strategy_choices(tr: Trace | None) -> list[tuple[str, str]]:
     """The strategy controls' (label, kind) options: what the trace offers (``choices.offered``: a
     log's shows what the run saved first, no eager), then the kinds ``ON_REQUEST``."""
-    chosen = [(s.spec.short, s.kind) for s in offered(tr.graph, tr.capture)] if tr is not None else \
-        list(STRATEGY_CHOICES)
+    names = step_names(tr.capture) if tr is not None and tr.graph.logged is None else {}
+    chosen = [(named(s, names, f"{s.spec.short} ({{words}})"), s.kind) for s in offered(tr.graph, tr.capture)] \
+        if tr is not None else list(STRATEGY_CHOICES)
     return [*chosen, *((KINDS[k].short, k) for k in ON_REQUEST)]

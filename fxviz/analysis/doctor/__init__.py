@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...capture import INFERENCE_NOTE, Capture, graph_name
+from ..choices import step_names
 from ..gradient_paths import eager_paths
 from ..partition import Partition
 from ..pieces import piece_facts
@@ -25,7 +26,15 @@ from .findings import KINDS, SEVERITIES, TABLE_COLUMNS, Diagnosis, Finding, coll
 from .graph_breaks import frame_findings, outside_findings, reuse_findings, reused_gradient_node
 from .logged import config_findings
 from .measured import measured_findings
-from .no_gradient import constant_finding, needs_eager, no_gradient_finding, where_in_graph
+from .no_gradient import (
+    constant_finding,
+    ignored_by_loss,
+    ignored_output_finding,
+    needs_eager,
+    no_gradient_finding,
+    outside_loss_candidates,
+    where_in_graph,
+)
 
 if TYPE_CHECKING:
     from ..measure import Measured
@@ -54,9 +63,11 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None,
         # after graph breaks a graph's cut may sit on one path of several, and a parameter may be
         # used only in code that ran outside every graph or in a graph reused for another module
         probe = [p.name for p in missing if many or not p.nodes or needs_eager(p, cap)]
+        probe += outside_loss_candidates(cap, params)
         eager = eager_paths(cap, probe) if probe else {}
     except Exception:  # the probe is an aid: a model it cannot run is still diagnosed from its graphs
         eager = {}
+    ignored = ignored_by_loss(params, eager)
     dropped = dropped_gradients(cap, parts, params)
     computed = {f.parameter for f in dropped}
     outside: list[str] = []
@@ -108,6 +119,10 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None,
             f = no_gradient_finding(p, cap, eager)
             findings.append(f)
             reason = reason_of(f)
+        elif p.name in ignored:
+            f = ignored_output_finding(p, eager[p.name])
+            findings.append(f)
+            gets, reason = False, reason_of(f)
         rows.append({"parameter": p.name, "requires_grad": bool(p.tensor.requires_grad),
                      "gets_gradient": gets, "gradient_node": grad_node,
                      "in_graph": in_graph, "reason": reason})
@@ -124,4 +139,4 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None,
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     strategy = next((p.name for p in parts if p is not None), "default")
     return Diagnosis(findings=findings, table=table, strategy=strategy, graphs=len(cap.graphs), title=cap.title,
-                     params_mode=cap.params)
+                     params_mode=cap.params, strategy_words=step_names(cap).get(strategy, ""))

@@ -81,6 +81,7 @@ class Diagnosis:
     graphs: int = 1
     title: str = ""
     params_mode: str = "lifted"
+    strategy_words: str = ""  # what ``strategy`` is when it is the user's step's ("what torch.compile does")
 
     @property
     def healthy(self) -> bool:

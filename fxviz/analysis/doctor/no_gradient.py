@@ -173,3 +173,36 @@ def needs_eager(p: Param, cap: Capture) -> bool:
         if gp.cuts and not gp.differentiable:
             return False
     return True
+
+
+# --- a loss applied outside the graph ----------------------------------------------------------------
+def outside_loss_candidates(cap: Capture, params: dict[str, Param]) -> list[str]:
+    """The parameters the eager probe must follow to the loss when the loss is applied outside the
+    graph (a ``loss_fn``, the model's own ``.loss``): the graph then returns every output and its
+    backward gets a tangent for each, so a parameter whose values reach only outputs the loss
+    ignores still has a gradient node in the graph.  The loss itself, run on the model's outputs,
+    is the judge."""
+    if not cap.loss_outside or cap.model is None or all(g.inference for g in cap.graphs):
+        return []
+    return [p.name for p in params.values() if p.tensor.requires_grad and p.role != "constant" and p.grads]
+
+
+def ignored_by_loss(params: dict[str, Param], eager: dict[str, EagerPath]) -> set[str]:
+    """Parameters the graph gives a gradient whose values the (outside) loss never reads: used in
+    the forward, yet their autograd leaf is not reachable from the loss."""
+    return {n for n, ep in eager.items()
+            if n in params and params[n].grads and ep.used and not ep.reaches_loss and not ep.gets_gradient}
+
+
+def ignored_output_finding(p: Param, ep: EagerPath) -> Finding:
+    """``p`` reaches only outputs the loss (applied outside the graph) ignores."""
+    msg = _cut_message(p.name, "ignored_output", None, None, ep.last_module, ep.last_source,
+                       ep.last_source_code, False)
+    grads = ", ".join(n for _, n in p.grads)
+    msg += (f" The loss is applied outside the graph, so the graph returns that output too and its backward "
+            f"computes {p.name}'s gradient ({grads}) from the output's tangent; the loss never reads the output, "
+            f"so that tangent is zero: a torch.compile step fills {p.name}.grad with zeros (eager autograd "
+            "leaves it None).")
+    return Finding("no_path", "error", p.name, tuple(n for ns in p.nodes.values() for n in ns), msg,
+                   CAUSE_WORDS["ignored_output"][1], cause="ignored_output", module=ep.last_module,
+                   source=ep.last_source)
