@@ -31,6 +31,12 @@ __all__ = ["DIFFERENCES_NODE_LIMIT", "PIECE_FIELDS", "graph_data"]
 # nodes, 2.1 MB of SVG, +0.36 MB packed in the page (0.54 -> 0.90 MB, under its 1 MB target) and
 # 3.3 s of layout.  A 12-layer GPT's pairs differ in hundreds of nodes each: megabytes, not shipped.
 DIFFERENCES_NODE_LIMIT = 150
+# ... and at most this many characters of their SVG, the pairs with the strategy the views open with
+# first: on inductor's AlexNet (145 nodes) every pair with recompute_all differs in most of the graph
+# (220 KB of SVG each) and the 20 drawings took the page from its 1 MB target to 1.18 MB; within this
+# budget 10 ship (all 8 with min_cut) and the page is 0.92 MB.  A pair left out falls back to fading
+# the shared layout's other nodes, as a big graph's do.
+DIFFERENCES_SVG_BUDGET = 1_600_000
 
 PIECE_FIELDS = ("summary", "index", "drawings", "status", "nodes", "table", "initial", "compare_partners")
 """The payload fields that differ from piece to piece (the report swaps them in when one is picked)."""
@@ -129,22 +135,27 @@ def _index(keys: Sequence[str], views: Sequence[str], group: str | None, depth: 
 
 def _differences_drawings(tr: Trace, keys: Sequence[str], statuses: dict[str, Status], views: Sequence[str],
                           drawn: dict[str, dict[str, Any]], say: Callable[[str], None]) -> dict[tuple[str, str], str]:
-    """The differences-only drawing of every ordered pair of usable strategies, into ``drawn``;
-    returns (A, B) -> its key.  None above ``DIFFERENCES_NODE_LIMIT`` joint nodes (see there) or
-    without the compare view."""
+    """The differences-only drawing of every ordered pair of usable strategies (those with the
+    opening strategy first) within ``DIFFERENCES_SVG_BUDGET``, into ``drawn``; returns (A, B) -> its
+    key.  None above ``DIFFERENCES_NODE_LIMIT`` joint nodes (see there) or without the compare view."""
     if "compare" not in views or joint_node_count(tr.graph.info.values()) > DIFFERENCES_NODE_LIMIT:
         return {}
     usable = [s for s in keys if statuses[s].state == "done"]
+    pairs = [(a, b) for a in usable for b in usable if a != b]
+    pairs.sort(key=lambda p: keys[0] not in p)  # the pairs with the opening strategy first (stable)
     out: dict[tuple[str, str], str] = {}
-    for a in usable:
-        for b in usable:
-            if a == b:
-                continue
-            k = ViewKey("compare", a, b, differences=True)
-            say(f"drawing: {k.text()}")
-            r = view_payload(tr, k)
-            drawn[r.key] = r.to_json()
-            if not r.error:
-                out[(a, b)] = r.key
+    spent = 0
+    for a, b in pairs:
+        k = ViewKey("compare", a, b, differences=True)
+        say(f"drawing: {k.text()}")
+        r = view_payload(tr, k)
+        size = len(r.svg or "")
+        if spent + size > DIFFERENCES_SVG_BUDGET:
+            say(f"left out: {k.text()} ({size} characters of SVG over the page's budget; the toggle fades instead)")
+            continue
+        spent += size
+        drawn[r.key] = r.to_json()
+        if not r.error:
+            out[(a, b)] = r.key
     return out
 

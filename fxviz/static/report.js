@@ -197,7 +197,9 @@ function startReport(data) {
     },
     onDifferences: (on) => {  // a piece may hold differences drawings: shown, else the pane fades the rest
       state.differences = on;
-      if (!(graph.index || []).some((e) => e.differences)) return false;
+      // this pair's differences drawing, when the page holds it (a big graph's, or a pair over the page's
+      // budget, has none: the pane fades the shared layout's other nodes instead)
+      if (!findEntry(graph.index || [], "compare", state.strategy, state.compare, true)) return false;
       update();
       return true;
     },
