@@ -24,7 +24,7 @@ import pandas as pd
 from .analysis.diff import BY_MODULE_COLUMNS, Side, diff_table, lone_rows, module_bytes, side_of
 from .analysis.match import RULES, Matching, match_graphs
 from .analysis.pieces import piece_facts
-from .analysis.step_pairs import join_step_rows, pair_pieces, piece_key, prefixes, rooted
+from .analysis.step_pairs import join_step_rows, outside_notes, pair_pieces, piece_key, prefixes, rooted
 from .analysis.strategies import Strategy, StrategyLike
 from .capture import graph_name
 from .errors import InputError
@@ -239,8 +239,13 @@ def step_diff(a: Trace | Run | Sequence[Trace], b: Trace | Run | Sequence[Trace]
                                                                f"of B's {graph_name(_at(j))}")))
         pairs.append(StepPair(i, j, d))
     modules = ([k.modules for k in keys_a], [k.modules for k in keys_b])
-    return StepDiff(pairs, join_step_rows(tables, modules), (la, lb), (ra, rb),
-                    ([s.activation_bytes for s in sides_a], [s.activation_bytes for s in sides_b]))
+    notes, why = outside_notes(keys_a, keys_b)
+    table = join_step_rows(tables, modules)
+    if why and len(table):
+        table["why"] = [why.get(str(m), w) if st != "both" and m is not None else w
+                        for m, st, w in zip(table["module"], table["status"], table["why"])]
+    return StepDiff(pairs, table, (la, lb), (ra, rb),
+                    ([s.activation_bytes for s in sides_a], [s.activation_bytes for s in sides_b]), notes)
 
 
 def _at(i: int | None) -> int:
@@ -270,8 +275,10 @@ class StepDiff:
     ``.pair(i)`` (graph ``i`` of A's :class:`Diff`, with its drawing)."""
 
     def __init__(self, pairs: list[StepPair], table: pd.DataFrame, labels: tuple[str, str],
-                 runs: tuple[list[int], list[int]], saved: tuple[list[int], list[int]]) -> None:
+                 runs: tuple[list[int], list[int]], saved: tuple[list[int], list[int]],
+                 notes: list[str] | None = None) -> None:
         self.pairs = pairs
+        self.notes = notes or []  # code one side ran outside its graphs: not in its totals
         self.labels = labels
         self._table = table
         self._runs = runs
@@ -326,7 +333,7 @@ class StepDiff:
 
         graphs = (len(self._runs[0]), len(self._runs[1]))
         return step_diff_summary(self.labels, self.totals, graphs, [self._line(p) for p in self.pairs], self._table,
-                                 self.by_module, width)
+                                 self.by_module, width, self.notes)
 
     def table_text(self, width: int = 100) -> str:
         from .render.diff_view import diff_table_text

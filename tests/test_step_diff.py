@@ -188,3 +188,15 @@ def test_a_hugging_face_checkpointed_step(tmp_path: pathlib.Path) -> None:
     named = {m for m in d.table["module"] if m is not None}
     assert named and named <= modules, named - modules
     assert all(p.a is not None for p in d.pairs)  # every graph of the checkpointed step pairs with the plain one
+
+
+def test_code_one_side_ran_outside_its_graphs_is_said() -> None:
+    """A frame dynamo ran as plain Python (a break inside a checkpointed block) leaves parameters no
+    graph of that side reads: the summary says so and the values there get that reason."""
+    from fxviz.analysis.step_pairs import outside_notes
+
+    a, b = _key(0, blk__a__w=(2,), head__w=(2,)), _key(0, head__w=(2,))
+    lines, why = outside_notes([a], [b])
+    assert len(lines) == 1 and lines[0].startswith("B's graphs read none of 1 parameter(s) of blk.a")
+    assert set(why) == {"blk.a", "blk"} and why["blk"].startswith("B ran blk outside its compiled graphs")
+    assert outside_notes([a], [a]) == ([], {})

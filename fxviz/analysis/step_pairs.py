@@ -29,7 +29,8 @@ import pandas as pd
 from ..capture import JointGraph
 from ..roles import NodeInfo
 
-__all__ = ["PieceKey", "piece_key", "prefixes", "rooted", "pair_pieces", "join_step_rows", "ACROSS_GRAPHS"]
+__all__ = ["PieceKey", "piece_key", "prefixes", "rooted", "pair_pieces", "join_step_rows", "ACROSS_GRAPHS",
+           "outside_notes"]
 
 ACROSS_GRAPHS = "module+op+shape, another graph"
 """The diff table's ``match`` for a value each side saves in graphs that are not a pair."""
@@ -189,3 +190,29 @@ def _across(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             taken.add(k)
             break
     return [r for k, r in enumerate(rows) if k not in taken]
+
+
+def outside_notes(keys_a: Sequence[PieceKey], keys_b: Sequence[PieceKey]) -> tuple[list[str], dict[str, str]]:
+    """Parameters one step's graphs read and no graph of the other does: that side ran the code using
+    them outside every graph it compiled (dynamo ran the frame as plain Python), so what it saved there
+    is in none of its graphs and in no total.  Returns the summary's lines and, per module that owns
+    such parameters, the reason a value saved there has no twin (``why``)."""
+    lines: list[str] = []
+    why: dict[str, str] = {}
+    for mine, theirs, x in ((keys_a, keys_b, "B"), (keys_b, keys_a, "A")):
+        read = {n for k in theirs for n in k.params}
+        missing = sorted({n for k in mine for n in k.params} - read)
+        if not missing:
+            continue
+        owners = sorted({n.rsplit(".", 1)[0] for n in missing if "." in n})
+        shown = ", ".join(owners[:4]) + (f" and {len(owners) - 4} more" if len(owners) > 4 else "")
+        lines.append(f"{x}'s graphs read none of {len(missing)} parameter(s) of {shown}: {x} ran that code "
+                     "outside every graph it compiled, and what it saved there is in no total")
+        for n in missing:  # the owner and every enclosing module none of whose parameters the other side reads
+            parts = n.split(".")[:-1]
+            for k in range(len(parts), 0, -1):
+                module = ".".join(parts[:k])
+                if any(r.startswith(module + ".") for r in read):
+                    break
+                why[module] = f"{x} ran {module} outside its compiled graphs (no graph of {x} reads its parameters)"
+    return lines, why

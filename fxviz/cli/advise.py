@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import FxvizError
+from ..errors import FxvizError, InputError
 from .options import SOURCE, command, opt
 from .source import from_log, open_trace
 
 __all__ = ["cmd_advise"]
+
+_FORMS = ("e.g. --saved 50% (of what the plain step saves), --saved 3GiB or --peak 8GiB (binary units: B, KiB, "
+          "MiB, GiB, TiB); --optimizer adam, adamw, sgd or a byte count")
 
 _EPILOG = """examples:
   fxviz advise mini_gpt --saved 50%
@@ -42,10 +45,16 @@ def cmd_advise(args: argparse.Namespace) -> int:
     if not is_log and args.backend is None:
         args.backend = "inductor"  # advice is about what torch.compile's step does
     from ..analysis.advice import parse_target
+    from ..analysis.advice.target import optimizer_bytes
 
     saved: str | int | None = int(args.saved) if args.saved and args.saved.isdigit() else args.saved
     peak: str | int | None = int(args.peak) if args.peak and args.peak.isdigit() else args.peak
-    parse_target(saved, peak)  # a bad target is said before anything is traced
+    try:  # a bad target or optimizer is said before anything is traced, in the command's words
+        parse_target(saved, peak)
+        optimizer_bytes(optimizer, 0)
+    except InputError as exc:
+        message = exc.message.replace("saved=", "--saved ").replace("peak=", "--peak ")
+        raise FxvizError(message.replace("optimizer=", "--optimizer "), _FORMS) from None
     tr = open_trace(args)
     print(f"{tr.title}: tracing each option ...", file=sys.stderr)
     advice = tr.advise(saved=saved, peak=peak, optimizer=optimizer,

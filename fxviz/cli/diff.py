@@ -23,9 +23,11 @@ examples:
   fxviz diff --logs trace/ --rank-a 0 --rank-b 1                   two ranks of one run
   fxviz diff --logs trace/ --graph-a 0/0 --graph-b 1/0             two compiles of one log
   fxviz diff mlp --strategy-a eager --strategy-b default            eager vs a partition
-  fxviz diff mlp --backend-a aot_eager --strategy-a default         aot_function's step vs torch.compile's
+  fxviz diff mlp --backend-a aot_eager --strategy-a default --strategy-b min_cut
+                                        aot_function's partition vs torch.compile's step
   fxviz diff mymodels.py:plain mymodels.py:checkpointed             two models
-strategies default to each side's own default: logged for a log, what torch.compile does (min_cut) for a model.
+strategies default to each side's own default: logged for a log, what torch.compile does (min_cut)
+for a model; B takes A's --strategy-a when it is another trace and has no --strategy-b.
 a side with several graphs (graph breaks, or a log without --graph) is compared as a whole step: its
 graphs are paired with the other side's by the parameters and modules they hold."""
 

@@ -4,6 +4,8 @@ nothing."""
 
 from __future__ import annotations
 
+import textwrap
+
 import pandas as pd
 
 from ..analysis.diff import NO_MODULE, Side
@@ -118,7 +120,7 @@ def diff_summary(a: Side, b: Side, table: pd.DataFrame, by_module: pd.DataFrame,
 
 def step_diff_summary(labels: tuple[str, str], totals: tuple[int, int], graphs: tuple[int, int],
                       pair_lines: list[str], table: pd.DataFrame, by_module: pd.DataFrame,
-                      width: int = WIDTH) -> str:
+                      width: int = WIDTH, notes: list[str] | None = None) -> str:
     """The whole step: each side's saved activations over all its graphs and the change, how the
     graphs were paired (one line each), then the modules and values as :func:`diff_summary` has them."""
     ta, tb = totals
@@ -126,6 +128,7 @@ def step_diff_summary(labels: tuple[str, str], totals: tuple[int, int], graphs: 
     lines = [_cut(f"A: {labels[0]}", width), _cut(f"B: {labels[1]}", width),
              f"whole step, saved activations: A {format_bytes(ta)}, B {format_bytes(tb)}, change {_change(ta, tb)}",
              f"graphs with a backward: A {graphs[0]}, B {graphs[1]}",
+             *[line for n in notes or [] for line in textwrap.wrap("note: " + n, width, subsequent_indent="  ")],
              "", "graphs paired by the parameters and modules they hold (then frame, then order):"]
     lines += [_cut("  " + line, width) for line in pair_lines]
     lines += ["", _cut(f"saved values: {values}", width),

@@ -23,8 +23,7 @@ MATMUL_OPS: tuple[str, ...] = ("mm", "addmm", "bmm", "baddbmm", "convolution", "
 """The ops a selective-checkpoint policy saves (aten names): the expensive ones; everything else
 (pointwise, norms, softmax) is recomputed."""
 
-_WRAP = '''import functools
-import torch.utils.checkpoint
+_WRAP = '''import torch.utils.checkpoint
 
 
 def checkpointed(module, context_fn=None):
@@ -40,7 +39,11 @@ def checkpointed(module, context_fn=None):
 
 _POLICY = '''
 
-SAVE = {ops}
+import functools
+
+SAVE = {{
+{ops}
+}}
 
 
 def save_matmuls(ctx, op, *args, **kwargs):
@@ -53,6 +56,11 @@ def save_matmuls(ctx, op, *args, **kwargs):
 
 policy = functools.partial(torch.utils.checkpoint.create_selective_checkpoint_contexts, save_matmuls)
 '''
+
+
+def _save_set() -> str:
+    """The policy's ops, one sorted line each: the same code on every run (a set's repr is not)."""
+    return "\n".join(f"    {op!r}," for op in sorted(MATMUL_OPS))
 
 
 @dataclass(frozen=True)
@@ -98,7 +106,7 @@ def checkpoint_change(prefix: str, indices: Sequence[int], selective: bool) -> C
     with the policy that saves matmuls)."""
     idx = list(indices)
     loop = f"range({idx[0]}, {idx[-1] + 1})" if idx == list(range(idx[0], idx[-1] + 1)) else repr(idx)
-    code = _WRAP + (_POLICY.format(ops=repr(set(MATMUL_OPS))) if selective else "")
+    code = _WRAP + (_POLICY.format(ops=_save_set()) if selective else "")
     arg = ", context_fn=policy" if selective else ""
     code += f"\n\nfor i in {loop}:\n    checkpointed(model.get_submodule(f\"{prefix}.{{i}}\"){arg})\n"
     what = "selective checkpoint (save matmuls)" if selective else "checkpoint"

@@ -3,6 +3,7 @@ table people read."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -121,9 +122,16 @@ class Advice:
         return sorted(self.candidates, key=lambda o: (not o.meets, o.short_by, o.seconds, o.saved_bytes))
 
     @property
+    def plain_meets(self) -> bool:
+        """Whether the step as it is already meets the target (then no change is needed)."""
+        have = self.plain.saved_bytes if self.target.kind == "saved" else self.plain.peak_bytes
+        return have <= self.goal_bytes
+
+    @property
     def cheapest(self) -> Option | None:
-        """The option that meets the target at the least estimated time; None when none does."""
-        first = self.options[0] if self.candidates else None
+        """The option that meets the target at the least estimated time; None when none does, or when
+        the plain step already meets it."""
+        first = self.options[0] if self.candidates and not self.plain_meets else None
         return first if first is not None and first.meets else None
 
     def __getitem__(self, i: int) -> Option:
@@ -173,7 +181,12 @@ class Advice:
             lines.append(f"  {o.name:<{w}} {format_bytes(o.saved_bytes) or '0 B':>10} {format_bytes(o.peak_bytes):>10} "
                          f"{_signed(o.peak_change_bytes):>10} {format_flops(o.recompute_flops) or '0 FLOP':>12} "
                          f"{_seconds(o.seconds):>10}  {verdict}")
-        lines += ["", *[f"note: {n}" for n in self.notes]]
+        if self.plain_meets:
+            lines += ["", "the plain step already meets the target: no change is needed (the options add headroom)"]
+        elif cheapest is None and self.options:
+            o = self.options[0]
+            lines += ["", f"no option meets the target; the closest is {o.name}, short by {format_bytes(o.short_by)}"]
+        lines += ["", *[line for n in self.notes for line in textwrap.wrap(f"note: {n}", 100, subsequent_indent="  ")]]
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -164,12 +164,13 @@ def advise(cap: Capture, target: Target, optimizer: str | int | None = None, *, 
         notes.append("checkpointing: the model has no stack of identical layers (a ModuleList or Sequential) to wrap")
     for kind in ("checkpoint", "selective"):
         if kind in kinds and blocks is not None:
-            say(f"{kind} {blocks[0]}")
+            say(f"{kind} on the layers of {blocks[0]}")
             options.append(search.checkpoint(blocks[0], blocks[1], kind == "selective"))
     notes.append(_offload_note(cap))
     bound = search.bound()
     if bound is None:
-        notes.append("the exact optimum bounds a saved-bytes target on a single graph; none is given here")
+        notes.append("no exact-optimum bound here: fxviz gives one for a saved-bytes target on a single graph "
+                     "when some partition of it meets the target")
     return Advice(target, search.goal, search.plain, options, bound, notes, flops_per_s, bytes_per_s)
 
 
@@ -177,7 +178,7 @@ def _offload_note(cap: Capture) -> str:
     from ... import _torch
 
     devices = {t.device.type for g in cap.graphs for t in g.placeholder_values.values() if hasattr(t, "device")}
-    where = ", ".join(sorted(devices)) or "unknown"
+    where = ", ".join(sorted(devices)) or "a device the graph does not record"
     if not _torch.has_activation_offloading():
         return "offloading: this torch has no activation offloading; not offered"
     return (f"offloading: torch has activation offloading (functorch config, for CUDA activations); this step's "
