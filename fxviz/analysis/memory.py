@@ -10,7 +10,7 @@ evaluated at the example inputs' sizes (the caption says so when it happened).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -38,6 +38,7 @@ __all__ = [
     "SavedMemory",
     "MemoryRow",
     "has_symbolic_sizes",
+    "storage_spans",
     "storage_owners",
     "saved_memory",
     "peak_bytes",
@@ -171,34 +172,48 @@ def peak_bytes(gm: fx.GraphModule, storages: Storages, resident: dict[int, int],
     return max(live, default=0) + sum(resident.values())
 
 
-def live_bytes(gm: fx.GraphModule, storages: Storages, resident: dict[int, int], *,
-               inputs_live_throughout: bool) -> list[int]:
-    """Bytes live (resident storages left out) while each node of ``gm`` runs, one entry per node
-    in graph order: the liveness walk ``peak_bytes`` takes the maximum of."""
+def storage_spans(gm: fx.GraphModule, storages: Storages, resident: Container[int], *,
+                  inputs_live_throughout: bool) -> tuple[dict[int, tuple[int, int]], dict[int, fx.Node]]:
+    """Storage -> (first, last) index of the nodes while which it is live, and the node that made
+    it (``resident`` storages left out): the one liveness rule of the peaks, the timeline and the
+    peak's anatomy.  A storage lives from the node that creates it to the last user of any value
+    that views it; graph outputs to the end; other inputs throughout when ``inputs_live_throughout``."""
     nodes = list(gm.graph.nodes)
     end = len(nodes)
     index = {n: i for i, n in enumerate(nodes)}
-    first: dict[int, int] = {}
-    last: dict[int, int] = {}
+    span: dict[int, tuple[int, int]] = {}
+    maker: dict[int, fx.Node] = {}
     for i, n in enumerate(nodes):
         if n.op == "output":
             for a in n.all_input_nodes:
                 for t in tensors(_torch.meta_val(a)):
-                    last[storages.key(t)] = end
+                    k = storages.key(t)
+                    if k in span:
+                        span[k] = (span[k][0], end)
             continue
         use = max((index[u] for u in n.users), default=i)
         if n.op == "placeholder" and inputs_live_throughout:
             use = end
         for t in tensors(_torch.meta_val(n)):
-            key = storages.key(t)
-            if key in resident:
+            k = storages.key(t)
+            if k in resident:
                 continue
-            first.setdefault(key, i)
-            last[key] = max(last.get(key, i), use)
+            first, last = span.get(k, (i, i))
+            span[k] = (first, max(last, use))
+            maker.setdefault(k, n)
+    return span, maker
+
+
+def live_bytes(gm: fx.GraphModule, storages: Storages, resident: dict[int, int], *,
+               inputs_live_throughout: bool) -> list[int]:
+    """Bytes live (resident storages left out) while each node of ``gm`` runs, one entry per node
+    in graph order: the liveness walk ``peak_bytes`` takes the maximum of."""
+    end = len(gm.graph.nodes)
+    span, _ = storage_spans(gm, storages, resident, inputs_live_throughout=inputs_live_throughout)
     delta = [0] * (end + 2)
-    for key, start in first.items():
+    for key, (start, last) in span.items():
         delta[start] += storages.nbytes(key)
-        delta[last[key] + 1] -= storages.nbytes(key)
+        delta[last + 1] -= storages.nbytes(key)
     curve, live = [], 0
     for d in delta[:end]:  # after the last node only the outputs are live, as at the output node
         live += d

@@ -12,6 +12,7 @@ parameters.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,7 +22,7 @@ from ... import _torch
 from ...capture import JointGraph
 from ...graph_facts import Storages, tensors
 from ...units import format_bytes
-from ..memory import recompute_cost, saved_memory, storage_owners
+from ..memory import recompute_cost, saved_memory, storage_owners, storage_spans
 from ..partition import Partition
 
 __all__ = ["KINDS", "LiveTensor", "PiecePeak", "StepPeak", "piece_peak", "step_peak"]
@@ -72,35 +73,6 @@ class PiecePeak:
     live: list[LiveTensor] = field(default_factory=list)  # at the peak, biggest first
 
 
-def _walk(gm: fx.GraphModule, storages: Storages, resident: set[int], throughout: bool
-          ) -> tuple[dict[int, tuple[int, int]], dict[int, fx.Node]]:
-    """storage -> (first, last) node index and the node that made it: ``memory.live_bytes``'s rule."""
-    nodes = list(gm.graph.nodes)
-    end = len(nodes)
-    index = {n: i for i, n in enumerate(nodes)}
-    span: dict[int, tuple[int, int]] = {}
-    maker: dict[int, fx.Node] = {}
-    for i, n in enumerate(nodes):
-        if n.op == "output":
-            for a in n.all_input_nodes:
-                for t in tensors(_torch.meta_val(a)):
-                    k = storages.key(t)
-                    if k in span:
-                        span[k] = (span[k][0], end)
-            continue
-        use = max((index[u] for u in n.users), default=i)
-        if n.op == "placeholder" and throughout:
-            use = end
-        for t in tensors(_torch.meta_val(n)):
-            k = storages.key(t)
-            if k in resident:
-                continue
-            first, last = span.get(k, (i, i))
-            span[k] = (first, max(last, use))
-            maker.setdefault(k, n)
-    return span, maker
-
-
 def _kind(phase: str, node: fx.Node, key: int, saved: set[int], grads: set[int]) -> str:
     if key in grads:
         return "gradients"
@@ -122,7 +94,7 @@ def piece_peak(graph: JointGraph, p: Partition) -> list[PiecePeak]:
     flops, traffic = recompute_cost(p)
     peaks = []
     for phase, gm, to_joint in (("forward", p.forward, p.fw_to_joint), ("backward", p.backward, p.bw_to_joint)):
-        span, maker = _walk(gm, storages, set(resident), phase == "forward")
+        span, maker = storage_spans(gm, storages, set(resident), inputs_live_throughout=phase == "forward")
         nodes = list(gm.graph.nodes)
         delta = [0] * (len(nodes) + 2)
         for k, (a, b) in span.items():
@@ -187,9 +159,10 @@ class StepPeak:
 
     def text(self) -> str:
         kinds = ", ".join(f"{k} {format_bytes(v) or '0 B'}" for k, v in self.by_kind.items() if v)
-        head = f"peak {format_bytes(self.peak_bytes)} in the {self.at.phase} of piece {self.at.piece + 1} " \
+        head = f"peak {format_bytes(self.peak_bytes)} in the {self.at.phase} of graph {self.at.piece + 1} " \
                f"at {self.at.node}: {kinds}"
-        return "\n".join([head] + [f"  {format_bytes(t.nbytes):>10}  {t.label}" for t in self.biggest])
+        lines = textwrap.wrap(head, 100, subsequent_indent="  ")
+        return "\n".join(lines + [f"  {format_bytes(t.nbytes):>10}  {t.label}"[:100] for t in self.biggest])
 
 
 def step_peak(pieces: Sequence[tuple[JointGraph, Partition, int]], model_param_bytes: int,
