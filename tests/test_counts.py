@@ -77,7 +77,9 @@ def test_a_logged_run_prints_one_set_of_counts(aot_log, capsys):
     assert int(run.graphs["nodes"].iloc[0]) == nodes
     assert main(["logs", str(aot_log)]) == 0
     out = capsys.readouterr().out.splitlines()
-    header, row = out[1], out[2]  # after the first line: the streamed table, values right-aligned under their names
+    # after the first line (wrapped where the directory is long): the streamed table, values right-aligned
+    start = next(i for i, line in enumerate(out) if line.startswith("rank "))
+    header, row = out[start], out[start + 1]
     end = re.search(r"\bnodes\b", header).end()
     assert re.search(r"(\d+)$", row[:end]).group(1) == str(nodes), "\n".join(out[:3])
     # `fxviz nodes --logs`: the summary, as the notebook prints it

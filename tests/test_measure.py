@@ -131,7 +131,7 @@ def test_aot_eager_measured_equals_estimated(name):
     model, inputs = make_example(name)
     before = snapshot(model)
     loss = (lambda out: out.sum()) if name == "alexnet" else (lambda out: out)
-    tr = fxviz.trace(model, *inputs, loss_fn=loss)
+    tr = fxviz.trace(model, *inputs, loss_fn=loss, backend="aot_eager")
     measured = tr.measure()
     assert_unchanged(model, before)
     count = independent_count(model, inputs, "aot_eager", loss)
@@ -186,7 +186,7 @@ def test_a_function_over_a_module_and_the_users_compile_are_left_untouched():
     def fn(inp):
         return net(inp)
 
-    tr = fxviz.trace(fn, x)
+    tr = fxviz.trace(fn, x, backend="aot_eager")
     before = snapshot(net)  # after the trace: measure's own promise
     measured = tr.measure()
     assert_unchanged(net, before)

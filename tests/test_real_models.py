@@ -58,7 +58,9 @@ def test_default_view_is_screen_sized(real, name):
     assert m.boxes > 0, "a real model's default view collapses modules"
     assert m.units <= 150, m
     assert 1 / 3 <= m.aspect <= 3, m
-    assert m.loose <= 5, m
+    # inductor's capture (the default) rewrites attention in its joint passes, and the nodes a pass makes
+    # carry no module stack: ViT's show one more loose node than aot_eager's graph did (5)
+    assert m.loose <= (6 if tr.capture.backend == "inductor" else 5), m
 
 
 @pytest.mark.parametrize("name", REPEATED)

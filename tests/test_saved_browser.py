@@ -31,7 +31,7 @@ def _marked(page) -> list[str]:
 def test_saved_panel_in_the_report(traces, tmp_path, artifacts):
     tr = traces[("mini_gpt", "lifted")]
     path = fxviz.report(tr, tmp_path / "saved.html", strategies=["default", "min_cut"])
-    table = tr.saved()
+    table = tr.saved("default")  # the page opens on the first strategy it is given
     boxes = {b["id"]: b["members"] for b in tr.draw().boxes}  # the report's joint layout
     with browser(viewport=SMALL_SCREEN) as b:
         page = b.new_page()

@@ -8,7 +8,7 @@ its label, whether it needs the model or a log.  It describes; ``partition.py`` 
     >>> Strategy.parse("budget:0.3").name
     'budget:0.3:dp'
     >>> Strategy.parse("min-cut").label
-    'min_cut (torch min_cut_rematerialization_partition)'
+    "min_cut (torch.compile's partitioner: min_cut_rematerialization_partition)"
 """
 
 from __future__ import annotations

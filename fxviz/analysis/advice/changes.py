@@ -123,6 +123,8 @@ def repeated_blocks(model: nn.Module) -> tuple[str, int] | None:
     for name, m in model.named_modules():
         if not name or not isinstance(m, (nn.ModuleList, nn.Sequential)):
             continue
+        if not all(part.isidentifier() for part in name.split(".")):  # it goes into code that runs: names only
+            continue
         children = list(m.children())
         if len(children) < 2 or len({type(c) for c in children}) != 1:
             continue
