@@ -46,7 +46,8 @@ def test_saved_panel_in_the_report(traces, tmp_path, artifacts):
         letters = page.eval_on_selector_all(".fxviz-saved-fates", "ts => ts.map(t => t.textContent)")
         codes = {"saved": "S", "recomputed": "R", "not needed": "\u2013", "failed": "!"}
         assert letters == [" ".join(codes[fate(tr.partition(o), n)] for o in others) for n in table.index]
-        assert letters == [" ".join(codes[f] for f in tr.saved(compare=others).loc[n, others]) for n in table.index]
+        assert letters == [" ".join(codes[f] for f in tr.saved("default", compare=others).loc[n, others])
+                           for n in table.index]
         # sortable: bytes ascending is the reverse; by module, each module's rows sit together
         page.click(".fxviz-saved-table th[data-sort='bytes']")
         assert _rows(page) == list(table.index)[::-1]
