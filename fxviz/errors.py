@@ -29,6 +29,7 @@ __all__ = [
     "RenderError",
     "ModelSpecError",
     "LogError",
+    "OutputError",
     "FxvizWarning",
 ]
 
@@ -200,6 +201,13 @@ class LogError(FxvizError):
     """A log of a real run that fxviz cannot read: missing, truncated, corrupt, without AOT graphs."""
 
     hint = "point fxviz at the directory TORCH_TRACE=dir wrote (or one file in it) of a torch.compile training run"
+
+
+class OutputError(FxvizError, OSError):
+    """A file fxviz was asked to write cannot be written there (an ``OSError`` too, so code that
+    catches those still does)."""
+
+    hint = "pass a path in an existing directory you can write to"
 
 
 class FxvizWarning(UserWarning):

@@ -112,6 +112,34 @@ def test_every_command_reports_a_missing_model_in_one_line(capsys):
         assert_one_line_error(code, err, "no_such_model")
 
 
+@pytest.mark.parametrize("command", ["draw", "report"])
+def test_an_output_path_that_cannot_be_written_is_refused_before_tracing(command, capsys, tmp_path, monkeypatch):
+    """``-o`` into a missing directory is refused (not created: a typo would make one silently) and so is a
+    directory as the file; both before the model is traced, naming the path and the fix."""
+    import fxviz.cli.files as files
+
+    def must_not_trace(args):
+        raise AssertionError("the model was traced before the output path was checked")
+
+    monkeypatch.setattr(files, "open_trace", must_not_trace)
+    missing = tmp_path / "no_such_dir" / "out.svg"
+    code, _, err = run_main([command, "mlp", "-o", str(missing)], capsys)
+    assert_one_line_error(code, err, str(missing.parent), "does not exist", "mkdir -p")
+    assert not missing.parent.exists()
+    code, _, err = run_main([command, "mlp", "-o", str(tmp_path)], capsys)
+    assert_one_line_error(code, err, str(tmp_path), "is a directory")
+
+
+def test_a_write_into_a_missing_directory_raises_an_output_error_that_is_an_oserror(tmp_path):
+    import fxviz
+    from fxviz._io import write_atomic
+
+    with pytest.raises(fxviz.OutputError, match="does not exist") as info:
+        write_atomic(tmp_path / "missing" / "r.html", "x")
+    assert isinstance(info.value, OSError) and not (tmp_path / "missing").exists()
+    assert write_atomic(tmp_path / "r.html", "x").read_text() == "x"
+
+
 # --- argparse's own errors -----------------------------------------------------------------------------
 @pytest.mark.parametrize("argv", [[], ["frobnicate"], ["nodes"], ["nodes", "mlp", "--params", "bogus"],
                                   ["nodes", "mlp", "--no-such-flag"]],

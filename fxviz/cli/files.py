@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from .._io import check_writable
 from ..analysis.strategies import parse_list
 from ..errors import InputError
 from ..render.limits import REPORT_BUDGET
@@ -37,6 +38,8 @@ VIEWS = ("joint", "forward", "backward", "compare", "flow")
          opt("--timeout", type=float, default=120.0, help="seconds graphviz may take (default 120)"))
 def cmd_draw(args: argparse.Namespace) -> int:
     """Draw the joint graph (or one side of a partition) to an SVG, PNG or DOT file."""
+    if args.output:
+        check_writable(args.output)
     tr = open_trace(args)
     name = stem(args)
     if args.piece == "overview":
@@ -79,6 +82,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     table, doctor's findings; one file that loads nothing from the network."""
     say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else None
     out = args.output
+    if out:
+        check_writable(out)
     if from_log(args):  # every graph of the run, with a rank and a graph selector, opening on --rank/--graph
         if args.measure:
             refuse_measure_log()
