@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -16,6 +17,7 @@ from fxviz.analysis.doctor import diagnose
 from fxviz.analysis.measure import mark_saved, step_strategy
 from fxviz.analysis.memory import add_measured
 from fxviz.errors import FxvizError
+from fxviz.units import format_bytes
 
 from .conftest import assert_unchanged, make_example, snapshot
 
@@ -90,6 +92,22 @@ def test_alexnet_inductor_equals_the_independent_count(alexnet_inductor):
     estimated = int(table["saved_activation_bytes"][0])
     assert measured.estimated_bytes == estimated
     assert measured.saved_bytes == estimated + measured.copy_bytes  # the copies are the whole difference
+
+
+def test_a_measure_and_the_tables_print_readably_in_a_terminal(alexnet_inductor):
+    """``print(measured)`` is one line of its figures (not the whole ``saved`` frame); ``print(table)`` lays
+    every strategy out as a column with units (not pandas' ``[5 rows x 22 columns]``)."""
+    tr, measured, _ = alexnet_inductor
+    text = repr(measured)
+    assert "\n" not in text and format_bytes(measured.saved_bytes) in text and measured.backend in text
+    assert f"{measured.saves} saved values" in text and "DataFrame" not in text
+    table = add_measured(tr.memory_table(), measured)
+    shown = repr(table)
+    assert "rows x" not in shown and "strategies x" in shown
+    for strategy in table["strategy"]:
+        assert str(strategy) in shown.splitlines()[0]
+    assert format_bytes(int(table["saved_activation_bytes"].iloc[0])) in shown
+    assert repr(table[["strategy", "saved_tensors"]]) == repr(pd.DataFrame(table[["strategy", "saved_tensors"]]))
 
 
 def test_alexnet_copies_name_their_source(alexnet_inductor):

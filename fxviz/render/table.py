@@ -40,6 +40,8 @@ def _formatter(column: str) -> Any:
         return format_flops
     if column == "seconds":
         return lambda v: "" if is_missing(v) else f"{v:.2f}"
+    if column.endswith("_seconds"):  # a replay's forward/backward: milliseconds mostly
+        return lambda v: "" if is_missing(v) else f"{v:.2f} s" if v >= 1 else f"{v * 1e3:.2f} ms"
     return lambda v: "" if is_missing(v) else str(v)
 
 
@@ -166,3 +168,12 @@ class MemoryTable(pd.DataFrame):
 
     def to_text(self, width: int = 100) -> str:
         return memory_table_text(self, width)
+
+    def __repr__(self) -> str:
+        """In a terminal (``print(table)``, the REPL's echo) the table as ``to_text`` lays it out, one
+        column per strategy, not pandas' ``[5 rows x 22 columns]`` with most columns cut; a slice
+        that is no longer a whole memory table prints as the DataFrame it is."""
+        if not {"strategy", "saved_activation_bytes"} <= set(self.columns):
+            return super().__repr__()
+        return (f"{self.to_text()}\n[memory table: {len(self)} strategies x {self.shape[1]} columns, a pandas "
+                f"DataFrame; .to_string() prints it as one]")
