@@ -200,3 +200,22 @@ def test_code_one_side_ran_outside_its_graphs_is_said() -> None:
     assert len(lines) == 1 and lines[0].startswith("B's graphs read none of 1 parameter(s) of blk.a")
     assert set(why) == {"blk.a", "blk"} and why["blk"].startswith("B ran blk outside its compiled graphs")
     assert outside_notes([a], [a]) == ([], {})
+
+
+def test_a_saved_detach_is_the_value_it_aliases(runs: tuple[pathlib.Path, pathlib.Path]) -> None:
+    """B's first graph ends at the break and saves ``detach(tanh)`` where A saves ``tanh``: one storage, so
+    the diff pairs them (a user walk found them as "only A: B's backward does not read it" beside "only B:
+    A recomputes it")."""
+    import torch
+
+    d = fxviz.diff(fxviz.load_logs(runs[0]), fxviz.load_logs(runs[1]))
+    t = d.table
+    aliased = t[t["why"].str.contains("a detach of it", na=False)]
+    assert len(aliased) >= 1 and (aliased["status"] == "both").all()
+    traces = fxviz.load_logs(runs[1]).traces()
+    for _, row in aliased.iterrows():
+        assert row["bytes_a"] == row["bytes_b"] > 0
+        node = next(n for n in traces[int(row["graph_b"])].joint.graph.nodes if n.name == row["name_b"])
+        assert node.target is torch.ops.aten.detach.default
+    only_b = t[t["status"] == "only B"]
+    assert not (only_b["op"] == "detach").any(), only_b

@@ -171,10 +171,64 @@ def _shape(v: SavedValue | None) -> tuple[int, ...] | None:
     return None if v is None or v.shape is None else tuple(int(s) for s in v.shape)
 
 
+ALIAS_OPS = ("detach", "alias")
+"""Ops whose output is their input under another name (same storage, shape and strides): a partition
+that saves ``detach(x)`` keeps ``x``."""
+
+
+def alias_roots(graph: JointGraph, names: set[str]) -> dict[str, str]:
+    """Each of ``names`` that is an alias (``ALIAS_OPS``, through chains) -> the value it aliases."""
+    nodes = {n.name: n for n in graph.gm.graph.nodes}
+    roots = {}
+    for name in names:
+        node, root = nodes.get(name), name
+        while node is not None and node.op == "call_function" and len(node.all_input_nodes) == 1 \
+                and getattr(node.target, "__name__", "").split(".")[0] in ALIAS_OPS:
+            node = node.all_input_nodes[0]
+            root = node.name
+        if root != name:
+            roots[name] = root
+    return roots
+
+
+def _alias_twins(a: Side, b: Side, m: Matching) -> dict[str, str]:
+    """A saved values whose B twin B does not save but keeps under an alias (or the other way
+    round: A saves ``detach(x)``, B saves ``x``): A name -> the B saved value that holds it."""
+    b_saved = b.saved_names
+    a_roots, b_roots = alias_roots(a.graph, a.saved_names), alias_roots(b.graph, b_saved)
+    b_by_root: dict[str, str] = {}
+    for name in b_saved:
+        b_by_root.setdefault(b_roots.get(name, name), name)
+    out = {}
+    for name in a.saved_names:
+        if m.a_to_b.get(name) in b_saved:
+            continue
+        twin = m.a_to_b.get(a_roots.get(name, name))
+        held = b_by_root.get(twin) if twin is not None else None
+        if held is not None and held not in out.values() and (name in a_roots or held in b_roots):
+            out[name] = held
+    return out
+
+
+def _alias_words(a: Side, b: Side, a_name: str, b_name: str) -> str:
+    """Why a pair of differently made values is one storage, e.g. "B saves detach_1, a detach of it"."""
+    for side, name in ((b, b_name), (a, a_name)):
+        info = side.graph.info.get(name)
+        if info is not None and info.short_op in ALIAS_OPS:
+            return f"{side.letter} saves {name}, a {info.short_op} of it: one storage"
+    return "one storage under two names"
+
+
 def diff_table(a: Side, b: Side, matching: Matching | None = None) -> pd.DataFrame:
     """One row per saved value of either side (columns ``DIFF_COLUMNS``): A's values in A's order,
-    each with its B twin when B saves it, then the values only B saves."""
+    each with its B twin when B saves it (or an alias of it: ``detach(x)`` is ``x``), then the
+    values only B saves."""
     m = match_graphs(a.graph, b.graph) if matching is None else matching
+    aliased = _alias_twins(a, b, m)
+    if aliased:  # pair them as any twin (dropping the pairs they replace): every rule below sees both saved
+        kept = {k: v for k, v in m.a_to_b.items() if v not in aliased.values()}
+        m = Matching({**kept, **aliased}, {k: r for k, r in m.rule.items() if k in kept or k in aliased}
+                     | {n: m.rule.get(n, "op+shape") for n in aliased})
     to_a = m.b_to_a
     b_by_name = {v.name: v for v in b.values if v.name is not None}
     used: set[int] = set()
@@ -187,9 +241,10 @@ def diff_table(a: Side, b: Side, matching: Matching | None = None) -> pd.DataFra
         twin_name = m.a_to_b.get(v.name) if v.name is not None else None
         rule = m.rule.get(v.name, "unmatched") if v.name is not None else "unmatched"
         twin = b_by_name.get(twin_name) if twin_name is not None else None
-        if twin is not None:
+        if twin is not None and id(twin) not in used:
             used.add(id(twin))
-            rows.append(_row("both", v, twin, rule, ""))
+            note = _alias_words(a, b, v.name, twin.name) if v.name in aliased and v.name and twin.name else ""
+            rows.append(_row("both", v, twin, rule, note))
         else:
             rows.append(_row("only A", v, None, rule, why(v, twin_name, a, b, covered_b, covered_a_in_a)))
     for v in b.values:
