@@ -263,7 +263,14 @@ def test_saved_text_reads_like_print_saved_residuals():
     assert made >= acts > 0
     head, *lines = text.splitlines()
     assert head.startswith("saved ") and f"of the {format_bytes(made)} the forward makes" in head
-    blocks = [ln for ln in lines if re.match(r"^h \d+-\d+ x\d+, same pattern: ", ln)]
+    held = int(table.loc[table["kind"].isin(["parameter", "input"]), "bytes"].sum())
+    if held:  # what the backward reads that is held anyway: said once, not counted among the activations
+        also, *lines = lines
+        assert also.startswith("the backward also reads ") and "held anyway" in also
+    # each block: its activations first, then what it reads that is held anyway (never under its activations)
+    kinds = [("param" if " from parameter `" in ln else "act") for ln in lines if ln.startswith("    ")]
+    assert kinds == sorted(kinds), "a block lists a parameter before an activation"
+    blocks = [ln for ln in lines if re.match(r"^h\.\d+-\d+ x\d+, same pattern: ", ln)]
     assert blocks == [ln for ln in lines if not ln.startswith("  ")]
     in_layers = table["module"].fillna("").str.match(r"^h\.\d+(\.|$)")
     per_layer = table[in_layers]["module"].str.extract(r"^h\.(\d+)")[0].value_counts()

@@ -1,7 +1,9 @@
 """The saved table as people read it (``Trace.saved_text``): a headline, then one line per saved value
 in the plain form of JAX's ``print_saved_residuals`` (``f32[16,32] output of mm from h.0.attn
-(model.py:12)``), with a stack of identical layers folded into one block (``transformer.h 0-11 x12,
-same pattern: 25.3 KiB each``) whose lines are its first layer's.
+(model.py:12)``), with a stack of identical layers folded into one block (``transformer.h.0-11 x12,
+same pattern: 25.3 KiB of activations each``) whose lines are its first layer's.  In each block the
+activations come first, then the inputs and parameters the backward reads: those are held anyway, so
+no heading counts them among the activations (it says their bytes beside).
 
     >>> dtype_code("torch.float32"), dtype_code("torch.bfloat16")
     ('f32', 'bf16')
@@ -53,8 +55,11 @@ def _line(row: Any, module: str | None) -> str:
     shape = row["shape"]
     dims = "" if shape is None or (isinstance(shape, float)) else ",".join(str(s) for s in shape)
     head = "symint" if row["kind"] == "symint" else f"{dtype_code(row['dtype'])}[{dims}]"
-    if row["kind"] == "parameter":
-        what = f"from the parameter of {module}" if module else "from a parameter"
+    if row["kind"] == "parameter":  # its own name; in a folded block with the layer's index as {i}
+        named = str(row["what"]) if isinstance(row.get("what"), str) else ""
+        if named and module and isinstance(row["module"], str):
+            named = named.replace(f"`{row['module']}.", f"`{module}.")
+        what = f"from {named}" if named else f"from the parameter of {module}" if module else "from a parameter"
     elif row["kind"] == "input":
         what = f"from {row['what']}"
     else:
@@ -67,6 +72,19 @@ def _line(row: Any, module: str | None) -> str:
     return f"  {head:<16} {nbytes:>9}  {what}{src}{share}"
 
 
+_KIND_ORDER = {"activation": 0, "symint": 1, "input": 2, "parameter": 3}
+
+
+def _held_anyway(rows: list[Any]) -> str:
+    """", and 208 KiB of parameters and 1 KiB of inputs it reads (held anyway)" for a heading."""
+    parts = []
+    for kind, word in (("parameter", "parameters"), ("input", "inputs")):
+        nbytes = sum(int(r["bytes"]) for r in rows if r["kind"] == kind)
+        if nbytes:
+            parts.append(f"{format_bytes(nbytes)} of {word}")
+    return f"; also reads {' and '.join(parts)}, held anyway" if parts else ""
+
+
 def saved_text(graph: JointGraph, p: Partition, table: pd.DataFrame, model: nn.Module | None) -> str:
     """The headline, then every row of ``table`` (``analysis.saved.saved_table`` of ``p``); consecutive
     layers of the model's stack (``changes.repeated_blocks``) that save the same values fold into one."""
@@ -75,13 +93,17 @@ def saved_text(graph: JointGraph, p: Partition, table: pd.DataFrame, model: nn.M
     blocks = repeated_blocks(model) if model is not None else None
     total = forward_bytes(graph, p)
     acts = int(table.loc[table["kind"] == "activation", "bytes"].sum())
+    rows_all = [row for _name, row in table.iterrows()]
+    held = _held_anyway(rows_all).replace("; also reads", "the backward also reads")
     lines = [f"saved {format_bytes(acts) or '0 B'} of activations, of the {format_bytes(total) or '0 B'} the forward "
              f"makes ({acts / total:.0%}); {len(table)} values ({p.name})" if total else
              f"saved {format_bytes(acts) or '0 B'} of activations ({p.name})"]
+    if held:
+        lines.append(f"{held} (listed after the activations)")
     pattern = re.compile(rf"^{re.escape(blocks[0])}\.(\d+)(\..*)?$") if blocks else None
     layers: dict[int, list[tuple[str, Any]]] = {}
     rest: list[Any] = []
-    for _name, row in table.iterrows():
+    for row in sorted(rows_all, key=lambda r: _KIND_ORDER.get(r["kind"], 1)):  # stable: bytes order kept per kind
         m = pattern.match(row["module"] or "") if pattern is not None and isinstance(row["module"], str) else None
         if m is None:
             rest.append(row)
@@ -101,8 +123,8 @@ def saved_text(graph: JointGraph, p: Partition, table: pd.DataFrame, model: nn.M
         each = sum(int(r["bytes"]) for _, r in rows if r["kind"] == "activation")
         span = f"{idx[0]}-{idx[-1]} x{len(idx)}" if len(idx) > 1 else f"{idx[0]}"
         same = ", same pattern" if len(idx) > 1 else ""
-        lines.append(f"{blocks[0] if blocks else ''} {span}{same}: {format_bytes(each) or '0 B'} of activations"
-                     + (" each" if len(idx) > 1 else ""))
+        lines.append(f"{blocks[0] if blocks else ''}.{span}{same}: {format_bytes(each) or '0 B'} of activations"
+                     + (" each" if len(idx) > 1 else "") + _held_anyway([r for _, r in rows]))
         for suffix, r in rows:
             lines.append("  " + _line(r, f"{blocks[0] if blocks else ''}.{{i}}{suffix}" if len(idx) > 1
                                       else f"{blocks[0] if blocks else ''}.{idx[0]}{suffix}"))
