@@ -145,6 +145,16 @@ def test_group_by_module_with_depth(traces):
     assert w.pane.view_key.startswith("joint|min_cut|-|module|")
 
 
+def test_the_explorer_depth_is_draws_depth(traces):
+    """``explore(tr, depth=3)`` opens on the boxes ``tr.draw(depth=3)`` draws (the slider was made with
+    an end of 2 before the trace's deepest module was known, and clamped a 3 to 2)."""
+    tr = traces[("mini_gpt", "lifted")]
+    for depth in (1, 2, 3):
+        w = fxviz.explore(tr, group="module", depth=depth)
+        assert w.depth_control.value == depth
+        assert set(drawn(w.pane.svg)) == set(drawn(tr.draw(group="module", depth=depth).svg()))
+
+
 def test_search_selection_and_table_row_clicks(mlp_explorer):
     w = mlp_explorer
     w.pane.search = "relu"  # the pane's own search box syncs this both ways

@@ -59,7 +59,7 @@ class Controls:
                                        layout=_wide())
         self.group = widgets.Dropdown(options=GROUP_CHOICES, value=group or "auto", description="group",
                                       style=_STYLE, layout=_wide())
-        self.depth = widgets.IntSlider(value=depth or 1, min=1, max=2, description="depth", continuous_update=False,
+        self.depth = widgets.IntSlider(value=depth or 1, min=1, max=max(depth or 1, 2), description="depth", continuous_update=False,
                                        style=_STYLE, layout=widgets.Layout(width="260px"))
 
     def rows(self, with_params: bool) -> list[widgets.HBox]:
