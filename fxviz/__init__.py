@@ -13,8 +13,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from . import _supported  # noqa: F401  (first: refuses a torch older than the supported range, without importing it)
-from .errors import (FxvizError, InputError, LogError, NoFloatingOutputError, OutputError, RenderError, StrategyError,
-                     TraceError)
+from .errors import (
+    FxvizError,
+    InputError,
+    LogError,
+    NoFloatingOutputError,
+    OutputError,
+    RenderError,
+    StrategyError,
+    TraceError,
+)
 
 if TYPE_CHECKING:
     from . import examples

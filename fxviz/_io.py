@@ -33,7 +33,8 @@ def check_writable(path: str | os.PathLike[str]) -> pathlib.Path:
         raise OutputError(f"cannot write {path}: the directory {parent} {what}",
                           hint=f"create it first (mkdir -p {parent}) or write to an existing directory")
     if path.is_dir():
-        raise OutputError(f"cannot write {path}: it is a directory", hint="pass the path of a file in it, not the directory itself")
+        raise OutputError(f"cannot write {path}: it is a directory",
+                          hint="pass the path of a file in it, not the directory itself")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {path}: the directory {parent} is not writable")
     return path

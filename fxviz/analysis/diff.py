@@ -199,7 +199,7 @@ def _alias_twins(a: Side, b: Side, m: Matching) -> dict[str, str]:
     b_by_root: dict[str, str] = {}
     for name in b_saved:
         b_by_root.setdefault(b_roots.get(name, name), name)
-    out = {}
+    out: dict[str, str] = {}
     for name in a.saved_names:
         if m.a_to_b.get(name) in b_saved:
             continue

@@ -59,8 +59,9 @@ class Controls:
                                        layout=_wide())
         self.group = widgets.Dropdown(options=GROUP_CHOICES, value=group or "auto", description="group",
                                       style=_STYLE, layout=_wide())
-        self.depth = widgets.IntSlider(value=depth or 1, min=1, max=max(depth or 1, 2), description="depth", continuous_update=False,
-                                       style=_STYLE, layout=widgets.Layout(width="260px"))
+        # its end is the trace's deepest module, set once the trace is known; until then wide enough for ``depth``
+        self.depth = widgets.IntSlider(value=depth or 1, min=1, max=max(depth or 1, 2), description="depth",
+                                       continuous_update=False, style=_STYLE, layout=widgets.Layout(width="260px"))
 
     def rows(self, with_params: bool) -> list[widgets.HBox]:
         """The two rows of controls (the parameter mode only where there is a model to trace again)."""
