@@ -197,6 +197,11 @@ def test_a_cuda_log_reads_on_this_cpu(backend, request, tmp_path, capsys):
     ref = fxviz.load_logs(cpu_log).trace()
     for s in ("logged", "default", "min_cut"):
         assert tr.partition(s).saved == ref.partition(s).saved, s
+    # the torch is in the title, not in the frame a whole-step diff pairs graphs by ("why does 2.13 save more?")
+    assert tr.title.endswith("[torch 2.7.1]") and ref.title.endswith(f"[torch {torch.__version__}]")
+    assert tr.capture.name == ref.capture.name == "forward"
+    d = fxviz.diff(run, fxviz.load_logs(aot_log))
+    assert d.totals[0] == d.totals[1] and all(p.diff is not None for p in d.pairs)
     if backend == "inductor":
         note = [w for w in tr.capture.warnings if "joint-graph passes" in w]
         assert note and "as for a cpu graph" in note[0] and "cuda" in note[0]

@@ -93,8 +93,8 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
                    graph_breaks=[c.graph_break_reason] if c.graph_break_reason else [],
                    model=None, fn=None, example_inputs=(), loss_fn=None, reduce=None,
                    input_names=[i.qualname for i in names.values()], warnings=warnings_,
-                   name=(c.frame or "compiled frame") + (f" [torch {c.torch_version}]" if c.torch_version else ""),
-                   origin=origin, state=_state(c), backend=backend, torch_budget=_budget(c.functorch),
+                   name=c.frame or "compiled frame", torch_version=c.torch_version or None, origin=origin,
+                   state=_state(c), backend=backend, torch_budget=_budget(c.functorch),
                    log_config=dict(c.functorch))
 
 

@@ -84,6 +84,7 @@ class Capture:
         return label + (", dynamic shapes" if self.dynamic else "")
     name: str | None = None  # a log's frame name (no model, no function to name it after)
     origin: str | None = None  # a log: which rank and compile the graph came from
+    torch_version: str | None = None  # a log: the torch that wrote it (titles say it; the frame ``name`` does not)
     # a log: the parameters its graphs name, as meta tensors with the logged shape, dtype and
     # requires_grad (what the doctor and the parameter table read when there is no model)
     state: list[tuple[str, torch.Tensor]] = field(default_factory=list)
@@ -98,7 +99,7 @@ class Capture:
         if self.model is not None:
             return type(self.model).__name__
         if self.name is not None:
-            return self.name
+            return self.name + (f" [torch {self.torch_version}]" if self.torch_version else "")
         return getattr(self.fn, "__name__", None) or "function"
 
 
