@@ -65,3 +65,35 @@ def test_cli_measure_with_logs(steps_log, capsys):
     assert_one_line_error(code, err, "--measure", "no model")
     code, _, err = run_main(["report", "--logs", str(steps_log), "--measure"], capsys)
     assert_one_line_error(code, err, "--measure", "no model")
+
+
+def test_returns_of_another_length_are_not_called_an_agreement(steps_log, monkeypatch):
+    """Where the output code returns another number of values than the post-grad graph, nothing is
+    paired, and the text says so instead of "agree on all N forward outputs"."""
+    from fxviz.analysis import logged_layout
+
+    seen = {}
+    real = logged_layout.layout_copies
+
+    def short_code(post_grad, code):
+        seen["real"] = real(post_grad, code)
+        lines = code.splitlines()
+        i = max(k for k, ln in enumerate(lines) if ln.strip().startswith("return ("))
+        entries = logged_layout._returned(lines[i])  # top-level entries: reinterpret_tensor(buf7, (8, ), ...)
+        lines[i] = lines[i][:lines[i].index("return (")] + "return (" + ", ".join(entries[:-1]) + ", )"
+        return real(post_grad, "\n".join(lines))
+
+    monkeypatch.setattr(logged_layout, "layout_copies", short_code)
+    found = read_logged_layout(log_files(steps_log)[0], "0/0")
+    assert found is not None and not found.copies and seen["real"].copies
+    assert found.returned == (seen["real"].outputs, seen["real"].outputs - 1)
+    assert "cannot pair" in found.text() and "agree" not in found.text()
+
+
+def test_replaying_a_logs_partitions_is_refused_in_one_line(steps_log):
+    """``measure(strategies)`` runs partitions on the capture's tensors; a log holds none (it read as an
+    embedding's "Expected a proper Tensor but got None" in the table's caption)."""
+    tr = fxviz.load_logs(steps_log).trace(compile_id="1/0")
+    with pytest.raises(fxviz.FxvizError, match="real tensors") as info:
+        tr.measure(["logged", "min_cut"])
+    assert "\n" not in str(info.value) and "log" in info.value.hint

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.fx as fx
 from torch import nn
 
 from .. import _torch
@@ -17,6 +16,7 @@ from .._fx import output_node
 from .._state import preserved, restore_rng, rng_state
 from ..capture import Capture, JointGraph
 from ..errors import FxvizError
+from .runtime_args import backward_args, forward_args, is_token, token
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,17 +65,6 @@ def gradient_outputs(graph: JointGraph) -> list[tuple[int, str | None, str]]:
     return res
 
 
-def _is_token(n: fx.Node) -> bool:
-    """An effect token (ops with side effects, e.g. ``_linalg_check_errors`` in ``linalg.cholesky``,
-    are threaded through ``with_effects``): AOTAutograd's runtime feeds it an empty tensor."""
-    desc = _torch.node_desc(n)
-    return desc is not None and _torch.describe_input(desc).kind == "token"
-
-
-def _token() -> torch.Tensor:
-    return torch.empty(0)
-
-
 def run_joint(graph: JointGraph, values: dict[str, Any] | None = None) -> list[Any]:
     """Execute the joint graph on real tensors: primals from the capture, each tangent = 1 for
     the loss (the only differentiable output fxviz's wrapper returns), zeros otherwise."""
@@ -84,8 +73,8 @@ def run_joint(graph: JointGraph, values: dict[str, Any] | None = None) -> list[A
     for n in graph.gm.graph.nodes:
         if n.op != "placeholder":
             continue
-        if _is_token(n):
-            args.append(_token())
+        if is_token(n):
+            args.append(token())
         elif graph.info[n.name].role == "tangent":
             fake = _torch.meta_val(n)
             args.append(torch.ones(fake.shape, dtype=fake.dtype, device=fake.device))
@@ -105,33 +94,11 @@ def run_partition(graph: JointGraph, part: Any, values: dict[str, Any] | None = 
     joint name of the input it is the gradient of (``qualname`` of that input)."""
     values = dict(graph.placeholder_values if values is None else values)
     fwd, bwd = part.forward, part.backward
-    fw_args = []
-    for n in fwd.graph.nodes:
-        if n.op == "placeholder" and _is_token(n) and part.fw_to_joint.get(n.name, n.name) not in values:
-            fw_args.append(_token())
-        elif n.op == "placeholder":
-            v = values[part.fw_to_joint.get(n.name, n.name)]
-            fw_args.append(v.detach() if isinstance(v, torch.Tensor) else v)
+    fw_args = forward_args(part, values)
     with torch.no_grad():
         fw_out = _torch.SeededInterpreter(fwd).run(*fw_args, enable_io_processing=False)
     fw_out = list(fw_out) if isinstance(fw_out, (tuple, list)) else [fw_out]
-    saved_out = fw_out[graph.num_fwd_outputs:]
-    handed = dict(zip(part.saved, saved_out))
-    bw_args = []
-    position = 0  # the backward takes the saved values first, in the forward's order (AOTAutograd's runtime)
-    for n in bwd.graph.nodes:
-        if n.op != "placeholder":
-            continue
-        joint = part.bw_to_joint.get(n.name, n.name)
-        if joint not in handed and _is_token(n):
-            bw_args.append(_token())
-        elif graph.info.get(joint) is not None and graph.info[joint].role == "tangent":
-            fake = _torch.meta_val(n)
-            bw_args.append(torch.ones(fake.shape, dtype=fake.dtype, device=fake.device))
-        else:
-            # a value the partitioner made (an RNG state: ``forward:NAME``) has no joint name: its place
-            bw_args.append(handed[joint] if joint in handed else saved_out[position])
-            position += 1
+    bw_args = backward_args(graph, part, fw_out[graph.num_fwd_outputs:])
     with torch.no_grad():
         bw_out = _torch.SeededInterpreter(bwd).run(*bw_args, enable_io_processing=False)
     bw_out = list(bw_out) if isinstance(bw_out, (tuple, list)) else [bw_out]
@@ -194,7 +161,8 @@ def _with_eager_random(cap: Capture) -> JointGraph:
     with _torch.eager_random(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FxvizWarning)  # said once, by the capture being checked
         again = capture(cap.fn, cap.example_inputs, loss_fn=cap.loss_fn, params=cap.params, route=cap.route,
-                        backend=cap.backend, dynamic=cap.dynamic, compile_loss=cap.loss_fn is not None)
+                        backend=cap.backend, dynamic=cap.dynamic,
+                        compile_loss=cap.loss_fn is not None and not cap.loss_outside)
     return again.graphs[0]
 
 

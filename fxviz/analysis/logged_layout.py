@@ -21,7 +21,9 @@ from ..units import format_bytes
 __all__ = ["LayoutCopy", "LoggedLayout", "layout_copies", "read_logged_layout"]
 
 _ITEMSIZE = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float64": 8, "double": 8,
-             "int64": 8, "long": 8, "int32": 4, "int": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
+             "int64": 8, "long": 8, "int32": 4, "int": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
+             "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "complex64": 8,
+             "complex128": 16}
 _SHORT = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64", "i64": "int64",
           "i32": "int32", "i16": "int16", "i8": "int8", "u8": "uint8", "b8": "bool"}
 _SIGNATURE_ARG = re.compile(r"(\w+): \"(\w+)\[([^\]]*)\]\[([^\]]*)\]")
@@ -48,6 +50,7 @@ class LoggedLayout:
 
     copies: list[LayoutCopy] = field(default_factory=list)
     outputs: int = 0  # the forward's outputs compared, place by place
+    returned: tuple[int, int] | None = None  # (graph, code) outputs when they differ in number: not compared
 
     @property
     def copy_bytes(self) -> int:
@@ -56,6 +59,10 @@ class LoggedLayout:
     def text(self, names: Mapping[str, str | None] | None = None) -> str:
         """One paragraph: what the log's graphs tell (``names``: a graph input's real name, by value)."""
         names = names or {}
+        if self.returned is not None:
+            graph, code = self.returned
+            return (f"the log's post-grad graph returns {graph} values and its output code {code}: fxviz cannot pair "
+                    "them place by place, so whether inductor returns copies of parameters or inputs is not known")
         if not self.copies:
             return (f"the log's post-grad graph and output code agree on all {self.outputs} forward outputs: inductor "
                     "returns no copy of a parameter or an input for the backward")
@@ -117,6 +124,7 @@ def layout_copies(post_grad: str, output_code: str) -> LoggedLayout:
     graph_out, code_out = _returned(post_grad), _returned(call)
     result = LoggedLayout(outputs=min(len(graph_out), len(code_out)))
     if len(graph_out) != len(code_out):
+        result.returned = (len(graph_out), len(code_out))
         return result
     for value, entry in zip(graph_out, code_out):
         if value not in inputs or entry == value or not _NAME.match(entry) or entry not in buffers:
@@ -125,8 +133,10 @@ def layout_copies(post_grad: str, output_code: str) -> LoggedLayout:
         if shape != inputs[value][0]:
             continue
         span = 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if all(shape) else 0
-        result.copies.append(LayoutCopy(value, entry, shape, stride, dtype, span * _ITEMSIZE.get(dtype, 4),
-                                        _layout(shape, stride)))
+        itemsize = _ITEMSIZE.get(dtype)
+        if itemsize is None:  # a dtype this table lacks (float8, complex): no guessed size
+            continue
+        result.copies.append(LayoutCopy(value, entry, shape, stride, dtype, span * itemsize, _layout(shape, stride)))
     return result
 
 

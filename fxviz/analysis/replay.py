@@ -29,6 +29,7 @@ from ..capture import Capture, JointGraph
 from ..errors import FxvizError
 from ..roles import STATE_ROLES
 from .partition import Partition
+from .runtime_args import backward_args, forward_args
 from .strategies import Strategy
 
 if TYPE_CHECKING:
@@ -93,10 +94,6 @@ class _LiveBytes(fx.Interpreter):
         return out
 
 
-def _is_token(n: fx.Node) -> bool:
-    desc = _torch.node_desc(n)
-    return desc is not None and _torch.describe_input(desc).kind == "token"
-
 
 def replay_partition(graph: JointGraph, part: Partition) -> Replayed:
     """Run ``part``'s forward then backward graph on the capture's tensors, counting live storages."""
@@ -112,7 +109,7 @@ def replay_partition(graph: JointGraph, part: Partition) -> Replayed:
         outs = _outputs(fw.run(*fw_args, enable_io_processing=False))
     saved = {_torch.storage_key(t): _nbytes(t) for t in _leaves(outs[graph.num_fwd_outputs:])
              if _torch.storage_key(t) not in resident}
-    bw_args = _backward_args(graph, part, outs[graph.num_fwd_outputs:])
+    bw_args = backward_args(graph, part, outs[graph.num_fwd_outputs:])
     del outs
     bw = _LiveBytes(part.backward, resident, [])
     with torch.no_grad():
@@ -128,7 +125,7 @@ def replay_partition(graph: JointGraph, part: Partition) -> Replayed:
             start = time.perf_counter()
             outs = _outputs(fwd(*fw_args))
             middle = time.perf_counter()
-            bw_args = _backward_args(graph, part, outs[graph.num_fwd_outputs:])
+            bw_args = backward_args(graph, part, outs[graph.num_fwd_outputs:])
             del outs
             start_bw = time.perf_counter()
             bwd(*bw_args)
@@ -143,27 +140,21 @@ def _outputs(out: Any) -> list[Any]:
 
 def _forward_args(graph: JointGraph, part: Partition) -> list[Any]:
     """The forward's inputs: the capture's tensors, buffers and user inputs cloned (the graph may
-    update them in place: batch norm's running statistics), an empty effect token."""
-    assert part.forward is not None
+    update them in place: batch norm's running statistics)."""
     values = graph.placeholder_values
-    fw_args: list[Any] = []
-    for n in part.forward.graph.nodes:
-        if n.op != "placeholder":
-            continue
-        joint = part.fw_to_joint.get(n.name, n.name)
-        if _is_token(n) and joint not in values:
-            fw_args.append(torch.empty(0))
-            continue
-        v = values.get(joint)
-        if isinstance(v, torch.Tensor) and (_torch.is_fake(v) or v.device.type == "meta"):
-            raise FxvizError("measure(strategies) runs the partitions on real tensors, and this trace holds none",
-                             "trace the model itself on a real device (a log's graphs have no tensors)")
+    if not values or any(isinstance(v, torch.Tensor) and (_torch.is_fake(v) or v.device.type == "meta")
+                         for v in values.values()):
+        raise FxvizError("measure(strategies) runs the partitions on real tensors, and this trace holds none",
+                         "trace the model itself on a real device (a log's graphs have no tensors)")
+
+    def prepare(joint: str, v: Any) -> Any:
         info = graph.info.get(joint)
         if isinstance(v, torch.Tensor):
             mutable = info is not None and info.role in ("buffer", "primal")
-            v = v.detach().clone() if mutable else v.detach()
-        fw_args.append(v)
-    return fw_args
+            return v.detach().clone() if mutable else v.detach()
+        return v
+
+    return forward_args(part, values, prepare)
 
 
 def _placeholders(gm: fx.GraphModule) -> list[str]:
@@ -174,29 +165,6 @@ def _resident(graph: JointGraph, joint: str) -> bool:
     """A parameter, buffer or user input: held outside the step (the table's resident bytes)."""
     info = graph.info.get(joint)
     return info is not None and info.role in (*STATE_ROLES, "primal")
-
-
-def _backward_args(graph: JointGraph, part: Partition, saved_out: list[Any]) -> list[Any]:
-    """The backward's inputs as AOTAutograd's runtime hands them over: the saved values by place,
-    tangents of ones (the loss's), an empty effect token."""
-    assert part.backward is not None
-    handed = dict(zip(part.saved, saved_out))
-    args: list[Any] = []
-    position = 0
-    for n in part.backward.graph.nodes:
-        if n.op != "placeholder":
-            continue
-        joint = part.bw_to_joint.get(n.name, n.name)
-        info = graph.info.get(joint)
-        if joint not in handed and _is_token(n):
-            args.append(torch.empty(0))
-        elif info is not None and info.role == "tangent":
-            fake = _torch.meta_val(n)
-            args.append(torch.ones(fake.shape, dtype=fake.dtype, device=fake.device))
-        else:
-            args.append(handed[joint] if joint in handed else saved_out[position])
-            position += 1
-    return args
 
 
 _Frame = TypeVar("_Frame", bound="pd.DataFrame")
