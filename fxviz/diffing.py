@@ -77,7 +77,8 @@ def diff(a: Trace | Run | Sequence[Trace], b: Trace | Run | Sequence[Trace], str
             model trace with graph breaks, a logged run); ``False`` compares the first graphs with a
             backward only, and a piece (``tr.piece(i)``, i > 0) is always one graph.
         strategy: A's strategy; default: A's :attr:`~Trace.default_strategy` (``logged`` for a log
-            with its forward and backward graphs, else ``default``).
+            with its forward and backward graphs, else what the step partitions with: torch.compile's
+            ``min_cut``, or ``default`` for ``aot_function``'s routes).
         strategy_b: B's strategy; default: ``strategy`` when given and B is another trace, else
             B's default strategy.
         labels: what to call A and B in the summary (e.g. the log directories); default: each
@@ -218,11 +219,11 @@ def step_diff(a: Trace | Run | Sequence[Trace], b: Trace | Run | Sequence[Trace]
     roots = prefixes(keys_a + keys_b)
     keys_a = [piece_key(i, rooted(t.graph, roots[i]), f, r) for i, (t, f, r) in enumerate(zip(ta, fa, ra))]
     keys_b = [piece_key(j, rooted(t.graph, roots[len(ta) + j]), f, r) for j, (t, f, r) in enumerate(zip(tb, fb, rb))]
-    la = labels[0] if labels else _step_label(a, ta)
-    lb = labels[1] if labels else _step_label(b, tb)
+    chosen_b = strategy_b if strategy_b is not None else strategy
+    la = labels[0] if labels else _step_label(a, ta, _strategy(ta[0], strategy).name)
+    lb = labels[1] if labels else _step_label(b, tb, _strategy(tb[0], chosen_b).name)
     sides_a = [_side("A", la, t, roots[i], _strategy(t, strategy)) for i, t in enumerate(ta)]
-    sides_b = [_side("B", lb, t, roots[len(ta) + j], _strategy(t, strategy_b if strategy_b is not None else strategy))
-               for j, t in enumerate(tb)]
+    sides_b = [_side("B", lb, t, roots[len(ta) + j], _strategy(t, chosen_b)) for j, t in enumerate(tb)]
     pairs: list[StepPair] = []
     tables: list[tuple[int | None, int | None, pd.DataFrame]] = []
     for i, j in pair_pieces(keys_a, keys_b):
@@ -257,12 +258,13 @@ def _strategy(tr: Trace, strategy: StrategyLike | None) -> Strategy:
     return Strategy.parse(strategy) if strategy is not None else tr.default_strategy
 
 
-def _step_label(x: Trace | Run | Sequence[Trace], traces: list[Trace]) -> str:
+def _step_label(x: Trace | Run | Sequence[Trace], traces: list[Trace], strategy: str) -> str:
+    """What the summary calls a side: where its step came from, its graphs, the strategy compared."""
     if not isinstance(x, Trace):
         where = f"log {x.path}" if isinstance(x, Run) else traces[0].title
-        return f"{where}, {len(traces)} graph(s) with a backward, strategy {traces[0].default_strategy.name}"
+        return f"{where}, {len(traces)} graph(s) with a backward, strategy {strategy}"
     where = f" ({x.capture.origin})" if x.capture.origin else ""
-    return f"{x.title}{where}, backend {x.capture.backend}, {len(traces)} graph(s) with a backward"
+    return f"{x.title}{where}, backend {x.capture.backend}, {len(traces)} graph(s) with a backward, strategy {strategy}"
 
 
 class StepDiff:

@@ -387,7 +387,7 @@ class Trace:
         in another layout made by inductor), ``.saved_bytes`` beside ``.estimated_bytes``, ``.reason()``;
         shown by ``memory_table/saved/doctor(measured=m)``.  ``strategies``: each one's partition run on
         real tensors instead: the memory table with ``replayed_*`` twins (``analysis.replay``)."""
-        from .analysis.measure import measure_step, step_strategy
+        from .analysis.measure import measure_step, session_step_strategy
 
         if strategies is not None:
             from .analysis.replay import add_replayed, replay_strategies
@@ -395,6 +395,6 @@ class Trace:
             chosen = parse_list(strategies) or list(self.offered)
             replays = replay_strategies(self.capture, self.graph, self._cache.partition, chosen)
             return add_replayed(self.memory_table(chosen), replays)
-        strategy = step_strategy()
+        strategy = session_step_strategy()
         parts = [(p.graph, p.partition(strategy) if p.has_backward else None) for p in self.pieces]
         return measure_step(self.capture, parts, strategy)

@@ -140,10 +140,11 @@ def layout_copies(post_grad: str, output_code: str) -> LoggedLayout:
     return result
 
 
-def read_logged_layout(path: str, compile_id: str) -> LoggedLayout | None:
+def read_logged_layout(path: str, compile_id: str, piece: int = 0) -> LoggedLayout | None:
     """The layout copies of compile ``compile_id`` (``"0/0"``) in the log file ``path``: its forward's
-    post-grad graph and output code (the ones whose inputs hold no tangent); None where the log
-    holds no such pair (another backend, a cache hit that logged no output code)."""
+    post-grad graph and output code (the ones whose inputs hold no tangent; with several pieces, a
+    DDP-split graph, the ``piece``-th of each); None where the log holds no such pair (another
+    backend, a cache hit that logged no output code)."""
     frame, _, number = compile_id.lstrip("!").rpartition("/")
     if not frame.isdigit() or not number.isdigit():
         return None
@@ -159,10 +160,9 @@ def read_logged_layout(path: str, compile_id: str) -> LoggedLayout | None:
             if r.payload is None or r.compile_key[:2] != key:
                 continue
             (graphs if r.kind == "artifact" else codes).append(r.payload)
-    forward = next((g for g in graphs if "tangents_" not in next(
-        (ln for ln in g.splitlines() if "def forward(" in ln), "tangents_")), None)
-    code = next((c for c in codes if "def call(" in c and "tangents_" not in
-                 c[c.find("def call("):].split("= args", 1)[0]), None)
-    if forward is None or code is None:
+    forwards = [g for g in graphs if "tangents_" not in next(
+        (ln for ln in g.splitlines() if "def forward(" in ln), "tangents_")]
+    calls = [c for c in codes if "def call(" in c and "tangents_" not in c[c.find("def call("):].split("= args", 1)[0]]
+    if piece >= min(len(forwards), len(calls)):
         return None
-    return layout_copies(forward, code)
+    return layout_copies(forwards[piece], calls[piece])

@@ -46,7 +46,7 @@ from .strategies import Strategy
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Measured", "MEASURED_COLUMNS", "MEASURED_KINDS", "measure_step", "step_strategy", "mark_saved"]
+__all__ = ["Measured", "MEASURED_COLUMNS", "MEASURED_KINDS", "measure_step", "session_step_strategy", "mark_saved"]
 
 MEASURED_COLUMNS: list[str] = ["bytes", "kind", "value", "graph", "what", "source", "shape", "dtype", "layout",
                                "matched_by", "views"]
@@ -136,9 +136,10 @@ class Measured:
         return "; ".join(parts)
 
 
-def step_strategy() -> Strategy:
+def session_step_strategy() -> Strategy:
     """The partition torch.compile's step uses, under both backends (``aot_eager`` and inductor call
-    min-cut): plain min-cut, or min-cut under the session's activation-memory budget."""
+    min-cut): plain min-cut, or min-cut under the session's activation-memory budget, read now, when
+    the step is compiled (the views' ``choices.step_strategy`` reads it as it was at trace time)."""
     return budget_strategy(*_torch.step_budget())
 
 
@@ -214,9 +215,9 @@ def _device(cap: Capture) -> torch.device:
 def measure_step(cap: Capture, parts: Sequence[tuple[JointGraph, Partition | None]],
                  strategy: Strategy | None = None) -> Measured:
     """Run ``cap``'s step through ``torch.compile`` (its backend) and name what it saved.  ``parts``:
-    each graph of the capture with its partition under ``strategy`` (default :func:`step_strategy`)."""
+    each graph of the capture with its partition under ``strategy`` (default :func:`session_step_strategy`)."""
     _refuse(cap)
-    strategy = strategy or step_strategy()
+    strategy = strategy or session_step_strategy()
     with torch.inference_mode(False), torch.enable_grad(), \
             preserved(cap.model, (cap.example_inputs, [t for _, t, _ in _state(cap)])), _torch.quiet_torch():
         try:
@@ -503,14 +504,22 @@ def mark_saved(table: pd.DataFrame, measured: Measured, graph: int = 0) -> pd.Da
     out = table.copy()
     out.attrs = dict(table.attrs)
     held: dict[str, str] = {}
+
+    def here(name: str, row: Any) -> bool:
+        """Whether ``name`` in this graph is the row's value: an activation of this graph, or this
+        graph's placeholder of the row's parameter or input (placeholder names repeat across graphs)."""
+        if not pd.isna(row["graph"]):
+            return int(row["graph"]) == graph
+        if row["kind"] == "activation" or not isinstance(row["source"], str) or name not in out.index:
+            return True
+        return f"`{row['source']}`" in str(out.loc[name, "what"])
+
     for _, row in measured.saved.iterrows():
         names = [] if pd.isna(row["value"]) else [v.strip() for v in str(row["value"]).split(",")]
-        same_graph = pd.isna(row["graph"]) or int(row["graph"]) == graph
-        for name in names:
+        for name in (n for n in names if here(n, row)):
             if row["kind"] in COPY_KINDS:
                 held[name] = f"held as a copy ({row['layout']}, {format_bytes(int(row['bytes']))})"
-            elif same_graph:
+            else:
                 held.setdefault(name, "held")
     out["measured"] = [held.get(str(name), "not held") for name in out.index]
-    out.attrs["measured_caption"] = _caption(measured)
     return out

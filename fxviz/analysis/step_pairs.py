@@ -111,10 +111,7 @@ def pair_pieces(a: Sequence[PieceKey], b: Sequence[PieceKey]) -> list[tuple[int 
     edges |= set(zip(bare_a, bare_b))
     out: list[tuple[int | None, int | None]] = sorted(edges)
     out += [(i, None) for i in range(len(a)) if all(e[0] != i for e in edges)]
-    for j in range(len(b)):
-        if all(e[1] != j for e in edges):
-            before = [k for k, (_, pj) in enumerate(out) if pj is not None and pj < j]
-            out.insert(before[-1] + 1 if before else 0, (None, j))
+    out += [(None, j) for j in range(len(b)) if all(e[1] != j for e in edges)]  # placed by _after below
     return sorted(out, key=lambda e: (e[0] if e[0] is not None else _after(out, e), e[1] if e[1] is not None else -1))
 
 

@@ -103,7 +103,7 @@ def run_config_text(config: dict[str, Any]) -> str:
     the run's min-cut was told, as its log recorded it ("" when the log recorded nothing)."""
     if "activation_memory_budget" not in config:
         return ""
-    text = f"; the run's functorch config: activation_memory_budget={config['activation_memory_budget']:g}"
+    text = f"; the run's functorch config: activation_memory_budget={_budget(config)[0]:g}"
     text += "".join(f", {w} {config[k]}" for k, w in (("activation_memory_budget_solver", "solver"),
                                                       ("activation_memory_budget_runtime_estimator", "estimator"))
                     if k in config)

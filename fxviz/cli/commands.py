@@ -50,17 +50,14 @@ def _measure(tr: Any, args: argparse.Namespace) -> Any:
 def _logged_layout(tr: Any, run: Any) -> str:
     """``--measure --logs``: no model to run; what the log's inductor forward (post-grad graph and
     output code) says of copies it returns for the backward, or a refusal where the log has neither."""
-    import re
-
     from ..analysis.logged_layout import read_logged_layout
 
-    m = re.match(r"rank (\d+), compile (\S+)", tr.capture.origin or "")
+    rank, compile_id, piece = run.located(tr)
     rows = run.graphs
-    if m is not None:
-        rows = rows[(rows["rank"] == int(m.group(1))) & (rows["compile_id"] == m.group(2))]
+    rows = rows[(rows["rank"] == rank) & (rows["compile_id"] == compile_id)]
     where = run.path if run.path.is_file() else None  # one file given, or a directory of them
     path = str(where or run.path / str(rows["file"].iloc[0])) if len(rows) else ""
-    found = read_logged_layout(path, m.group(2)) if m is not None and path else None
+    found = read_logged_layout(path, compile_id, piece) if path else None
     if found is None:
         refuse_measure_log()
     assert found is not None
@@ -153,12 +150,12 @@ def cmd_saved(args: argparse.Namespace) -> int:
     """What the backward reads from the forward, biggest first: each value's kind, module, op in
     plain words, tensor and storage-aware bytes, and what the other strategies do with it
     (--by-module: saved activation bytes per module; --measure: what the real step holds of each)."""
-    tr = open_trace(args)
-    if args.top < 0:
+    if args.top < 0:  # argument errors before anything is traced
         raise FxvizError(f"--top must be 0 (all rows) or more, not {args.top}", "pass --top 10")
     if args.measure and args.by_module:
         raise FxvizError("--measure marks each saved value, and --by-module sums them per module",
                          "drop one: fxviz saved MODEL --measure")
+    tr = open_trace(args)
     measured = _measure(tr, args)
     # the marks say what the step holds of the partition it used: that partition, unless one is named
     chosen = args.strategy or (measured.strategy if measured is not None else None)

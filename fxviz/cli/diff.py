@@ -36,7 +36,8 @@ def _side_options(s: str) -> list[Any]:
     S = s.upper()
     return [
         opt(f"--logs-{s}", metavar="DIR", help=f"side {S} from this TORCH_TRACE log"),
-        opt(f"--rank-{s}", type=int, default=0, metavar="N", help=f"with a log: side {S}'s rank (default 0)"),
+        opt(f"--rank-{s}", type=int, metavar="N", help=f"with a log: side {S}'s rank (default 0, or the first rank "
+                                                       "that logged a graph with a backward)"),
         opt(f"--graph-{s}", metavar="ID", help=f"with a log: side {S}'s compile id, e.g. 0/0 (default: every graph "
                                                "with a backward, the whole step)"),
         opt(f"--strategy-{s}", metavar="S", help=f"side {S}'s strategy (default: "
@@ -72,7 +73,7 @@ class Sides:
                                      "--graph-a/--graph-b or --strategy-b to compare within one log")
             chosen["b"] = chosen["a"]  # B is A again: the same model under another strategy or backend
         for s in ("a", "b"):
-            if not self.log[s] and (getattr(self.args, f"rank_{s}") or getattr(self.args, f"graph_{s}")):
+            if not self.log[s] and (getattr(self.args, f"rank_{s}") is not None or getattr(self.args, f"graph_{s}")):
                 raise FxvizError(f"--rank-{s}/--graph-{s} choose a graph of a log, and that side has no log",
                                  f"add --logs-{s} DIR (or --logs DIR for both sides)")
         return chosen

@@ -8,10 +8,10 @@ import sys
 
 from .._io import check_writable
 from ..analysis.strategies import parse_list
-from ..errors import InputError
+from ..errors import FxvizError, InputError
 from ..render.limits import REPORT_BUDGET
 from .options import DEPTH, GROUP, MEASURE, SOURCE, STRATEGIES, command, opt, output, strategy
-from .source import from_log, open_run, open_trace, refuse_measure_log, stem
+from .source import from_log, open_run, open_trace, stem
 from .words import wrap
 
 __all__ = ["cmd_draw", "cmd_report", "piece_number"]
@@ -85,8 +85,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if out:
         check_writable(out)
     if from_log(args):  # every graph of the run, with a rank and a graph selector, opening on --rank/--graph
-        if args.measure:
-            refuse_measure_log()
+        if args.measure:  # the report of a log has no place for the layout text table/saved/doctor print
+            raise FxvizError("--measure runs the model's compiled training step, and a log of a run has no model "
+                             "to run; what its inductor forward returns for the backward is printed by fxviz table "
+                             "--logs DIR --measure",
+                             "drop --measure here, or run fxviz table --logs DIR --graph ID --measure")
         run = open_run(args.logs)
         from ..html_report import report
 

@@ -18,7 +18,7 @@ def config_findings(cap: Capture) -> list[Finding]:
     if cap.route != "log" or not config:
         return []
     out: list[Finding] = []
-    budget = float(config.get("activation_memory_budget", 1.0))
+    budget = cap.torch_budget[0]  # parsed once, by the capture (a value the log garbled reads as 1)
     if budget < 1:
         replay = step_strategy(cap).name
         estimator = config.get("activation_memory_budget_runtime_estimator")
