@@ -168,6 +168,10 @@ def advise(cap: Capture, target: Target, optimizer: str | int | None = None, *, 
         if kind in kinds and blocks is not None:
             say(f"{kind} on the layers of {blocks[0]}")
             options.append(search.checkpoint(blocks[0], blocks[1], kind == "selective"))
+    if cap.route == "log":  # one graph of a run: never the whole step unsaid
+        notes.append(f"a log's graph ({cap.origin}): this advice covers that graph alone, not the run's whole step "
+                     "(after a graph break the other graphs save theirs too: advise each, Run.trace(compile_id=...)); "
+                     "only the activation_memory_budget is offered: a log has no model to wrap")
     notes.append(_offload_note(cap))
     bound = search.bound()
     if bound is None:
