@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .facade import Trace
     from .html_report import report
     from .logs import Run, load_logs
+    from .payloads.pareto import budget_points
     from .tracing import trace
     from .widgets import explore
 
@@ -35,6 +36,7 @@ __all__ = [
     "Run",
     "explore",
     "report",
+    "budget_points",
     "partitioner",
     "examples",
     "FxvizError",
@@ -54,7 +56,8 @@ __version__ = "0.1.0"
 _HOMES = {
     "trace": "tracing", "Trace": "facade", "diff": "diffing", "Diff": "diffing", "StepDiff": "diffing",
     "load_logs": "logs", "Run": "logs",
-    "explore": "widgets", "report": "html_report", "partitioner": "analysis.partition", "examples": "examples",
+    "explore": "widgets", "report": "html_report", "budget_points": "payloads.pareto",
+    "partitioner": "analysis.partition", "examples": "examples",
 }
 
 
