@@ -137,3 +137,17 @@ def test_the_report_holds_the_curve(curve, tmp_path):
             assert t.startswith(f"{r['tag']} ") and str(r["label"]) in t
         assert "Logged runs (L)" in page.inner_text(".fxviz-pareto-plot figcaption")
         assert b.console_errors == [] and b.page_errors == [] and b.blocked == []
+
+
+def test_the_explorer_shows_the_curve(curve):
+    tr, advice, runs = curve
+    ex = fxviz.explore(tr, runs=runs, advice=advice)
+    points = fxviz.budget_points(runs, advice)
+    assert ex.budget_curve in ex.children
+    for _, r in points.iterrows():
+        assert f"{r['tag']} " in ex.budget_curve.value and str(r["label"]) in ex.budget_curve.value
+    shown = ex.show_budget_curve(advice=advice)  # again: the same box, now without the runs
+    assert list(shown["kind"]) == ["advice"] * len(advice.options) + ["bound"] * (advice.bound is not None)
+    assert sum(c is ex.budget_curve for c in ex.children) == 1 and "L1 " not in ex.budget_curve.value
+    with pytest.raises(fxviz.InputError, match="logged run"):
+        fxviz.explore(next(iter(runs.values())), advice=advice)
