@@ -27,7 +27,7 @@ class BudgetCurveView:
     budget_curve: Any = None  # the box below the graph, made by the first show_budget_curve
 
     if TYPE_CHECKING:
-        children: tuple[Any, ...]
+        children: tuple[Any, ...]  # the explorer's VBox's (ipywidgets is untyped)
         _traces: dict[str, Trace]
 
     def show_budget_curve(self, runs: RunsLike | None = None, advice: Advice | None = None) -> pd.DataFrame:

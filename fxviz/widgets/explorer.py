@@ -141,7 +141,7 @@ class Explorer(MeasuredView, BudgetCurveView, widgets.VBox):
         panel = self.diff_panel
         if panel is None:
             panel = self.diff_panel = DiffPanel()
-            self.children = (*self.children, panel)  # type: ignore[has-type]  # ipywidgets is untyped
+            self.children = (*self.children, panel)  # typed by BudgetCurveView (ipywidgets is untyped)
         d = None if other is None else diff(self.trace, other, strategy, strategy_b)
         panel.show(d)
         return d
