@@ -136,6 +136,11 @@ def test_the_report_holds_the_curve(curve, tmp_path):
         for t, (_, r) in zip(titles, points.iterrows()):
             assert t.startswith(f"{r['tag']} ") and str(r["label"]) in t
         assert "Logged runs (L)" in page.inner_text(".fxviz-pareto-plot figcaption")
+        assert page.locator(".fxviz-timeline .fxviz-timeline-plot svg").count() == 1  # the timeline stays, above
+        plain = fxviz.report(tr, tmp_path / "plain.html")  # no runs, no advice: the timeline alone
+        page.goto(plain.as_uri())
+        page.wait_for_selector(".fxviz-timeline .fxviz-timeline-plot svg", timeout=60_000)
+        assert page.locator(".fxviz-pareto-plot").count() == 0
         assert b.console_errors == [] and b.page_errors == [] and b.blocked == []
 
 
