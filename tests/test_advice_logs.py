@@ -84,8 +84,26 @@ def test_budget_points_are_the_runs_tables_and_the_options(curve):
             o.saved_bytes, o.recompute_flops, o.recompute_bytes)
         assert r["kind"] == ("bound" if o.bound else "advice") and bool(r["meets"]) == o.meets
     assert list(points["tag"]) == ["L1", "L2"] + [f"A{i}" for i in range(1, len(shown) + 1)]
+    whole = fxviz.budget_points(runs, advice, graph=None)  # one graph here: the whole step is the same
+    assert whole.drop(columns="graphs").equals(points.drop(columns="graphs"))
     with pytest.raises(fxviz.InputError, match="not a logged run"):
         fxviz.budget_points([tr])
+
+
+def test_budget_points_of_one_graph_or_the_whole_step(break_log):
+    """After a graph break the sweep is of one graph: a run's point is that graph's (``graph=k``), or
+    the step's sum (``graph=None``); a graph the run lacks is said."""
+    run = fxviz.load_logs(break_log)
+    rows = [t.memory_table(["logged"]).iloc[0] for t in run.traces()]
+    assert len(rows) == 2
+    cols = ["saved_activation_bytes", "recompute_flops", "recompute_bytes"]
+    for k in (0, 1):
+        got = fxviz.budget_points([run], graph=k).iloc[0]
+        assert [int(got[c]) for c in cols] == [int(rows[k][c]) for c in cols] and int(got["graphs"]) == 1
+    got = fxviz.budget_points({"broken": run}, graph=None).iloc[0]
+    assert [int(got[c]) for c in cols] == [sum(int(r[c]) for r in rows) for c in cols] and got["label"] == "broken"
+    with pytest.raises(fxviz.InputError, match="no graph 2"):
+        fxviz.budget_points([run], graph=2)
 
 
 def test_the_plot_names_every_point_and_its_labels_do_not_overlap(curve):
