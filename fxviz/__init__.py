@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .facade import Trace
     from .html_report import report
     from .logs import Run, load_logs
+    from .payloads.pareto import budget_points
     from .tracing import trace
     from .widgets import explore
 
@@ -44,6 +45,7 @@ __all__ = [
     "Run",
     "explore",
     "report",
+    "budget_points",
     "partitioner",
     "examples",
     "FxvizError",
@@ -64,7 +66,8 @@ __version__ = "0.1.0"
 _HOMES = {
     "trace": "tracing", "Trace": "facade", "diff": "diffing", "Diff": "diffing", "StepDiff": "diffing",
     "load_logs": "logs", "Run": "logs",
-    "explore": "widgets", "report": "html_report", "partitioner": "analysis.partition", "examples": "examples",
+    "explore": "widgets", "report": "html_report", "budget_points": "payloads.pareto",
+    "partitioner": "analysis.partition", "examples": "examples",
 }
 
 

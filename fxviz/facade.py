@@ -291,8 +291,8 @@ class Trace:
 
         target = parse_target(saved, peak)
         memo: dict[str, Any] = self._model_cache.get(("advice_traces",), dict)  # changed models traced
-        return self._model_cache.get(("advise", target, optimizer, tuple(sorted(options.items()))),
-                                     lambda: advise(self.capture, target, optimizer, memo=memo, **options))
+        return self._model_cache.get(("advise", target, optimizer, tuple(sorted(options.items()))), lambda: advise(
+            self.capture, target, optimizer, memo=memo, as_trace=type(self), **options))  # opt.trace: a Trace
 
     def saved_text(self, strategy: StrategyLike | None = None) -> str:
         """:meth:`saved` in JAX's ``print_saved_residuals`` words, identical layers folded."""

@@ -99,7 +99,8 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int | None = None, co
     the page on one joint layout), shows a node's details on click, searches names, ops,
     modules, shapes and the labels' text, and shows the memory table, the doctor's findings and
     the legend.  Keyword arguments go to :func:`build_report` (``strategies``, ``views``,
-    ``compare``: the pair the compare view opens with, ``group``, ``depth``, ``title``).
+    ``compare``: the pair the compare view opens with, ``group``, ``depth``, ``title``; ``runs``
+    and ``advice``: logged runs and ``tr.advise(...)`` on the budget curve, ``fxviz.budget_points``).
     Written to a temporary file, then renamed into place.
     ``tr`` may be a ``Diff`` or a ``StepDiff`` (``fxviz.diff``): one scriptless page with its summary, drawing, bytes
     per module and table (keyword ``title``).

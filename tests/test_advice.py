@@ -278,3 +278,29 @@ def test_saved_text_reads_like_print_saved_residuals():
     values = [ln for ln in lines if ln.startswith("  ")]
     assert len(values) == int((~in_layers).sum()) + int(per_layer.iloc[0])
     assert all(re.match(r"^\s+(symint|[a-z0-9]+\[[0-9,]*\])\s", ln) for ln in values)
+
+
+@pytest.mark.parametrize("case", ["gpt2-saved-50%", "llama-saved-KiB"])
+def test_opt_trace_applies_the_change_and_its_config(cases, case):
+    """``opt.trace()``: the model change and the config (a budget option's whole change) applied for one
+    trace; its step is the prediction, torch's config and the user's model are as they were."""
+    model, inputs, _tr, advice, before = cases[case]
+    budget_before = functorch_config.activation_memory_budget
+    for o in advice.options:
+        for traced in (o.trace(), o.trace(inputs[0], labels=inputs[0])):  # its own inputs, or the call's
+            after = step_of(traced.capture)
+            assert (after.saved_bytes, after.peak_bytes, after.recompute_flops) == (
+                o.saved_bytes, o.peak_bytes, o.recompute_flops), o.name
+            assert functorch_config.activation_memory_budget == budget_before
+        if o.kind == "budget":  # apply() alone leaves the model as it is: the repr says where the change is
+            assert o.config and "opt.config" in repr(o) and "opt.trace" in repr(o)
+            assert traced.capture.torch_budget[0] == o.change.budget
+        else:
+            assert "opt.config" not in repr(o)
+    with pytest.raises(InputError):  # a failing trace restores the config too
+        next(o for o in advice.options if o.kind == "budget").trace(torch.zeros(3, 3, 3))
+    assert functorch_config.activation_memory_budget == budget_before
+    if advice.bound is not None:
+        with pytest.raises(InputError, match="bound"):
+            advice.bound.trace()
+    assert _same(before, _state(model))

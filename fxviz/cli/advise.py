@@ -8,7 +8,8 @@ import sys
 
 from ..errors import FxvizError, InputError
 from .options import SOURCE, command, opt
-from .source import from_log, open_trace
+from .source import from_log, open_trace, where_in_run
+from .words import wrap
 
 __all__ = ["cmd_advise"]
 
@@ -19,7 +20,8 @@ _EPILOG = """examples:
   fxviz advise mini_gpt --saved 50%
   fxviz advise mini_gpt --peak 1.2MiB --optimizer adam --code
   fxviz advise my_model.py:make --saved 3GiB
-  fxviz advise --logs /tmp/trace --saved 50%     (a log: the activation_memory_budget only)"""
+  fxviz advise --logs /tmp/trace --saved 50%     (a log: the activation_memory_budget only, one graph)
+  fxviz advise --logs /tmp/trace --graph 1/0 --rank 1 --saved 50%   (another graph of the run)"""
 
 
 @command("advise", "what to change (budget, checkpointing, selective policy) so the step fits a memory target",
@@ -56,6 +58,9 @@ def cmd_advise(args: argparse.Namespace) -> int:
         message = exc.message.replace("saved=", "--saved ").replace("peak=", "--peak ")
         raise FxvizError(message.replace("optimizer=", "--optimizer "), _FORMS) from None
     tr = open_trace(args)
+    if is_log:  # one graph of the run: which one, and that the advice is of it alone
+        print(wrap(where_in_run(args.run, tr, args.rank)))
+        print(wrap(_one_graph(args.run, tr)) + "\n")
     print(f"{tr.title}: tracing each option ...", file=sys.stderr)
     advice = tr.advise(saved=saved, peak=peak, optimizer=optimizer,
                        progress=lambda what: print(f"  {what}", file=sys.stderr))
@@ -69,3 +74,17 @@ def cmd_advise(args: argparse.Namespace) -> int:
         if o.meets:
             print(f"\nwith {o.name}: " + o.peak.text())
     return 0
+
+
+def _one_graph(run: object, tr: object) -> str:
+    """What a log's advice covers: the one graph (``--graph``), not the run's whole step; the other
+    graphs with a backward on its rank, by compile id, to advise in turn."""
+    rank, compile_id, _piece = run.located(tr)  # type: ignore[attr-defined]
+    g = run.graphs  # type: ignore[attr-defined]
+    others = [str(c) for c in g[(g["rank"] == rank) & g["backward"].astype(bool)]["compile_id"] if str(c) != compile_id]
+    if not others:
+        return f"advice on graph {compile_id}, the only graph with a backward on rank {rank}: it covers the whole step"
+    return (f"advice on graph {compile_id} of rank {rank} only: its saved bytes and peak are this graph's, not the "
+            f"step's. The run has {len(others)} other graph(s) with a backward there ({', '.join(others)}: graph "
+            "breaks, or recompiles), which this advice does not cover; a budget set in the training script applies "
+            "to every graph the step compiles. Advise each with --graph ID")

@@ -14,10 +14,12 @@ from ..errors import Do, InputError, Say
 from ..render.limits import REPORT_BUDGET
 from .graph import PIECE_FIELDS, graph_data
 from .panels import doctor_data, legend_data, page_constants, table_data, timeline_data
+from .pareto import RunsLike, pareto_data
 from .pieces import overview_data, pieces_data, whole_model_option
 from .views import VIEWS
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..analysis.advice import Advice
     from ..analysis.measure import Measured
     from ..facade import Trace
 
@@ -29,7 +31,8 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
                 compare: Sequence[tuple[StrategyLike, StrategyLike]] | None = None, group: str | None = None,
                 depth: int | None = None, title: str | None = None,
                 progress: Callable[[str], None] | None = None,
-                budget: float | None = REPORT_BUDGET, measure: bool | Measured = False) -> dict[str, Any]:
+                budget: float | None = REPORT_BUDGET, measure: bool | Measured = False,
+                runs: RunsLike | None = None, advice: Advice | None = None) -> dict[str, Any]:
     """Every payload one report holds: one joint layout (strategies and compares are overlays on
     it, any pair of ``strategies``), each strategy's forward and backward drawing (``views``: one
     ``ViewPayload`` each, by key), the ``index`` from the controls' state to those keys, the
@@ -41,7 +44,9 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     see ``budget.statuses_within``, ``budget.drawings_within``), per graph; None computes and
     draws everything.  ``measure``: True runs the real compiled step (``Trace.measure()``: it
     compiles, so it is asked for), or a ``Measured`` already made; the memory table then shows
-    its twin and the step's storages, the doctor what it keeps beyond the partition."""
+    its twin and the step's storages, the doctor what it keeps beyond the partition.  ``runs`` (logged
+    runs of the same model) and ``advice`` (``tr.advise(...)``): the budget curve with them on it
+    (``pareto.pareto_data``), under the timeline."""
     keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
     if not keys:
         raise InputError("the report needs at least one strategy", "pass strategies=('default', 'min_cut')")
@@ -76,6 +81,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
         "whole_model_option": whole_model_option(len(tr.pieces)),
         # the memory timeline ({"svg", "caption"} or None); report.js shows it under the saved tensors
         "timeline": timeline_data(tr, keys),
+        "pareto": pareto_data(tr, runs, advice) if root else None,  # the budget curve, runs and advice on it
     }
 
 

@@ -42,24 +42,31 @@ def _DisplayFigure(**kwargs: Any) -> Any:
 
 
 def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
-                title: str | None = None) -> Any:
+                title: str | None = None, points: pd.DataFrame | None = None) -> Any:
     """Saved activation memory (x, bytes) against the recompute cost (y): one point per distinct
     partition, labelled with its budget(s); the Pareto front drawn as a line.  A sweep with
     ``optimal`` rows draws the exact optimal frontier instead, and every torch strategy's point
     against it (one marker per knapsack solver; ``default`` and ``min_cut`` named; partitions that
-    redraw random values crossed out).  Returns the ``Figure``."""
+    redraw random values crossed out).  ``points`` (``fxviz.budget_points``): logged runs and advice
+    options on top, each marker tagged (``L1``, ``A2``; coinciding points share one tag line) and
+    named in the legend below the plot.  Returns the ``Figure``."""
     from matplotlib.ticker import FuncFormatter
 
     if cost not in ("recompute_flops", "recompute_bytes"):
         raise ValueError(f"cost must be 'recompute_flops' or 'recompute_bytes', not {cost!r}")
     ok = df[df["error"].isna()] if "error" in df else df
+    extra = points if points is not None and len(points) else None
     if ax is None:
-        fig = _DisplayFigure(figsize=(6.4, 4.2), dpi=110, layout="constrained")
+        tall = 0.0 if extra is None else 0.17 * (len(extra) + 1)
+        fig = _DisplayFigure(figsize=(6.4, 4.2 + tall), dpi=110, layout="constrained")
         ax = fig.add_subplot()
     else:
         fig = ax.figure
-    x_unit, x_scale = byte_unit(ok["saved_activation_bytes"].max())
-    y_unit, y_scale = byte_unit(ok[cost].max()) if cost == "recompute_bytes" else ("", 1)
+    both = [ok] if extra is None else [ok, extra]
+    top_x = max(f["saved_activation_bytes"].max() for f in both)
+    top_y = max(f[cost].max() for f in both)
+    x_unit, x_scale = byte_unit(top_x)
+    y_unit, y_scale = byte_unit(top_y) if cost == "recompute_bytes" else ("", 1)
     x = ok["saved_activation_bytes"].astype(float) / x_scale
     y = ok[cost].astype(float) / y_scale
     with_optimal = "kind" in ok and bool((ok["kind"] == "optimal").any())
@@ -99,8 +106,51 @@ def pareto_plot(df: pd.DataFrame, cost: str = "recompute_flops", ax: Any = None,
                      else f"memory budget sweep ({solver} solver): labels are budgets")
     ax.set_title(title or default_title, fontsize=10)
     ax.grid(True, color="#DDDDDD", linewidth=0.6)
-    ax.legend(fontsize=7 if with_optimal else 8, loc="upper right")
+    if extra is None:
+        ax.legend(fontsize=7 if with_optimal else 8, loc="upper right")
+        return fig
+    _other_points(ax, extra, cost, x_scale, y_scale)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False, ncol=1)
     return fig
+
+
+POINT_STYLE: dict[str, tuple[str, str]] = {"logged": ("s", "#E69F00"), "advice": ("D", "#009E73"),
+                                           "bound": ("d", "#000000")}
+"""Marker and color of each kind of extra point: a logged run, an advice option, the exact bound."""
+
+
+def point_tags(points: pd.DataFrame, cost: str, tolerance: float) -> list[tuple[float, float, str]]:
+    """The tags written beside the extra points: points closer than ``tolerance`` (a fraction of each
+    axis' range) share one position and one comma-joined tag, so labels never pile up on a point."""
+    xs = points["saved_activation_bytes"].astype(float).tolist()
+    ys = points[cost].astype(float).tolist()
+    span_x = (max(xs) - min(xs)) or 1.0
+    span_y = (max(ys) - min(ys)) or 1.0
+    groups: list[tuple[float, float, list[str]]] = []
+    for x, y, tag in zip(xs, ys, points["tag"]):
+        for gx, gy, tags in groups:
+            if abs(gx - x) / span_x <= tolerance and abs(gy - y) / span_y <= tolerance:
+                tags.append(str(tag))
+                break
+        else:
+            groups.append((x, y, [str(tag)]))
+    return [(x, y, ",".join(tags)) for x, y, tags in groups]
+
+
+def _other_points(ax: Any, points: pd.DataFrame, cost: str, x_scale: float, y_scale: float) -> None:
+    """Logged runs and advice options over the sweep: markers by kind, tags below-right of them (the
+    sweep's budget labels sit above-right), every point named in the legend by its tag."""
+    for _, r in points.iterrows():
+        marker, color = POINT_STYLE.get(str(r["kind"]), ("o", EDGE_COLOR))
+        what = {"logged": "logged run", "advice": "advice", "bound": "advice bound"}.get(str(r["kind"]), "")
+        verdict = "" if r["meets"] is None or pd.isna(r["meets"]) or r["kind"] == "bound" else (
+            ": meets" if r["meets"] else ": misses")
+        ax.scatter([float(r["saved_activation_bytes"]) / x_scale], [float(r[cost]) / y_scale], s=70, marker=marker,
+                   color=color, edgecolor="#000000", linewidth=0.7, zorder=6, alpha=0.9,
+                   label=f"{r['tag']} {what}: {r['label']}{verdict}")
+    for x, y, tag in point_tags(points, cost, 0.03):
+        ax.annotate(tag, (x / x_scale, y / y_scale), fontsize=8, fontweight="bold", xytext=(5, -11),
+                    textcoords="offset points", zorder=7)
 
 
 _SOLVER_MARKERS = {"dp": "o", "greedy": "s", "ilp": "^"}
@@ -163,10 +213,12 @@ class MemorySweep(pd.DataFrame):
     def _constructor(self) -> type:
         return MemorySweep
 
-    def pareto_plot(self, cost: str = "recompute_flops", ax: Any = None, title: str | None = None) -> Any:
+    def pareto_plot(self, cost: str = "recompute_flops", ax: Any = None, title: str | None = None,
+                    points: pd.DataFrame | None = None) -> Any:
         """Saved activation memory against ``cost`` (``recompute_flops`` or ``recompute_bytes``);
-        with ``optimal`` rows, the exact frontier and torch's points against it."""
-        return pareto_plot(self, cost=cost, ax=ax, title=title)
+        with ``optimal`` rows, the exact frontier and torch's points against it; ``points``
+        (``fxviz.budget_points(runs, advice)``): logged runs and advice options on it, tagged."""
+        return pareto_plot(self, cost=cost, ax=ax, title=title, points=points)
 
 
 def timeline_plot(df: pd.DataFrame, title: str | None = None) -> Any:

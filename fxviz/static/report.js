@@ -87,13 +87,15 @@ function buildPieceSelect(data, onPick) {
   return labelled("graph ", sel);
 }
 
-/** The memory timeline plot, where the report has one (`{svg, caption}`; the SVG is parsed and
- *  sanitized like every drawing): shown in the saved-tensor panel, under its table. */
-function showTimeline(pane, timeline) {
-  if (!timeline || !timeline.svg) return;
-  const figure = h("figure", { class: "fxviz-timeline-plot" }, parseSvg(timeline.svg),
-    timeline.caption ? h("figcaption", { text: timeline.caption }) : null);
-  pane.setSaved({ timeline: figure });
+/** The memory timeline plot and the budget curve with logged runs and advice, where the report has
+ *  them (each `{svg, caption}`; the SVG is parsed and sanitized like every drawing): shown in the
+ *  saved-tensor panel, under its table. */
+function showTimeline(pane, timeline, pareto) {
+  const figures = [[timeline, "fxviz-timeline-plot"], [pareto, "fxviz-pareto-plot"]]
+    .filter(([plot]) => plot && plot.svg)
+    .map(([plot, cls]) => h("figure", { class: cls }, parseSvg(plot.svg),
+      plot.caption ? h("figcaption", { text: plot.caption }) : null));
+  if (figures.length) pane.setSaved({ timeline: figures.length === 1 ? figures[0] : h("div", {}, figures) });
 }
 
 /** B is never A: keep B if it differs and was computed, else the data's partner of A
@@ -208,7 +210,7 @@ function startReport(data) {
   pane.setLegend(data.legend);
   pane.setTable(data.table);
   pane.setDoctor(data.doctor);
-  showTimeline(pane, data.timeline);
+  showTimeline(pane, data.timeline, data.pareto);
   update();
   preloadDrawings(pane, data.drawings, generation);
 }

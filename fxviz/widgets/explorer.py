@@ -38,6 +38,7 @@ from ..payloads import (
 from ..render.static_html import static_html
 from ..tracing import trace
 from .boxes import OpenBoxes
+from .budget_curve import BudgetCurveView
 from .controls import Controls, max_depth
 from .measured import MeasuredView
 from .pane import GraphPane, SwitchTiming
@@ -58,7 +59,7 @@ from .tracing_note import tracing_note
 __all__ = ["Explorer", "GraphPane", "SwitchTiming", "STRATEGY_CHOICES"]
 
 
-class Explorer(MeasuredView, widgets.VBox):
+class Explorer(MeasuredView, BudgetCurveView, widgets.VBox):
     """``fxviz.explore(...)``: the controls, the graph pane and what is beside it.
 
     Attributes worth knowing: ``trace`` (the Trace shown), ``pane`` (the :class:`GraphPane`),
@@ -140,7 +141,7 @@ class Explorer(MeasuredView, widgets.VBox):
         panel = self.diff_panel
         if panel is None:
             panel = self.diff_panel = DiffPanel()
-            self.children = (*self.children, panel)  # type: ignore[has-type]  # ipywidgets is untyped
+            self.children = (*self.children, panel)  # typed by BudgetCurveView (ipywidgets is untyped)
         d = None if other is None else diff(self.trace, other, strategy, strategy_b)
         panel.show(d)
         return d

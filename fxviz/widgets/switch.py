@@ -27,10 +27,16 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
     differently, as its toggle does).  Given a model, the explorer can also switch between
     parameters lifted and captured as constants.  ``measure``: True runs the real compiled step
     (``Trace.measure()``; it compiles, so it is asked for) or a ``Measured`` already made, shown
-    beside the estimates (``Explorer.show_measured``).
+    beside the estimates (``Explorer.show_measured``).  ``runs`` (logged runs of the same model) and
+    ``advice`` (``tr.advise(...)``): the budget curve with them on it, below the graph
+    (``Explorer.show_budget_curve``).
     """
     measure = options.pop("measure", False)
+    curve = {k: options.pop(k) for k in ("runs", "advice") if options.get(k) is not None}
     if isinstance(model_or_trace, Run):
+        if curve:
+            raise InputError("runs= and advice= go on the budget curve of a model's trace, not of a logged run",
+                             "explore the plain trace: fxviz.explore(tr, runs=[run], advice=tr.advise(...))")
         if measure is not False:
             raise InputError("measure runs the model's compiled training step, and a log of a run has no model",
                              "explore the model itself: fxviz.explore(model, x, measure=True)")
@@ -48,4 +54,6 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
                       trace_kwargs={"loss_fn": loss_fn, "capture_route": capture_route}, **options)
     if measure is not False:
         ex.show_measured(measure)
+    if curve:
+        ex.show_budget_curve(**curve)
     return ex

@@ -3,8 +3,9 @@ table people read."""
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,8 @@ from .target import Target
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     import torch.nn as nn
+
+    from ...capture import Capture
 
 __all__ = ["Option", "Advice", "OPTION_COLUMNS"]
 
@@ -42,6 +45,8 @@ class Option:
     meets: bool
     short_by: int
     plain_peak_bytes: int
+    source: Capture | None = field(default=None, repr=False, compare=False)  # the advised step's capture
+    as_trace: Callable[[Capture], Any] | None = field(default=None, repr=False, compare=False)  # -> a Trace
 
     @property
     def saved_bytes(self) -> int:
@@ -83,12 +88,48 @@ class Option:
         return {} if self.change is None else dict(self.change.config)
 
     def apply(self, model: nn.Module) -> nn.Module:
-        """A copy of ``model`` with the change made (``model`` untouched); trace it under
-        :attr:`config` to see the prediction."""
+        """A copy of ``model`` with the change's modules wrapped (``model`` untouched).  A budget
+        option's copy is unchanged: its change is torch's config, in :attr:`config` (set it in the
+        training script); :meth:`trace` applies both and traces, to check the prediction."""
         if self.change is None:
             raise InputError(f"{self.name} is a bound, not a change to a model",
                              "apply one of the advice's other options")
         return self.change.apply(model)
+
+    def trace(self, *inputs: Any, **keyword_inputs: Any) -> Any:
+        """The advised model with this option applied (:meth:`apply`) traced under its :attr:`config`
+        (torch's config restored afterwards), as the advised trace was (loss, params, backend,
+        dynamic): a ``Trace`` whose step holds this option's prediction, so
+        ``opt.trace(x).memory_table()`` checks it.  ``inputs`` (default: the advised trace's
+        example inputs) are the model's call, keywords included (``labels=ids``)."""
+        if self.change is None:
+            raise InputError(f"{self.name} is a bound, not a change to a model",
+                             "trace one of the advice's other options")
+        cap = self.source
+        if cap is None or cap.model is None or self.as_trace is None:
+            raise InputError(f"{self.name}: this advice has no model to apply it to (advice on a log, or an Option "
+                             "made by hand)", "set opt.config in the training script and compile the model there")
+        from ...capture.routes import capture as capture_model
+
+        model = self.apply(cap.model)
+        given = bool(inputs or keyword_inputs)
+        with self._config():
+            new = capture_model(model, tuple(inputs) if given else cap.example_inputs, loss_fn=cap.loss_fn,
+                                params=cap.params, route=cap.route if cap.route in ("dynamo", "aot") else "auto",
+                                backend=cap.backend, dynamic=cap.dynamic, keyword_inputs=keyword_inputs,
+                                compile_loss=cap.loss_fn is not None and not cap.loss_outside)
+        return self.as_trace(new)
+
+    def _config(self) -> contextlib.AbstractContextManager[None]:
+        """torch's config as :attr:`config` says, for one trace (restored on exit)."""
+        from ... import _torch
+
+        unknown = set(self.config) - {_torch.BUDGET_SETTING}
+        if unknown:
+            raise InputError(f"{self.name}: fxviz cannot set {sorted(unknown)} for a trace", "set it yourself")
+        if _torch.BUDGET_SETTING not in self.config:
+            return contextlib.nullcontext()
+        return _torch.budget_config(float(self.config[_torch.BUDGET_SETTING]), _torch.step_budget()[1])
 
     def row(self, cheapest: bool) -> dict[str, Any]:
         return {"option": self.name, "kind": self.kind, "meets": self.meets, "short_by_bytes": self.short_by,
@@ -98,9 +139,12 @@ class Option:
 
     def __repr__(self) -> str:
         state = "meets the target" if self.meets else f"misses it by {format_bytes(self.short_by)}"
+        where = (f"; the change is torch config, opt.config = {self.config} (apply() leaves the model as it is; "
+                 "opt.trace(*inputs) applies both)" if self.config and not (self.change and self.change.modules)
+                 else "")
         return (f"<fxviz advice option {self.name}: saved {format_bytes(self.saved_bytes) or '0 B'}, peak "
                 f"{format_bytes(self.peak_bytes)}, recompute {format_flops(self.recompute_flops) or '0 FLOP'}; "
-                f"{state}>")
+                f"{state}{where}>")
 
 
 @dataclass

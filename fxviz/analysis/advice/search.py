@@ -77,8 +77,8 @@ def retrace(cap: Capture, model: nn.Module) -> Capture:
 
 class _Search:
     def __init__(self, cap: Capture, target: Target, optimizer: str | int | None, flops_per_s: float,
-                 bytes_per_s: float, memo: dict[str, Capture]) -> None:
-        self.cap, self.target, self.optimizer, self.memo = cap, target, optimizer, memo
+                 bytes_per_s: float, memo: dict[str, Capture], as_trace: Callable[[Capture], Any] | None) -> None:
+        self.cap, self.target, self.optimizer, self.memo, self.as_trace = cap, target, optimizer, memo, as_trace
         self.flops_per_s, self.bytes_per_s = flops_per_s, bytes_per_s
         self.plain = step_of(cap, optimizer=optimizer)
         self.goal = target.bytes_for(self.plain.saved_bytes)
@@ -90,7 +90,7 @@ class _Search:
         seconds = step.recompute_flops / self.flops_per_s + step.recompute_bytes / self.bytes_per_s
         short = max(0, self.value(step) - self.goal)
         return Option(name or (change.name if change else ""), change.kind if change else "plain", change, step,
-                      seconds, short == 0, short, self.plain.peak_bytes)
+                      seconds, short == 0, short, self.plain.peak_bytes, self.cap, self.as_trace)
 
     def budget(self) -> Option:
         """The largest budget that meets the target (the least recompute); when none does, the one
@@ -146,13 +146,15 @@ class _Search:
 
 def advise(cap: Capture, target: Target, optimizer: str | int | None = None, *, flops_per_s: float = FLOPS_PER_S,
            bytes_per_s: float = BYTES_PER_S, kinds: tuple[str, ...] = ("budget", "checkpoint", "selective"),
-           progress: Callable[[str], None] | None = None, memo: dict[str, Capture] | None = None) -> Advice:
+           progress: Callable[[str], None] | None = None, memo: dict[str, Capture] | None = None,
+           as_trace: Callable[[Capture], Any] | None = None) -> Advice:
     """Ranked options that bring ``cap``'s step to ``target`` (``target.parse_target``), each
     predicted by fxviz's trace of the changed model (see the module docstring).  ``memo``: changed
-    models traced before, by the change's code (``Trace.advise`` keeps one per model)."""
+    models traced before, by the change's code (``Trace.advise`` keeps one per model); ``as_trace``:
+    makes a ``Trace`` of a capture, for ``Option.trace`` (the facade passes its own class)."""
     if cap.model is None and set(kinds) - {"budget"}:
         kinds = ("budget",)  # a log or a function: nothing to wrap
-    search = _Search(cap, target, optimizer, flops_per_s, bytes_per_s, {} if memo is None else memo)
+    search = _Search(cap, target, optimizer, flops_per_s, bytes_per_s, {} if memo is None else memo, as_trace)
     notes: list[str] = []
     options: list[Option] = []
     say = progress or (lambda _what: None)
@@ -166,6 +168,10 @@ def advise(cap: Capture, target: Target, optimizer: str | int | None = None, *, 
         if kind in kinds and blocks is not None:
             say(f"{kind} on the layers of {blocks[0]}")
             options.append(search.checkpoint(blocks[0], blocks[1], kind == "selective"))
+    if cap.route == "log":  # one graph of a run: never the whole step unsaid
+        notes.append(f"a log's graph ({cap.origin}): this advice covers that graph alone, not the run's whole step "
+                     "(after a graph break the other graphs save theirs too: advise each, Run.trace(compile_id=...)); "
+                     "only the activation_memory_budget is offered: a log has no model to wrap")
     notes.append(_offload_note(cap))
     bound = search.bound()
     if bound is None:

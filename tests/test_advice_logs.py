@@ -1,0 +1,176 @@
+"""Advice on logs of real runs (issue 34): ``fxviz advise --logs`` names the graph it advises on, takes
+``--graph``/``--rank`` as the other log commands do, and says plainly that it covers that graph alone
+when the run's step has others (a graph break).  Logs are written by real ``torch.compile`` runs here."""
+
+from __future__ import annotations
+
+import pytest
+
+import fxviz
+from fxviz.cli import main
+
+from .advice_log_models import SCRIPT
+from .logs_util import make_log
+
+
+@pytest.fixture(scope="module")
+def break_log(tmp_path_factory):
+    return make_log(SCRIPT, tmp_path_factory.mktemp("advbrk") / "trace", "break")
+
+
+def test_advise_on_a_log_names_its_graph_and_covers_it_alone(break_log, capsys):
+    run = fxviz.load_logs(break_log)
+    ids = [str(c) for c in run.graphs[run.graphs["backward"].astype(bool)]["compile_id"]]
+    assert len(ids) == 2  # the graph break: two graphs with a backward in one step
+    for args, cid in (([], ids[0]), (["--graph", ids[1]], ids[1]), (["--graph", ids[1], "--rank", "0"], ids[1])):
+        assert main(["advise", "--logs", str(break_log), "--saved", "50%", *args]) == 0
+        out = capsys.readouterr().out
+        other = ids[1 - ids.index(cid)]
+        assert f"compile {cid}" in out.splitlines()[0]  # which graph, first
+        assert f"advice on graph {cid} of rank 0 only" in out and other in out.split("advice on graph")[1]
+        # the table is the Python API's advice of that very graph, which says so in its notes
+        advice = run.trace(compile_id=cid).advise(saved="50%")
+        assert advice.text() in out
+        assert any(f"compile {cid}" in n and "covers that graph alone" in n for n in advice.notes)
+        logged = int(run.trace(compile_id=cid).memory_table(["logged"]).iloc[0]["saved_activation_bytes"])
+        assert advice.plain.saved_bytes == logged > 0  # the plain step is what the run saved
+    assert main(["advise", "--logs", str(break_log), "--saved", "50%", "--graph", "9/0"]) == 2
+    assert "9/0" in capsys.readouterr().err
+    assert main(["advise", "--logs", str(break_log), "--saved", "50%", "--rank", "3"]) == 2
+    assert "rank" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def curve(tmp_path_factory):
+    """The plain trace of ``stack``, its advice to 40% saved, and two real runs of the same model:
+    each block checkpointed, and under torch's budget 0.3 (logged in parallel)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .advice_log_models import stack
+
+    root = tmp_path_factory.mktemp("advcurve")
+    with ThreadPoolExecutor(2) as pool:
+        logs = dict(zip(("checkpointed", "budget 0.3"), pool.map(
+            lambda mode: make_log(SCRIPT, root / mode, mode), ("checkpoint", "budget"))))
+    runs = {name: fxviz.load_logs(path) for name, path in logs.items()}
+    model, (x,) = stack()
+    tr = fxviz.trace(model, x, backend="aot_eager")
+    return tr, tr.advise(saved="40%"), runs
+
+
+def test_budget_points_are_the_runs_tables_and_the_options(curve):
+    tr, advice, runs = curve
+    points = fxviz.budget_points(runs, advice)
+    logged = points[points["kind"] == "logged"].set_index("label")
+    for name, run in runs.items():  # each run's point: its own partition, as its traces' memory tables say
+        rows = [t.memory_table(["logged"]).iloc[0] for t in run.traces()]
+        for c in ("saved_activation_bytes", "recompute_flops", "recompute_bytes"):
+            assert int(logged.loc[name, c]) == sum(int(r[c]) for r in rows), (name, c)
+    # and what fxviz predicts for those very changes: the sweep's row at budget 0.3, the advice's
+    # checkpoint of every block (the runs' own compiles, read back from their logs)
+    sweep = tr.memory_sweep(progress=False)
+    at = sweep[sweep["budgets"].map(lambda bs: 0.3 in bs)].iloc[0]
+    assert (int(at["saved_activation_bytes"]), int(at["recompute_flops"])) == (
+        int(logged.loc["budget 0.3", "saved_activation_bytes"]), int(logged.loc["budget 0.3", "recompute_flops"]))
+    every = next(o for o in advice.options if o.kind == "checkpoint")
+    assert every.change is not None and every.change.modules == ("layers.0", "layers.1")
+    assert (every.saved_bytes, every.recompute_flops) == (
+        int(logged.loc["checkpointed", "saved_activation_bytes"]), int(logged.loc["checkpointed", "recompute_flops"]))
+    shown = [*advice.options, *([advice.bound] if advice.bound else [])]
+    options = points[points["kind"] != "logged"]
+    assert list(options["label"]) == [o.name for o in shown]
+    for (_, r), o in zip(options.iterrows(), shown):
+        assert (int(r["saved_activation_bytes"]), int(r["recompute_flops"]), int(r["recompute_bytes"])) == (
+            o.saved_bytes, o.recompute_flops, o.recompute_bytes)
+        assert r["kind"] == ("bound" if o.bound else "advice") and bool(r["meets"]) == o.meets
+    assert list(points["tag"]) == ["L1", "L2"] + [f"A{i}" for i in range(1, len(shown) + 1)]
+    whole = fxviz.budget_points(runs, advice, graph=None)  # one graph here: the whole step is the same
+    assert whole.drop(columns="graphs").equals(points.drop(columns="graphs"))
+    with pytest.raises(fxviz.InputError, match="not a logged run"):
+        fxviz.budget_points([tr])
+
+
+def test_budget_points_of_one_graph_or_the_whole_step(break_log):
+    """After a graph break the sweep is of one graph: a run's point is that graph's (``graph=k``), or
+    the step's sum (``graph=None``); a graph the run lacks is said."""
+    run = fxviz.load_logs(break_log)
+    rows = [t.memory_table(["logged"]).iloc[0] for t in run.traces()]
+    assert len(rows) == 2
+    cols = ["saved_activation_bytes", "recompute_flops", "recompute_bytes"]
+    for k in (0, 1):
+        got = fxviz.budget_points([run], graph=k).iloc[0]
+        assert [int(got[c]) for c in cols] == [int(rows[k][c]) for c in cols] and int(got["graphs"]) == 1
+    got = fxviz.budget_points({"broken": run}, graph=None).iloc[0]
+    assert [int(got[c]) for c in cols] == [sum(int(r[c]) for r in rows) for c in cols] and got["label"] == "broken"
+    with pytest.raises(fxviz.InputError, match="no graph 2"):
+        fxviz.budget_points([run], graph=2)
+
+
+def test_the_plot_names_every_point_and_its_labels_do_not_overlap(curve):
+    tr, advice, runs = curve
+    points = fxviz.budget_points(runs, advice)
+    fig = tr.memory_sweep(progress=False).pareto_plot(points=points)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()  # drawn, so every text has its place
+    ax = fig.axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    for _, r in points.iterrows():
+        assert any(t.startswith(f"{r['tag']} ") and str(r["label"]) in t for t in legend), r["tag"]
+    texts = [a for a in ax.texts if a.get_text()]
+    tags = {tag for a in texts for tag in a.get_text().split(",")}
+    assert set(points["tag"]) <= tags  # every point tagged; coinciding points share one tag line
+    renderer = canvas.get_renderer()
+    boxes = [a.get_window_extent(renderer) for a in texts]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), "labels overlap"
+
+
+def test_the_report_holds_the_curve(curve, tmp_path):
+    from fxviz.payloads import report_data
+
+    tr, advice, runs = curve
+    data = report_data(tr, runs=runs, advice=advice, budget=None)
+    points = fxviz.budget_points(runs, advice)
+    svg = data["pareto"]["svg"]
+    for _, r in points.iterrows():
+        assert f"{r['tag']} " in svg and str(r["label"]) in svg
+    assert report_data(tr, budget=None)["pareto"] is None  # nothing to add: no curve
+    path = fxviz.report(tr, tmp_path / "curve.html", runs=runs, advice=advice)
+    from .browser_util import chromium_path
+
+    if chromium_path() is None:
+        pytest.skip("no Chromium for the page check")
+    from .browser_util import browser
+
+    with browser() as b:
+        page = b.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".fxviz-pareto-plot svg", timeout=60_000)
+        titles = page.eval_on_selector_all(".fxviz-pareto-plot svg text > title", "ts => ts.map(t => t.textContent)")
+        assert len(titles) == len(points)
+        for t, (_, r) in zip(titles, points.iterrows()):
+            assert t.startswith(f"{r['tag']} ") and str(r["label"]) in t
+        assert "Logged runs (L)" in page.inner_text(".fxviz-pareto-plot figcaption")
+        assert page.locator(".fxviz-timeline .fxviz-timeline-plot svg").count() == 1  # the timeline stays, above
+        plain = fxviz.report(tr, tmp_path / "plain.html")  # no runs, no advice: the timeline alone
+        page.goto(plain.as_uri())
+        page.wait_for_selector(".fxviz-timeline .fxviz-timeline-plot svg", timeout=60_000)
+        assert page.locator(".fxviz-pareto-plot").count() == 0
+        assert b.console_errors == [] and b.page_errors == [] and b.blocked == []
+
+
+def test_the_explorer_shows_the_curve(curve):
+    tr, advice, runs = curve
+    ex = fxviz.explore(tr, runs=runs, advice=advice)
+    points = fxviz.budget_points(runs, advice)
+    assert ex.budget_curve in ex.children
+    for _, r in points.iterrows():
+        assert f"{r['tag']} " in ex.budget_curve.value and str(r["label"]) in ex.budget_curve.value
+    shown = ex.show_budget_curve(advice=advice)  # again: the same box, now without the runs
+    assert list(shown["kind"]) == ["advice"] * len(advice.options) + ["bound"] * (advice.bound is not None)
+    assert sum(c is ex.budget_curve for c in ex.children) == 1 and "L1 " not in ex.budget_curve.value
+    with pytest.raises(fxviz.InputError, match="logged run"):
+        fxviz.explore(next(iter(runs.values())), advice=advice)
