@@ -280,21 +280,30 @@ def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str]
     for n in gm.graph.nodes:
         if n.op == "call_function" and phases.get(n.name) == "forward":
             by_trace.setdefault(_torch.stack_trace(n), []).append(n)
-    root: set[str] = set()  # backward ops of a forward op of the root frame: no module, as in a model trace
+    sums = _accumulations(gm, phases)  # autograd's sums of a gradient: no module, as in a model trace
+    root = set(sums)
     for ops in _blocks(gm, phases, "backward"):
+        pending: dict[fx.Node, set[str]] = {}
         for n in ops:
-            target = _differentiated(n, phases, owner, by_trace.get(_torch.stack_trace(n), []))
+            if n.name in root:
+                continue
+            line = by_trace.get(_torch.stack_trace(n), [])
+            target = _differentiated(n, phases, owner, line)
             if target is not None:
                 (module.__setitem__(n.name, module[target.name]) if target.name in module else root.add(n.name))
-        _follow_neighbours(ops, module, root)
+            elif cands := _inverse_of(n, phases, line, module):
+                pending[n] = cands
+        _resolve(pending, module, root)
+        _follow_neighbours(ops, module, root, sums)
     _line_frames(gm, phases, module, root)
 
 
-def _follow_neighbours(ops: list[fx.Node], module: dict[str, str], root: set[str]) -> None:
+def _follow_neighbours(ops: list[fx.Node], module: dict[str, str], root: set[str], sums: set[str]) -> None:
     """The backward ops of one source line that read no forward value (a gradient's reshape, its matmul
     with a transposed weight): the deepest module among the ops they read or feed on the line, the
-    deepest first (a matmul between a gradient and ``fc``'s weight is ``fc``'s, not its block's)."""
-    inside = set(ops)
+    deepest first (a matmul between a gradient and ``fc``'s weight is ``fc``'s, not its block's);
+    autograd's sums of gradients (``sums``) are no evidence: they have no module whatever they add."""
+    inside = {n for n in ops if n.name not in sums}
     while True:
         best: tuple[int, fx.Node, str | None] | None = None
         for n in ops:
@@ -334,11 +343,104 @@ def _line_frames(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, s
             module[n.name] = pick
 
 
+def _accumulations(gm: fx.GraphModule, phases: dict[str, str]) -> set[str]:
+    """The ``add`` ops autograd makes to sum the gradients of a value used twice (a residual's
+    input, ``q + rotate_half(q)``): both operands are gradients (they depend on a tangent).  torch
+    gives them no module (their stack trace is "Gradient addition node due to multiple use of
+    tensor", which the printed log shortens to the line of the use), and a model trace none."""
+    grads: set[fx.Node] = set()
+    out: set[str] = set()
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            if phases.get(n.name) == "backward":
+                grads.add(n)
+            continue
+        if n.op != "call_function" or not any(a in grads for a in n.all_input_nodes):
+            continue
+        grads.add(n)
+        args = [a for a in n.args if isinstance(a, fx.Node)]
+        if (phases.get(n.name) == "backward" and str(n.target) == "aten.add.Tensor" and not n.kwargs
+                and len(args) == 2 and all(a in grads for a in args)
+                and _shape(args[0]) == _shape(args[1]) == _shape(n)):
+            out.add(n.name)
+    return out
+
+
+def _shape(n: fx.Node) -> tuple[int, ...] | None:
+    v = _torch.meta_val(n)
+    return tuple(v.shape) if hasattr(v, "shape") else None
+
+
+def _behind(a: fx.Node, phases: dict[str, str]) -> fx.Node:
+    """The value a backward view, detach or cast chain starts from (a transposed weight the backward
+    makes again, ``detach`` of the forward's ``tanh``): the forward value a derivative reads."""
+    while (a.op == "call_function" and phases.get(a.name) == "backward" and len(a.all_input_nodes) == 1
+           and (_reshapes(a) or is_cast(a))):
+        a = a.all_input_nodes[0]
+    return a
+
+
+def _inverse_of(n: fx.Node, phases: dict[str, str], line_ops: list[fx.Node], module: dict[str, str]
+                ) -> set[str]:
+    """A derivative that reads no forward value (a view of a gradient, ``expand`` for a ``sum``,
+    ``cat`` for a ``split``, ``tanh_backward`` of a detached output): the modules of the forward
+    ops of its line that take what it gives and give what it takes (shapes); one per block where
+    the line ran in several."""
+    ins = {_shape(a) for a in n.all_input_nodes if phases.get(a.name) == "backward"}
+    if not ins or None in ins or _shape(n) is None:
+        return set()
+    return {module.get(f.name, ROOT) for f in line_ops
+            if ins <= _outs(f) and any(_shape(a) == _shape(n) for a in f.all_input_nodes)}
+
+
+def _outs(f: fx.Node) -> set[tuple[int, ...] | None]:
+    """The shapes an op gives (each output of a ``split``)."""
+    v = _torch.meta_val(f)
+    if isinstance(v, (list, tuple)):
+        return {tuple(x.shape) for x in v if hasattr(x, "shape")}
+    return {_shape(f)}
+
+
+def _resolve(pending: dict[fx.Node, set[str]], module: dict[str, str], root: set[str]) -> None:
+    """Each op of ``pending`` in its one candidate module, or, among several (one per block), in the
+    one nearest the module of an op it reads or feeds (placed first, then the ones this places)."""
+    def near(n: fx.Node, cands: set[str]) -> str | None:
+        placed = [module.get(x.name, ROOT) for x in (*n.all_input_nodes, *n.users)
+                  if x.name in module or x.name in root]
+        # a candidate unrelated to every placed neighbour is a coincidence of shapes (a weight's
+        # gradient transposed to the shape of another module's weight): not this op's
+        fit = [c for c in cands if not placed or any(_inside(m, c) or _inside(c, m) for m in placed)]
+        if len(fit) == 1 and len(cands) == 1:
+            return fit[0]
+        best = sorted(((max((_shared(c, m) for m in placed), default=0), c) for c in fit), reverse=True)
+        return best[0][1] if best and best[0][0] > 0 and (len(best) == 1 or best[1][0] < best[0][0]) else None
+
+    while pending:
+        done = {n: m for n, cands in pending.items() if (m := near(n, cands)) is not None}
+        if not done:
+            return
+        for n, m in done.items():
+            (module.__setitem__(n.name, m) if m != ROOT else root.add(n.name))
+            del pending[n]
+
+
+def _shared(a: str, b: str) -> int:
+    """How many leading names two module paths share."""
+    k = 0
+    for x, y in zip(a.split("."), b.split(".")):
+        if x != y or not x:
+            break
+        k += 1
+    return k
+
+
 def _differentiated(n: fx.Node, phases: dict[str, str], owner: dict[str, str], line_ops: list[fx.Node]
                     ) -> fx.Node | None:
     """The forward op of ``n``'s source line whose inputs and outputs hold the most of the forward
-    values ``n`` reads (an op before a view on a tie); None when it reads none."""
-    values = {a for a in n.all_input_nodes if phases.get(a.name) == "forward" or a.name in owner
+    values ``n`` reads, seen through the backward's own views of them (an op before a view on a
+    tie); None when it reads none."""
+    read = [_behind(a, phases) for a in n.all_input_nodes]
+    values = {a for a in read if phases.get(a.name) == "forward" or a.name in owner
               or (a.op == "placeholder" and phases.get(a.name) != "backward")}
     if not values or not line_ops:
         return None
