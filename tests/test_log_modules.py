@@ -4,8 +4,9 @@ stack, only each op's source line and the parameters it reads, and fxviz places 
 ``nn_module_stack``): every forward op matched by name and op is in the same module, the leaf modules'
 own ops (a ``LayerNorm``'s mean and rstd, a ``Linear``'s reshapes) in the leaf, the code a module's
 ``forward`` runs between its children (attention's views, a residual add) and the helper functions
-it calls in that module, the root frame's ops in none; every backward op in the module of the
-forward op it differentiates.  The log is written by a real ``torch.compile``
+it calls in that module, the root frame's ops in none; a child module without parameters (a
+Llama MLP's ``act_fn``) and both modules of a tied weight (an embedding and a head) as the model trace
+has them; every backward op in the module of the forward op it differentiates.  The log is written by a real ``torch.compile``
 run the test makes."""
 
 from __future__ import annotations
@@ -50,22 +51,28 @@ class Block(nn.Module):
         self.attn = Attn(d, h)
         self.norm = RMSNorm(d)
         self.fc = nn.Linear(d, 4 * d)
+        self.gate = nn.Linear(d, 4 * d)
+        self.act = nn.SiLU()  # a child module without parameters (a Llama MLP's act_fn)
         self.out = nn.Linear(4 * d, d)
     def forward(self, x):
         x = x + self.attn(self.ln(x))
-        return x + self.out(F.gelu(self.fc(self.norm(x))))
+        h = self.norm(x)
+        return x + self.out(self.act(self.fc(h)) * F.gelu(self.gate(h)))
 class Model(nn.Module):
-    def __init__(self, d=16, h=2, n=2):
+    def __init__(self, d=16, h=2, n=2, vocab=32):
         super().__init__()
+        self.emb = nn.Embedding(vocab, d)
         self.blocks = nn.ModuleList([Block(d, h) for _ in range(n)])
-        self.head = nn.Linear(d, 4)
-    def forward(self, x):
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.emb.weight  # tied (GPT-2's wte and lm_head)
+    def forward(self, idx):
+        x = self.emb(idx)
         for b in self.blocks:
             x = b(x)
         return self.head(torch.tanh(x)).sum()
 def make():
     torch.manual_seed(0)
-    return Model(), torch.randn(2, 8, 16)
+    return Model(), torch.randint(0, 32, (2, 8))
 """
 
 RUN = MODEL + """
@@ -109,3 +116,5 @@ def test_forward_ops_are_in_the_modules_a_model_trace_gives(backend, tmp_path):
     assert len(sums) >= 8  # the residuals, q used twice, RMSNorm's x used twice, on both blocks
     placed = {module(got, n) for n in forward}  # every level is reached: leaves, user modules, the root
     assert {"blocks.0.ln", "blocks.1.attn", "blocks.1.attn.qkv", "blocks.0.norm", "blocks.0", "head", None} <= placed
+    # a child without parameters (from dynamo's guards in the log) and both modules of a tied weight
+    assert {"blocks.0.act", "blocks.1.act", "emb"} <= placed

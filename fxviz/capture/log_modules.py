@@ -22,11 +22,18 @@ From that and the parameters each op reads:
 3. every other forward op is in its block's frame (the root frame: no module, as in a model trace);
 4. a backward op is in the module of the forward op it differentiates: the one op of its own source
    line whose inputs and outputs explain the forward values it reads (an op before a view); an op
-   that reads none follows the backward op it reads from (or, failing that, its source block).
+   that reads none, the forward op of its line whose shapes it inverts (``expand`` for a ``sum``),
+   else the backward op it reads from (or, failing that, its source block); autograd's sums of
+   a gradient (a value used twice) in none, as torch leaves them.
+
+dynamo's guards, when the log has them (``logs.guards``), add what parameters cannot show: the child
+modules that own none (``self.act_fn(self.gate_proj(x))``: the ops fed only by ``gate_proj``'s output
+are ``act_fn``'s) and the names of a tied weight (an op reads it as the module its line calls).
 """
 
 from __future__ import annotations
 
+import ast
 import operator
 import re
 from typing import Any
@@ -35,6 +42,7 @@ import torch.fx as fx
 
 from .. import _torch
 from ..graph_facts import is_cast, is_view_op
+from ..logs.guards import Guards
 
 __all__ = ["place_modules", "common_module"]
 
@@ -85,18 +93,25 @@ def _blocks(gm: fx.GraphModule, phases: dict[str, str], phase: str) -> list[list
     return out
 
 
-def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[str, str]) -> dict[str, str]:
+def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[str, str],
+                  guards: Guards | None = None) -> dict[str, str]:
     """Node name -> module path for every op the log lets fxviz place (see the module's docstring);
-    ``state_names``: placeholder name -> the parameter's or buffer's qualified name."""
+    ``state_names``: placeholder name -> the parameter's or buffer's qualified name; ``guards``: the
+    frame's modules and tied weights as dynamo guarded them (``logs.guards``)."""
+    guards = guards or Guards()
     owner = {n: q.rsplit(".", 1)[0] for n, q in state_names.items() if "." in q}
     attr = {n: q.rsplit(".", 1)[1] for n, q in state_names.items() if "." in q}
-    module, reads = _parameter_ops(gm, phases, owner)
+    tied = {n: guards.tied[q] for n, q in state_names.items() if len(guards.tied.get(q, [])) > 1}
+    module, reads = _parameter_ops(gm, phases, owner, tied)
     forward = _blocks(gm, phases, "forward")
     for ops in forward:
         _decomposed(ops, module, phases)
         _between(ops, module, phases)
-    frames = _frames(forward, module, reads, attr, owner)
+    frames = _frames(forward, module, reads, attr, owner, tied)
+    empty = {p for p in guards.modules if not any(q.startswith(p + ".") for q in state_names.values())}
     for ops, frame in zip(forward, frames):
+        if frame is not None and empty:
+            _parameterless(ops, frame, module, empty)
         for n in ops:
             if n.name not in module and frame is not None and frame != ROOT:
                 module[n.name] = frame
@@ -104,7 +119,78 @@ def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[
     return module
 
 
-def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, str]
+def _pick(p: str, n: fx.Node, owner: dict[str, str], tied: dict[str, list[str]]) -> str:
+    """The module of parameter placeholder ``p`` that op ``n`` reads it as: for a tied weight
+    (``emb.weight`` is ``head.weight``), the one of its names whose module ``n``'s line calls."""
+    names = tied.get(p)
+    if names:
+        w = _where(n)
+        code = w[3] if w is not None else ""
+        for q in names:
+            m = q.rsplit(".", 1)[0]
+            if "." in q and _called(m, code) == m:
+                return m
+    return owner[p]
+
+
+def _parameterless(ops: list[fx.Node], frame: str, module: dict[str, str], empty: set[str]) -> None:
+    """The ops of a child module that owns no parameter (``self.act_fn(self.gate_proj(x))``): on a
+    line that calls it on the output of a child with parameters and hands what it returns to a
+    module or an operator (never to a function: ``F.gelu(self.act(...))`` cannot be split), the
+    ops fed only by that child's output (constants aside), up to the first that reads another value."""
+    w = _where(ops[0])
+    if w is None:
+        return
+    try:
+        tree = ast.parse(w[3].removeprefix("return ").strip())
+    except SyntaxError:
+        return
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    inside = set(ops)
+    for call in ast.walk(tree):
+        name = _self_call(call)
+        path = f"{frame}.{name}" if frame else name
+        if name is None or path not in empty or len(call.args) != 1 or call.keywords:  # type: ignore[attr-defined]
+            continue
+        arg = _self_call(call.args[0])  # type: ignore[attr-defined]
+        parent = parents.get(call)
+        if arg is None or not _hands_on(parent, call):
+            continue
+        src = f"{frame}.{arg}" if frame else arg
+        start = {n for n in ops if module.get(n.name) == src}
+        chain: set[fx.Node] = set()
+        for n in ops:
+            if n.name in module:
+                continue
+            ins = [a for a in n.all_input_nodes if a in inside]
+            if ins and len(ins) == len(n.all_input_nodes) and all(a in start or a in chain for a in ins) \
+                    and any(a in chain or a in start for a in ins):
+                chain.add(n)
+        module.update({n.name: path for n in chain})
+
+
+def _self_call(node: Any) -> str | None:
+    """``name`` of a call ``self.name(...)``, else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+            and node.func.value.id == "self":
+        return node.func.attr
+    return None
+
+
+def _hands_on(parent: Any, call: Any) -> bool:
+    """What a call returns goes to a ``self.module(...)`` call, an operator with another operand that
+    is no constant, or the line's result."""
+    if parent is None or isinstance(parent, (ast.Expr, ast.Assign, ast.Return, ast.Module)):
+        return True
+    if isinstance(parent, ast.Call):
+        return _self_call(parent) is not None
+    if isinstance(parent, ast.BinOp):
+        other = parent.right if parent.left is call else parent.left
+        return not isinstance(other, ast.Constant)
+    return False
+
+
+def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]]
                    ) -> tuple[dict[str, str], dict[str, list[str]]]:
     """Step 1: the ops in a parameter's module (``reads``: op -> the parameter placeholders it reads)."""
     module: dict[str, str] = {}
@@ -119,9 +205,9 @@ def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, 
         if not mine:
             continue
         if (is_view_op(n.target) or is_cast(n)) and len(mine) == len(n.all_input_nodes):
-            owner[n.name] = owner[mine[0].name]  # a transposed weight, an autocast copy: the parameter's
+            owner[n.name] = _pick(mine[0].name, n, owner, tied)  # a transposed weight, an autocast copy
             reads[n.name] = [r for a in mine for r in reads.get(a.name, [a.name])]
-        module[n.name] = owner[mine[0].name]
+        module[n.name] = _pick(mine[0].name, n, owner, tied)
         reads.setdefault(n.name, [r for a in mine for r in reads.get(a.name, [a.name])])
     computes = {n for n in module if n not in owner}  # ops that compute with a parameter (not its views)
     for n in ops:  # a leaf module's reshapes around its op, on the same line
@@ -221,7 +307,7 @@ def _called(path: str, code: str) -> str | None:
 
 
 def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str, list[str]],
-            attr: dict[str, str], owner: dict[str, str]) -> list[str | None]:
+            attr: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]]) -> list[str | None]:
     """Step 2: the frame (module path, ``""`` for the root) of each forward source block, None when unknown."""
     where = [_where(ops[0]) for ops in blocks]
     frames: list[str | None] = []
@@ -231,11 +317,12 @@ def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str
         found, mine = [], False
         for n in ops:
             for p in reads.get(n.name, []):
+                o = _pick(p, n, owner, tied)
                 if re.search(rf"\bself\.{re.escape(attr[p])}\b(?!\s*\()", code):
-                    found.append(owner[p])
+                    found.append(o)
                     mine = True
                 else:
-                    found.append(_parent(owner[p]))
+                    found.append(_parent(o))
         frames.append((common_module(found) or ROOT) if found else None)
         own.append(mine)
     evidence = list(frames)  # the frames the lines' parameters show
@@ -412,8 +499,8 @@ def _resolve(pending: dict[fx.Node, set[str]], module: dict[str, str], root: set
         fit = [c for c in cands if not placed or any(_inside(m, c) or _inside(c, m) for m in placed)]
         if len(fit) == 1 and len(cands) == 1:
             return fit[0]
-        best = sorted(((max((_shared(c, m) for m in placed), default=0), c) for c in fit), reverse=True)
-        return best[0][1] if best and best[0][0] > 0 and (len(best) == 1 or best[1][0] < best[0][0]) else None
+        best = sorted(((max((_shared(c, m) for m in placed), default=0), c in placed, c) for c in fit), reverse=True)
+        return best[0][2] if best and best[0][0] > 0 and (len(best) == 1 or best[1][:2] < best[0][:2]) else None
 
     while pending:
         done = {n: m for n, cands in pending.items() if (m := near(n, cands)) is not None}
@@ -437,18 +524,20 @@ def _shared(a: str, b: str) -> int:
 def _differentiated(n: fx.Node, phases: dict[str, str], owner: dict[str, str], line_ops: list[fx.Node]
                     ) -> fx.Node | None:
     """The forward op of ``n``'s source line whose inputs and outputs hold the most of the forward
-    values ``n`` reads, seen through the backward's own views of them (an op before a view on a
-    tie); None when it reads none."""
+    values ``n`` reads, seen through the backward's own views of them (on a tie, an op before a
+    view, then the op that reads them); None when it reads none."""
     read = [_behind(a, phases) for a in n.all_input_nodes]
     values = {a for a in read if phases.get(a.name) == "forward" or a.name in owner
               or (a.op == "placeholder" and phases.get(a.name) != "backward")}
     if not values or not line_ops:
         return None
-    best, score = None, (0, False)
+    best, score = None, (0, 0, False)
     for f in line_ops:
         outs = {f} | {u for u in f.users if u.target is operator.getitem}
         held = len(values & (outs | set(f.all_input_nodes)))
-        key = (held, not is_view_op(f.target))
+        # on a tie, an op before a view, then the op that reads the value (``grad * b`` differentiates
+        # the ``a * b`` that reads ``b``, not the SiLU that made it)
+        key = (held, not is_view_op(f.target), len(values & set(f.all_input_nodes)))
         if held and key > score:
             best, score = f, key
     return best
