@@ -97,6 +97,4 @@ def allgathered_note(qualname: str, guards: Guards) -> str | None:
         return None
     path, cls = owner
     where = f"`{path}`" if path else "the compiled module"
-    return (f"{ALLGATHERED} ({cls}, {where}): unsharded while the graph runs; kept from forward to backward "
-            "only under reshard_after_forward=False, else freed after the forward and all-gathered again "
-            "for the backward (the log does not record which)")
+    return f"{ALLGATHERED}'s {cls} ({where}); unsharded while the graph runs"
