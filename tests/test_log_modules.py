@@ -6,8 +6,8 @@ own ops (a ``LayerNorm``'s mean and rstd, a ``Linear``'s reshapes) in the leaf, 
 ``forward`` runs between its children (attention's views, a residual add) and the helper functions
 it calls in that module, the root frame's ops in none; a child module without parameters (a
 Llama MLP's ``act_fn``) and both modules of a tied weight (an embedding and a head) as the model trace
-has them; every backward op in the module of the forward op it differentiates.  The log is written by a real ``torch.compile``
-run the test makes."""
+has them; every backward op in the module of the forward op it differentiates.  The log is written
+by a real ``torch.compile`` run the test makes."""
 
 from __future__ import annotations
 

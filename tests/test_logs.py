@@ -12,11 +12,12 @@ import torch
 import fxviz
 from fxviz import _torch
 from fxviz.errors import FxvizWarning, LogError
-from fxviz.logs.guards import ALLGATHERED
-from fxviz.units import format_bytes
 from fxviz.graph_facts import joint_node_count
+from fxviz.logs.guards import ALLGATHERED
 from fxviz.logs.reader import ReadStats, read_records
 from fxviz.render.embed import unpack_json
+from fxviz.render.saved_view import saved_text
+from fxviz.units import format_bytes
 
 from .compile_log import saved_of_backward
 from .logs_util import (
@@ -457,12 +458,14 @@ def test_fsdp2_compiled_blocks_save_all_gathered_parameters(tmp_path):
         params = {i.qualname: i for i in info.values() if i.role == "parameter"}
         assert {q: i.bytes for q, i in params.items()} == full  # unsharded, as the eager block's
         assert all(i.note.startswith(ALLGATHERED) and "FSDPBlock" in i.note for i in params.values())
-        read = {info[n].qualname for n in saved_of_backward(backward[rank]) if n in info and info[n].role == "parameter"}
+        read = {info[n].qualname for n in saved_of_backward(backward[rank])
+                if n in info and info[n].role == "parameter"}
         assert read and read <= set(full)
         saved = tr.saved("logged")
         rows = saved[saved["kind"] == "parameter"]
         assert {info[n].qualname for n in rows.index} == read
         assert rows["what"].str.contains("all-gathered by FSDP2's FSDPBlock").all()
+        assert "parameters all-gathered by FSDP2" in saved_text(saved, "block")  # fxviz saved's header
         found = [f for f in tr.doctor("logged").diagnosis.findings if f.kind == "allgathered"]
         assert len(found) == 1 and found[0].bytes == sum(full[q] for q in read)
         table = tr.memory_table(["logged"])

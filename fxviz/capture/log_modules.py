@@ -531,7 +531,7 @@ def _differentiated(n: fx.Node, phases: dict[str, str], owner: dict[str, str], l
               or (a.op == "placeholder" and phases.get(a.name) != "backward")}
     if not values or not line_ops:
         return None
-    best, score = None, (0, 0, False)
+    best, score = None, (0, False, 0)
     for f in line_ops:
         outs = {f} | {u for u in f.users if u.target is operator.getitem}
         held = len(values & (outs | set(f.all_input_nodes)))

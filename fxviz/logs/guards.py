@@ -48,9 +48,8 @@ class Guards:
         """(path, class) of the innermost FSDP2 module a parameter lies in, None when in none."""
         best: tuple[str, str] | None = None
         for path, cls in self.fsdp.items():
-            if path == "" or qualname.startswith(path + "."):
-                if best is None or len(path) > len(best[0]):
-                    best = (path, cls)
+            if (path == "" or qualname.startswith(path + ".")) and (best is None or len(path) > len(best[0])):
+                best = (path, cls)
         return best
 
 

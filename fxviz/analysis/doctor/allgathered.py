@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...capture import Capture
+from ...capture import Capture, JointGraph
 from ...graph_facts import alias_base
 from ...logs.guards import ALLGATHERED
 from ...units import format_bytes
@@ -25,7 +25,7 @@ from .findings import Finding
 __all__ = ["allgathered_findings", "allgathered_bytes"]
 
 
-def allgathered_bytes(graph, part: Partition) -> tuple[dict[str, int], int]:  # type: ignore[no-untyped-def]
+def allgathered_bytes(graph: JointGraph, part: Partition) -> tuple[dict[str, int], int]:
     """(all-gathered parameter qualname -> bytes of its storage the partition saves, activation bytes)."""
     nodes = {n.name: n for n in graph.gm.graph.nodes}
     gathered: dict[str, int] = {}
@@ -36,8 +36,9 @@ def allgathered_bytes(graph, part: Partition) -> tuple[dict[str, int], int]:  # 
             continue
         for name in use.names:
             node = nodes.get(name)
-            base = alias_base(node) if node is not None else None
-            info = graph.info.get((base or node).name) if (base or node) is not None else None
+            if node is None:
+                continue
+            info = graph.info.get((alias_base(node) or node).name)
             if info is not None and info.note and info.note.startswith(ALLGATHERED):
                 gathered[info.qualname or info.name] = use.nbytes
                 break
