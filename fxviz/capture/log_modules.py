@@ -109,6 +109,8 @@ def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[
         _between(ops, module, phases)
     frames = _frames(forward, module, reads, attr, owner, tied)
     empty = {p for p in guards.modules if not any(q.startswith(p + ".") for q in state_names.values())}
+    if empty:
+        _own_forwards(forward, frames, module, empty)
     for ops, frame in zip(forward, frames):
         if frame is not None and empty:
             _parameterless(ops, frame, module, empty)
@@ -167,6 +169,27 @@ def _parameterless(ops: list[fx.Node], frame: str, module: dict[str, str], empty
                     and any(a in chain or a in start for a in ins):
                 chain.add(n)
         module.update({n.name: path for n in chain})
+
+
+def _own_forwards(blocks: list[list[fx.Node]], frames: list[str | None], module: dict[str, str],
+                  empty: set[str]) -> None:
+    """A parameterless module whose ``forward`` is user code (``transformers``' ``SiLUActivation``):
+    its line is a ``forward`` of another file or function than the line around it, which calls one
+    such child of its frame (``self.act_fn(``): that block's frame is the child."""
+    where = [_where(ops[0]) for ops in blocks]
+    for i, (ops, w) in enumerate(zip(blocks, where)):
+        if w is None or w[2] != "forward" or any(n.name in module for n in ops):
+            continue
+        for j in (i - 1, i + 1):
+            if not 0 <= j < len(blocks) or where[j] is None or frames[j] is None or where[j][:3:2] == w[:3:2]:
+                continue
+            f = frames[j] or ""
+            called = {c for c in re.findall(r"\bself\.(\w+)\s*\(", where[j][3])
+                      if (f"{f}.{c}" if f else c) in empty}
+            if len(called) == 1:
+                (c,) = called
+                frames[i] = f"{f}.{c}" if f else c
+                break
 
 
 def _self_call(node: Any) -> str | None:

@@ -54,12 +54,17 @@ class Guards:
 
 
 def _path(source: str) -> str | None:
-    """``L['self']._modules['h']._modules['0']`` -> ``h.0``; None for a source that is not a chain of
-    modules, parameters or buffers from ``L['self']``."""
+    """``L['self']._modules['h']._modules['0']`` -> ``h.0`` (the frame's module: ``L['self']``, or
+    ``L['args'][0]`` when dynamo compiled the module's call); None for a source that is not a chain of
+    modules, parameters or buffers from it."""
     m = _ROOT.match(source)
-    if m is None or m.group(1) != "self":
+    if m is None or m.group(1) not in ("self", "args"):
         return None
     rest = source[m.end():]
+    if m.group(1) == "args":
+        if not rest.startswith("[0]"):
+            return None
+        rest = rest[3:]
     parts = _PART.findall(rest)
     if "".join(f"._{kind}['{name}']" for kind, name in parts) != rest.replace('"', "'"):
         return None
