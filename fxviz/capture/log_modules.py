@@ -181,10 +181,11 @@ def _own_forwards(blocks: list[list[fx.Node]], frames: list[str | None], module:
         if w is None or w[2] != "forward" or any(n.name in module for n in ops):
             continue
         for j in (i - 1, i + 1):
-            if not 0 <= j < len(blocks) or where[j] is None or frames[j] is None or where[j][:3:2] == w[:3:2]:
+            other = where[j] if 0 <= j < len(blocks) else None
+            if other is None or frames[j] is None or (other[0], other[2]) == (w[0], w[2]):
                 continue
             f = frames[j] or ""
-            called = {c for c in re.findall(r"\bself\.(\w+)\s*\(", where[j][3])
+            called = {c for c in re.findall(r"\bself\.(\w+)\s*\(", other[3])
                       if (f"{f}.{c}" if f else c) in empty}
             if len(called) == 1:
                 (c,) = called
