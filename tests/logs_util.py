@@ -122,3 +122,43 @@ def make_log(script: str, directory: pathlib.Path, *args: str, timeout: float = 
                           timeout=timeout, cwd=str(directory.parent))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return directory
+
+FSDP_BLOCKS = """
+import os, sys, torch, torch.nn as nn, torch.distributed as dist, torch.multiprocessing as mp
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.wq = nn.Linear(d, d, bias=False)
+        self.w1 = nn.Linear(d, 2 * d)
+    def forward(self, x):
+        h = x + self.wq(self.norm(x))
+        return h + self.w1(torch.tanh(h)).chunk(2, -1)[0]
+
+class Net(nn.Module):
+    def __init__(self, d=16, n=2):
+        super().__init__()
+        self.layers = nn.ModuleDict({str(i): Block(d) for i in range(n)})
+    def forward(self, x):
+        for b in self.layers.values():
+            x = b(x)
+        return x.sum()
+
+def main(rank, world, port):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    from torch.distributed.fsdp import fully_shard
+    torch.manual_seed(0)
+    model = Net()
+    for b in model.layers.values():  # torchtitan's recipe: compile each block, then shard it
+        b.compile(backend="aot_eager", fullgraph=True)
+        fully_shard(b)
+    fully_shard(model)
+    model(torch.randn(4 + 2 * rank, 16)).backward()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(main, args=(2, int(sys.argv[1])), nprocs=2)
+"""

@@ -4,8 +4,10 @@ stack, only each op's source line and the parameters it reads, and fxviz places 
 ``nn_module_stack``): every forward op matched by name and op is in the same module, the leaf modules'
 own ops (a ``LayerNorm``'s mean and rstd, a ``Linear``'s reshapes) in the leaf, the code a module's
 ``forward`` runs between its children (attention's views, a residual add) and the helper functions
-it calls in that module, the root frame's ops in none.  The log is written by a real ``torch.compile``
-run the test makes."""
+it calls in that module, the root frame's ops in none; a child module without parameters (a
+Llama MLP's ``act_fn``) and both modules of a tied weight (an embedding and a head) as the model trace
+has them; every backward op in the module of the forward op it differentiates.  The log is written
+by a real ``torch.compile`` run the test makes."""
 
 from __future__ import annotations
 
@@ -49,22 +51,28 @@ class Block(nn.Module):
         self.attn = Attn(d, h)
         self.norm = RMSNorm(d)
         self.fc = nn.Linear(d, 4 * d)
+        self.gate = nn.Linear(d, 4 * d)
+        self.act = nn.SiLU()  # a child module without parameters (a Llama MLP's act_fn)
         self.out = nn.Linear(4 * d, d)
     def forward(self, x):
         x = x + self.attn(self.ln(x))
-        return x + self.out(F.gelu(self.fc(self.norm(x))))
+        h = self.norm(x)
+        return x + self.out(self.act(self.fc(h)) * F.gelu(self.gate(h)))
 class Model(nn.Module):
-    def __init__(self, d=16, h=2, n=2):
+    def __init__(self, d=16, h=2, n=2, vocab=32):
         super().__init__()
+        self.emb = nn.Embedding(vocab, d)
         self.blocks = nn.ModuleList([Block(d, h) for _ in range(n)])
-        self.head = nn.Linear(d, 4)
-    def forward(self, x):
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.emb.weight  # tied (GPT-2's wte and lm_head)
+    def forward(self, idx):
+        x = self.emb(idx)
         for b in self.blocks:
             x = b(x)
         return self.head(torch.tanh(x)).sum()
 def make():
     torch.manual_seed(0)
-    return Model(), torch.randn(2, 8, 16)
+    return Model(), torch.randint(0, 32, (2, 8))
 """
 
 RUN = MODEL + """
@@ -88,8 +96,10 @@ def test_forward_ops_are_in_the_modules_a_model_trace_gives(backend, tmp_path):
     ref = fxviz.trace(model, x, backend=backend).nodes
     matched = [n for n in got.index if n in ref.index and ref.loc[n, "short_op"] == got.loc[n, "short_op"]]
     forward = [n for n in matched if got.loc[n, "phase"] == "forward" and got.loc[n, "op"] == "call_function"]
+    backward = [n for n in matched if got.loc[n, "phase"] == "backward" and got.loc[n, "op"] == "call_function"]
     ops = ((ref["phase"] == "forward") & (ref["op"] == "call_function")).sum()
     assert len(forward) == ops  # every forward op of the model trace is matched by name and op
+    assert len(backward) == ((ref["phase"] == "backward") & (ref["op"] == "call_function")).sum()
 
     def module(df, n):
         m = df.loc[n, "module"]
@@ -97,5 +107,14 @@ def test_forward_ops_are_in_the_modules_a_model_trace_gives(backend, tmp_path):
 
     differ = [(n, module(ref, n), module(got, n)) for n in forward if module(ref, n) != module(got, n)]
     assert differ == []
+    # the backward too: each derivative in the module of the op it differentiates (a gradient's
+    # views, ``expand`` for a ``sum``, ``cat`` for a ``split``, inductor's recomputed GELU), and
+    # autograd's sums of the gradients of a value used twice in none, as torch leaves them
+    differ = [(n, module(ref, n), module(got, n)) for n in backward if module(ref, n) != module(got, n)]
+    assert differ == []
+    sums = [n for n in backward if got.loc[n, "short_op"] == "add" and module(got, n) is None]
+    assert len(sums) >= 8  # the residuals, q used twice, RMSNorm's x used twice, on both blocks
     placed = {module(got, n) for n in forward}  # every level is reached: leaves, user modules, the root
     assert {"blocks.0.ln", "blocks.1.attn", "blocks.1.attn.qkv", "blocks.0.norm", "blocks.0", "head", None} <= placed
+    # a child without parameters (from dynamo's guards in the log) and both modules of a tied weight
+    assert {"blocks.0.act", "blocks.1.act", "emb"} <= placed

@@ -13,12 +13,17 @@ import fxviz
 from fxviz import _torch
 from fxviz.errors import FxvizWarning, LogError
 from fxviz.graph_facts import joint_node_count
+from fxviz.logs.guards import ALLGATHERED
 from fxviz.logs.reader import ReadStats, read_records
 from fxviz.render.embed import unpack_json
+from fxviz.render.saved_view import saved_text
+from fxviz.units import format_bytes
 
+from .compile_log import saved_of_backward
 from .logs_util import (
     BREAK_AND_RECOMPILE,
     DISTRIBUTED,
+    FSDP_BLOCKS,
     INFERENCE_ONLY,
     MINI_GPT,
     MISSING_GRADIENTS,
@@ -398,6 +403,8 @@ def test_doctor_on_a_log_finds_missing_and_frozen(tmp_path):
     assert table.loc["b.weight", "gets_gradient"]
     assert not table.loc["c.weight", "requires_grad"] and table.loc["c.weight", "reason"].startswith("frozen")
     assert not tr.doctor("logged").healthy
+    assert not [f for f in tr.doctor("logged").diagnosis.findings if f.kind == "allgathered"]  # no FSDP2 here
+    assert not [i for i in tr.graph.info.values() if i.note]
     params = tr.parameters().set_index("parameter")
     assert params.loc["b.weight", "shape"] == (4, 8) and params.loc["b.weight", "gradient_node"] != "none"
     assert params.loc["a.weight", "gradient_node"] == "none"
@@ -422,3 +429,47 @@ def test_fsdp2_compiled_block_forwards_log_the_blocks(tmp_path):
     diff = run.compare_ranks("0/0")
     x = diff[(diff["what"] == "shape") & (diff["node"] == "primals_3")].iloc[0]
     assert x["rank 0"] == (4, 8) and x["rank 1"] == (6, 8)
+
+
+def test_fsdp2_compiled_blocks_save_all_gathered_parameters(tmp_path):
+    """torchtitan's recipe on 2 gloo ranks (each block compiled with ``block.compile()``, then
+    ``fully_shard``): FSDP2's hooks run eagerly around the block's graph, which takes the unsharded
+    parameters as inputs and saves the weights its backward reads.  The log's guards name the
+    compiled module's class (``FSDPBlock``), so fxviz names those saved values as all-gathered
+    parameters in the saved table and the doctor, with their bytes per rank beside the activations.
+    Checked against the block's eager parameters (full shapes: all-gathered) and the backward graph
+    the run logged (which of them it reads)."""
+    log = make_log(FSDP_BLOCKS, tmp_path / "titan", str(free_port()))
+    space: dict = {}
+    exec(compile(FSDP_BLOCKS.split("def main")[0], "<fsdp blocks>", "exec"), space)
+    full = {n: p.numel() * p.element_size() for n, p in space["Block"](16).named_parameters()}
+    backward = {}
+    for f in sorted(log.iterdir()):
+        rank = int(re.search(r"rank_(\d+)_", f.name).group(1))
+        with open(f, "rb") as fh:
+            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind == "aot_backward_graph"):
+                if rec.payload:
+                    backward[rank] = rec.payload
+    run = fxviz.load_logs(log)
+    assert run.ranks == [0, 1] and run.graphs["joint"].all()  # one graph per rank, run for both blocks
+    for rank in (0, 1):
+        tr = run.trace(rank=rank)
+        info = tr.graph.info
+        params = {i.qualname: i for i in info.values() if i.role == "parameter"}
+        assert {q: i.bytes for q, i in params.items()} == full  # unsharded, as the eager block's
+        assert all(i.note.startswith(ALLGATHERED) and "FSDPBlock" in i.note for i in params.values())
+        read = {info[n].qualname for n in saved_of_backward(backward[rank])
+                if n in info and info[n].role == "parameter"}
+        assert read and read <= set(full)
+        saved = tr.saved("logged")
+        rows = saved[saved["kind"] == "parameter"]
+        assert {info[n].qualname for n in rows.index} == read
+        assert rows["what"].str.contains("all-gathered by FSDP2's FSDPBlock").all()
+        assert "parameters all-gathered by FSDP2" in " ".join(saved_text(saved, "block").split())  # its header
+        found = [f for f in tr.doctor("logged").diagnosis.findings if f.kind == "allgathered"]
+        assert len(found) == 1 and found[0].bytes == sum(full[q] for q in read)
+        table = tr.memory_table(["logged"])
+        assert found[0].bytes == int(table["saved_param_bytes"].iloc[0])
+        acts = int(table["saved_activation_bytes"].iloc[0])
+        assert format_bytes(acts) + " activations" in found[0].message
+        assert "reshard_after_forward=True" in found[0].message and all(q in found[0].message for q in read)

@@ -244,9 +244,11 @@ def test_every_saved_activation_inside_a_module_has_one(logs):
             assert placed or code <= top, (name, u)
         share = sum(u.nbytes for u, m in saved if any(isinstance(x, str) for x in m)) / sum(u.nbytes for u, _ in saved)
         assert share > (0.85 if name != "break" else 0.5), (name, share)
-        # ops on a line of Block.forward are in a block: blocks.N... for the whole model's graph
+        # ops on a line of Block.forward are in a block: blocks.N... for the whole model's graph, but
+        # autograd's sums of a residual's gradients, which a model trace too leaves in no module
         if name != "break":
-            inside = nodes.loc[blocks, "module"]
+            sums = (nodes["phase"] == "backward") & (nodes["short_op"] == "add") & nodes["module"].isna()
+            inside = nodes.loc[[b for b in blocks if not sums[b]], "module"]
             assert len(inside) > 50 and inside.notna().all() and inside.str.match(r"blocks\.[01](\.|$)").all()
     tr = fxviz.load_logs(logs["ckpt_aot"]).trace()
     n = tr.nodes

@@ -113,7 +113,8 @@ def op_words(node: fx.Node, info: NodeInfo, names: Mapping[str, NodeInfo]) -> st
         if isinstance(_torch.meta_val(node), torch.SymInt):
             return "a size (SymInt)"
         label = {"primal": "input", "tangent": "tangent"}.get(info.role, info.role)
-        return f"{label} `{info.qualname}`" if info.qualname else label
+        words = f"{label} `{info.qualname}`" if info.qualname else label
+        return f"{words} ({info.note})" if info.note else words  # FSDP2's: "all-gathered by FSDP2 (...)"
     if node.op == "get_attr":
         return f"constant `{info.qualname or node.target}`"
     if node.op != "call_function":

@@ -24,6 +24,7 @@ from .._fx import output_values
 from ..errors import LogError
 from ..graph_facts import tangent_dependent, tangents, traced_phases
 from ..logs.graph_code import parse_def_names, parse_graph
+from ..logs.guards import Guards, allgathered_note, read_guards
 from ..logs.index import Compile, Piece
 from ..logs.reader import read_payload
 from ..roles import LIFTED_STATE_ROLES, InputName, classify_nodes, input_roles
@@ -70,9 +71,13 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
     num_fwd = len(output_values(gm)) - (len(placeholders) - len(tangents(gm)) if has_backward else 0)
     state_names = {n: q for n, (role, q) in input_roles(gm, names).items() if role in LIFTED_STATE_ROLES and q}
     grads_in = set(tangents(gm))  # the modules' walk reads inputs' phases too: a tangent is backward
+    guards = read_guards(read_payload(c.file, c.guards_offset)) if c.guards_offset >= 0 else Guards()
     modules = place_modules(gm, state_names, {**{n.name: "backward" if n in grads_in else "forward"
-                                                 for n in placeholders}, **phases})
+                                                 for n in placeholders}, **phases}, guards)
     info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names, phases=phases, modules=modules)
+    for name, qual in state_names.items():  # FSDP2's unsharded parameters, said in every view
+        if (note := allgathered_note(qual, guards)) is not None and name in info:
+            info[name] = dataclasses.replace(info[name], note=note)
     for n in gm.graph.nodes:  # an op this torch lacks is marked in every view, not only in the warnings
         note = _torch.LogGraphBuilder.stand_in_note(n)
         if note is not None and n.name in info:

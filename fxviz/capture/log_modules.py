@@ -22,11 +22,18 @@ From that and the parameters each op reads:
 3. every other forward op is in its block's frame (the root frame: no module, as in a model trace);
 4. a backward op is in the module of the forward op it differentiates: the one op of its own source
    line whose inputs and outputs explain the forward values it reads (an op before a view); an op
-   that reads none follows the backward op it reads from (or, failing that, its source block).
+   that reads none, the forward op of its line whose shapes it inverts (``expand`` for a ``sum``),
+   else the backward op it reads from (or, failing that, its source block); autograd's sums of
+   a gradient (a value used twice) in none, as torch leaves them.
+
+dynamo's guards, when the log has them (``logs.guards``), add what parameters cannot show: the child
+modules that own none (``self.act_fn(self.gate_proj(x))``: the ops fed only by ``gate_proj``'s output
+are ``act_fn``'s) and the names of a tied weight (an op reads it as the module its line calls).
 """
 
 from __future__ import annotations
 
+import ast
 import operator
 import re
 from typing import Any
@@ -35,6 +42,7 @@ import torch.fx as fx
 
 from .. import _torch
 from ..graph_facts import is_cast, is_view_op
+from ..logs.guards import Guards
 
 __all__ = ["place_modules", "common_module"]
 
@@ -85,18 +93,27 @@ def _blocks(gm: fx.GraphModule, phases: dict[str, str], phase: str) -> list[list
     return out
 
 
-def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[str, str]) -> dict[str, str]:
+def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[str, str],
+                  guards: Guards | None = None) -> dict[str, str]:
     """Node name -> module path for every op the log lets fxviz place (see the module's docstring);
-    ``state_names``: placeholder name -> the parameter's or buffer's qualified name."""
+    ``state_names``: placeholder name -> the parameter's or buffer's qualified name; ``guards``: the
+    frame's modules and tied weights as dynamo guarded them (``logs.guards``)."""
+    guards = guards or Guards()
     owner = {n: q.rsplit(".", 1)[0] for n, q in state_names.items() if "." in q}
     attr = {n: q.rsplit(".", 1)[1] for n, q in state_names.items() if "." in q}
-    module, reads = _parameter_ops(gm, phases, owner)
+    tied = {n: guards.tied[q] for n, q in state_names.items() if len(guards.tied.get(q, [])) > 1}
+    module, reads = _parameter_ops(gm, phases, owner, tied)
     forward = _blocks(gm, phases, "forward")
     for ops in forward:
         _decomposed(ops, module, phases)
         _between(ops, module, phases)
-    frames = _frames(forward, module, reads, attr, owner)
+    frames = _frames(forward, module, reads, attr, owner, tied)
+    empty = {p for p in guards.modules if not any(q.startswith(p + ".") for q in state_names.values())}
+    if empty:
+        _own_forwards(forward, frames, module, empty)
     for ops, frame in zip(forward, frames):
+        if frame is not None and empty:
+            _parameterless(ops, frame, module, empty)
         for n in ops:
             if n.name not in module and frame is not None and frame != ROOT:
                 module[n.name] = frame
@@ -104,7 +121,100 @@ def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[
     return module
 
 
-def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, str]
+def _pick(p: str, n: fx.Node, owner: dict[str, str], tied: dict[str, list[str]]) -> str:
+    """The module of parameter placeholder ``p`` that op ``n`` reads it as: for a tied weight
+    (``emb.weight`` is ``head.weight``), the one of its names whose module ``n``'s line calls."""
+    names = tied.get(p)
+    if names:
+        w = _where(n)
+        code = w[3] if w is not None else ""
+        for q in names:
+            m = q.rsplit(".", 1)[0]
+            if "." in q and _called(m, code) == m:
+                return m
+    return owner[p]
+
+
+def _parameterless(ops: list[fx.Node], frame: str, module: dict[str, str], empty: set[str]) -> None:
+    """The ops of a child module that owns no parameter (``self.act_fn(self.gate_proj(x))``): on a
+    line that calls it on the output of a child with parameters and hands what it returns to a
+    module or an operator (never to a function: ``F.gelu(self.act(...))`` cannot be split), the
+    ops fed only by that child's output (constants aside), up to the first that reads another value."""
+    w = _where(ops[0])
+    if w is None:
+        return
+    try:
+        tree = ast.parse(w[3].removeprefix("return ").strip())
+    except SyntaxError:
+        return
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    inside = set(ops)
+    for call in ast.walk(tree):
+        name = _self_call(call)
+        path = f"{frame}.{name}" if frame else name
+        if name is None or path not in empty or len(call.args) != 1 or call.keywords:  # type: ignore[attr-defined]
+            continue
+        arg = _self_call(call.args[0])  # type: ignore[attr-defined]
+        parent = parents.get(call)
+        if arg is None or not _hands_on(parent, call):
+            continue
+        src = f"{frame}.{arg}" if frame else arg
+        start = {n for n in ops if module.get(n.name) == src}
+        chain: set[fx.Node] = set()
+        for n in ops:
+            if n.name in module:
+                continue
+            ins = [a for a in n.all_input_nodes if a in inside]
+            if ins and len(ins) == len(n.all_input_nodes) and all(a in start or a in chain for a in ins) \
+                    and any(a in chain or a in start for a in ins):
+                chain.add(n)
+        module.update({n.name: path for n in chain})
+
+
+def _own_forwards(blocks: list[list[fx.Node]], frames: list[str | None], module: dict[str, str],
+                  empty: set[str]) -> None:
+    """A parameterless module whose ``forward`` is user code (``transformers``' ``SiLUActivation``):
+    its line is a ``forward`` of another file or function than the line around it, which calls one
+    such child of its frame (``self.act_fn(``): that block's frame is the child."""
+    where = [_where(ops[0]) for ops in blocks]
+    for i, (ops, w) in enumerate(zip(blocks, where)):
+        if w is None or w[2] != "forward" or any(n.name in module for n in ops):
+            continue
+        for j in (i - 1, i + 1):
+            other = where[j] if 0 <= j < len(blocks) else None
+            if other is None or frames[j] is None or (other[0], other[2]) == (w[0], w[2]):
+                continue
+            f = frames[j] or ""
+            called = {c for c in re.findall(r"\bself\.(\w+)\s*\(", other[3])
+                      if (f"{f}.{c}" if f else c) in empty}
+            if len(called) == 1:
+                (c,) = called
+                frames[i] = f"{f}.{c}" if f else c
+                break
+
+
+def _self_call(node: Any) -> str | None:
+    """``name`` of a call ``self.name(...)``, else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+            and node.func.value.id == "self":
+        return node.func.attr
+    return None
+
+
+def _hands_on(parent: Any, call: Any) -> bool:
+    """What a call returns goes to a ``self.module(...)`` call, an operator with another operand that
+    is no constant, or the line's result."""
+    if parent is None or isinstance(parent, (ast.Expr, ast.Assign, ast.Return, ast.Module)):
+        return True
+    if isinstance(parent, ast.Call):
+        return _self_call(parent) is not None
+    if isinstance(parent, ast.BinOp):
+        other = parent.right if parent.left is call else parent.left
+        return not isinstance(other, ast.Constant)
+    return False
+
+
+def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]]
                    ) -> tuple[dict[str, str], dict[str, list[str]]]:
     """Step 1: the ops in a parameter's module (``reads``: op -> the parameter placeholders it reads)."""
     module: dict[str, str] = {}
@@ -119,9 +229,9 @@ def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, 
         if not mine:
             continue
         if (is_view_op(n.target) or is_cast(n)) and len(mine) == len(n.all_input_nodes):
-            owner[n.name] = owner[mine[0].name]  # a transposed weight, an autocast copy: the parameter's
+            owner[n.name] = _pick(mine[0].name, n, owner, tied)  # a transposed weight, an autocast copy
             reads[n.name] = [r for a in mine for r in reads.get(a.name, [a.name])]
-        module[n.name] = owner[mine[0].name]
+        module[n.name] = _pick(mine[0].name, n, owner, tied)
         reads.setdefault(n.name, [r for a in mine for r in reads.get(a.name, [a.name])])
     computes = {n for n in module if n not in owner}  # ops that compute with a parameter (not its views)
     for n in ops:  # a leaf module's reshapes around its op, on the same line
@@ -221,7 +331,7 @@ def _called(path: str, code: str) -> str | None:
 
 
 def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str, list[str]],
-            attr: dict[str, str], owner: dict[str, str]) -> list[str | None]:
+            attr: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]]) -> list[str | None]:
     """Step 2: the frame (module path, ``""`` for the root) of each forward source block, None when unknown."""
     where = [_where(ops[0]) for ops in blocks]
     frames: list[str | None] = []
@@ -231,11 +341,12 @@ def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str
         found, mine = [], False
         for n in ops:
             for p in reads.get(n.name, []):
+                o = _pick(p, n, owner, tied)
                 if re.search(rf"\bself\.{re.escape(attr[p])}\b(?!\s*\()", code):
-                    found.append(owner[p])
+                    found.append(o)
                     mine = True
                 else:
-                    found.append(_parent(owner[p]))
+                    found.append(_parent(o))
         frames.append((common_module(found) or ROOT) if found else None)
         own.append(mine)
     evidence = list(frames)  # the frames the lines' parameters show
@@ -280,21 +391,30 @@ def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str]
     for n in gm.graph.nodes:
         if n.op == "call_function" and phases.get(n.name) == "forward":
             by_trace.setdefault(_torch.stack_trace(n), []).append(n)
-    root: set[str] = set()  # backward ops of a forward op of the root frame: no module, as in a model trace
+    sums = _accumulations(gm, phases)  # autograd's sums of a gradient: no module, as in a model trace
+    root = set(sums)
     for ops in _blocks(gm, phases, "backward"):
+        pending: dict[fx.Node, set[str]] = {}
         for n in ops:
-            target = _differentiated(n, phases, owner, by_trace.get(_torch.stack_trace(n), []))
+            if n.name in root:
+                continue
+            line = by_trace.get(_torch.stack_trace(n), [])
+            target = _differentiated(n, phases, owner, line)
             if target is not None:
                 (module.__setitem__(n.name, module[target.name]) if target.name in module else root.add(n.name))
-        _follow_neighbours(ops, module, root)
+            elif cands := _inverse_of(n, phases, line, module):
+                pending[n] = cands
+        _resolve(pending, module, root)
+        _follow_neighbours(ops, module, root, sums)
     _line_frames(gm, phases, module, root)
 
 
-def _follow_neighbours(ops: list[fx.Node], module: dict[str, str], root: set[str]) -> None:
+def _follow_neighbours(ops: list[fx.Node], module: dict[str, str], root: set[str], sums: set[str]) -> None:
     """The backward ops of one source line that read no forward value (a gradient's reshape, its matmul
     with a transposed weight): the deepest module among the ops they read or feed on the line, the
-    deepest first (a matmul between a gradient and ``fc``'s weight is ``fc``'s, not its block's)."""
-    inside = set(ops)
+    deepest first (a matmul between a gradient and ``fc``'s weight is ``fc``'s, not its block's);
+    autograd's sums of gradients (``sums``) are no evidence: they have no module whatever they add."""
+    inside = {n for n in ops if n.name not in sums}
     while True:
         best: tuple[int, fx.Node, str | None] | None = None
         for n in ops:
@@ -334,19 +454,114 @@ def _line_frames(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, s
             module[n.name] = pick
 
 
+def _accumulations(gm: fx.GraphModule, phases: dict[str, str]) -> set[str]:
+    """The ``add`` ops autograd makes to sum the gradients of a value used twice (a residual's
+    input, ``q + rotate_half(q)``): both operands are gradients (they depend on a tangent).  torch
+    gives them no module (their stack trace is "Gradient addition node due to multiple use of
+    tensor", which the printed log shortens to the line of the use), and a model trace none."""
+    grads: set[fx.Node] = set()
+    out: set[str] = set()
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            if phases.get(n.name) == "backward":
+                grads.add(n)
+            continue
+        if n.op != "call_function" or not any(a in grads for a in n.all_input_nodes):
+            continue
+        grads.add(n)
+        args = [a for a in n.args if isinstance(a, fx.Node)]
+        if (phases.get(n.name) == "backward" and str(n.target) == "aten.add.Tensor" and not n.kwargs
+                and len(args) == 2 and all(a in grads for a in args)
+                and _shape(args[0]) == _shape(args[1]) == _shape(n)):
+            out.add(n.name)
+    return out
+
+
+def _shape(n: fx.Node) -> tuple[int, ...] | None:
+    v = _torch.meta_val(n)
+    return tuple(v.shape) if hasattr(v, "shape") else None
+
+
+def _behind(a: fx.Node, phases: dict[str, str]) -> fx.Node:
+    """The value a backward view, detach or cast chain starts from (a transposed weight the backward
+    makes again, ``detach`` of the forward's ``tanh``): the forward value a derivative reads."""
+    while (a.op == "call_function" and phases.get(a.name) == "backward" and len(a.all_input_nodes) == 1
+           and (_reshapes(a) or is_cast(a))):
+        a = a.all_input_nodes[0]
+    return a
+
+
+def _inverse_of(n: fx.Node, phases: dict[str, str], line_ops: list[fx.Node], module: dict[str, str]
+                ) -> set[str]:
+    """A derivative that reads no forward value (a view of a gradient, ``expand`` for a ``sum``,
+    ``cat`` for a ``split``, ``tanh_backward`` of a detached output): the modules of the forward
+    ops of its line that take what it gives and give what it takes (shapes); one per block where
+    the line ran in several."""
+    ins = {_shape(a) for a in n.all_input_nodes if phases.get(a.name) == "backward"}
+    if not ins or None in ins or _shape(n) is None:
+        return set()
+    return {module.get(f.name, ROOT) for f in line_ops
+            if ins <= _outs(f) and any(_shape(a) == _shape(n) for a in f.all_input_nodes)}
+
+
+def _outs(f: fx.Node) -> set[tuple[int, ...] | None]:
+    """The shapes an op gives (each output of a ``split``)."""
+    v = _torch.meta_val(f)
+    if isinstance(v, (list, tuple)):
+        return {tuple(x.shape) for x in v if hasattr(x, "shape")}
+    return {_shape(f)}
+
+
+def _resolve(pending: dict[fx.Node, set[str]], module: dict[str, str], root: set[str]) -> None:
+    """Each op of ``pending`` in its one candidate module, or, among several (one per block), in the
+    one nearest the module of an op it reads or feeds (placed first, then the ones this places)."""
+    def near(n: fx.Node, cands: set[str]) -> str | None:
+        placed = [module.get(x.name, ROOT) for x in (*n.all_input_nodes, *n.users)
+                  if x.name in module or x.name in root]
+        # a candidate unrelated to every placed neighbour is a coincidence of shapes (a weight's
+        # gradient transposed to the shape of another module's weight): not this op's
+        fit = [c for c in cands if not placed or any(_inside(m, c) or _inside(c, m) for m in placed)]
+        if len(fit) == 1 and len(cands) == 1:
+            return fit[0]
+        best = sorted(((max((_shared(c, m) for m in placed), default=0), c in placed, c) for c in fit), reverse=True)
+        return best[0][2] if best and best[0][0] > 0 and (len(best) == 1 or best[1][:2] < best[0][:2]) else None
+
+    while pending:
+        done = {n: m for n, cands in pending.items() if (m := near(n, cands)) is not None}
+        if not done:
+            return
+        for n, m in done.items():
+            (module.__setitem__(n.name, m) if m != ROOT else root.add(n.name))
+            del pending[n]
+
+
+def _shared(a: str, b: str) -> int:
+    """How many leading names two module paths share."""
+    k = 0
+    for x, y in zip(a.split("."), b.split(".")):
+        if x != y or not x:
+            break
+        k += 1
+    return k
+
+
 def _differentiated(n: fx.Node, phases: dict[str, str], owner: dict[str, str], line_ops: list[fx.Node]
                     ) -> fx.Node | None:
     """The forward op of ``n``'s source line whose inputs and outputs hold the most of the forward
-    values ``n`` reads (an op before a view on a tie); None when it reads none."""
-    values = {a for a in n.all_input_nodes if phases.get(a.name) == "forward" or a.name in owner
+    values ``n`` reads, seen through the backward's own views of them (on a tie, an op before a
+    view, then the op that reads them); None when it reads none."""
+    read = [_behind(a, phases) for a in n.all_input_nodes]
+    values = {a for a in read if phases.get(a.name) == "forward" or a.name in owner
               or (a.op == "placeholder" and phases.get(a.name) != "backward")}
     if not values or not line_ops:
         return None
-    best, score = None, (0, False)
+    best, score = None, (0, False, 0)
     for f in line_ops:
         outs = {f} | {u for u in f.users if u.target is operator.getitem}
         held = len(values & (outs | set(f.all_input_nodes)))
-        key = (held, not is_view_op(f.target))
+        # on a tie, an op before a view, then the op that reads the value (``grad * b`` differentiates
+        # the ``a * b`` that reads ``b``, not the SiLU that made it)
+        key = (held, not is_view_op(f.target), len(values & set(f.all_input_nodes)))
         if held and key > score:
             best, score = f, key
     return best

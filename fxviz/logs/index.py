@@ -42,7 +42,7 @@ STATUSES: dict[str, str] = {
 READ_KINDS = frozenset({
     "dynamo_start", "dynamo_output_graph", "aot_joint_graph", "aot_forward_graph", "aot_backward_graph",
     "aot_inference_graph", "compilation_metrics", "describe_source", "describe_tensor", "create_symbol", "str",
-    "artifact",
+    "artifact", "dynamo_cpp_guards_str",
 })
 """Record kinds fxviz reads; every other kind is skipped and counted in ``Run.skipped``."""
 
@@ -104,6 +104,7 @@ class Compile:
     fail_type: str | None = None
     fail_reason: str | None = None
     dynamo_offset: int = -1
+    guards_offset: int = -1  # dynamo's guard tree (``logs.guards``: modules, tied weights, FSDP2)
     sources: list[tuple[int, str]] = field(default_factory=list)  # (tensor id, dynamo source)
     parameters: dict[int, tuple[list[Any], str, bool]] = field(default_factory=dict)  # described parameters:
     # tensor id -> (size, dtype, requires_grad)
@@ -305,6 +306,8 @@ def _described(c: Compile, rec: Record) -> None:
     md = rec.metadata
     if rec.kind == "dynamo_output_graph":
         c.dynamo_offset = rec.payload_offset
+    elif rec.kind == "dynamo_cpp_guards_str":
+        c.guards_offset = rec.payload_offset
     elif rec.kind == "describe_source" and isinstance(md, dict) and "source" in md:
         c.sources.append((int(md.get("id", -1)), str(md["source"])))
     elif rec.kind == "describe_tensor" and isinstance(md, dict) and md.get("is_parameter"):

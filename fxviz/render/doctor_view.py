@@ -38,6 +38,7 @@ KIND_TITLES = {
     "measured_copies": "the compiled step keeps copies the partition does not show (measured)",
     "measured_extra": "the compiled step keeps values the partition does not save (measured)",
     "run_config": "what the logged run's partitioner was told (its functorch config)",
+    "allgathered": "FSDP2's all-gathered parameters the backward reads (a logged FSDP2 run)",
 }
 
 

@@ -6,6 +6,7 @@ Formats ``analysis.saved``'s frames; derives nothing.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
@@ -39,10 +40,20 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
 
 
+_GATHERED = re.compile(r" \(all-gathered by FSDP2's \w+ \([^)]*\); [^)]*\)")
+"""A parameter's FSDP2 note in the saved table's ``what`` (``logs.guards``), shortened for the terminal."""
+
+
 def _totals(df: pd.DataFrame) -> str:
     sums = df.groupby("kind")["bytes"].sum()
     parts = [f"{format_bytes(int(sums.get(k, 0)))} {k}s" for k in ("activation", "parameter", "input")
              if sums.get(k, 0)]
+    params = df[df["kind"] == "parameter"]
+    gathered = int(params[params["what"].astype(str).str.contains("all-gathered by FSDP2", regex=False)]["bytes"].sum())
+    if gathered and parts:  # FSDP2's unsharded parameters: not held anyway as a model's are
+        i = next(i for i, p in enumerate(parts) if p.endswith(" parameters"))
+        parts[i] += (" all-gathered by FSDP2" if gathered == int(sums.get("parameter", 0))
+                     else f" ({format_bytes(gathered)} all-gathered by FSDP2)")
     return ", ".join(parts) or "0 B"
 
 
@@ -59,7 +70,7 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
             f"({_totals(df)})"]
     rows = []
     for rank, (name, r) in enumerate(shown.iterrows(), 1):
-        what = str(r["what"])
+        what = _GATHERED.sub(" (all-gathered)", str(r["what"]))
         if not is_missing(r["module"]):  # the module is in its own column: `h.0.fc.weight` reads `weight`
             what = what.replace(f"`{r['module']}.", "`")
         if isinstance(r["shares_storage_with"], str):

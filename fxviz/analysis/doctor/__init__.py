@@ -6,7 +6,7 @@ partitions, and, only for parameters the graphs cannot explain, one eager probe 
 (``gradient_paths.eager_paths``).  It returns plain data: a list of ``Finding`` and a
 per-parameter table.  Rendering lives in ``fxviz.render.doctor_view``.  One module per family
 of findings: ``no_gradient``, ``dropped``, ``duplicates``, ``graph_breaks``, ``measured``, ``logged`` (a logged
-run's partitioner settings); ``findings`` holds
+run's partitioner settings), ``allgathered`` (FSDP2's unsharded parameters it saves); ``findings`` holds
 the vocabulary and the gathering.
 """
 
@@ -20,6 +20,7 @@ from ..choices import step_names
 from ..gradient_paths import eager_paths
 from ..partition import Partition
 from ..pieces import piece_facts
+from .allgathered import allgathered_findings
 from .dropped import dropped_gradients
 from .duplicates import duplicate_findings
 from .findings import KINDS, SEVERITIES, TABLE_COLUMNS, Diagnosis, Finding, collect_parameters, reason_of
@@ -133,6 +134,7 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None,
     findings += duplicate_findings(cap, parts)
     findings += measured_findings(measured)
     findings += config_findings(cap)
+    findings += allgathered_findings(cap, parts)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     kinds = {k: i for i, k in enumerate(KINDS)}
     findings.sort(key=lambda f: (order[f.severity], kinds[f.kind]))

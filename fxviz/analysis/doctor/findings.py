@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 KINDS = ("captured_as_constant", "no_path", "unused", "gradient_dropped", "outside_graphs", "eager_frame",
-         "reused_graph", "duplicate_data", "measured_copies", "measured_extra", "frozen", "run_config")
+         "reused_graph", "duplicate_data", "measured_copies", "measured_extra", "frozen", "run_config", "allgathered")
 SEVERITIES = ("error", "warning", "info")
 TABLE_COLUMNS = ["parameter", "requires_grad", "gets_gradient", "gradient_node", "in_graph", "reason"]
 
