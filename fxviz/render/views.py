@@ -231,13 +231,24 @@ def _auto_structure(scene: sc.Scene, structure: sc.Structure, level: int | None,
         order = [level]
     else:  # the level is chosen as if nothing were opened: opening a box keeps the rest as it was
         order = level_order({lvl: structure.count(lvl) for lvl in counts} if opened else counts)
+    # a model too deep for any level (a 300-layer stack: 600 block boxes, dot for minutes, a strip no
+    # screen shows): each container of blocks (``h``) becomes one box, opened by expand=['h']
+    containers = level is None and structure.count(order[0]) > UNIT_LIMIT and bool(structure.container)
+    if containers:
+        order = order[:1]
+        counts[order[0]] = structure.count(order[0], opened, containers=True)
     best: tuple[float, Drawing] | None = None
     caption = list(scene.caption)
     for lvl in order:
         scene.unit_of, scene.place, scene.groups, scene.caption = {}, {}, {}, list(caption)
-        sc.structure_scene(scene, structure, lvl, opened)
+        sc.structure_scene(scene, structure, lvl, opened, containers)
         why = (f"{n_nodes} nodes is more than {node_limit}: " if n_nodes > node_limit else "") + \
             f"modules are collapsed into boxes at level {lvl} of the model's structure"
+        if containers:
+            lists = sorted({g.path for g in scene.groups.values() if tuple(g.path.split(".")) in structure.container})
+            why += (f" ({structure.count(lvl)} boxes at that level: each list of blocks is one box, "
+                    f"{', '.join(lists[:3])}{', ...' if len(lists) > 3 else ''}; expand=[{lists[0]!r}] opens it)"
+                    if lists else "")
         scene.caption.append(Say(why + (f" (opened: {', '.join(expand)})" if expand else "") + ". ",
                                  Do("draw", (("expand", Blank("['<module>']", "MODULE")),), on=""), " opens a box; ",
                                  Do("draw", (("depth", Blank("k", "K")),), on=""), " picks the level; ",
