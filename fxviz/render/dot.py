@@ -31,12 +31,6 @@ __all__ = ["LAYOUT_ATTRS", "to_digraph", "RECOMPUTED_SUFFIX", "format_tensor"]
 # Bounded network-simplex and crossing-minimisation iterations: the measured difference between
 # minutes and seconds on a few hundred nodes (docs/rendering-timings.md).
 LAYOUT_ATTRS: dict[str, str] = {"nslimit": "2", "nslimit1": "2", "mclimit": "0.5"}
-# A collapsed drawing of more units than this draws its edges as straight lines (``splines=line``):
-# dot routes each curved edge through every rank it crosses, and a collapsed joint graph of a deep
-# model has long edges (each block's forward to its backward, across the whole stack).  A 60-layer
-# GPT's level-1 drawing (132 boxes, 250 ranks, 32k virtual nodes): 59 s of CPU in dot with curves,
-# 2.4 s with lines, the same layout; ``splines=polyline`` routes like curves (51 s).
-STRAIGHT_EDGES_ABOVE = 100
 
 
 def _e(text: object) -> str:
@@ -348,8 +342,6 @@ _SIDE_STYLE = {"forward": ("forward", "#F1F6FC"), "backward": ("backward (drawn 
 def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
     """Write the scene as a ``graphviz.Digraph``."""
     g = graphviz.Digraph(name=name)
-    if scene.unit_of and len(set(scene.unit_of.values())) > STRAIGHT_EDGES_ABOVE:  # collapsed, and big
-        g.attr("graph", splines="line")
     g.attr("graph", rankdir="TB", newrank="true", nodesep="0.12" if scene.compact else "0.18",
            ranksep="0.2" if scene.compact else "0.28", fontname=theme.FONT,
            labelloc="t", labeljust="l", outputorder="edgesfirst", tooltip=" ", **LAYOUT_ATTRS)
