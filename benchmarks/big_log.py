@@ -1,10 +1,18 @@
 """``fxviz logs`` on a big TORCH_TRACE log against ``tlparse`` (issue 26), start-up included.
 
-The big log is made from a real one: a fresh process compiles the tests' mini_gpt training step with
-``TORCH_TRACE`` set (``aot_eager``: joint, forward and backward graphs, dynamo's graph, metrics), and
-its records are repeated, each copy under a new compile id, until the file reaches ``--mb`` megabytes
-(the way ``benchmarks/logs_memory.py`` makes its 1 GB log).  Then, interleaved round by round, each in
-a fresh process:
+The big log is made in one of two ways:
+
+* ``--model mini_gpt`` (the default): a fresh process compiles the tests' mini_gpt training step with
+  ``TORCH_TRACE`` set (``aot_eager``: joint, forward and backward graphs, dynamo's graph, metrics), and
+  its records are repeated, each copy under a new compile id, until the file reaches ``--mb``
+  megabytes (the way ``benchmarks/logs_memory.py`` makes its 1 GB log): a tiny graph repeated;
+* ``--model llama``: a real model's step, every compile a distinct one.  A fresh process builds a
+  Hugging Face Llama from a config (``--layers`` decoder layers, hidden 256, no weights downloaded)
+  and runs its training step under ``torch.compile(backend="aot_eager")`` once per sequence length
+  (8, 9, 10, ...; automatic dynamic shapes off, so each length is a recompile with its own joint,
+  forward and backward graphs), until the log reaches ``--mb`` megabytes or ``--compiles`` compiles.
+
+Then, interleaved round by round, each in a fresh process:
 
 * ``fxviz logs BIG`` (``python -m fxviz logs BIG``, stdout to a pipe): the whole command, and the time
   until its first table row arrives (the table streams as the file is read);
@@ -12,6 +20,7 @@ a fresh process:
   artifact; it is what torch.compile users run on these logs).
 
     python -m benchmarks.big_log --mb 100 --rounds 3 [--log existing.log] [--keep DIR]
+    python -m benchmarks.big_log --model llama --layers 2 --mb 200 --keep DIR
 """
 
 from __future__ import annotations
@@ -46,6 +55,39 @@ def make_big_log(directory: pathlib.Path, mb: float) -> pathlib.Path:
     return big
 
 
+LLAMA = """
+import os, sys, torch, torch._dynamo
+from transformers import LlamaConfig, LlamaForCausalLM
+torch._dynamo.config.automatic_dynamic_shapes = False  # every sequence length: its own compile
+torch._dynamo.config.recompile_limit = 10_000
+torch._dynamo.config.accumulated_recompile_limit = 10_000
+torch.manual_seed(0)
+cfg = LlamaConfig(vocab_size=1000, hidden_size=256, intermediate_size=688, num_hidden_layers={layers},
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096)
+model = LlamaForCausalLM(cfg)
+step = torch.compile(lambda ids: model(input_ids=ids, labels=ids).loss, backend="aot_eager")
+log = sys.argv[1]
+for k in range({compiles}):
+    step(torch.randint(0, 1000, (1, 8 + k))).backward()
+    size = sum(os.path.getsize(os.path.join(log, f)) for f in os.listdir(log))
+    print(k + 1, size, flush=True)
+    if size >= {mb} * 1e6:
+        break
+"""
+
+
+def make_llama_log(directory: pathlib.Path, mb: float, layers: int, compiles: int) -> pathlib.Path:
+    """A TORCH_TRACE log of a real Llama training step compiled at ``compiles`` sequence lengths
+    (fewer once it reaches ``mb`` megabytes): the one file torch wrote."""
+    logdir = directory / "llama_log"
+    logdir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TORCH_TRACE": str(logdir), "OMP_NUM_THREADS": "1"}
+    script = LLAMA.format(layers=layers, compiles=compiles, mb=mb)
+    subprocess.run([sys.executable, "-c", script, str(logdir)], env=env, check=True, stdout=subprocess.DEVNULL)
+    (one,) = list(logdir.iterdir())
+    return one
+
+
 def time_fxviz(log: pathlib.Path, checkout: pathlib.Path = ROOT) -> tuple[float, float, int]:
     """(whole command s, first row s, rows printed) of ``checkout``'s fxviz."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
@@ -66,6 +108,24 @@ def time_fxviz(log: pathlib.Path, checkout: pathlib.Path = ROOT) -> tuple[float,
     return whole, first if first is not None else whole, rows
 
 
+IMPORTS_TORCH = """
+import runpy, sys
+sys.argv = ["fxviz", "logs", sys.argv[1]]
+try:
+    runpy.run_module("fxviz", run_name="__main__")
+except SystemExit:
+    pass
+print("TORCH_IMPORTED", "torch" in sys.modules, file=sys.stderr)
+"""
+
+
+def imports_torch(log: pathlib.Path) -> bool:
+    """Whether ``fxviz logs LOG`` imported torch (run once, outside the timed rounds)."""
+    out = subprocess.run([sys.executable, "-c", IMPORTS_TORCH, str(log)], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tempfile.gettempdir())
+    return "TORCH_IMPORTED True" in out.stderr
+
+
 def time_tlparse(log: pathlib.Path, out: pathlib.Path) -> float:
     exe = shutil.which("tlparse") or str(pathlib.Path(sys.executable).with_name("tlparse"))
     t0 = time.perf_counter()
@@ -78,12 +138,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--mb", type=float, default=100.0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--model", choices=("mini_gpt", "llama"), default="mini_gpt")
+    ap.add_argument("--layers", type=int, default=2, help="llama: decoder layers")
+    ap.add_argument("--compiles", type=int, default=1000, help="llama: at most this many sequence lengths")
     ap.add_argument("--log", help="an existing big log (skip making one)")
     ap.add_argument("--keep", help="make the log in this directory and keep it")
     ap.add_argument("--before", help="a directory holding another checkout's fxviz/ to time beside")
     args = ap.parse_args()
     work = pathlib.Path(args.keep or tempfile.mkdtemp(prefix="fxviz_biglog_"))
-    log = pathlib.Path(args.log) if args.log else make_big_log(work, args.mb)
+    if args.log:
+        log = pathlib.Path(args.log)
+    elif args.model == "llama":
+        t = time.perf_counter()
+        log = make_llama_log(work, args.mb, args.layers, args.compiles)
+        print(f"made {log} in {time.perf_counter() - t:.0f} s", flush=True)
+    else:
+        log = make_big_log(work, args.mb)
     size = log.stat().st_size / 1e6
     before = os.getloadavg()
     fx: list[tuple[float, float, int]] = []
@@ -100,7 +170,7 @@ def main() -> None:
     first = statistics.median(f[1] for f in fx)
     tlp = statistics.median(tl)
     print(f"log {log} {size:.1f} MB, {fx[0][2]} table rows; load before {before}, after {after}; "
-          f"{args.rounds} rounds interleaved")
+          f"{args.rounds} rounds interleaved; `fxviz logs` imports torch: {imports_torch(log)}")
     print("| command | median s | fastest s | ratio to tlparse (median) |\n|---|---|---|---|")
     print(f"| `fxviz logs BIG` (whole) | {whole:.2f} | {min(f[0] for f in fx):.2f} | {whole / tlp:.2f}x |")
     print(f"| `fxviz logs BIG` (first row) | {first:.2f} | {min(f[1] for f in fx):.2f} | {first / tlp:.2f}x |")

@@ -9,7 +9,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch._functorch._aot_autograd import descriptors as _desc
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._ops import OpOverload
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._dtype_abbrs import dtype_abbrs as _dtype_abbrs
 
 from .meta import AC_GRAPH_ID_KEY, DESC_KEY, RECOMPUTE_KEY, TAG_KEY, TRACE_KEY, VAL_KEY
@@ -23,6 +24,9 @@ from these (by a small safe evaluator, never ``eval``)."""
 
 _DTYPES: dict[str, torch.dtype] = {abbr: dt for dt, abbr in _dtype_abbrs.items()}
 
+
+_NEW_TENSOR: dict[Any, bool] = {}
+_RUN_ANYWAY = frozenset({"_unsafe_view", "lift_fresh", "lift_fresh_copy"})
 
 STAND_IN_KEY = "fxviz_stand_in"
 """Node meta key: the node calls an op this torch lacks; the value is the sentence views show."""
@@ -135,6 +139,7 @@ class LogGraphBuilder:
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True)
         self.hints = dict(hints or {})
         self._symbols: dict[str, Any] = {}
+        self._devices: dict[str, torch.device] = {}
 
     def dtype(self, abbr: str) -> torch.dtype | None:
         return _DTYPES.get(abbr)
@@ -179,6 +184,33 @@ class LogGraphBuilder:
         with self.mode:
             return torch.empty_strided([self.symint(s) for s in sizes], [self.symint(s) for s in strides],
                                        dtype=dtype, device=torch.device(device))
+
+    def plain_tensor(self, sizes: tuple[int, ...], strides: tuple[int, ...], dtype: torch.dtype, device: str) -> Any:
+        """:meth:`tensor` for constant sizes and strides, made without dispatching through the fake
+        mode (a meta tensor wrapped as a ``FakeTensor`` of this mode, as the mode wraps an op's
+        output): a tenth of the cost, and a 50k-node graph makes one per node.  Its own storage."""
+        dev = self._devices.get(device)
+        if dev is None:
+            dev = self._devices[device] = torch.device(device)
+        return FakeTensor(self.mode, torch.empty_strided(sizes, strides, dtype=dtype, device="meta"), dev)
+
+    @staticmethod
+    def returns_new_tensor(target: Any) -> bool:
+        """Whether ``target`` is an aten op whose schema returns one tensor aliasing none of its
+        inputs and writes none of them (``add``, ``mm``; not ``view``, ``t``, ``native_layer_norm``'s
+        tuple): its fake value is fully stated by the log's annotation (a fresh storage of the logged
+        size, stride, dtype and device), so it need not be run.  ``_unsafe_view`` shares its input's
+        storage under fake tensors although its schema says otherwise: it is run."""
+        hit = _NEW_TENSOR.get(target)
+        if hit is None:
+            hit = False
+            if isinstance(target, OpOverload) and target.__name__.split(".")[0] not in _RUN_ANYWAY:
+                schema = target._schema
+                rets = schema.returns
+                hit = (len(rets) == 1 and str(rets[0].type) == "Tensor" and rets[0].alias_info is None
+                       and not any(a.alias_info is not None for a in schema.arguments))
+            _NEW_TENSOR[target] = hit
+        return hit
 
     def run_op(self, target: Any, args: Any, kwargs: Any) -> Any:
         """``target(*args, **kwargs)`` on fake values (what torch itself would have recorded).

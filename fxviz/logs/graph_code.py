@@ -105,6 +105,49 @@ def parse_annotation(text: str, builder: _torch.LogGraphBuilder) -> Any:
         return None
 
 
+_Plain = tuple[str, tuple[int, ...], tuple[int, ...], str]
+_PLAIN: dict[str, _Plain | None] = {}
+
+
+def _plain(text: str) -> _Plain | None:
+    """``f32[16, 8][8, 1]cpu`` -> ("f32", (16, 8), (8, 1), "cpu") when every size and stride is a
+    number (None for a symbolic size, a ``Sym(...)`` or anything else); read once per distinct text."""
+    if text in _PLAIN:
+        return _PLAIN[text]
+    out: _Plain | None = None
+    m = _ANNOT.match(text.strip())
+    if m is not None:
+        try:
+            out = (m.group(1), tuple(int(x) for x in m.group(2).split(",") if x.strip()),
+                   tuple(int(x) for x in m.group(3).split(",") if x.strip()), m.group(4))
+        except ValueError:
+            out = None
+    if len(_PLAIN) < 100_000:
+        _PLAIN[text] = out
+    return out
+
+
+def _plain_value(text: str | None, builder: _torch.LogGraphBuilder) -> Any:
+    """:func:`parse_annotation` of a constant-size tensor annotation, made cheaply (None otherwise)."""
+    plain = _plain(text) if text else None
+    dtype = builder.dtype(plain[0]) if plain is not None else None
+    if plain is None or dtype is None:
+        return None
+    return builder.plain_tensor(plain[1], plain[2], dtype, plain[3])
+
+
+def _agrees_plain(val: Any, plain: _Plain, builder: _torch.LogGraphBuilder) -> bool:
+    """:func:`_agrees` with a constant-size annotation, without making its fake tensor."""
+    if not isinstance(val, torch.Tensor) or val.dtype != builder.dtype(plain[0]):
+        return False
+    try:
+        if tuple(int(s) for s in val.shape) != plain[1]:
+            return False
+        return val.numel() <= 1 or tuple(int(s) for s in val.stride()) == plain[2]
+    except Exception:  # a symbolic size where the log printed a number
+        return False
+
+
 def parse_def_names(code: str) -> list[str]:
     """The placeholder names of a graph's ``def forward(self, a: "...", b: "..."):`` line(s)."""
     tree = _parse(code)
@@ -148,10 +191,42 @@ def _comment(line: str) -> str | None:
     return None
 
 
+_SIMPLE_DESC = re.compile(r"^(\w+)\((\w+)=(?:(-?\d+)|(\w+)\((\w+)=(-?\d+)\))\)$")
+_DESCRIPTORS: dict[str, Any] = {}
+
+
 def _descriptor(text: str | None) -> Any:
-    """``PlainAOTInput(idx=0)`` -> the descriptor object; literals only, nothing executed."""
+    """``PlainAOTInput(idx=0)`` -> the descriptor object; literals only, nothing executed.  The
+    descriptors are frozen dataclasses: one object per distinct text serves every graph."""
     if not text or text == "None":
         return None
+    if text not in _DESCRIPTORS:
+        if len(_DESCRIPTORS) > 100_000:
+            _DESCRIPTORS.clear()
+        _DESCRIPTORS[text] = _simple_descriptor(text) or _read_descriptor(text)
+    return _DESCRIPTORS[text]
+
+
+def _simple_descriptor(text: str) -> Any:
+    """The common shapes, ``PlainAOTInput(idx=3)`` and ``GradAOTOutput(grad_of=PlainAOTInput(idx=3))``,
+    read by one regular expression (a 50k-node graph has thousands); None for any other."""
+    m = _SIMPLE_DESC.match(text)
+    if m is None:
+        return None
+    cls, key, number, inner, inner_key, inner_number = m.groups()
+    outer = _torch.DESCRIPTOR_CLASSES.get(cls)
+    if outer is None:
+        return None
+    try:
+        if number is not None:
+            return outer(**{key: int(number)})
+        inner_cls = _torch.DESCRIPTOR_CLASSES.get(inner)
+        return None if inner_cls is None else outer(**{key: inner_cls(**{inner_key: int(inner_number)})})
+    except Exception:
+        return None
+
+
+def _read_descriptor(text: str) -> Any:
     try:
         expr = ast.parse(text, mode="eval").body
     except SyntaxError:
@@ -210,7 +285,8 @@ class _Builder:
         self.env[name] = node
         if annotation:
             self.parsed.annotations[name] = annotation
-            _torch.LogGraphBuilder.set_val(node, parse_annotation(annotation, self.b))
+            val = _plain_value(annotation, self.b)
+            _torch.LogGraphBuilder.set_val(node, val if val is not None else parse_annotation(annotation, self.b))
         desc = _descriptor(_comment(self.line(lineno)))
         if desc is not None:
             _torch.LogGraphBuilder.set_desc(node, desc)
@@ -293,7 +369,15 @@ class _Builder:
             _torch.LogGraphBuilder.set_stand_in(node, STAND_IN_NOTE)
             self.parsed.stand_ins.append(str(target.__name__))
         self.parsed.ops += 1
-        expected = parse_annotation(annotation, self.b) if annotation else None
+        if annotation:
+            self.parsed.annotations[node.name] = annotation
+        plain = _plain(annotation) if annotation else None
+        if plain is not None and _torch.LogGraphBuilder.returns_new_tensor(target):
+            # a fresh tensor the log states in full: running the op would only say the same again
+            val = _plain_value(annotation, self.b)
+            if val is not None:
+                _torch.LogGraphBuilder.set_val(node, val)
+                return node
         val = None
         try:
             fa = fx.node.map_arg(args, lambda n: self.subgraph_nodes.get(n, _torch.meta_val(n)))
@@ -301,12 +385,17 @@ class _Builder:
             val = self.b.run_op(target, fa, fk)
         except Exception:
             val = None
-        if expected is not None and not _agrees(val, expected):
-            if val is not None:
-                self.parsed.mismatches.append(node.name)
-            val = expected
-        if annotation:
-            self.parsed.annotations[node.name] = annotation
+        if plain is not None and self.b.dtype(plain[0]) is not None:
+            if not _agrees_plain(val, plain, self.b):
+                if val is not None:
+                    self.parsed.mismatches.append(node.name)
+                val = _plain_value(annotation, self.b)
+        elif annotation:
+            expected = parse_annotation(annotation, self.b)
+            if expected is not None and not _agrees(val, expected):
+                if val is not None:
+                    self.parsed.mismatches.append(node.name)
+                val = expected
         _torch.LogGraphBuilder.set_val(node, val)
         return node
 

@@ -172,29 +172,34 @@ class Structure:
     def max_level(self) -> int:
         return max((lvl for q, lvl in self.level.items() if q not in self.container), default=0)
 
-    def box_of(self, item_id: str, level: int, expand: frozenset[str] = frozenset()) -> str | None:
+    def box_of(self, item_id: str, level: int, expand: frozenset[str] = frozenset(),
+               containers: bool = False) -> str | None:
         """The module path of the box ``item_id`` falls into at ``level``, or None (drawn as itself).
         A module with no submodules is a box at every level below its own (opening it would show
-        loose ops, not structure); a module in ``expand`` is always open."""
+        loose ops, not structure); a module in ``expand`` is always open.  ``containers``: a
+        container on the way (``h`` of ``h.0`` ... ``h.299``) is itself one box, unless opened."""
         p = self.path[item_id]
         for k in range(1, len(p) + 1):
             q = p[:k]
+            if containers and q in self.container and not _opened(".".join(q), expand):
+                return ".".join(q)
             if q in self.container or _opened(".".join(q), expand):
                 continue
             if self.level[q] >= level or q not in self.children:
                 return ".".join(q)
         return None
 
-    def units(self, level: int, expand: frozenset[str] = frozenset()) -> dict[str, tuple[str, str, str | None]]:
+    def units(self, level: int, expand: frozenset[str] = frozenset(),
+              containers: bool = False) -> dict[str, tuple[str, str, str | None]]:
         """item id -> (unit id, box label, box module path or None for a function/bookkeeping box).
-        Items drawn as themselves map to ``(id, "", None)``."""
+        Items drawn as themselves map to ``(id, "", None)``; ``containers``: see :meth:`box_of`."""
         out: dict[str, tuple[str, str, str | None]] = {}
         loose: dict[tuple[str, tuple[str, ...], str], list[str]] = {}
         for it in self.scene.items.values():
             if it.id in self.bookkeeping and BOOKKEEPING not in expand:
                 out[it.id] = (f"forward/{urllib.parse.quote(BOOKKEEPING, safe='')}", BOOKKEEPING, None)
                 continue
-            box = self.box_of(it.id, level, expand)
+            box = self.box_of(it.id, level, expand, containers)
             if box is not None:
                 out[it.id] = (f"{it.side}/{urllib.parse.quote(box, safe='._-')}", box, box)
                 continue
@@ -255,8 +260,8 @@ class Structure:
                     out.add(urllib.parse.unquote(unit.split("/", 1)[1]))
         return out
 
-    def count(self, level: int, expand: frozenset[str] = frozenset()) -> int:
-        return len({u for u, _, _ in self.units(level, expand).values()})
+    def count(self, level: int, expand: frozenset[str] = frozenset(), containers: bool = False) -> int:
+        return len({u for u, _, _ in self.units(level, expand, containers).values()})
 
 
 OPENED_FUNCTION = "ops of "
@@ -274,15 +279,17 @@ def _frame_opened_functions(scene: Scene, structure: Structure, level: int, open
                 scene.place[item_id] = structure.path[item_id] + (OPENED_FUNCTION + label,)
 
 
-def structure_scene(scene: Scene, structure: Structure, level: int, expand: Iterable[str] = ()) -> Scene:
+def structure_scene(scene: Scene, structure: Structure, level: int, expand: Iterable[str] = (),
+                    containers: bool = False) -> Scene:
     """Collapse ``scene`` at ``level`` of the model's structure (see :class:`Structure`); modules
-    named in ``expand`` are drawn open (their children become the boxes)."""
+    named in ``expand`` are drawn open (their children become the boxes); ``containers``: each
+    unopened container (a ``ModuleList`` of blocks) is one box (:meth:`Structure.box_of`)."""
     opened = frozenset(expand)
     scene.grouped = True
     scene.group_depth = level
     scene.unframed = set(structure.container)  # ``layers`` around ``layers.0``: one frame less
     groups: dict[str, Group] = {}
-    for item_id, (unit, label, box) in structure.units(level, opened).items():
+    for item_id, (unit, label, box) in structure.units(level, opened, containers).items():
         it = scene.items[item_id]
         scene.unit_of[item_id] = unit
         scene.place[item_id] = structure.path[item_id]
