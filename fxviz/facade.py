@@ -290,7 +290,7 @@ class Trace:
         from .analysis.advice import advise, parse_target
 
         target = parse_target(saved, peak)
-        memo: dict[str, Any] = self._model_cache.get(("advice_traces",), dict)  # changed models traced
+        memo: dict[Any, Any] = self._model_cache.get(("advice_steps",), dict)  # changed models' steps
         return self._model_cache.get(("advise", target, optimizer, tuple(sorted(options.items()))), lambda: advise(
             self.capture, target, optimizer, memo=memo, as_trace=type(self), **options))  # opt.trace: a Trace
 

@@ -212,7 +212,7 @@ def test_the_peak_anatomy_adds_up_to_the_peak(cases, case):
 def test_the_bound_is_not_beaten_by_a_budget(cases):
     _model, _inputs, _tr, advice, _ = cases["llama-saved-KiB"]
     bound = advice.bound
-    assert bound is not None and bound.bound and bound.saved_bytes <= advice.goal_bytes
+    assert bound is not None and bound.bound and bound.saved_bytes <= advice.goal_bytes and bound.kind == "optimum"
     with pytest.raises(InputError, match="bound"):
         bound.apply(torch.nn.Linear(1, 1))
     budget = next(o for o in advice.options if o.kind == "budget")
@@ -242,6 +242,36 @@ def test_cli_advise(capsys):
     assert main(["advise", "mlp", "--saved", "50%"]) == 0
     out = capsys.readouterr().out
     assert "CHEAPEST" in out and "activation_memory_budget =" in out and "peak" in out
+    heads = [ln for ln in out.splitlines() if ln.startswith(("the plain step's peak", "with "))]
+    assert heads and all(len(ln) <= 100 for ln in out.splitlines() if ln.startswith(("the plain", "with ", "  ")))
+    # traced as every command traces it: aot_function's capture for --params closure (not a forced inductor)
+    assert main(["advise", "mlp", "--params", "closure", "--saved", "50%"]) == 0, capsys.readouterr().err
+
+
+def test_a_graph_dynamo_reused_holds_its_other_runs_saved_values_at_its_peak():
+    """A layer graph run three times (one per layer): at its last forward run and first backward run the
+    two other runs' saved activations are held too."""
+    from fxviz.analysis.advice.anatomy import step_peak
+
+    model, inputs = fxviz.examples.mlp()
+    tr = fxviz.trace(model, *inputs)
+    g, p = tr.graph, tr.partition("min_cut")
+    once, thrice = step_peak([(g, p, 1)], 0), step_peak([(g, p, 3)], 0)
+    assert thrice.saved_bytes == 3 * once.saved_bytes > 0
+    assert thrice.by_kind["other graph runs' saved activations"] == 2 * once.saved_bytes
+    assert thrice.peak_bytes == once.peak_bytes + 2 * once.saved_bytes
+
+
+def test_optimizer_state_is_kept_for_the_parameters_it_trains():
+    """Adam's two moments for the parameters that require grad: a frozen layer has none."""
+    model, inputs = fxviz.examples.mlp()
+    frozen = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
+    frozen.requires_grad_(False)
+    tr = fxviz.trace(model, *inputs)
+    trained = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    assert 0 < trained < sum(p.numel() * p.element_size() for p in model.parameters())
+    advice = tr.advise(peak="1 MiB", optimizer="adam", kinds=("budget",))
+    assert advice.plain.by_kind["optimizer state"] == 2 * trained
 
 
 def test_saved_text_reads_like_print_saved_residuals():

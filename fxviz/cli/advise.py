@@ -34,8 +34,9 @@ _EPILOG = """examples:
          opt("--code", action="store_true", help="print every option's code, not only the cheapest's"),
          description="Ranked changes that bring a training step to a memory target: torch's "
                      "activation_memory_budget, torch.utils.checkpoint on named layers, a selective-checkpoint "
-                     "policy; the exact optimum as the bound. A model is traced with backend inductor unless "
-                     "--backend says otherwise.", epilog=_EPILOG)
+                     "policy; the exact optimum as the bound. A model is traced as every command traces it: "
+                     "torch.compile's capture (inductor), aot_function's for --params closure and models on "
+                     "the meta device.", epilog=_EPILOG)
 def cmd_advise(args: argparse.Namespace) -> int:
     """Trace, advise, print the table, the cheapest option's code and the peak's anatomy."""
     is_log = from_log(args)  # a missing model first, as every command says it
@@ -44,8 +45,6 @@ def cmd_advise(args: argparse.Namespace) -> int:
     optimizer: str | int | None = args.optimizer
     if isinstance(optimizer, str) and optimizer.isdigit():
         optimizer = int(optimizer)
-    if not is_log and args.backend is None:
-        args.backend = "inductor"  # advice is about what torch.compile's step does
     from ..analysis.advice import parse_target
     from ..analysis.advice.target import optimizer_bytes
 
@@ -69,10 +68,10 @@ def cmd_advise(args: argparse.Namespace) -> int:
     for o in shown:
         print(f"\n# {o.name}" + (f"  (config: {o.config})" if o.config else ""))
         print(o.code.rstrip())
-    print("\nthe plain step's " + advice.plain.text())
+    print("\n" + advice.plain.text("the plain step's "))
     for o in advice.options:
         if o.meets:
-            print(f"\nwith {o.name}: " + o.peak.text())
+            print("\n" + o.peak.text(f"with {o.name}: "))
     return 0
 
 

@@ -28,8 +28,8 @@ from ..partition import Partition
 __all__ = ["KINDS", "LiveTensor", "PiecePeak", "StepPeak", "piece_peak", "step_peak"]
 
 KINDS: tuple[str, ...] = ("saved activations", "temporaries", "gradients", "parameters", "inputs",
-                          "model state outside the graph", "optimizer state", "other pieces' saved activations",
-                          "other pieces' gradients")
+                          "model state outside the graph", "optimizer state", "other graph runs' saved activations",
+                          "other graph runs' gradients")
 """The kinds a peak's bytes are split into, in the order tables list them.  ``parameters``: the model
 state the peak's graph reads (the memory table's resident bytes, with ``inputs``); ``model state outside
 the graph``: parameters and buffers it does not read (other pieces', unused buffers), held all the same."""
@@ -157,9 +157,11 @@ class StepPeak:
         """The five biggest tensors live at the peak."""
         return [t for t in self.at.live if t.kind not in ("parameters", "inputs")][:5]
 
-    def text(self) -> str:
+    def text(self, lead: str = "") -> str:
+        """The head line (after ``lead``, e.g. "the plain step's "), wrapped at 100 columns, then the
+        biggest tensors live at the peak."""
         kinds = ", ".join(f"{k} {format_bytes(v) or '0 B'}" for k, v in self.by_kind.items() if v)
-        head = f"peak {format_bytes(self.peak_bytes)} in the {self.at.phase} of graph {self.at.piece + 1} " \
+        head = f"{lead}peak {format_bytes(self.peak_bytes)} in the {self.at.phase} of graph {self.at.piece + 1} " \
                f"at {self.at.node}: {kinds}"
         lines = textwrap.wrap(head, 100, subsequent_indent="  ")
         return "\n".join(lines + [f"  {format_bytes(t.nbytes):>10}  {t.label}"[:100] for t in self.biggest])
@@ -182,8 +184,12 @@ def step_peak(pieces: Sequence[tuple[JointGraph, Partition, int]], model_param_b
                 kinds[t.kind] += t.nbytes
             kinds["model state outside the graph"] = max(0, model_param_bytes - pk.param_bytes)
             kinds["optimizer state"] = optimizer_bytes
-            kinds["other pieces' saved activations"] = sum(saved[:i])
-            kinds["other pieces' gradients"] = sum(grads[i + 1:]) if pk.phase == "backward" else 0
+            # a graph dynamo reused (one per layer) peaks at its last forward run and its first backward
+            # run: its other runs' saved activations are all held then, as are the earlier graphs'
+            own = (runs[i] - 1) * fw.saved_bytes
+            kinds["other graph runs' saved activations"] = sum(saved[:i]) + own
+            later = sum(g * r for g, r in zip(grads[i + 1:], runs[i + 1:]))  # their backwards ran already
+            kinds["other graph runs' gradients"] = later if pk.phase == "backward" else 0
             total = sum(kinds.values())
             if best is None or total > best[0]:
                 best = (total, pk, kinds)

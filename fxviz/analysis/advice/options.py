@@ -214,17 +214,20 @@ class Advice:
                  f"plain step: saves {format_bytes(self.plain.saved_bytes) or '0 B'}, peak "
                  f"{format_bytes(self.plain.peak_bytes)}", ""]
         shown = self.options + ([self.bound] if self.bound is not None else [])
-        w = max(len(o.name) for o in shown) if shown else 6
-        head = (f"  {'option':<{w}} {'saved':>10} {'peak':>10} {'Δpeak':>10} {'recompute':>12} {'est. time':>10}"
-                "  verdict")
-        lines.append(head)
         cheapest = self.cheapest
-        for o in shown:
-            verdict = ("bound" if o.bound else "CHEAPEST" if o is cheapest else "meets" if o.meets
-                       else f"short by {format_bytes(o.short_by)}")
-            lines.append(f"  {o.name:<{w}} {format_bytes(o.saved_bytes) or '0 B':>10} {format_bytes(o.peak_bytes):>10} "
-                         f"{_signed(o.peak_change_bytes):>10} {format_flops(o.recompute_flops) or '0 FLOP':>12} "
-                         f"{_seconds(o.seconds):>10}  {verdict}")
+        verdicts = [("bound" if o.bound else "CHEAPEST" if o is cheapest else "meets" if o.meets
+                     else f"short by {format_bytes(o.short_by)}") for o in shown]
+        # 100 columns: a name longer than what the figures leave gets a line of its own above them
+        room = 100 - 60 - max((len(v) for v in verdicts), default=8)
+        w = max(6, min(room, max((len(o.name) for o in shown), default=6)))
+        lines.append(f"  {'option':<{w}} {'saved':>9} {'peak':>9} {'Δpeak':>9} {'recompute':>11} {'est. time':>9}"
+                     "  verdict")
+        for o, verdict in zip(shown, verdicts):
+            if len(o.name) > w:
+                lines.append(f"  {o.name}")
+            lines.append(f"  {o.name if len(o.name) <= w else '':<{w}} {format_bytes(o.saved_bytes) or '0 B':>9} "
+                         f"{format_bytes(o.peak_bytes):>9} {_signed(o.peak_change_bytes):>9} "
+                         f"{format_flops(o.recompute_flops) or '0 FLOP':>11} {_seconds(o.seconds):>9}  {verdict}")
         if self.plain_meets:
             lines += ["", "the plain step already meets the target: no change is needed (the options add headroom)"]
         elif cheapest is None and self.options:

@@ -11,6 +11,7 @@ estimate: recompute FLOPs at ``flops_per_s`` plus the bytes recomputation moves 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,10 @@ __all__ = ["advise", "step_of", "retrace", "BUDGETS", "FLOPS_PER_S", "BYTES_PER_
 BUDGETS: tuple[float, ...] = tuple(round(1 - i / 20, 2) for i in range(1, 21))  # 0.95 ... 0
 FLOPS_PER_S = 100e12  # the time estimate's device: 100 TFLOP/s ...
 BYTES_PER_S = 2e12  # ... and 2 TB/s of memory bandwidth (a current datacenter GPU, roughly)
+
+
+StepMemo = dict[tuple[str, "str | int | None"], StepPeak]
+"""Steps of changed models, by (the change's code, the optimizer): kept across ``advise`` calls."""
 
 
 def model_state_bytes(model: nn.Module | None) -> int:
@@ -64,7 +69,9 @@ def step_of(cap: Capture, strategy: Strategy | None = None, optimizer: str | int
     if not pieces:
         raise InputError("the model has no backward graph: a step that trains nothing saves nothing",
                          "trace a model whose loss depends on parameters or inputs that require grad")
-    trained = sum(t.numel() * t.element_size() for t in cap.model.parameters()) if cap.model is not None else 0
+    # optimizer state is kept for the parameters it trains: frozen ones (a LoRA's backbone) have none
+    trained = sum(t.numel() * t.element_size() for t in cap.model.parameters() if t.requires_grad) \
+        if cap.model is not None else 0
     return step_peak(pieces, model_state_bytes(cap.model), optimizer_bytes(optimizer, trained))
 
 
@@ -77,7 +84,7 @@ def retrace(cap: Capture, model: nn.Module) -> Capture:
 
 class _Search:
     def __init__(self, cap: Capture, target: Target, optimizer: str | int | None, flops_per_s: float,
-                 bytes_per_s: float, memo: dict[str, Capture], as_trace: Callable[[Capture], Any] | None) -> None:
+                 bytes_per_s: float, memo: StepMemo, as_trace: Callable[[Capture], Any] | None) -> None:
         self.cap, self.target, self.optimizer, self.memo, self.as_trace = cap, target, optimizer, memo, as_trace
         self.flops_per_s, self.bytes_per_s = flops_per_s, bytes_per_s
         self.plain = step_of(cap, optimizer=optimizer)
@@ -116,9 +123,10 @@ class _Search:
         def at(k: int) -> Option:
             if k not in steps:
                 change = checkpoint_change(prefix, range(k), selective)
-                if change.code not in self.memo:
-                    self.memo[change.code] = retrace(self.cap, change.apply(model))
-                steps[k] = self.option(change, step_of(self.memo[change.code], optimizer=self.optimizer))
+                key = (change.code, self.optimizer)  # the step's figures, not the changed model's capture:
+                if key not in self.memo:  # a memo of captures kept a copy of the model per change alive
+                    self.memo[key] = step_of(retrace(self.cap, change.apply(model)), optimizer=self.optimizer)
+                steps[k] = self.option(change, self.memo[key])
             return steps[k]
 
         every = at(count)
@@ -136,22 +144,24 @@ class _Search:
         graphs = [g for g in self.cap.graphs if g.has_backward]
         if self.target.kind != "saved" or len(graphs) != 1:
             return None
-        s = Strategy("optimal", budget_bytes=self.goal)
-        p = partition(graphs[0], s, self.cap)
-        if p.error is not None:
+        try:  # one MILP: step_of partitions, and refuses where no partition meets the goal
+            step = step_of(self.cap, Strategy("optimal", budget_bytes=self.goal), self.optimizer)
+        except InputError:
             return None
-        step = step_of(self.cap, s, self.optimizer)
-        return self.option(None, step, name=f"exact optimum at {format_bytes(self.goal) or '0 B'} saved (bound)")
+        option = self.option(None, step, name=f"exact optimum at {format_bytes(self.goal) or '0 B'} saved (bound)")
+        return dataclasses.replace(option, kind="optimum")
 
 
 def advise(cap: Capture, target: Target, optimizer: str | int | None = None, *, flops_per_s: float = FLOPS_PER_S,
            bytes_per_s: float = BYTES_PER_S, kinds: tuple[str, ...] = ("budget", "checkpoint", "selective"),
-           progress: Callable[[str], None] | None = None, memo: dict[str, Capture] | None = None,
+           progress: Callable[[str], None] | None = None,
+           memo: StepMemo | None = None,
            as_trace: Callable[[Capture], Any] | None = None) -> Advice:
     """Ranked options that bring ``cap``'s step to ``target`` (``target.parse_target``), each
-    predicted by fxviz's trace of the changed model (see the module docstring).  ``memo``: changed
-    models traced before, by the change's code (``Trace.advise`` keeps one per model); ``as_trace``:
-    makes a ``Trace`` of a capture, for ``Option.trace`` (the facade passes its own class)."""
+    predicted by fxviz's trace of the changed model (see the module docstring).  ``memo``: the steps
+    of changed models traced before, by the change's code and optimizer (``Trace.advise`` keeps one
+    per trace); ``as_trace``: makes a ``Trace`` of a capture, for ``Option.trace`` (the facade passes
+    its own class)."""
     if cap.model is None and set(kinds) - {"budget"}:
         kinds = ("budget",)  # a log or a function: nothing to wrap
     search = _Search(cap, target, optimizer, flops_per_s, bytes_per_s, {} if memo is None else memo, as_trace)
