@@ -391,6 +391,8 @@ def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str]
     for n in gm.graph.nodes:
         if n.op == "call_function" and phases.get(n.name) == "forward":
             by_trace.setdefault(_torch.stack_trace(n), []).append(n)
+    line_of = {f: (trace, i) for trace, line_ops in by_trace.items() for i, f in enumerate(line_ops)}
+    by_outs: dict[str | None, dict[tuple[int, ...] | None, list[fx.Node]]] = {}  # per line, lazily
     sums = _accumulations(gm, phases)  # autograd's sums of a gradient: no module, as in a model trace
     root = set(sums)
     for ops in _blocks(gm, phases, "backward"):
@@ -398,12 +400,15 @@ def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str]
         for n in ops:
             if n.name in root:
                 continue
-            line = by_trace.get(_torch.stack_trace(n), [])
-            target = _differentiated(n, phases, owner, line)
+            trace = _torch.stack_trace(n)
+            target = _differentiated(n, phases, owner, trace, line_of)
             if target is not None:
                 (module.__setitem__(n.name, module[target.name]) if target.name in module else root.add(n.name))
-            elif cands := _inverse_of(n, phases, line, module):
-                pending[n] = cands
+            elif trace in by_trace:
+                if trace not in by_outs:
+                    by_outs[trace] = _by_outs(by_trace[trace])
+                if cands := _inverse_of(n, phases, by_outs[trace], module):
+                    pending[n] = cands
         _resolve(pending, module, root)
         _follow_neighbours(ops, module, root, sums)
     _line_frames(gm, phases, module, root)
@@ -491,16 +496,26 @@ def _behind(a: fx.Node, phases: dict[str, str]) -> fx.Node:
     return a
 
 
-def _inverse_of(n: fx.Node, phases: dict[str, str], line_ops: list[fx.Node], module: dict[str, str]
-                ) -> set[str]:
+def _by_outs(line_ops: list[fx.Node]) -> dict[tuple[int, ...] | None, list[fx.Node]]:
+    """A line's forward ops by each shape they give, in line order (so a lookup is not a scan of
+    every block's ops on that line: a 300-layer stack's line runs 300 times)."""
+    out: dict[tuple[int, ...] | None, list[fx.Node]] = {}
+    for f in line_ops:
+        for shape in _outs(f):
+            out.setdefault(shape, []).append(f)
+    return out
+
+
+def _inverse_of(n: fx.Node, phases: dict[str, str], by_outs: dict[tuple[int, ...] | None, list[fx.Node]],
+                module: dict[str, str]) -> set[str]:
     """A derivative that reads no forward value (a view of a gradient, ``expand`` for a ``sum``,
     ``cat`` for a ``split``, ``tanh_backward`` of a detached output): the modules of the forward
-    ops of its line that take what it gives and give what it takes (shapes); one per block where
-    the line ran in several."""
+    ops of its line (``by_outs``: :func:`_by_outs`) that take what it gives and give what it takes
+    (shapes); one per block where the line ran in several."""
     ins = {_shape(a) for a in n.all_input_nodes if phases.get(a.name) == "backward"}
     if not ins or None in ins or _shape(n) is None:
         return set()
-    return {module.get(f.name, ROOT) for f in line_ops
+    return {module.get(f.name, ROOT) for f in by_outs.get(next(iter(ins)), [])
             if ins <= _outs(f) and any(_shape(a) == _shape(n) for a in f.all_input_nodes)}
 
 
@@ -545,16 +560,22 @@ def _shared(a: str, b: str) -> int:
     return k
 
 
-def _differentiated(n: fx.Node, phases: dict[str, str], owner: dict[str, str], line_ops: list[fx.Node]
-                    ) -> fx.Node | None:
-    """The forward op of ``n``'s source line whose inputs and outputs hold the most of the forward
-    values ``n`` reads, seen through the backward's own views of them (on a tie, an op before a
-    view, then the op that reads them); None when it reads none."""
+def _differentiated(n: fx.Node, phases: dict[str, str], owner: dict[str, str], trace: str | None,
+                    line_of: dict[fx.Node, tuple[str | None, int]]) -> fx.Node | None:
+    """The forward op of ``n``'s source line (``trace``; ``line_of``: each forward op's line and place
+    on it) whose inputs and outputs hold the most of the forward values ``n`` reads, seen through
+    the backward's own views of them (on a tie, an op before a view, then the op that reads them);
+    None when it reads none.  Only ops that touch one of those values can hold any: those, not the
+    whole line, are scored, in line order."""
     read = [_behind(a, phases) for a in n.all_input_nodes]
     values = {a for a in read if phases.get(a.name) == "forward" or a.name in owner
               or (a.op == "placeholder" and phases.get(a.name) != "backward")}
-    if not values or not line_ops:
+    if not values:
         return None
+    touching = set(values) | {v.args[0] for v in values if v.target is operator.getitem
+                              and isinstance(v.args[0], fx.Node)} | {u for v in values for u in v.users}
+    line_ops = sorted((f for f in touching if line_of.get(f, (None, -1))[0] == trace and f in line_of),
+                      key=lambda f: line_of[f][1])
     best, score = None, (0, False, 0)
     for f in line_ops:
         outs = {f} | {u for u in f.users if u.target is operator.getitem}
