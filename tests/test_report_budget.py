@@ -42,5 +42,10 @@ def test_strategies_past_the_budget_are_left_out_with_a_status_that_says_so():
         assert st[s]["error"].startswith("not computed in this report") and "--strategies" in st[s]["error"]
         assert not st[s]["saved"]
     assert [r["key"] for r in cut["table"]["rows"]] == ["default"]
+    # nothing else in the report (node records, doctor, saved panel, timeline) partitioned them
+    # (issue 36: the timeline did, which cost minutes on a 15,000-node graph)
+    partitioned = {k[1].name for k in tr._cache if isinstance(k, tuple) and k[0] == "partition"}
+    assert partitioned == {"default"}
+    assert cut["timeline"] is not None  # of the strategy it partitioned
     # nothing was cached in their name: asking later computes them
     assert tr.partition("min_cut").error is None

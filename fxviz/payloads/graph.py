@@ -76,7 +76,7 @@ def graph_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Sequ
         "index": index,
         "drawings": drawn,
         "status": {s: st.to_json() for s, st in statuses.items()},
-        "nodes": node_data(tr),
+        "nodes": node_data(tr, keys[0]),
         "table": table,
         "initial": _initial(index, views, keys, first_pair, drawn),
         "compare_partners": _partners(statuses),
