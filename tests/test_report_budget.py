@@ -49,3 +49,21 @@ def test_strategies_past_the_budget_are_left_out_with_a_status_that_says_so():
     assert cut["timeline"] is not None  # of the strategy it partitioned
     # nothing was cached in their name: asking later computes them
     assert tr.partition("min_cut").error is None
+
+
+def test_the_collector_is_handed_back_as_the_session_had_it():
+    import gc
+
+    from fxviz.html_report import build_report
+
+    tr = _trace()
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert build_report(tr, strategies=["default"]).startswith("<!DOCTYPE html>")
+    assert gc.isenabled() and gc.get_freeze_count() == 0  # the trace's objects handed back
+    gc.freeze()  # a session that froze objects itself keeps them frozen
+    try:
+        frozen = gc.get_freeze_count()
+        build_report(tr, strategies=["default"])
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
