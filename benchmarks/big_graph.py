@@ -29,6 +29,11 @@ def timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - t, out
 
 
+def _say(began: float, message: str) -> None:
+    """A report's progress line, with the seconds since it began."""
+    print(f"  {time.perf_counter() - began:7.2f} s  {message}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rung", default="gpt62-narrow")
@@ -82,8 +87,7 @@ def main() -> None:
             tr._cache._values.clear()
             tr._model_cache._values.clear()  # the doctor's findings too
             out = pathlib.Path(tempfile.mkdtemp()) / "big.html"
-            began = time.perf_counter()
-            kw: dict[str, Any] = {"progress": lambda m: print(f"  {time.perf_counter() - began:7.2f} s  {m}", flush=True)}
+            kw: dict[str, Any] = {"progress": functools.partial(_say, time.perf_counter())}
             if budget != "default":
                 kw["budget"] = None
             prof = cProfile.Profile() if args.profile and budget is None else None
