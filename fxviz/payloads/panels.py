@@ -58,8 +58,8 @@ def _gradient_facts(tr: Trace, strategy: StrategyLike | None = None) -> dict[str
 def node_data(tr: Trace, strategy: StrategyLike | None = None) -> dict[str, dict[str, Any]]:
     """One record per joint-graph node (output excluded): what the details panel shows, with
     ``gradient`` (does this parameter get a gradient, and which node) where the doctor knows
-    (the doctor checking ``strategy``'s backward graphs: a report's passes the strategy it
-    partitioned first, so that no strategy its budget left out is partitioned for it)."""
+    (the doctor checking ``strategy``'s backward graphs: a report passes one it partitioned,
+    ``graph.doctor_strategy``, so that no strategy its budget left out is partitioned for it)."""
     graph = tr.graph
     grads = _gradient_facts(tr, strategy)
     out: dict[str, dict[str, Any]] = {}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..analysis.strategies import Strategy, StrategyLike, parse_list
 from ..errors import Do, InputError, Say
 from ..render.limits import REPORT_BUDGET
-from .graph import PIECE_FIELDS, graph_data
+from .graph import PIECE_FIELDS, doctor_strategy, graph_data
 from .panels import doctor_data, legend_data, page_constants, table_data, timeline_data
 from .pieces import overview_data, pieces_data, whole_model_option
 from .views import VIEWS
@@ -72,7 +72,7 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
         "name": tr.title,
         **data,
         "views": list(views),
-        "doctor": doctor_data(tr, keys[0], measured=measured),  # the strategy partitioned first
+        "doctor": doctor_data(tr, doctor_strategy(tr, keys, computed), measured=measured),
         "legend": legend_data(),
         "constants": page_constants(),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
