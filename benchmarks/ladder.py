@@ -45,6 +45,8 @@ LADDER: dict[str, Spec] = {s.name: s for s in [
     Spec("gpt62-narrow", "mini_gpt",
          {"n_layer": 62, "n_embd": 64, "n_head": 4, "vocab": 256, "block_size": 64, "batch": 1, "seq": 32},
          note="62 layers, width 64, 1x32 tokens: a joint graph of 10,284 nodes"),
+    Spec("gpt66", "mini_gpt", {"n_layer": 66, **GPT2_SMALL},
+         note="66 layers, width 768, 1x128 tokens: GPT-2's width at ~10,900 joint nodes (issue 36)"),
     Spec("gpt-1b-meta", "mini_gpt",
          {"n_layer": 20, "n_embd": 2048, "n_head": 16, "vocab": 50257, "block_size": 1024,
           "batch": 1, "seq": 128, "device": "meta"},

@@ -76,13 +76,14 @@ def plot(pts: dict[str, list[tuple[int, float]]], path: pathlib.Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
-    for stage, p in pts.items():
+    colors = plt.get_cmap("tab20")  # one color per stage (its i-th of 20): the default cycle repeats after ten
+    for i, (stage, p) in enumerate(pts.items()):
         if len(p) < 2:
             continue
         f = fit(p)
         label = stage + ("" if f is None else f" (k={f[1]:.2f})")
         ax.plot([n for n, _ in p], [s for _, s in p], marker="o", linestyle="-" if stage.startswith("fxviz") else "--",
-                label=label)
+                label=label, color=colors(i % 20))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("joint graph nodes")

@@ -42,5 +42,28 @@ def test_strategies_past_the_budget_are_left_out_with_a_status_that_says_so():
         assert st[s]["error"].startswith("not computed in this report") and "--strategies" in st[s]["error"]
         assert not st[s]["saved"]
     assert [r["key"] for r in cut["table"]["rows"]] == ["default"]
+    # nothing else in the report (node records, doctor, saved panel, timeline) partitioned them
+    # (issue 36: the timeline did, which cost minutes on a 15,000-node graph)
+    partitioned = {k[1].name for k in tr._cache if isinstance(k, tuple) and k[0] == "partition"}
+    assert partitioned == {"default"}
+    assert cut["timeline"] is not None  # of the strategy it partitioned
     # nothing was cached in their name: asking later computes them
     assert tr.partition("min_cut").error is None
+
+
+def test_the_collector_is_handed_back_as_the_session_had_it():
+    import gc
+
+    from fxviz.html_report import build_report
+
+    tr = _trace()
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert build_report(tr, strategies=["default"]).startswith("<!DOCTYPE html>")
+    assert gc.isenabled() and gc.get_freeze_count() == 0  # the trace's objects handed back
+    gc.freeze()  # a session that froze objects itself keeps them frozen
+    try:
+        frozen = gc.get_freeze_count()
+        build_report(tr, strategies=["default"])
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

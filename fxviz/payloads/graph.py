@@ -22,7 +22,7 @@ from .views import ViewKey, view_payload
 if TYPE_CHECKING:  # pragma: no cover
     from ..facade import Trace
 
-__all__ = ["DIFFERENCES_NODE_LIMIT", "PIECE_FIELDS", "graph_data"]
+__all__ = ["DIFFERENCES_NODE_LIMIT", "PIECE_FIELDS", "doctor_strategy", "graph_data"]
 
 # A report ships one differences-only drawing per ordered pair of its strategies (A and B are named
 # and colored in it) when the joint graph is drawn node by node (at most this many nodes), so its
@@ -76,11 +76,19 @@ def graph_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Sequ
         "index": index,
         "drawings": drawn,
         "status": {s: st.to_json() for s, st in statuses.items()},
-        "nodes": node_data(tr),
+        "nodes": node_data(tr, doctor_strategy(tr, keys, [s for s in keys if s not in left_out])),
         "table": table,
         "initial": _initial(index, views, keys, first_pair, drawn),
         "compare_partners": _partners(statuses),
     }
+
+
+def doctor_strategy(tr: Trace, keys: Sequence[str], computed: Sequence[str]) -> str:
+    """The strategy whose backward graphs a report's doctor checks: the trace's own default (what
+    its step runs) where the report partitioned it (``computed``), else the strategy it partitioned
+    first, so that the doctor never partitions one the budget left out."""
+    own = tr.default_strategy.name
+    return own if own in computed else keys[0]
 
 
 def _partners(statuses: dict[str, Status]) -> dict[str, str | None]:

@@ -32,11 +32,11 @@ __all__ = ["Status", "StatusState", "status_data", "node_data", "table_data", "t
            "timeline_data", "doctor_data", "legend_data", "page_constants"]
 
 
-def _gradient_facts(tr: Trace) -> dict[str, dict[str, Any]]:
+def _gradient_facts(tr: Trace, strategy: StrategyLike | None = None) -> dict[str, dict[str, Any]]:
     """Per parameter node (lifted or captured as a constant) and per gradient node: whether the
-    parameter gets a gradient, from the doctor's table (``tr.doctor().diagnosis.table``), by real name."""
+    parameter gets a gradient, from the doctor's table (``tr.doctor(strategy).diagnosis.table``), by real name."""
     try:
-        table = tr.doctor().diagnosis.table
+        table = tr.doctor(strategy).diagnosis.table
     except FxvizError:
         return {}
     by_param = {str(r["parameter"]): r for r in table.to_dict("records")}
@@ -55,11 +55,13 @@ def _gradient_facts(tr: Trace) -> dict[str, dict[str, Any]]:
     return out
 
 
-def node_data(tr: Trace) -> dict[str, dict[str, Any]]:
+def node_data(tr: Trace, strategy: StrategyLike | None = None) -> dict[str, dict[str, Any]]:
     """One record per joint-graph node (output excluded): what the details panel shows, with
-    ``gradient`` (does this parameter get a gradient, and which node) where the doctor knows."""
+    ``gradient`` (does this parameter get a gradient, and which node) where the doctor knows
+    (the doctor checking ``strategy``'s backward graphs: a report passes one it partitioned,
+    ``graph.doctor_strategy``, so that no strategy its budget left out is partitioned for it)."""
     graph = tr.graph
-    grads = _gradient_facts(tr)
+    grads = _gradient_facts(tr, strategy)
     out: dict[str, dict[str, Any]] = {}
     for n in graph.gm.graph.nodes:
         if n.op == "output":

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..analysis.strategies import Strategy, StrategyLike, parse_list
 from ..errors import Do, InputError, Say
 from ..render.limits import REPORT_BUDGET
-from .graph import PIECE_FIELDS, graph_data
+from .graph import PIECE_FIELDS, doctor_strategy, graph_data
 from .panels import doctor_data, legend_data, page_constants, table_data, timeline_data
 from .pareto import RunsLike, pareto_data
 from .pieces import overview_data, pieces_data, whole_model_option
@@ -65,22 +65,29 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
         shown = [str(r["key"]) for r in data["table"]["rows"]]
         data["table"] = table_data(tr.memory_table(shown, measured=measured), tr, measured)
     root = tr.index == 0
+    # what the budget left out is computed by nothing else in the report: the timeline and the
+    # overview show the strategies its graphs partitioned
+    computed = [s for s in keys if data["status"][s]["state"] != "left_out"]
+    pieces = pieces_data(tr, keys, views, pairs, group, depth, budget, say) if root else []
+    for piece in pieces:
+        status = piece.get("payload", {}).get("status", {})
+        computed = [s for s in computed if status.get(s, {}).get("state") != "left_out"]
     return {
         "title": title or f"fxviz report: {tr.title}",
         "name": tr.title,
         **data,
         "views": list(views),
-        "doctor": doctor_data(tr, measured=measured),
+        "doctor": doctor_data(tr, doctor_strategy(tr, keys, computed), measured=measured),
         "legend": legend_data(),
         "constants": page_constants(),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         # graph breaks: every other piece's own payloads and the whole-model overview (issue 14)
-        "pieces": pieces_data(tr, keys, views, pairs, group, depth, budget, say) if root else [],
+        "pieces": pieces,
         "piece_fields": list(PIECE_FIELDS),  # what the page swaps when another piece is picked
-        "overview": overview_data(tr, keys) if root and len(tr.pieces) > 1 else None,
+        "overview": overview_data(tr, computed or keys[:1]) if root and len(tr.pieces) > 1 else None,
         "whole_model_option": whole_model_option(len(tr.pieces)),
         # the memory timeline ({"svg", "caption"} or None); report.js shows it under the saved tensors
-        "timeline": timeline_data(tr, keys),
+        "timeline": timeline_data(tr, computed),
         "pareto": pareto_data(tr, runs, advice) if root else None,  # the budget curve, runs and advice on it
     }
 

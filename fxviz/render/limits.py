@@ -19,4 +19,7 @@ while the time spent plus their estimated cost stays under the budget, and each 
 in the page with how to get it.  Small graphs never reach it (AlexNet's whole report: about 2 s; a
 12-layer GPT-2: about 5 s); on a 10,282-node graph (issue 26) torch's own partitioners take 6-18 s
 (default) and 20-43 s (min-cut) each, and its trace 27-90 s, so a report holding every strategy
-took twice the trace.  10 s keeps the report of that graph near half its trace."""
+took twice the trace.  10 s keeps the report of that graph near half its trace.  The rest of the
+report (node records, doctor, saved panel, memory table, timeline, the page) computes only from
+what the budget computed and is linear in the graph: about 15 s of a 15,162-node report (issue 36,
+benchmarks/RESULTS.md), whose min-cut and opening drawing are the other 105 s."""
