@@ -152,12 +152,17 @@ def _differences_drawings(tr: Trace, keys: Sequence[str], statuses: dict[str, St
     pairs = [(a, b) for a in usable for b in usable if a != b]
     pairs.sort(key=lambda p: keys[0] not in p)  # the pairs with the opening strategy first (stable)
     out: dict[tuple[str, str], str] = {}
-    spent = 0
-    for a, b in pairs:
+    spent, smallest = 0, DIFFERENCES_SVG_BUDGET
+    for i, (a, b) in enumerate(pairs):
         k = ViewKey("compare", a, b, differences=True)
+        if DIFFERENCES_SVG_BUDGET - spent < smallest:  # no drawing seen so far would fit: stop laying them out
+            say(f"left out: {len(pairs) - i} more differences drawings (the page's SVG budget is spent; the toggle "
+                "fades instead)")
+            break
         say(f"drawing: {k.text()}")
         r = view_payload(tr, k)
         size = len(r.svg or "")
+        smallest = min(smallest, size) if size else smallest
         if spent + size > DIFFERENCES_SVG_BUDGET:
             say(f"left out: {k.text()} ({size} characters of SVG over the page's budget; the toggle fades instead)")
             continue
