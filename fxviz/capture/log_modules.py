@@ -393,6 +393,7 @@ def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str]
             by_trace.setdefault(_torch.stack_trace(n), []).append(n)
     line_of = {f: (trace, i) for trace, line_ops in by_trace.items() for i, f in enumerate(line_ops)}
     by_outs: dict[str | None, dict[tuple[int, ...] | None, list[fx.Node]]] = {}  # per line, lazily
+    inverses: dict[tuple[str | None, frozenset[tuple[int, ...] | None], tuple[int, ...] | None], set[str]] = {}
     sums = _accumulations(gm, phases)  # autograd's sums of a gradient: no module, as in a model trace
     root = set(sums)
     for ops in _blocks(gm, phases, "backward"):
@@ -407,8 +408,12 @@ def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str]
             elif trace in by_trace:
                 if trace not in by_outs:
                     by_outs[trace] = _by_outs(by_trace[trace])
-                if cands := _inverse_of(n, phases, by_outs[trace], module):
-                    pending[n] = cands
+                ins = frozenset(_shape(a) for a in n.all_input_nodes if phases.get(a.name) == "backward")
+                key = (trace, ins, _shape(n))  # each block's derivative on a line asks the same: answered once
+                if key not in inverses:
+                    inverses[key] = _inverse_of(ins, _shape(n), by_outs[trace], module)
+                if inverses[key]:
+                    pending[n] = set(inverses[key])
         _resolve(pending, module, root)
         _follow_neighbours(ops, module, root, sums)
     _line_frames(gm, phases, module, root)
@@ -506,17 +511,17 @@ def _by_outs(line_ops: list[fx.Node]) -> dict[tuple[int, ...] | None, list[fx.No
     return out
 
 
-def _inverse_of(n: fx.Node, phases: dict[str, str], by_outs: dict[tuple[int, ...] | None, list[fx.Node]],
-                module: dict[str, str]) -> set[str]:
+def _inverse_of(ins: frozenset[tuple[int, ...] | None], gives: tuple[int, ...] | None,
+                by_outs: dict[tuple[int, ...] | None, list[fx.Node]], module: dict[str, str]) -> set[str]:
     """A derivative that reads no forward value (a view of a gradient, ``expand`` for a ``sum``,
-    ``cat`` for a ``split``, ``tanh_backward`` of a detached output): the modules of the forward
-    ops of its line (``by_outs``: :func:`_by_outs`) that take what it gives and give what it takes
-    (shapes); one per block where the line ran in several."""
-    ins = {_shape(a) for a in n.all_input_nodes if phases.get(a.name) == "backward"}
-    if not ins or None in ins or _shape(n) is None:
+    ``cat`` for a ``split``, ``tanh_backward`` of a detached output), reading gradients of shapes
+    ``ins`` and giving one of shape ``gives``: the modules of the forward ops of its line
+    (``by_outs``: :func:`_by_outs`) that take what it gives and give what it takes; one per block
+    where the line ran in several."""
+    if not ins or None in ins or gives is None:
         return set()
     return {module.get(f.name, ROOT) for f in by_outs.get(next(iter(ins)), [])
-            if ins <= _outs(f) and any(_shape(a) == _shape(n) for a in f.all_input_nodes)}
+            if ins <= _outs(f) and any(_shape(a) == gives for a in f.all_input_nodes)}
 
 
 def _outs(f: fx.Node) -> set[tuple[int, ...] | None]:
