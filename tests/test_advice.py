@@ -19,6 +19,7 @@ from fxviz.analysis.advice.search import BUDGETS
 from fxviz.analysis.choices import step_strategy
 from fxviz.analysis.strategies import Strategy
 from fxviz.errors import InputError
+from fxviz.units import format_bytes
 
 from .advice_run import run_options
 from .real_models import gpt2, llama
@@ -334,3 +335,31 @@ def test_opt_trace_applies_the_change_and_its_config(cases, case):
         with pytest.raises(InputError, match="bound"):
             advice.bound.trace()
     assert _same(before, _state(model))
+
+
+def test_no_option_that_changes_nothing_and_the_floor_of_a_peak():
+    """A peak below what parameters, inputs and model state hold throughout: no partition reaches it, which
+    the notes say; an option with the plain step's saved bytes and peak (a budget of 0.95 on a small MLP) is no
+    advice, even as the closest (a user walk found it offered as 'the closest')."""
+    model, inputs = fxviz.examples.mlp()
+    tr = fxviz.trace(model, *inputs)
+    advice = tr.advise(peak=1)
+    plain = advice.plain
+    for o in advice.options:
+        assert (o.saved_bytes, o.peak_bytes, o.recompute_flops) != (plain.saved_bytes, plain.peak_bytes, 0)
+    floor = sum(plain.by_kind[k] for k in ("parameters", "inputs", "model state outside the graph",
+                                           "optimizer state"))
+    assert any(f"alone hold {format_bytes(floor)} throughout" in n for n in advice.notes)
+    assert "no option to offer" in advice.text() or advice.options
+
+
+def test_an_option_that_saves_less_but_raises_the_peak_is_said():
+    """On the examples' mini GPT the exact optimum at 50% saved recomputes in the backward at its peak: it saves
+    less and peaks higher than the plain step, which the table says in words (not only in its delta column)."""
+    model, inputs = fxviz.examples.mini_gpt()
+    advice = fxviz.trace(model, *inputs).advise(saved="50%")
+    raised = [o for o in [*advice.options, *([advice.bound] if advice.bound else [])]
+              if o.meets and o.peak_change_bytes > 0]
+    assert raised, "the model no longer shows the case: pick one whose optimum raises the peak"
+    said = advice.text().split("raises the step's peak while saving less: ")[1].split("\n\n")[0]
+    assert all(f"{o.name} (+{format_bytes(o.peak_change_bytes)})" in " ".join(said.split()) for o in raised)

@@ -27,11 +27,11 @@ def test_advise_on_a_log_names_its_graph_and_covers_it_alone(break_log, capsys):
         out = capsys.readouterr().out
         other = ids[1 - ids.index(cid)]
         assert f"compile {cid}" in out.splitlines()[0]  # which graph, first
-        assert f"advice on graph {cid} of rank 0 only" in out and other in out.split("advice on graph")[1]
+        assert f"advice on compile {cid} of rank 0 only" in out and other in out.split("advice on compile")[1]
         # the table is the Python API's advice of that very graph, which says so in its notes
         advice = run.trace(compile_id=cid).advise(saved="50%")
         assert advice.text() in out
-        assert any(f"compile {cid}" in n and "covers that graph alone" in n for n in advice.notes)
+        assert any(f"compile {cid}" in n and "advice is of this graph's saved bytes" in n for n in advice.notes)
         logged = int(run.trace(compile_id=cid).memory_table(["logged"]).iloc[0]["saved_activation_bytes"])
         assert advice.plain.saved_bytes == logged > 0  # the plain step is what the run saved
     assert main(["advise", "--logs", str(break_log), "--saved", "50%", "--graph", "9/0"]) == 2

@@ -82,8 +82,10 @@ def _one_graph(run: object, tr: object) -> str:
     g = run.graphs  # type: ignore[attr-defined]
     others = [str(c) for c in g[(g["rank"] == rank) & g["backward"].astype(bool)]["compile_id"] if str(c) != compile_id]
     if not others:
-        return f"advice on graph {compile_id}, the only graph with a backward on rank {rank}: it covers the whole step"
-    return (f"advice on graph {compile_id} of rank {rank} only: its saved bytes and peak are this graph's, not the "
+        return (f"advice on compile {compile_id}, the only graph with a backward on rank {rank}: it covers the "
+                "whole step (the tables below call it graph 1)")
+    return (f"advice on compile {compile_id} of rank {rank} only (the tables below call it graph 1): its saved "
+            "bytes and peak are this graph's, not the "
             f"step's. The run has {len(others)} other graph(s) with a backward there ({', '.join(others)}: graph "
             "breaks, or recompiles), which this advice does not cover; a budget set in the training script applies "
             "to every graph the step compiles. Advise each with --graph ID")

@@ -108,7 +108,8 @@ class Option:
         cap = self.source
         if cap is None or cap.model is None or self.as_trace is None:
             raise InputError(f"{self.name}: this advice has no model to apply it to (advice on a log, or an Option "
-                             "made by hand)", "set opt.config in the training script and compile the model there")
+                             "made by hand)", f"set opt.config in the training script and compile the model there; "
+                             f"the trace advised on shows it as tr.memory_table([{self._strategy_name()!r}])")
         from ...capture.routes import capture as capture_model
 
         model = self.apply(cap.model)
@@ -119,6 +120,13 @@ class Option:
                                 backend=cap.backend, dynamic=cap.dynamic, keyword_inputs=keyword_inputs,
                                 compile_loss=cap.loss_fn is not None and not cap.loss_outside)
         return self.as_trace(new)
+
+    def _strategy_name(self) -> str:
+        """The strategy that partitions as this option's torch config does (``budget:0.2``)."""
+        from ... import _torch
+
+        b = self.config.get(_torch.BUDGET_SETTING)
+        return f"budget:{float(b):g}" if b is not None else "min_cut"
 
     def _config(self) -> contextlib.AbstractContextManager[None]:
         """torch's config as :attr:`config` says, for one trace (restored on exit)."""
@@ -139,9 +147,11 @@ class Option:
 
     def __repr__(self) -> str:
         state = "meets the target" if self.meets else f"misses it by {format_bytes(self.short_by)}"
-        where = (f"; the change is torch config, opt.config = {self.config} (apply() leaves the model as it is; "
-                 "opt.trace(*inputs) applies both)" if self.config and not (self.change and self.change.modules)
-                 else "")
+        modelless = self.source is None or self.source.model is None  # advice on a log: nothing to apply or trace
+        how = (f"set it in the training script; this trace shows it as strategy {self._strategy_name()!r}"
+               if modelless else "apply() leaves the model as it is; opt.trace(*inputs) applies both")
+        where = (f"; the change is torch config, opt.config = {self.config} ({how})"
+                 if self.config and not (self.change and self.change.modules) else "")
         return (f"<fxviz advice option {self.name}: saved {format_bytes(self.saved_bytes) or '0 B'}, peak "
                 f"{format_bytes(self.peak_bytes)}, recompute {format_flops(self.recompute_flops) or '0 FLOP'}; "
                 f"{state}{where}>")
@@ -160,6 +170,7 @@ class Advice:
     notes: list[str] = field(default_factory=list)
     flops_per_s: float = 0.0
     bytes_per_s: float = 0.0
+    step_name: str = "plain step"  # what the step advised on is: a logged run under a budget is not plain
 
     @property
     def options(self) -> list[Option]:
@@ -211,7 +222,7 @@ class Advice:
     def text(self) -> str:
         """The table as a terminal shows it."""
         lines = [f"target: {self.target.label(self.plain.saved_bytes)}",
-                 f"plain step: saves {format_bytes(self.plain.saved_bytes) or '0 B'}, peak "
+                 f"{self.step_name}: saves {format_bytes(self.plain.saved_bytes) or '0 B'}, peak "
                  f"{format_bytes(self.plain.peak_bytes)}", ""]
         shown = self.options + ([self.bound] if self.bound is not None else [])
         cheapest = self.cheapest
@@ -220,16 +231,26 @@ class Advice:
         # 100 columns: a name longer than what the figures leave gets a line of its own above them
         room = 100 - 60 - max((len(v) for v in verdicts), default=8)
         w = max(6, min(room, max((len(o.name) for o in shown), default=6)))
-        lines.append(f"  {'option':<{w}} {'saved':>9} {'peak':>9} {'Δpeak':>9} {'recompute':>11} {'est. time':>9}"
-                     "  verdict")
+        if shown:
+            lines.append(f"  {'option':<{w}} {'saved':>9} {'peak':>9} {'Δpeak':>9} {'recompute':>11} {'est. time':>9}"
+                         "  verdict")
+        else:
+            lines.append("  no option to offer (the notes say why)")
         for o, verdict in zip(shown, verdicts):
             if len(o.name) > w:
                 lines.append(f"  {o.name}")
             lines.append(f"  {o.name if len(o.name) <= w else '':<{w}} {format_bytes(o.saved_bytes) or '0 B':>9} "
                          f"{format_bytes(o.peak_bytes):>9} {_signed(o.peak_change_bytes):>9} "
                          f"{format_flops(o.recompute_flops) or '0 FLOP':>11} {_seconds(o.seconds):>9}  {verdict}")
+        raised = [o for o in shown if o.meets and o.peak_change_bytes > 0]
+        if raised and self.target.kind == "saved":  # less saved, yet a higher peak: said, not left to the Δ column
+            lines += ["", *textwrap.wrap(
+                "raises the step's peak while saving less: " + ", ".join(
+                    f"{o.name} (+{format_bytes(o.peak_change_bytes)})" for o in raised)
+                + " (the backward recomputes at its peak; see each option's peak below)", 100, subsequent_indent="  ")]
         if self.plain_meets:
-            lines += ["", "the plain step already meets the target: no change is needed (the options add headroom)"]
+            lines += ["", f"the {self.step_name} already meets the target: no change is needed"
+                      + (" (the options add headroom)" if self.options else "")]
         elif cheapest is None and self.options:
             o = self.options[0]
             lines += ["", f"no option meets the target; the closest is {o.name}, short by {format_bytes(o.short_by)}"]

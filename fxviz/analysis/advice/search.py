@@ -173,21 +173,36 @@ def advise(cap: Capture, target: Target, optimizer: str | int | None = None, *, 
         options.append(search.budget())
     blocks = repeated_blocks(cap.model) if cap.model is not None else None
     if cap.model is not None and blocks is None and set(kinds) & {"checkpoint", "selective"}:
-        notes.append("checkpointing: the model has no stack of identical layers (a ModuleList or Sequential) to wrap")
+        notes.append("checkpointing: the model has no stack of identical layers to wrap (a ModuleList or Sequential "
+                     "of two or more layers alike)")
     for kind in ("checkpoint", "selective"):
         if kind in kinds and blocks is not None:
             say(f"{kind} on the layers of {blocks[0]}")
             options.append(search.checkpoint(blocks[0], blocks[1], kind == "selective"))
     if cap.route == "log":  # one graph of a run: never the whole step unsaid
-        notes.append(f"a log's graph ({cap.origin}): this advice covers that graph alone, not the run's whole step "
-                     "(after a graph break the other graphs save theirs too: advise each, Run.trace(compile_id=...)); "
-                     "only the activation_memory_budget is offered: a log has no model to wrap")
+        notes.append(f"a log's graph ({cap.origin}): the advice is of this graph's saved bytes and peak (where the "
+                     "run compiled other graphs with a backward, advise each: Run.trace(compile_id=...)); only the "
+                     "activation_memory_budget is offered: a log has no model to wrap")
+    unchanged = [o for o in options if o.saved_bytes == search.plain.saved_bytes
+                 and o.peak_bytes == search.plain.peak_bytes and o.recompute_flops == 0]
+    if unchanged:  # an option that changes nothing is no advice, even as the closest one
+        options = [o for o in options if o not in unchanged]
+        notes.append(", ".join(o.name for o in unchanged) + ": changes nothing on this step (the same saved bytes "
+                     "and peak): not offered")
+    floor = sum(search.plain.by_kind.get(k, 0) for k in ("parameters", "inputs", "model state outside the graph",
+                                                          "optimizer state"))
+    if target.kind == "peak" and search.goal < floor:
+        notes.append(f"the step's parameters, inputs, model state and optimizer state alone hold "
+                     f"{format_bytes(floor)} throughout: no partition brings the peak to {format_bytes(search.goal)}")
     notes.append(_offload_note(cap))
     bound = search.bound()
     if bound is None:
         notes.append("no exact-optimum bound here: fxviz gives one for a saved-bytes target on a single graph "
                      "when some partition of it meets the target")
-    return Advice(target, search.goal, search.plain, options, bound, notes, flops_per_s, bytes_per_s)
+    budget = cap.torch_budget[0]
+    name = (f"the logged step (activation_memory_budget={budget:g})" if cap.route == "log" and budget < 1
+            else "plain step")
+    return Advice(target, search.goal, search.plain, options, bound, notes, flops_per_s, bytes_per_s, name)
 
 
 def _offload_note(cap: Capture) -> str:
