@@ -130,8 +130,10 @@ def test_ranks_from_names_stray_files_and_rank_zero_without_graphs(fail_log, tmp
     _without_aot_graphs(src, d / "b_trace_rank_0_x.log")
     (d / "notes.txt").write_text("not a log\n")
     (d / "core.json").write_text("{}\n")
-    with pytest.warns(FxvizWarning, match="not a TORCH_TRACE log"):
+    with pytest.warns(FxvizWarning, match=r"2 file\(s\) are not TORCH_TRACE logs") as seen:
         run = fxviz.load_logs(d)
+    strays = [w for w in seen if "not TORCH_TRACE logs" in str(w.message)]
+    assert len(strays) == 1 and "notes.txt" in str(strays[0].message)  # one warning for them all
     assert run.ranks == [0, 1] and not run.notes
     assert run.graphs[run.graphs["rank"] == 0]["status"].tolist() == ["failed", "no AOT graph"]
     tr = run.trace()  # rank 0 compiled no graph: the first rank that did, and it says so

@@ -21,6 +21,7 @@ aot_eager keeps 3,099,136 B, min-cut's figure on its graph.
 from __future__ import annotations
 
 import copy
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -96,16 +97,16 @@ class Measured:
         return self.saved[self.saved["kind"].isin(COPY_KINDS)]
 
     def __repr__(self) -> str:
-        """One line a terminal can show (the dataclass's own repr printed the whole ``saved`` frame)."""
+        """Its figures, wrapped at 100 columns (the dataclass's own repr printed the whole ``saved`` frame)."""
         estimate = ("" if self.estimated_bytes is None else
                     f" (estimated {format_bytes(self.estimated_bytes)}"
                     + (", equal)" if not self.difference else f", {self.difference:+,} B)"))
         graphs = f" over {self.graphs} graphs" if self.graphs > 1 else ""
-        return (f"Measured({self.strategy} compiled by {self.backend}{graphs}: "
+        return textwrap.fill(f"Measured({self.strategy} compiled by {self.backend}{graphs}: "
                 f"{format_bytes(self.saved_bytes)} of activations kept for the backward{estimate}, "
                 f"{self.saves} saved values; parameters {format_bytes(self.param_bytes)}, inputs "
                 f"{format_bytes(self.input_bytes)}, copies {format_bytes(self.copy_bytes)}; one step "
-                f"{self.seconds * 1e3:.1f} ms; .saved: {len(self.saved)} storages)")
+                f"{self.seconds * 1e3:.1f} ms; .saved: {len(self.saved)} storages)", 100, subsequent_indent="  ")
 
     def reason(self) -> str:
         """The difference from the estimate, in words ("" when there is none to explain)."""

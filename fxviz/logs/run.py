@@ -361,12 +361,12 @@ def load_logs(path: str | os.PathLike[str], on_compile: Callable[[Compile], None
     """
     p = pathlib.Path(path)
     indexes = []
+    strays: list[str] = []  # files that are not trace logs: one warning for them all, after the logs
     for f in log_files(p):
         fi = FileIndex(f)
         fi.read(on_compile)
         if fi.stats.records == 0:
-            warnings.warn(f"{os.path.basename(f)} is not a TORCH_TRACE log (no records): skipped", FxvizWarning,
-                          stacklevel=2)
+            strays.append(os.path.basename(f))
             continue
         if fi.stats.truncated:
             warnings.warn(f"{os.path.basename(f)} is truncated (it ends inside a record): its last graph may be "
@@ -376,7 +376,12 @@ def load_logs(path: str | os.PathLike[str], on_compile: Callable[[Compile], None
                           stacklevel=2)
         indexes.append(fi)
     if not indexes:
-        raise LogError(f"{p} holds no TORCH_TRACE log records", "run the training with TORCH_TRACE=dir and pass dir")
+        what = f" ({len(strays)} file(s), none a trace log)" if strays else ""
+        raise LogError(f"{p} holds no TORCH_TRACE log records{what}",
+                       "run the training with TORCH_TRACE=dir and pass dir")
+    if strays:
+        warnings.warn(f"{len(strays)} file(s) are not TORCH_TRACE logs (no records): skipped ("
+                      + ", ".join(strays[:3]) + (", ..." if len(strays) > 3 else "") + ")", FxvizWarning, stacklevel=2)
     run = Run(p, indexes)
     warn_other_torch(run.torch_versions)  # issue 33.2: results are the reading torch's; one warning names both
     return run

@@ -32,7 +32,8 @@ def checkpointed(module, context_fn=None):
     extra = {} if context_fn is None else {"context_fn": context_fn}
 
     def checkpointed_forward(*args, **kwargs):
-        return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **extra, **kwargs)
+        return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **extra,
+                                                 **kwargs)
 
     module.forward = checkpointed_forward
 '''
@@ -54,7 +55,8 @@ def save_matmuls(ctx, op, *args, **kwargs):
     return torch.utils.checkpoint.CheckpointPolicy.PREFER_RECOMPUTE
 
 
-policy = functools.partial(torch.utils.checkpoint.create_selective_checkpoint_contexts, save_matmuls)
+policy = functools.partial(torch.utils.checkpoint.create_selective_checkpoint_contexts,
+                           save_matmuls)
 '''
 
 

@@ -12,6 +12,7 @@ no heading counts them among the activations (it says their bytes beside).
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 from ...capture import JointGraph
@@ -99,7 +100,7 @@ def saved_text(graph: JointGraph, p: Partition, table: pd.DataFrame, model: nn.M
              f"makes ({acts / total:.0%}); {len(table)} values ({p.name})" if total else
              f"saved {format_bytes(acts) or '0 B'} of activations ({p.name})"]
     if held:
-        lines.append(f"{held} (listed after the activations)")
+        lines += textwrap.wrap(f"{held} (listed after the activations)", 100)
     pattern = re.compile(rf"^{re.escape(blocks[0])}\.(\d+)(\..*)?$") if blocks else None
     layers: dict[int, list[tuple[str, Any]]] = {}
     rest: list[Any] = []
