@@ -26,11 +26,12 @@ def _marker(kind: str, cx: float, cy: float, tip: str) -> str:
     marker, color = POINT_STYLE.get(kind, ("o", EDGE_COLOR))
     title = f"<title>{escape(tip)}</title>"
     if marker == "s":
-        return (f'<rect x="{cx - 5:.1f}" y="{cy - 5:.1f}" width="10" height="10" fill="{color}" stroke="#000000">'
-                f"{title}</rect>")
+        return (f'<rect x="{cx - 5:.1f}" y="{cy - 5:.1f}" width="10" height="10" fill="{color}" fill-opacity="0.7" '
+                f'stroke="#000000">{title}</rect>')
     w = 6 if marker == "D" else 4
     pts = f"{cx:.1f},{cy - 6:.1f} {cx + w:.1f},{cy:.1f} {cx:.1f},{cy + 6:.1f} {cx - w:.1f},{cy:.1f}"
-    return f'<polygon points="{pts}" fill="{color}" stroke="#000000">{title}</polygon>'
+    # see-through: a sweep point (the Pareto front's) under a run or an option stays visible
+    return f'<polygon points="{pts}" fill="{color}" fill-opacity="0.7" stroke="#000000">{title}</polygon>'
 
 
 def _words(r: pd.Series, numbers: bool = True) -> str:
@@ -88,14 +89,19 @@ def pareto_svg(sweep: pd.DataFrame, points: pd.DataFrame) -> str:
         body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{fill}" stroke="#000000"><title>budget '
                     f'{escape(text)}: saved {escape(format_bytes(int(r["saved_activation_bytes"])) or "0 B")}, '
                     f'recompute {escape(format_flops(int(r["recompute_flops"])) or "0 FLOP")}</title></circle>')
-        body.append(f'<text x="{cx + 5:.1f}" y="{cy - 5:.1f}" font-size="9" fill="#555555" {_FONT}>'
+        ly = cy - 5 if cy - 5 > _TOP + 10 else cy + 3  # at the top edge: beside the point, not on the title
+        body.append(f'<text x="{cx + 7:.1f}" y="{ly:.1f}" font-size="9" fill="#555555" {_FONT}>'
                     f'{escape(text)}</text>')
     for _, r in points.iterrows():
         px, py = x_of(float(r["saved_activation_bytes"])), y_of(float(r["recompute_flops"]))
         body.append(_marker(str(r["kind"]), px, py, _words(r)))
     if len(points):
         for x, y, tag in point_tags(points, "recompute_flops", 0.03):
-            body.append(f'<text x="{x_of(x) + 7:.1f}" y="{y_of(y) + 14:.1f}" font-size="10" font-weight="bold" '
+            # below-right of its point (budget labels sit above-right); at the bottom edge above-left instead,
+            # never on the axis' tick labels nor on a budget label
+            below = y_of(y) + 14 <= _TOP + _H - 3
+            tx, ty, anchor = (x_of(x) + 7, y_of(y) + 14, "start") if below else (x_of(x) - 7, y_of(y) - 8, "end")
+            body.append(f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}" font-size="10" font-weight="bold" '
                         f'{_FONT}>{escape(tag)}</text>')
     y = _TOP + _H + _BOTTOM + 14
     widest = 0
@@ -106,6 +112,7 @@ def pareto_svg(sweep: pd.DataFrame, points: pd.DataFrame) -> str:
         body.append(f'<text x="{_LEFT + 18}" y="{y}" font-size="11" {_FONT}><title>{escape(_words(r))}</title>'
                     f'{escape(line)}</text>')
         y += 16
-    width, height = max(_LEFT + _W + 16, _LEFT + 18 + int(widest * 6.2) + 8), y + 4  # ~6.2 px per character
+    # the right margin holds a budget label beside a point at the right edge ("0.1–1": ~40 px)
+    width, height = max(_LEFT + _W + 56, _LEFT + 18 + int(widest * 6.2) + 8), y + 4  # ~6.2 px per character
     return (f'<svg width="100%" viewBox="0 0 {width} {height}" class="fxviz-pareto-svg">'
             f'<title>budget curve with logged runs and advice</title>{"".join(body)}</svg>')
