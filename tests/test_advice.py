@@ -292,6 +292,7 @@ def test_saved_text_reads_like_print_saved_residuals():
     acts = int(tr.memory_table(["min_cut"]).iloc[0]["saved_activation_bytes"])
     made = forward_bytes(tr.graph, tr.partition("min_cut"))
     assert made >= acts > 0
+    assert all(len(ln) <= 100 for ln in text.splitlines()), "saved_text fits a terminal"
     head, *lines = text.splitlines()
     assert head.startswith("saved ") and f"of the {format_bytes(made)} the forward makes" in head
     held = int(table.loc[table["kind"].isin(["parameter", "input"]), "bytes"].sum())

@@ -12,7 +12,6 @@ no heading counts them among the activations (it says their bytes beside).
 from __future__ import annotations
 
 import re
-import textwrap
 from typing import TYPE_CHECKING, Any
 
 from ...capture import JointGraph
@@ -77,13 +76,13 @@ _KIND_ORDER = {"activation": 0, "symint": 1, "input": 2, "parameter": 3}
 
 
 def _held_anyway(rows: list[Any]) -> str:
-    """", and 208 KiB of parameters and 1 KiB of inputs it reads (held anyway)" for a heading."""
+    """"208 KiB of parameters and 1 KiB of inputs": what ``rows`` hold that the step holds anyway ("" for none)."""
     parts = []
     for kind, word in (("parameter", "parameters"), ("input", "inputs")):
         nbytes = sum(int(r["bytes"]) for r in rows if r["kind"] == kind)
         if nbytes:
             parts.append(f"{format_bytes(nbytes)} of {word}")
-    return f"; also reads {' and '.join(parts)}, held anyway" if parts else ""
+    return " and ".join(parts)
 
 
 def saved_text(graph: JointGraph, p: Partition, table: pd.DataFrame, model: nn.Module | None) -> str:
@@ -95,12 +94,12 @@ def saved_text(graph: JointGraph, p: Partition, table: pd.DataFrame, model: nn.M
     total = forward_bytes(graph, p)
     acts = int(table.loc[table["kind"] == "activation", "bytes"].sum())
     rows_all = [row for _name, row in table.iterrows()]
-    held = _held_anyway(rows_all).replace("; also reads", "the backward also reads")
+    held = _held_anyway(rows_all)
     lines = [f"saved {format_bytes(acts) or '0 B'} of activations, of the {format_bytes(total) or '0 B'} the forward "
              f"makes ({acts / total:.0%}); {len(table)} values ({p.name})" if total else
              f"saved {format_bytes(acts) or '0 B'} of activations ({p.name})"]
     if held:
-        lines += textwrap.wrap(f"{held} (listed after the activations)", 100)
+        lines.append(f"the backward also reads {held}, held anyway (listed last)")
     pattern = re.compile(rf"^{re.escape(blocks[0])}\.(\d+)(\..*)?$") if blocks else None
     layers: dict[int, list[tuple[str, Any]]] = {}
     rest: list[Any] = []
@@ -125,7 +124,8 @@ def saved_text(graph: JointGraph, p: Partition, table: pd.DataFrame, model: nn.M
         span = f"{idx[0]}-{idx[-1]} x{len(idx)}" if len(idx) > 1 else f"{idx[0]}"
         same = ", same pattern" if len(idx) > 1 else ""
         lines.append(f"{blocks[0] if blocks else ''}.{span}{same}: {format_bytes(each) or '0 B'} of activations"
-                     + (" each" if len(idx) > 1 else "") + _held_anyway([r for _, r in rows]))
+                     + (" each" if len(idx) > 1 else "") + (f" (+ {also}, held anyway)"
+                                                             if (also := _held_anyway([r for _, r in rows])) else ""))
         for suffix, r in rows:
             lines.append("  " + _line(r, f"{blocks[0] if blocks else ''}.{{i}}{suffix}" if len(idx) > 1
                                       else f"{blocks[0] if blocks else ''}.{idx[0]}{suffix}"))
