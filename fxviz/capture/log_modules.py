@@ -487,9 +487,15 @@ def _accumulations(gm: fx.GraphModule, phases: dict[str, str]) -> set[str]:
     return out
 
 
-def _shape(n: fx.Node) -> tuple[int, ...] | None:
+def _dims(shape: Any) -> tuple[Any, ...]:
+    """A shape as a key: ints, and a symbolic size (a dynamic recompile's ``s0``) by its expression, so it
+    hashes (a SymInt does not) and equals the same size elsewhere in the graph."""
+    return tuple(d if isinstance(d, int) else str(d) for d in shape)
+
+
+def _shape(n: fx.Node) -> tuple[Any, ...] | None:
     v = _torch.meta_val(n)
-    return tuple(v.shape) if hasattr(v, "shape") else None
+    return _dims(v.shape) if hasattr(v, "shape") else None
 
 
 def _behind(a: fx.Node, phases: dict[str, str]) -> fx.Node:
@@ -528,7 +534,7 @@ def _outs(f: fx.Node) -> set[tuple[int, ...] | None]:
     """The shapes an op gives (each output of a ``split``)."""
     v = _torch.meta_val(f)
     if isinstance(v, (list, tuple)):
-        return {tuple(x.shape) for x in v if hasattr(x, "shape")}
+        return {_dims(x.shape) for x in v if hasattr(x, "shape")}
     return {_shape(f)}
 
 
