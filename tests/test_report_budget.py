@@ -64,6 +64,8 @@ def test_the_collector_is_handed_back_as_the_session_had_it():
     try:
         frozen = gc.get_freeze_count()
         build_report(tr, strategies=["default"])
-        assert gc.get_freeze_count() == frozen
+        # not unfrozen (that empties it) and nothing more frozen; a frozen object the report's run let go of
+        # leaves the count (in a full suite, 12 of 3.8 million went), so no equality
+        assert 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
