@@ -104,6 +104,22 @@ with torch.no_grad():
 """
 
 
+def backward_by_rank(directory: pathlib.Path) -> dict[int, str]:
+    """Each rank's first logged backward graph (``aot_backward_graph``), by the rank in its file's name."""
+    import re
+
+    from fxviz.logs.reader import ReadStats, read_records
+
+    backward: dict[int, str] = {}
+    for f in sorted(directory.iterdir()):
+        rank = int(re.search(r"rank_(\d+)_", f.name).group(1))  # type: ignore[union-attr]
+        with open(f, "rb") as fh:
+            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind == "aot_backward_graph"):
+                if rec.payload:
+                    backward.setdefault(rank, rec.payload)
+    return backward
+
+
 def free_port() -> int:
     import socket
 

@@ -4,7 +4,6 @@ explained right (checkpointing, an inserted op, inductor's decompositions, two r
 
 from __future__ import annotations
 
-import re
 import shutil
 
 import pytest
@@ -13,7 +12,6 @@ import torch
 import fxviz
 from fxviz import _torch
 from fxviz.errors import InputError
-from fxviz.logs.reader import ReadStats, read_records
 
 from .compile_log import read_log, saved_of_backward
 from .compile_models import MODELS
@@ -251,13 +249,9 @@ def test_two_ranks_of_a_ddp_run(ddp_log):
     run = fxviz.load_logs(ddp_log)
     a, b = run.trace(rank=0), run.trace(rank=1)
     d = fxviz.diff(a, b)
-    backward = {}
-    for f in sorted(ddp_log.iterdir()):
-        rank = int(re.search(r"rank_(\d+)_", f.name).group(1))
-        with open(f, "rb") as fh:
-            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind == "aot_backward_graph"):
-                if rec.payload:
-                    backward.setdefault(rank, rec.payload)
+    from .logs_util import backward_by_rank
+
+    backward = backward_by_rank(ddp_log)
     check_sides(d, saved_of_backward(backward[0]), saved_of_backward(backward[1]))
     t = d.table
     # the same values on both ranks, each rank's batch in its shapes: paired by place, not by shape

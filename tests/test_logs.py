@@ -27,6 +27,7 @@ from .logs_util import (
     INFERENCE_ONLY,
     MINI_GPT,
     MISSING_GRADIENTS,
+    backward_by_rank,
     free_port,
     make_log,
 )
@@ -442,13 +443,7 @@ def test_fsdp2_compiled_blocks_save_all_gathered_parameters(tmp_path):
     space: dict = {}
     exec(compile(FSDP_BLOCKS.split("def main")[0], "<fsdp blocks>", "exec"), space)
     full = {n: p.numel() * p.element_size() for n, p in space["Block"](16).named_parameters()}
-    backward = {}
-    for f in sorted(log.iterdir()):
-        rank = int(re.search(r"rank_(\d+)_", f.name).group(1))
-        with open(f, "rb") as fh:
-            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind == "aot_backward_graph"):
-                if rec.payload:
-                    backward[rank] = rec.payload
+    backward = backward_by_rank(log)  # one graph per rank (asserted below): its first is its only
     run = fxviz.load_logs(log)
     assert run.ranks == [0, 1] and run.graphs["joint"].all()  # one graph per rank, run for both blocks
     for rank in (0, 1):
