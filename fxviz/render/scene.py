@@ -11,6 +11,7 @@ Nothing here re-derives an analysis fact: saved / recomputed / removed come from
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import torch.fx as fx
 
@@ -21,6 +22,9 @@ from ..units import format_bytes
 from .grouping import auto_depth, group_scene, module_path
 from .scene_types import RECOMPUTED_SUFFIX, VIEWS, Group, Item, Scene, format_tensor
 from .structure import BOOKKEEPING, OPENED_FUNCTION, Structure, function_key, structure_scene
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..analysis.memory import SavedMemory
 
 __all__ = [
     "RECOMPUTED_SUFFIX",
@@ -88,18 +92,30 @@ def _users(nodes: Sequence[fx.Node], ids: dict[str, str]) -> dict[str, list[str]
             if n.name in ids}
 
 
-def saved_storage(graph: JointGraph, partition: Partition | None) -> dict[str, tuple[str, int, str | None]]:
+def _saved_memory(graph: JointGraph, partition: Partition | None) -> SavedMemory | None:
+    """The memory analysis of what ``partition`` saves (None without graphs): computed once per
+    scene, read by the saved badges and the totals line (twice was 6 of a 60-layer GPT's 16 s)."""
+    if partition is None or partition.forward is None or partition.error:
+        return None
+    from ..analysis.memory import saved_memory
+
+    return saved_memory(partition, graph)
+
+
+def saved_storage(graph: JointGraph, partition: Partition | None,
+                  memory: SavedMemory | None = None) -> dict[str, tuple[str, int, str | None]]:
     """Every saved tensor by joint name -> (kind, bytes it adds, alias): its kind as the memory
     analysis counts it (``activation`` / ``parameter`` / ``input``), its storage's bytes on the
     first value of a storage and 0 on the others, and what it aliases when it adds no bytes: the
     first saved value on the same storage, or ``"parameter"`` / ``"input"`` for a view of one (three
-    ``detach`` aliases of one ``sigmoid`` are 1x its bytes, not 3x).  Empty without graphs."""
+    ``detach`` aliases of one ``sigmoid`` are 1x its bytes, not 3x).  Empty without graphs.
+    ``memory``: ``partition``'s saved memory if the caller has it."""
     if partition is None or partition.forward is None or partition.error:
         return {}
-    from ..analysis.memory import saved_memory
-
+    memory = _saved_memory(graph, partition) if memory is None else memory
+    assert memory is not None
     out: dict[str, tuple[str, int, str | None]] = {}
-    for use in saved_memory(partition, graph).storages:
+    for use in memory.storages:
         names = list(use.names)
         for k, n in enumerate(names):
             if use.owner != "activation":
@@ -137,11 +153,12 @@ def joint_scene(graph: JointGraph, partition: Partition | None = None, title: st
             recomputed=partition is not None and n.name in partition.recomputed,
             removed=partition is not None and n.name in partition.removed,
             users=users[n.name], detail=_detail(n))
-    _mark_saved(items.values(), saved_storage(graph, partition))
+    memory = _saved_memory(graph, partition)
+    _mark_saved(items.values(), saved_storage(graph, partition, memory))
     scene = Scene(items=items, edges=_edges(nodes, ids), view="joint", title=title,
                   two_sides=graph.has_backward)
     if partition is not None:
-        scene.caption.append(_totals_line(graph, partition))
+        scene.caption.append(_totals_line(graph, partition, memory))
     return scene
 
 
@@ -252,9 +269,10 @@ def partition_scene(graph: JointGraph, partition: Partition, side: str, title: s
         is_saved = joint in saved and (side == "forward" or n.op == "placeholder")
         items[ids[n.name]] = Item(id=ids[n.name], joint=joint, info=info, side=side, saved=is_saved,
                                   recomputed=recomputed, users=users[ids[n.name]], detail=_detail(n))
-    _mark_saved(items.values(), saved_storage(graph, partition))
+    memory = _saved_memory(graph, partition)
+    _mark_saved(items.values(), saved_storage(graph, partition, memory))
     scene = Scene(items=items, edges=_edges(nodes, ids), view=side, title=title)
-    scene.caption.append(_totals_line(graph, partition))
+    scene.caption.append(_totals_line(graph, partition, memory))
     return scene
 
 
@@ -267,7 +285,7 @@ def _bytes_text(activation: int, params: int, inputs: int, storages: int) -> str
     return ", ".join(parts) + f" in {storages} storages"
 
 
-def _saved_bytes_text(graph: JointGraph, partition: Partition) -> str:
+def _saved_bytes_text(graph: JointGraph, partition: Partition, memory: SavedMemory | None = None) -> str:
     """The saved bytes as the memory analysis counts them (by storage: views and aliases once,
     parameters and inputs apart from activations) or, for eager, as measured; if neither is
     available, the nominal sum of the saved nodes' ``numel x itemsize``, labelled so."""
@@ -277,9 +295,8 @@ def _saved_bytes_text(graph: JointGraph, partition: Partition) -> str:
                            measured.storages) + ", measured in eager"
     if partition.forward is not None:
         try:
-            from ..analysis.memory import saved_memory
-
-            mem = saved_memory(partition, graph)
+            mem = _saved_memory(graph, partition) if memory is None else memory
+            assert mem is not None
             return _bytes_text(mem.activation_bytes, mem.param_bytes, mem.input_bytes, len(mem.storages))
         except (ImportError, AttributeError, TypeError):
             pass
@@ -287,11 +304,11 @@ def _saved_bytes_text(graph: JointGraph, partition: Partition) -> str:
     return f"{format_bytes(total)} nominal (numel x itemsize per value; shared storage counted again)"
 
 
-def _totals_line(graph: JointGraph, partition: Partition) -> str:
+def _totals_line(graph: JointGraph, partition: Partition, memory: SavedMemory | None = None) -> str:
     label = partition.label
     if partition.error:
         return f"{label}: failed: {partition.error}"
-    line = (f"{label}: saves {len(partition.saved)} values ({_saved_bytes_text(graph, partition)}); "
+    line = (f"{label}: saves {len(partition.saved)} values ({_saved_bytes_text(graph, partition, memory)}); "
             f"recomputes {len(partition.recomputed)} ops; removes {len(partition.removed)}")
     unmapped = partition.unmapped
     if unmapped:
