@@ -20,13 +20,20 @@ BOOKKEEPING = "(in-place buffer updates)"
 _FN_BOX_MIN = 2  # one op of a function is drawn as itself; two or more share the function's box
 
 
-def _source_function(node: fx.Node | None) -> str | None:
-    """``masking_utils.sdpa_mask``: the innermost function of a node's recorded stack trace."""
+def _source_function(node: fx.Node | None, memo: dict[str, str | None]) -> str | None:
+    """``masking_utils.sdpa_mask``: the innermost function of a node's recorded stack trace
+    (``memo``: by the trace's text, which every layer of a stack repeats)."""
     from .._torch import stack_trace
 
     trace = stack_trace(node) if node is not None else None
     if not trace:
         return None
+    if trace not in memo:
+        memo[trace] = _innermost_function(trace)
+    return memo[trace]
+
+
+def _innermost_function(trace: str) -> str | None:
     found = [(path, fn) for path, _line, fn, _code in stack_frames(trace) if fn]
     if not found:
         return None
@@ -120,7 +127,8 @@ class Structure:
                           if self.path.get(p) and scene.items[p].side == "backward"]
                 path = _use_site(placed, used_at.get(it.info.source or "", set()))
             self.path[it.id] = path
-        self.function = {it.id: _source_function(joint_nodes.get(it.joint)) for it in scene.items.values()}
+        memo: dict[str, str | None] = {}
+        self.function = {it.id: _source_function(joint_nodes.get(it.joint), memo) for it in scene.items.values()}
         children: dict[tuple[str, ...], set[str]] = {}
         self.children = children
         for p in set(self.path.values()):
@@ -148,6 +156,7 @@ class Structure:
                 q = p[:k]
                 self.level[q] = 1 + sum(1 for j in range(1, k) if q[:j] not in self.container)
         self.bookkeeping = self._bookkeeping(producers)
+        self._units: dict[tuple[int, frozenset[str], bool], dict[str, tuple[str, str, str | None]]] = {}
 
     def _bookkeeping(self, producers: dict[str, list[str]]) -> set[str]:
         """Forward items from which no path reaches the loss, the backward or a returned value other
@@ -178,7 +187,10 @@ class Structure:
         A module with no submodules is a box at every level below its own (opening it would show
         loose ops, not structure); a module in ``expand`` is always open.  ``containers``: a
         container on the way (``h`` of ``h.0`` ... ``h.299``) is itself one box, unless opened."""
-        p = self.path[item_id]
+        return self._box_at(self.path[item_id], level, expand, containers)
+
+    def _box_at(self, p: tuple[str, ...], level: int, expand: frozenset[str], containers: bool) -> str | None:
+        """``box_of`` for an item at module path ``p``: every item of one module falls into the same box."""
         for k in range(1, len(p) + 1):
             q = p[:k]
             if containers and q in self.container and not _opened(".".join(q), expand):
@@ -192,27 +204,44 @@ class Structure:
     def units(self, level: int, expand: frozenset[str] = frozenset(),
               containers: bool = False) -> dict[str, tuple[str, str, str | None]]:
         """item id -> (unit id, box label, box module path or None for a function/bookkeeping box).
-        Items drawn as themselves map to ``(id, "", None)``; ``containers``: see :meth:`box_of`."""
+        Items drawn as themselves map to ``(id, "", None)``; ``containers``: see :meth:`box_of`.
+        Made once per arguments (the default view asks for each level's count, then draws one);
+        the caller must not change it."""
+        key = (level, frozenset(expand), containers)
+        if key not in self._units:
+            self._units[key] = self._make_units(level, key[1], containers)
+        return self._units[key]
+
+    def _make_units(self, level: int, expand: frozenset[str],
+                    containers: bool) -> dict[str, tuple[str, str, str | None]]:
         out: dict[str, tuple[str, str, str | None]] = {}
         loose: dict[tuple[str, tuple[str, ...], str], list[str]] = {}
+        boxes: dict[tuple[str, ...], str | None] = {}  # module path -> its box: one walk per module, not per item
+        drawn: dict[tuple[str, str], tuple[str, str, str]] = {}  # (side, box) -> the unit
+        bookkeeping = (f"forward/{urllib.parse.quote(BOOKKEEPING, safe='')}", BOOKKEEPING, None)
         for it in self.scene.items.values():
             if it.id in self.bookkeeping and BOOKKEEPING not in expand:
-                out[it.id] = (f"forward/{urllib.parse.quote(BOOKKEEPING, safe='')}", BOOKKEEPING, None)
+                out[it.id] = bookkeeping
                 continue
-            box = self.box_of(it.id, level, expand, containers)
+            path = self.path[it.id]
+            if path not in boxes:
+                boxes[path] = self._box_at(path, level, expand, containers)
+            box = boxes[path]
             if box is not None:
-                out[it.id] = (f"{it.side}/{urllib.parse.quote(box, safe='._-')}", box, box)
+                unit = drawn.get((it.side, box))
+                if unit is None:
+                    unit = drawn[it.side, box] = (f"{it.side}/{urllib.parse.quote(box, safe='._-')}", box, box)
+                out[it.id] = unit
                 continue
             out[it.id] = (it.id, "", None)
-            path = self.path[it.id]
             fn = self.function[it.id]
             if it.info.op == "call_function" and fn and ".".join(path) not in expand \
                     and (not path or not fn.endswith(".forward")):
                 loose.setdefault((it.side, path, fn), []).append(it.id)
         for (side, path, fn), ids in loose.items():
-            boxes = [part for part in self._connected(ids) if len(part) >= _FN_BOX_MIN]
-            for k, part in enumerate(boxes):  # numbered among the boxes only: #1, #2... or none for one
-                label = f"{fn}()" if len(boxes) == 1 else f"{fn}() #{k + 1}"
+            parts = [part for part in self._connected(ids) if len(part) >= _FN_BOX_MIN]
+            for k, part in enumerate(parts):  # numbered among the boxes only: #1, #2... or none for one
+                label = f"{fn}()" if len(parts) == 1 else f"{fn}() #{k + 1}"
                 key = function_key(path, label)
                 if key in expand:
                     continue
