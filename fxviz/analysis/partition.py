@@ -164,14 +164,18 @@ def _target_name(n: fx.Node) -> str:
     return str(getattr(n.target, "__name__", n.target)).split(".")[0]
 
 
-def _to_joint(gm: fx.GraphModule, joint: fx.GraphModule, inputs: dict[str, str | None] | None = None) -> dict[str, str]:
-    """Partition node name -> the joint node it IS: the joint node of its name, if that one runs the
-    same op and target on the same values (torch copies nodes by name, but a node a partitioner makes
-    itself may reuse a joint name: min-cut names a saved RNG state ``getitem_19``, a name the joint
-    gives a layer-norm value).  Values are compared up to duplicates the joint computes more than
-    once (inductor's joint passes, run again on a log's graph, may pick another of two equal
-    ``ne``).  A node standing for an op the RNG functionalization wrapped maps to that op.
-    ``inputs`` (backward): the forward's saved values by name and the joint node each is (or None)."""
+@dataclass
+class _JointValues:
+    """The joint graph's nodes by name, each node's first duplicate (``canon``: the first joint node
+    computing the same value) and the nodes of each op-and-inputs key: what ``_to_joint`` compares a
+    partition's nodes with, made once for both of a partition's graphs."""
+
+    nodes: dict[str, fx.Node]
+    canon: dict[str, str]
+    keys: dict[str, list[str]]
+
+
+def _joint_values(joint: fx.GraphModule) -> _JointValues:
     jnodes = {n.name: n for n in joint.graph.nodes if n.op != "output"}
     canon: dict[str, str] = {}  # joint node -> the first joint node computing the same value
     keys: dict[str, list[str]] = {}
@@ -183,6 +187,18 @@ def _to_joint(gm: fx.GraphModule, joint: fx.GraphModule, inputs: dict[str, str |
         same = keys.setdefault(k, [])
         canon[j.name] = same[0] if same and not _torch.is_random(j) else j.name
         same.append(j.name)
+    return _JointValues(jnodes, canon, keys)
+
+
+def _to_joint(gm: fx.GraphModule, joint: _JointValues, inputs: dict[str, str | None] | None = None) -> dict[str, str]:
+    """Partition node name -> the joint node it IS: the joint node of its name, if that one runs the
+    same op and target on the same values (torch copies nodes by name, but a node a partitioner makes
+    itself may reuse a joint name: min-cut names a saved RNG state ``getitem_19``, a name the joint
+    gives a layer-norm value).  Values are compared up to duplicates the joint computes more than
+    once (inductor's joint passes, run again on a log's graph, may pick another of two equal
+    ``ne``).  A node standing for an op the RNG functionalization wrapped maps to that op.
+    ``inputs`` (backward): the forward's saved values by name and the joint node each is (or None)."""
+    jnodes, canon, keys = joint.nodes, joint.canon, joint.keys
     out: dict[str, str] = {}
 
     def value(a: fx.Node) -> str | None:
@@ -243,9 +259,10 @@ def from_graphs(graph: JointGraph, strategy: Strategy, fwd: fx.GraphModule, bwd:
                 seconds: float = 0.0) -> Partition:
     """Describe a (forward, backward) pair in joint-graph terms."""
     joint_names = {n.name for n in graph.gm.graph.nodes if n.op != "output"}
-    fw_map = _to_joint(fwd, graph.gm)
+    joint = _joint_values(graph.gm)
+    fw_map = _to_joint(fwd, joint)
     saved_nodes = saved_values(fwd, graph.num_fwd_outputs)
-    bw_map = _to_joint(bwd, graph.gm, {o.name: fw_map.get(o.name) for o in saved_nodes})
+    bw_map = _to_joint(bwd, joint, {o.name: fw_map.get(o.name) for o in saved_nodes})
     made = _made(graph, saved_nodes, fw_map)
     saved = [fw_map.get(o.name) or made_name(o.name) for o in saved_nodes]
     in_fwd = set(fw_map.values())
