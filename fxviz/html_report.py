@@ -10,14 +10,12 @@ page's Content-Security-Policy allows exactly fxviz's script, by hash.
 from __future__ import annotations
 
 import base64
-import contextlib
-import gc
 import hashlib
 import os
 import pathlib
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ._gc import old_objects_frozen
 from ._io import write_atomic
 from .analysis.choices import shown_graphs
 from .errors import RenderError
@@ -34,33 +32,15 @@ __all__ = ["STATIC", "build_report", "build_run_report", "report"]
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
 
 
-@contextlib.contextmanager
-def _old_objects_frozen() -> Iterator[None]:
-    """The objects that exist before a report is built (the trace: graphs, fake tensors, meta dicts)
-    left out of the collector's passes while it is built, and handed back afterwards.  A report
-    allocates hundreds of thousands of records, and each full collection walked every object of
-    the trace again: 2.4 of a 1,482-node report's 10-14 s, 0.5 s frozen (issue 36).  Nothing is
-    kept alive longer than the report takes; a session that froze objects itself, or turned the
-    collector off, is left as it is."""
-    if not gc.isenabled() or gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
 def build_report(tr: Trace, **kwargs: Any) -> str:
     """The report as one HTML string (see :func:`report`)."""
-    with _old_objects_frozen():
+    with old_objects_frozen():
         return _html(report_data(tr, **kwargs))
 
 
 def build_run_report(graphs: list[tuple[int, str, Trace]], initial: int = 0, **kwargs: Any) -> str:
     """The report of several graphs of a logged run, with a rank and a graph selector."""
-    with _old_objects_frozen():
+    with old_objects_frozen():
         return _html(run_report_data(graphs, initial, **kwargs))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ._gc import old_objects_frozen
 from .analysis import choices
 from .analysis.strategies import Strategy, StrategyLike
 from .capture import graph_of
@@ -41,13 +42,14 @@ def draw_trace(tr: Trace, view: str, strategy: StrategyLike | None, compare: Str
     name = tr.title
     if len(tr.capture.graphs) > 1:
         name += f" ({graph_of(tr.index, len(tr.capture.graphs))})"
-    return tr.cached(key, lambda: draw(
-        tr.graph, view=view, partition=tr.partition(first) if first is not None else None,
-        compare=tr.partition(second) if second is not None else None, group=group, depth=depth,
-        highlight=list(marks), name=name, expand=list(opened),
-        node_limit=NODE_LIMIT if node_limit is None else node_limit,
-        timeout=DEFAULT_TIMEOUT if timeout is None else timeout, differences=bool(differences),
-        names=choices.step_names(tr.capture)))
+    with old_objects_frozen():  # the collector walks the drawing's records, not the trace's millions of objects
+        return tr.cached(key, lambda: draw(
+            tr.graph, view=view, partition=tr.partition(first) if first is not None else None,
+            compare=tr.partition(second) if second is not None else None, group=group, depth=depth,
+            highlight=list(marks), name=name, expand=list(opened),
+            node_limit=NODE_LIMIT if node_limit is None else node_limit,
+            timeout=DEFAULT_TIMEOUT if timeout is None else timeout, differences=bool(differences),
+            names=choices.step_names(tr.capture)))
 
 
 def _draw_flow(tr: Trace, strategy: Strategy, timeout: float | None) -> Drawing:

@@ -14,7 +14,7 @@ ROOT = pathlib.Path(fxviz.__file__).parent
 
 # floor -> module names or dotted prefixes (relative to the package); the longest match decides
 FLOORS: dict[int, tuple[str, ...]] = {
-    1: ("_torch", "_fx", "_io", "_state", "_supported", "errors", "examples", "example_names", "units",
+    1: ("_torch", "_fx", "_gc", "_io", "_state", "_supported", "errors", "examples", "example_names", "units",
         "graph_facts", "logs.signature"),
     2: ("capture", "roles", "logs.reader", "logs.graph_code", "logs.foreign", "logs.index", "logs.guards"),
     3: ("analysis",),
