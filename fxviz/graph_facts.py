@@ -294,15 +294,16 @@ class Storages:
             self._size[ra] = max(self._size[ra], self._size.pop(rb))
 
     def add(self, gm: fx.GraphModule) -> None:
+        raw, meta_val = self._raw, _torch.meta_val
         for n in gm.graph.nodes:
-            values = tensors(_torch.meta_val(n))
-            keys = [self._raw(t) for t in values]
+            value = meta_val(n)
+            keys = [raw(value)] if isinstance(value, torch.Tensor) else [raw(t) for t in tensors(value)]
             if n.op == "get_attr" and keys:  # every read of one attribute is one tensor
                 self._union(self._attrs.setdefault(str(n.target), keys[0]), keys[0])
-            base = alias_base(n)
-            base_values = tensors(_torch.meta_val(base)) if base is not None else []
+            base = alias_base(n) if n.op == "call_function" else None
+            base_values = tensors(meta_val(base)) if base is not None else []
             if base_values:
-                base_key = self._raw(base_values[0])
+                base_key = raw(base_values[0])
                 for k in keys:
                     self._union(base_key, k)
 
