@@ -110,7 +110,7 @@ class Structure:
 
     def __init__(self, scene: Scene, graph: JointGraph) -> None:
         self.scene = scene
-        joint_nodes = {n.name: n for n in graph.gm.graph.nodes}
+        self._joint_nodes = {n.name: n for n in graph.gm.graph.nodes}
         kinds = _module_kinds(graph)
         producers: dict[str, list[str]] = {}
         for a, b in scene.edges:
@@ -120,15 +120,19 @@ class Structure:
             if info.phase == "forward" and info.module and info.source:
                 used_at.setdefault(info.source, set()).add(tuple(info.module.split(".")))
         self.path: dict[str, tuple[str, ...]] = {}
+        of_module: dict[str, tuple[str, ...]] = {}  # a module's path, split once (not once per op)
         for it in scene.items.values():  # items are in graph order: producers come first
-            path = tuple(module_path(it.info))
+            module = it.info.module
+            if module:
+                path = of_module.get(module) or of_module.setdefault(module, tuple(module_path(it.info)))
+            else:
+                path = tuple(module_path(it.info))
             if not path and it.info.op == "call_function" and it.side == "backward":
                 placed = [self.path[p] for p in producers.get(it.id, ())
                           if self.path.get(p) and scene.items[p].side == "backward"]
                 path = _use_site(placed, used_at.get(it.info.source or "", set()))
             self.path[it.id] = path
-        memo: dict[str, str | None] = {}
-        self.function = {it.id: _source_function(joint_nodes.get(it.joint), memo) for it in scene.items.values()}
+        self._functions: dict[str, str | None] = {}  # stack-trace text -> its innermost function
         children: dict[tuple[str, ...], set[str]] = {}
         self.children = children
         for p in set(self.path.values()):
@@ -176,6 +180,11 @@ class Structure:
         dead = {i for i, it in self.scene.items.items() if i not in live and it.side == "forward"
                 and (it.info.op == "call_function" or it.info.role == "buffer")}
         return dead if any(self.scene.items[i].info.op == "call_function" for i in dead) else set()
+
+    def function(self, item_id: str) -> str | None:
+        """The innermost source function of an item's op (``masking_utils.sdpa_mask``): asked only
+        for the ops a level draws loose, not for the 50,000 a collapsed view boxes."""
+        return _source_function(self._joint_nodes.get(self.scene.items[item_id].joint), self._functions)
 
     @property
     def max_level(self) -> int:
@@ -234,7 +243,7 @@ class Structure:
                 out[it.id] = unit
                 continue
             out[it.id] = (it.id, "", None)
-            fn = self.function[it.id]
+            fn = self.function(it.id)
             if it.info.op == "call_function" and fn and ".".join(path) not in expand \
                     and (not path or not fn.endswith(".forward")):
                 loose.setdefault((it.side, path, fn), []).append(it.id)
