@@ -161,6 +161,11 @@ class Structure:
                 self.level[q] = 1 + sum(1 for j in range(1, k) if q[:j] not in self.container)
         self.bookkeeping = self._bookkeeping(producers)
         self._units: dict[tuple[int, frozenset[str], bool], dict[str, tuple[str, str, str | None]]] = {}
+        self._by_place: dict[tuple[str, tuple[str, ...]], list[str]] | None = None
+        self._neighbours: dict[str, list[str]] = {}
+        for a, b in scene.edges:
+            self._neighbours.setdefault(a, []).append(b)
+            self._neighbours.setdefault(b, []).append(a)
 
     def _bookkeeping(self, producers: dict[str, list[str]]) -> set[str]:
         """Forward items from which no path reaches the loss, the backward or a returned value other
@@ -214,39 +219,74 @@ class Structure:
               containers: bool = False) -> dict[str, tuple[str, str, str | None]]:
         """item id -> (unit id, box label, box module path or None for a function/bookkeeping box).
         Items drawn as themselves map to ``(id, "", None)``; ``containers``: see :meth:`box_of`.
-        Made once per arguments (the default view asks for each level's count, then draws one);
-        the caller must not change it."""
+        Made once per arguments; the caller must not change it."""
         key = (level, frozenset(expand), containers)
         if key not in self._units:
-            self._units[key] = self._make_units(level, key[1], containers)
+            boxed, in_function = self._parts(*key)
+            books = self.bookkeeping if BOOKKEEPING not in key[1] else set()
+            bookkeeping = (f"forward/{urllib.parse.quote(BOOKKEEPING, safe='')}", BOOKKEEPING, None)
+            out: dict[str, tuple[str, str, str | None]] = {}
+            for it in self.scene.items.values():
+                unit = bookkeeping if it.id in books else boxed.get((it.side, self.path[it.id]))
+                out[it.id] = unit or in_function.get(it.id) or (it.id, "", None)
+            self._units[key] = out
         return self._units[key]
 
-    def _make_units(self, level: int, expand: frozenset[str],
-                    containers: bool) -> dict[str, tuple[str, str, str | None]]:
-        out: dict[str, tuple[str, str, str | None]] = {}
-        loose: dict[tuple[str, tuple[str, ...], str], list[str]] = {}
-        boxes: dict[tuple[str, ...], str | None] = {}  # module path -> its box: one walk per module, not per item
-        drawn: dict[tuple[str, str], tuple[str, str, str]] = {}  # (side, box) -> the unit
-        bookkeeping = (f"forward/{urllib.parse.quote(BOOKKEEPING, safe='')}", BOOKKEEPING, None)
-        for it in self.scene.items.values():
-            if it.id in self.bookkeeping and BOOKKEEPING not in expand:
-                out[it.id] = bookkeeping
+    def count(self, level: int, expand: frozenset[str] = frozenset(), containers: bool = False) -> int:
+        """How many units ``units(level, expand, containers)`` draws, counted by module, not by item
+        (the default view counts every level to pick one, and draws one)."""
+        expand = frozenset(expand)
+        boxed, in_function = self._parts(level, expand, containers)
+        books = self.bookkeeping if BOOKKEEPING not in expand else set()
+        drawn = {unit for unit, _, _ in in_function.values()}
+        loose = 0
+        for place, ids in self._places().items():
+            kept = [i for i in ids if i not in books] if books else ids
+            if not kept:
                 continue
-            path = self.path[it.id]
+            if place in boxed:
+                drawn.add(boxed[place][0])
+            else:
+                loose += sum(1 for i in kept if i not in in_function)
+        return len(drawn) + loose + (1 if books else 0)
+
+    def _places(self) -> dict[tuple[str, tuple[str, ...]], list[str]]:
+        """(side, module path) -> the items there, in graph order: every item of a place falls into
+        the same box at any level."""
+        if self._by_place is None:
+            self._by_place = {}
+            for it in self.scene.items.values():
+                self._by_place.setdefault((it.side, self.path[it.id]), []).append(it.id)
+        return self._by_place
+
+    def _parts(self, level: int, expand: frozenset[str], containers: bool) -> tuple[
+            dict[tuple[str, tuple[str, ...]], tuple[str, str, str]], dict[str, tuple[str, str, None]]]:
+        """What a level draws, by place: the module box of each boxed place ((side, path) -> its
+        unit), and the function box of each loose op that shares one (item id -> its unit);
+        bookkeeping items aside (``units``)."""
+        boxed: dict[tuple[str, tuple[str, ...]], tuple[str, str, str]] = {}
+        drawn: dict[tuple[str, str], tuple[str, str, str]] = {}  # (side, box) -> the unit
+        loose: dict[tuple[str, tuple[str, ...], str], list[str]] = {}
+        books = self.bookkeeping if BOOKKEEPING not in expand else set()
+        boxes: dict[tuple[str, ...], str | None] = {}
+        for (side, path), ids in self._places().items():
             if path not in boxes:
                 boxes[path] = self._box_at(path, level, expand, containers)
             box = boxes[path]
             if box is not None:
-                unit = drawn.get((it.side, box))
+                unit = drawn.get((side, box))
                 if unit is None:
-                    unit = drawn[it.side, box] = (f"{it.side}/{urllib.parse.quote(box, safe='._-')}", box, box)
-                out[it.id] = unit
+                    unit = drawn[side, box] = (f"{side}/{urllib.parse.quote(box, safe='._-')}", box, box)
+                boxed[side, path] = unit
                 continue
-            out[it.id] = (it.id, "", None)
-            fn = self.function(it.id)
-            if it.info.op == "call_function" and fn and ".".join(path) not in expand \
-                    and (not path or not fn.endswith(".forward")):
-                loose.setdefault((it.side, path, fn), []).append(it.id)
+            for i in ids:
+                if i in books:
+                    continue
+                fn = self.function(i)
+                if self.scene.items[i].info.op == "call_function" and fn and ".".join(path) not in expand \
+                        and (not path or not fn.endswith(".forward")):
+                    loose.setdefault((side, path, fn), []).append(i)
+        in_function: dict[str, tuple[str, str, None]] = {}
         for (side, path, fn), ids in loose.items():
             parts = [part for part in self._connected(ids) if len(part) >= _FN_BOX_MIN]
             for k, part in enumerate(parts):  # numbered among the boxes only: #1, #2... or none for one
@@ -255,19 +295,14 @@ class Structure:
                 if key in expand:
                     continue
                 for i in part:
-                    out[i] = (f"{side}/{urllib.parse.quote(key, safe='._-()#')}", label, None)
-        return out
+                    in_function[i] = (f"{side}/{urllib.parse.quote(key, safe='._-()#')}", label, None)
+        return boxed, in_function
 
     def _connected(self, ids: list[str]) -> list[list[str]]:
         """``ids`` split into pieces joined by edges among themselves, in graph order: one box
         for a whole function whose ops feed modules in between (a UNet's forward: the time
         embedding, then each upsampling) would be a hub every edge runs through."""
         rest = set(ids)
-        links: dict[str, set[str]] = {i: set() for i in ids}
-        for a, b in self.scene.edges:
-            if a in rest and b in rest:
-                links[a].add(b)
-                links[b].add(a)
         parts = []
         order = {x: n for n, x in enumerate(ids)}  # once: per part it was quadratic (16 s at 50k nodes, issue 26)
         for i in ids:
@@ -278,7 +313,7 @@ class Structure:
             while todo:
                 x = todo.pop()
                 part.append(x)
-                for y in links[x]:
+                for y in self._neighbours.get(x, ()):  # the item's own edges, not every edge of the scene
                     if y in rest:
                         rest.discard(y)
                         todo.append(y)
@@ -298,8 +333,6 @@ class Structure:
                     out.add(urllib.parse.unquote(unit.split("/", 1)[1]))
         return out
 
-    def count(self, level: int, expand: frozenset[str] = frozenset(), containers: bool = False) -> int:
-        return len({u for u, _, _ in self.units(level, expand, containers).values()})
 
 
 OPENED_FUNCTION = "ops of "
