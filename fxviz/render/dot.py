@@ -319,12 +319,15 @@ def _text_width(text: str, size: float, bold: bool = False) -> int:
 
 
 def _legend_and_caption(scene: Scene) -> str:
-    roles = [r for r in ROLES if any(it.info.role == r for it in scene.items.values())]
-    statuses = [s for s in ("saved", "recomputed", "removed")
-                if any(getattr(it, s) for it in scene.items.values())]
-    marks = [m for m in ("A-only", "B-only", "both")
-             if any(m in (it.cmp_saved, it.cmp_recomputed,
-                                 None if it.cmp_removed == "both" else it.cmp_removed) for it in scene.items.values())]
+    items = scene.items.values()  # each fact gathered in one pass over the items (50,000 in a deep model)
+    present = {it.info.role for it in items}
+    roles = [r for r in ROLES if r in present]
+    statuses = [s for s, there in (("saved", any(it.saved for it in items)),
+                                   ("recomputed", any(it.recomputed for it in items)),
+                                   ("removed", any(it.removed for it in items))) if there]
+    shown = {m for it in items for m in (it.cmp_saved, it.cmp_recomputed,
+                                         None if it.cmp_removed == "both" else it.cmp_removed)}
+    marks = [m for m in ("A-only", "B-only", "both") if m in shown]
     rows = [f'<TR><TD ALIGN="LEFT" WIDTH="{_text_width(scene.title, 16, bold=True)}"><FONT POINT-SIZE="16">'
             f'<B>{_e(scene.title)}</B></FONT></TD></TR>'] if scene.title else []  # graphviz rejects an empty <B></B>
     rows.append(theme.legend_dot(roles, statuses, scene.compare_names, marks,

@@ -146,13 +146,15 @@ def joint_scene(graph: JointGraph, partition: Partition | None = None, title: st
     users = _users(nodes, ids)
     items: dict[str, Item] = {}
     saved = set(partition.saved) if partition is not None else set()
+    recomputed = partition.recomputed if partition is not None else set()
+    removed = partition.removed if partition is not None else set()
+    infos = graph.info
     for n in nodes:
-        info = graph.info[n.name]
-        items[n.name] = Item(
-            id=n.name, joint=n.name, info=info, side=info.phase, saved=n.name in saved,
-            recomputed=partition is not None and n.name in partition.recomputed,
-            removed=partition is not None and n.name in partition.removed,
-            users=users[n.name], detail=_detail(n))
+        name = n.name
+        info = infos[name]
+        items[name] = Item(id=name, joint=name, info=info, side=info.phase, saved=name in saved,
+                           recomputed=name in recomputed, removed=name in removed, users=users[name],
+                           detail=_detail(n))
     memory = _saved_memory(graph, partition)
     _mark_saved(items.values(), saved_storage(graph, partition, memory))
     scene = Scene(items=items, edges=_edges(nodes, ids), view="joint", title=title,
