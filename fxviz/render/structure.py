@@ -5,6 +5,7 @@ level of it, with the boxes named in ``expand`` opened."""
 
 from __future__ import annotations
 
+import itertools
 import urllib.parse
 from collections.abc import Iterable
 
@@ -161,11 +162,8 @@ class Structure:
                 self.level[q] = 1 + sum(1 for j in range(1, k) if q[:j] not in self.container)
         self.bookkeeping = self._bookkeeping(producers)
         self._units: dict[tuple[int, frozenset[str], bool], dict[str, tuple[str, str, str | None]]] = {}
-        self._by_place: dict[tuple[str, tuple[str, ...]], list[str]] | None = None
-        self._neighbours: dict[str, list[str]] = {}
-        for a, b in scene.edges:
-            self._neighbours.setdefault(a, []).append(b)
-            self._neighbours.setdefault(b, []).append(a)
+        self._by_place: dict[tuple[str, tuple[str, ...]], tuple[list[str], int]] | None = None
+        self._producers, self._users = producers, users  # an item's edges, for ``_connected``
 
     def _bookkeeping(self, producers: dict[str, list[str]]) -> set[str]:
         """Forward items from which no path reaches the loss, the backward or a returned value other
@@ -240,23 +238,24 @@ class Structure:
         books = self.bookkeeping if BOOKKEEPING not in expand else set()
         drawn = {unit for unit, _, _ in in_function.values()}
         loose = 0
-        for place, ids in self._places().items():
-            kept = [i for i in ids if i not in books] if books else ids
-            if not kept:
+        for place, (ids, n_books) in self._places().items():
+            if books and n_books == len(ids):  # every item there is in the bookkeeping box
                 continue
             if place in boxed:
                 drawn.add(boxed[place][0])
             else:
-                loose += sum(1 for i in kept if i not in in_function)
+                loose += sum(1 for i in ids if i not in in_function and i not in books)
         return len(drawn) + loose + (1 if books else 0)
 
-    def _places(self) -> dict[tuple[str, tuple[str, ...]], list[str]]:
-        """(side, module path) -> the items there, in graph order: every item of a place falls into
-        the same box at any level."""
+    def _places(self) -> dict[tuple[str, tuple[str, ...]], tuple[list[str], int]]:
+        """(side, module path) -> (the items there, in graph order; how many of them are
+        bookkeeping): every item of a place falls into the same box at any level."""
         if self._by_place is None:
-            self._by_place = {}
+            places: dict[tuple[str, tuple[str, ...]], list[str]] = {}
             for it in self.scene.items.values():
-                self._by_place.setdefault((it.side, self.path[it.id]), []).append(it.id)
+                places.setdefault((it.side, self.path[it.id]), []).append(it.id)
+            self._by_place = {place: (ids, sum(1 for i in ids if i in self.bookkeeping))
+                              for place, ids in places.items()}
         return self._by_place
 
     def _parts(self, level: int, expand: frozenset[str], containers: bool) -> tuple[
@@ -269,7 +268,7 @@ class Structure:
         loose: dict[tuple[str, tuple[str, ...], str], list[str]] = {}
         books = self.bookkeeping if BOOKKEEPING not in expand else set()
         boxes: dict[tuple[str, ...], str | None] = {}
-        for (side, path), ids in self._places().items():
+        for (side, path), (ids, _) in self._places().items():
             if path not in boxes:
                 boxes[path] = self._box_at(path, level, expand, containers)
             box = boxes[path]
@@ -313,7 +312,7 @@ class Structure:
             while todo:
                 x = todo.pop()
                 part.append(x)
-                for y in self._neighbours.get(x, ()):  # the item's own edges, not every edge of the scene
+                for y in itertools.chain(self._producers.get(x, ()), self._users.get(x, ())):  # its own edges
                     if y in rest:
                         rest.discard(y)
                         todo.append(y)
