@@ -360,6 +360,25 @@ def test_big_graphs_collapse_by_default_with_a_caption(traces):
     assert NODE_LIMIT >= 100
 
 
+def test_level_counts_are_the_units_drawn(traces):
+    """``Structure.count`` (counted by module place: the default view counts every level to pick
+    one) is the number of distinct units ``Structure.units`` draws (what the picture shows), at every
+    level, with each box opened or none, lists of blocks one box or not."""
+    from fxviz.render import scene as sc
+
+    for key in (("mini_gpt", "lifted"), ("resnet_block", "lifted")):
+        tr = traces[key]
+        scene = sc.joint_scene(tr.graph, tr.partition())
+        st = sc.Structure(scene, tr.graph)
+        opened = [frozenset(), *(frozenset({name}) for name in sorted(st.openable()))]
+        assert len(opened) > 3 and (key[0] != "resnet_block" or frozenset({sc.BOOKKEEPING}) in opened)
+        for level in range(1, st.max_level + 1):
+            for expand in opened:
+                for containers in (False, True):
+                    units = {u for u, _, _ in st.units(level, expand, containers).values()}
+                    assert st.count(level, expand, containers) == len(units), (key, level, expand, containers)
+
+
 def test_highlight(traces):
     tr = traces[("alexnet", "lifted")]
     root = parse(tr.draw(highlight="features.3").svg())
