@@ -8,7 +8,6 @@ terminal version the CLI prints.
 from __future__ import annotations
 
 import re
-
 import textwrap
 from typing import Any
 
@@ -124,7 +123,7 @@ def _left_aligned(df: pd.DataFrame, colwidth: int) -> pd.DataFrame:
     """Text columns (names, ops, reasons: no value starts like a number) padded on the right, so a
     terminal shows them left-aligned as people read them; pandas right-aligns every cell.  Numbers and
     sizes ("8 KiB") keep pandas' right alignment, which lines their digits up."""
-    out = {}
+    out: dict[object, Any] = {}
     for c in df.columns:
         values = df[c]
         texts = [v for v in values if isinstance(v, str) and v]
