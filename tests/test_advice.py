@@ -95,7 +95,7 @@ def test_targets_and_their_errors():
     assert parse_target(saved=1000).nbytes == 1000
     assert parse_target(peak="8GiB").nbytes == 8 << 30
     for bad in ({"saved": "50 %%"}, {"peak": "8 GB?"}, {"peak": "50%"}, {"saved": "150%"}, {},
-                {"saved": "1%", "peak": "1GiB"}, {"saved": -1}):
+                {"saved": "1%", "peak": "1GiB"}, {"saved": -1}, {"saved": "-5%"}, {"peak": "-1 GiB"}):
         with pytest.raises(InputError) as err:
             parse_target(**bad)
         assert "saved='50%'" in err.value.hint and "peak='8 GiB'" in err.value.hint
@@ -240,6 +240,11 @@ def test_cli_advise(capsys):
     assert main(["advise", "mlp", "--saved", "50 %%"]) == 2
     err = capsys.readouterr().err
     assert "--saved '50 %%'" in err and "--saved 50%" in err  # the command's words, not Python's
+    # a value with a leading minus reaches the target's check (argparse alone says "expected one argument")
+    for option, value in (("--saved", "-5%"), ("--peak", "-1GiB")):
+        assert main(["advise", "mlp", option, value]) == 2
+        err = capsys.readouterr().err
+        assert f"{option} '{value}' is negative" in err and len(err.splitlines()) == 1, err
     assert main(["advise", "mlp", "--saved", "50%"]) == 0
     out = capsys.readouterr().out
     assert "CHEAPEST" in out and "activation_memory_budget =" in out and "peak" in out

@@ -259,8 +259,8 @@ def test_two_ranks_of_a_ddp_run(ddp_log):
     batch = t[t["shape_a"] != t["shape_b"]]
     assert len(batch) and all(sa[0] == 4 and sb[0] == 6 and sa[1:] == sb[1:]
                               for sa, sb in zip(batch["shape_a"], batch["shape_b"]))
-    assert set(batch[batch["op"] != "primal"]["match"]) == {"module+op+position"}  # ops: by place
-    assert set(batch[batch["op"] == "primal"]["match"]) <= {"name"}  # the input x: by its name
+    assert set(batch[batch["op"] != "input"]["match"]) == {"module+op+position"}  # ops: by place
+    assert set(batch[batch["op"] == "input"]["match"]) <= {"name"}  # the input x: by its name
     assert d.totals[1] > d.totals[0]
 
 

@@ -107,6 +107,31 @@ def test_min_cut_is_the_real_runs(real_runs, traces, name, dynamic):
         assert p.saved == logged.saved
 
 
+@pytest.mark.parametrize("name,dynamic", CASES, ids=IDS)
+def test_min_cut_reuses_the_captures_own_and_a_fresh_one_agrees(real_runs, traces, name, dynamic):
+    """Inductor's capture already ran min-cut on the graph with the same arguments: ``min_cut`` is
+    that result (no second solve); a fresh min-cut of the same graph gives the same graphs, and any
+    change to torch's functorch config since the capture means a fresh one."""
+    import dataclasses
+
+    from torch._functorch import config as functorch_config
+
+    from fxviz.analysis.partition import partition
+
+    graph = traces[name, dynamic].graph
+    assert graph.captured_min_cut is not None
+    reused = partition(graph, "min_cut")
+    assert reused.forward is graph.captured_min_cut[0] and reused.backward is graph.captured_min_cut[1]
+    fresh = partition(dataclasses.replace(graph, captured_min_cut=None), "min_cut")
+    assert fresh.forward is not reused.forward
+    for a, b in ((reused.forward, fresh.forward), (reused.backward, fresh.backward)):
+        assert [n.format_node() for n in a.graph.nodes] == [n.format_node() for n in b.graph.nodes]
+    assert (reused.saved, reused.recomputed, reused.removed) == (fresh.saved, fresh.recomputed, fresh.removed)
+    assert Counter(fresh.saved) == Counter(real_runs[dynamic][name].saved)
+    with functorch_config.patch(ban_recompute_reductions=not functorch_config.ban_recompute_reductions):
+        assert partition(graph, "min_cut").forward is not graph.captured_min_cut[0]
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_the_step_strategy_is_the_real_step(real_runs, traces, name):
     """``choices.step_strategy``: what torch.compile(model)'s training step saves (issue 32)."""
@@ -138,6 +163,7 @@ def test_the_default_follows_the_users_budget(real_runs):
         tr = fxviz.trace(model, *inputs)
     assert step_strategy(tr.capture) == tr.default_strategy
     assert tr.default_strategy.name == f"budget:{BUDGET:g}:dp"
+    assert tr.graph.captured_min_cut is None  # the capture's min-cut solved a knapsack: not plain min_cut's
     assert tr.partition().saved == logged.saved
     # and min_cut stays min-cut without a budget, whatever torch's config says when it runs
     with functorch_config.patch(activation_memory_budget=BUDGET):

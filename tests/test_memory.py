@@ -365,3 +365,21 @@ def test_cli_table_rejects_unknown_strategies(capsys):
 
     assert main(["table", "mlp", "--strategies", "default,bogus"]) == 2
     assert "bogus" in capsys.readouterr().err
+
+
+def test_terminal_tables_left_align_text_and_right_align_numbers():
+    """``fitted_text`` (the doctor's parameter table, ``fxviz nodes``, the run's knapsack): names and
+    reasons read from the left, numbers and sizes line their digits up on the right, no trailing blanks."""
+    import pandas as pd
+
+    from fxviz.render.table import fitted_text
+
+    df = pd.DataFrame({"parameter": ["fc.weight", "b"], "bytes": ["8 KiB", "512 B"], "count": [12, 3],
+                       "reason": ["gets a gradient", "no gradient: detached"]})
+    lines = fitted_text(df).splitlines()
+    assert lines[0].split() == ["parameter", "bytes", "count", "reason"]
+    assert lines[1].startswith("fc.weight ") and lines[2].startswith("b         ")
+    assert lines[1].index("8 KiB") + 5 == lines[2].index("512 B") + 5  # right-aligned sizes
+    assert lines[1].index("12") + 2 == lines[2].index("3") + 1
+    assert lines[1].index("gets") == lines[2].index("no gradient") == lines[0].index("reason")
+    assert all(line == line.rstrip() for line in lines)

@@ -111,6 +111,13 @@ def plain_min_cut_config() -> Iterator[None]:
         yield
 
 
+def min_cut_config_state() -> bytes:
+    """torch's functorch config as plain min-cut sees it (``activation_memory_budget=1``): the same
+    bytes then and now mean a min-cut run then is the one strategy ``min_cut`` would run now."""
+    with plain_min_cut_config():
+        return functorch_config.save_config()
+
+
 @contextlib.contextmanager
 def budget_config(budget: float, solver: str) -> Iterator[None]:
     """Set the activation-memory budget and its solver for one partitioner call only."""

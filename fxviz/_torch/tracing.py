@@ -9,6 +9,7 @@ import contextlib
 import functools
 import itertools
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from torch._functorch import config as functorch_config
 from torch._functorch.aot_autograd import aot_function as _aot_function
 from torch._functorch.aot_autograd import make_boxed_func as _make_boxed_func
 
-from .partitioners import copy_graph_module, default_partition, min_cut_partition
+from .partitioners import copy_graph_module, default_partition, min_cut_config_state, min_cut_partition
 
 
 @dataclass
@@ -42,6 +43,10 @@ class RawJoint:
     calls: list[tuple[int, list[int]]] = field(default_factory=list)  # (run number, input ids) per run
     compiler: str | None = None  # the ``compiler`` argument the partitioner got (inductor passes "inductor")
     before_joint_passes: fx.GraphModule | None = None  # inductor only: the joint graph before its rewrites
+    # inductor only: the (forward, backward) min-cut returned for this joint graph during the capture,
+    # copied before inductor touched them, with its seconds; None when a budget (or any partitioner
+    # setting other than plain min-cut's) was in force: see ``capture_min_cut_config``
+    captured_min_cut: tuple[fx.GraphModule, fx.GraphModule, float, bytes] | None = None
 
 
 def _boxed_nop(gm: fx.GraphModule, example_inputs: Any) -> Callable:
@@ -85,6 +90,7 @@ def _raw_from_record(record: dict[str, Any]) -> RawJoint:
         calls=list(record.get("calls") or []),
         compiler=record.get("compiler"),
         before_joint_passes=record.get("before_joint_passes"),
+        captured_min_cut=record.get("min_cut"),
     )
 
 
@@ -220,7 +226,8 @@ def _recording_runs(compiled: Callable, record: dict[str, Any], counter: Iterato
     return run
 
 
-def _inductor_backend(records: list[dict[str, Any]]) -> tuple[Callable, contextlib.AbstractContextManager]:
+def _inductor_backend(records: list[dict[str, Any]], user_config: bytes
+                      ) -> tuple[Callable, contextlib.AbstractContextManager]:
     """A dynamo backend that is inductor's own ``compile_fx`` up to and including partitioning, and
     a context (config patches) to run it in.
 
@@ -232,7 +239,9 @@ def _inductor_backend(records: list[dict[str, Any]]) -> tuple[Callable, contextl
     (run first inside ``joint_graph_passes``) keeps the graph as AOTAutograd traced it (what a
     ``TORCH_TRACE`` log prints as ``aot_joint_graph``).  ``inner_compile`` is replaced by one that
     runs the partitioned FX graphs as they are, so no kernel is generated and no C++ compiler runs.
-    Caches are off so that every trace reaches the partitioner.
+    Caches are off so that every trace reaches the partitioner.  A plain min-cut's result (no
+    memory budget in force) is kept with ``user_config``, the caller's functorch config before
+    the capture patched it, for strategy ``min_cut`` to reuse while that config holds.
     """
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx
@@ -241,7 +250,13 @@ def _inductor_backend(records: list[dict[str, Any]]) -> tuple[Callable, contextl
     class _RecordingPartitioner(CustomPartitionerFn):
         def __call__(self, gm: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
             _record_partitioner_call(records[-1], gm, joint_inputs, kwargs)
-            return min_cut_partition(gm, joint_inputs, **kwargs)
+            start = time.perf_counter()
+            fwd, bwd = min_cut_partition(gm, joint_inputs, **kwargs)
+            seconds = time.perf_counter() - start
+            if functorch_config.activation_memory_budget >= 1:  # plain min-cut: strategy ``min_cut`` reuses it
+                # copied now: inductor's forward compiler rewrites the graphs it is handed (view -> reshape)
+                records[-1]["min_cut"] = (copy_graph_module(fwd), copy_graph_module(bwd), seconds, user_config)
+            return fwd, bwd
 
         def uuid(self) -> Any:
             return None  # never cached
@@ -298,7 +313,7 @@ def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable
     runs = itertools.count()
     patches: contextlib.AbstractContextManager = contextlib.nullcontext()
     if backend == "inductor":
-        inner, patches = _inductor_backend(records)
+        inner, patches = _inductor_backend(records, min_cut_config_state())
     else:
         def inner(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
             return _aot_autograd_backend(

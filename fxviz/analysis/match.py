@@ -48,8 +48,11 @@ class Matching:
 
 
 def value_op(info: NodeInfo) -> str:
-    """What made a value: its aten op (``addmm``), or its role for a graph input (``parameter``)."""
-    return info.role if info.op in ("placeholder", "get_attr") else info.short_op
+    """What made a value: its aten op (``addmm``), or its role for a graph input (``parameter``; a
+    user's input is ``input``, as the saved table says it, not the graph role's ``primal``)."""
+    if info.op in ("placeholder", "get_attr"):
+        return "input" if info.role == "primal" else info.role
+    return info.short_op
 
 
 def value_module(info: NodeInfo) -> str | None:

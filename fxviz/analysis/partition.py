@@ -395,6 +395,19 @@ def partitioner(spec: StrategyLike, time_limit: float | None = None) -> Partitio
     return fn
 
 
+def _captured_min_cut(graph: JointGraph, s: Strategy) -> Partition | None:
+    """Strategy ``min_cut`` on a graph inductor's capture already partitioned with plain min-cut and
+    the same arguments: that result, described (a second min-cut of the same graph gives the same
+    graphs and was most of a big report's time); None when the capture ran none or torch's functorch
+    config has changed since (``min_cut`` then runs as it is now)."""
+    if s.kind != "min_cut" or graph.captured_min_cut is None:
+        return None
+    fwd, bwd, seconds, state = graph.captured_min_cut
+    if state != _torch.min_cut_config_state():
+        return None
+    return from_graphs(graph, s, fwd, bwd, seconds)
+
+
 def partition(graph: JointGraph, strategy: StrategyLike = "default", capture: Capture | None = None) -> Partition:
     """Partition a copy of ``graph`` with ``strategy``.  A strategy that fails returns a
     ``Partition`` whose ``error`` says why (a table keeps its other rows); a malformed strategy
@@ -405,6 +418,9 @@ def partition(graph: JointGraph, strategy: StrategyLike = "default", capture: Ca
         return Partition(strategy=s, forward=graph.gm, backward=None, caller=graph.partitioner_caller, error=why)
     if s.kind in _MEASURES:
         return _MEASURES[s.kind](s, graph, capture)
+    reused = _captured_min_cut(graph, s)
+    if reused is not None:
+        return reused
     fn = _PARTITIONERS[s.kind](s)
     start = time.perf_counter()
     try:

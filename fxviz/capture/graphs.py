@@ -40,6 +40,9 @@ class JointGraph:
     before_joint_passes: fx.GraphModule | None = None  # inductor: the graph before its joint-graph passes
     # a graph read from a log: the forward and backward graphs the run itself used (strategy "logged")
     logged: tuple[fx.GraphModule, fx.GraphModule] | None = None
+    # inductor's capture: the min-cut torch.compile ran on this graph (forward, backward, seconds, the
+    # functorch config it ran under), which strategy ``min_cut`` reuses while that config holds
+    captured_min_cut: tuple[fx.GraphModule, fx.GraphModule, float, bytes] | None = None
     # compiled with gradients off (``torch.no_grad()``): a forward graph only, nothing saved for a
     # backward and no gradient expected (a log's ``aot_inference_graph``)
     inference: bool = False

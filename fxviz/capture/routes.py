@@ -393,7 +393,8 @@ def _joint_graph(raw: _torch.RawJoint, input_names: dict[int, InputName], consta
                       static_lifetime_input_indices=list(raw.static_lifetime_input_indices or []),
                       joint_inputs=raw.joint_inputs, info=info, placeholder_values=placeholder_values,
                       constant_values=constant_values, index=index, partitioner_caller=caller,
-                      compiler=raw.compiler, before_joint_passes=raw.before_joint_passes)
+                      compiler=raw.compiler, before_joint_passes=raw.before_joint_passes,
+                      captured_min_cut=raw.captured_min_cut)
 
 
 class _Fakes:

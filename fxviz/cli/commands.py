@@ -116,10 +116,14 @@ def _print_knapsack(run: Any, tr: Any) -> None:
     if df is None:
         return
     from ..render.table import fitted_text
+    from ..units import format_bytes
 
     print()
-    print(wrap(df.attrs["caption"]))
-    print(fitted_text(df.round({"budget_share": 3}), WIDTH))
+    print(wrap(df.attrs["caption"], indent=""))  # a paragraph, not an item with a hanging indent
+    shown = df.round({"budget_share": 3}).assign(
+        bytes=df["bytes"].map(lambda b: format_bytes(int(b)) if b == b and b is not None else ""),
+        runtime=df["runtime"].map(lambda r: f"{r:g}" if r == r and r is not None else ""))
+    print(fitted_text(shown, WIDTH))
 
 
 def _print_table(df: Any, exact: bool) -> None:

@@ -40,8 +40,31 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+_VALUE_OPTIONS = ("--saved", "--peak")
+"""Options whose value a user may write with a leading minus (``--saved -5%``): argparse would take
+it for an option and say "expected one argument"; glued as ``--saved=-5%``, the value reaches the
+check that says what is wrong with it."""
+
+
+def _glue_dash_values(argv: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    it = iter(argv)
+    for token in it:
+        if token in _VALUE_OPTIONS:
+            value = next(it, None)
+            if value is not None and value.startswith("-") and not value.startswith("--"):
+                out.append(f"{token}={value}")
+                continue
+            out.append(token)
+            if value is not None:
+                out.append(value)
+            continue
+        out.append(token)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parser().parse_args(_glue_dash_values(sys.argv[1:] if argv is None else argv))
     try:
         with warnings.catch_warnings():
             warnings.showwarning = show_warning

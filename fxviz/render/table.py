@@ -7,6 +7,7 @@ terminal version the CLI prints.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Any
 
@@ -60,6 +61,16 @@ def best_rows(df: pd.DataFrame) -> dict[str, set[Any]]:
     return out
 
 
+def _empty_columns(df: pd.DataFrame) -> set[str]:
+    """Metrics no strategy that ran has a value for (``gap_to_optimal_*`` without an ``optimal`` row):
+    an empty row or column says nothing, so it is left out of what is shown (the frame keeps it)."""
+    ran = df[df["error"].isna()] if "error" in df else df
+    if not len(ran):
+        return set()
+    return {str(c) for c in df.columns
+            if c not in ("strategy", "error") and not ran[c].map(lambda v: v is not None and v == v).any()}
+
+
 def style_memory_table(df: pd.DataFrame) -> Any:
     """A pandas ``Styler``: human units, best value per column on a mint fill and bold, error
     rows grey and italic, the caption underneath."""
@@ -75,7 +86,8 @@ def style_memory_table(df: pd.DataFrame) -> Any:
             styles.loc[r, :] = f"color: {ERROR_COLOR}; font-style: italic"
         return styles
 
-    columns = [c for c in df.columns if c != "error"]
+    empty = _empty_columns(df)
+    columns = [c for c in df.columns if c != "error" and c not in empty]
     if errors:  # the reason next to the strategy's name, not at the far right
         columns.insert(columns.index("strategy") + 1 if "strategy" in columns else 0, "error")
     styler = pd.DataFrame(df[columns]).style.format({c: _formatter(c) for c in columns}, escape="html")
@@ -104,13 +116,34 @@ def style_memory_table(df: pd.DataFrame) -> Any:
     return styler
 
 
+_NUMBER_LIKE = re.compile(r"^\s*[-+]?[\d.]")
+
+
+def _left_aligned(df: pd.DataFrame, colwidth: int) -> pd.DataFrame:
+    """Text columns (names, ops, reasons: no value starts like a number) padded on the right, so a
+    terminal shows them left-aligned as people read them; pandas right-aligns every cell.  Numbers and
+    sizes ("8 KiB") keep pandas' right alignment, which lines their digits up."""
+    out: dict[object, Any] = {}
+    for c in df.columns:
+        values = df[c]
+        texts = [v for v in values if isinstance(v, str) and v]
+        if not pd.api.types.is_string_dtype(values) or not texts or any(_NUMBER_LIKE.match(v) for v in texts):
+            out[c] = values
+            continue
+        cells = ["" if v is None or (not isinstance(v, str) and v != v) else str(v) for v in values]
+        cells = [v if len(v) <= colwidth else v[:colwidth - 3] + "..." for v in cells]
+        w = max([len(str(c))] + [len(v) for v in cells])
+        out[str(c).ljust(w)] = [v.ljust(w) for v in cells]
+    return pd.DataFrame(out, index=df.index)
+
+
 def fitted_text(df: pd.DataFrame, width: int = 100, drop: tuple[str, ...] = ()) -> str:
-    """``df`` as terminal text at most ``width`` columns wide: the columns in ``drop`` go first
-    (in that order) while it is wider, then long cells are cut with an ellipsis."""
+    """``df`` as terminal text at most ``width`` columns wide, text columns left-aligned: the columns
+    in ``drop`` go first (in that order) while it is wider, then long cells are cut with an ellipsis."""
     df = df.copy()
     for colwidth in (70, 50, 40, 30, 24, 18):
         with pd.option_context("display.max_rows", None, "display.width", 10_000, "display.max_colwidth", colwidth):
-            text = df.to_string(index=False)
+            text = "\n".join(line.rstrip() for line in _left_aligned(df, colwidth).to_string(index=False).splitlines())
         if max((len(line) for line in text.splitlines()), default=0) <= width:
             return text
         if drop and drop[0] in df.columns:
@@ -129,7 +162,8 @@ def memory_table_text(df: pd.DataFrame, width: int = 100) -> str:
         return "\n".join(textwrap.wrap(f"no strategy applies to this graph: {reasons.pop()} "
                                         f"({', '.join(str(x) for x in df['strategy'])})", width))
     best = best_rows(df)
-    metrics = [c for c in df.columns if c not in ("strategy", "error", "seconds", "measured_reason")]
+    empty = _empty_columns(df)
+    metrics = [c for c in df.columns if c not in ("strategy", "error", "seconds", "measured_reason") and c not in empty]
     shown = pd.DataFrame(index=pd.Index(metrics))
     for r in df.index:
         label = str(df.loc[r, "strategy"]) if "strategy" in df else str(r)
@@ -137,7 +171,7 @@ def memory_table_text(df: pd.DataFrame, width: int = 100) -> str:
             shown[label] = ["failed"] + [""] * (len(metrics) - 1)
             continue
         shown[label] = [_formatter(c)(df.loc[r, c]) + ("*" if r in best.get(c, ()) else "") for c in metrics]
-    lines = [shown.to_string()]
+    lines = [line.rstrip() for line in shown.to_string().splitlines()]
     for r in df.index[errors]:
         lines.append(f"{df.loc[r, 'strategy']} failed: {df.loc[r, 'error']}")
     if "measured_reason" in df:  # the measured twin's difference, in words, under its column

@@ -52,6 +52,8 @@ def _size(value: str | int, name: str, percent: bool) -> Target:
         if value < 0:
             raise InputError(f"{name}={value} is negative", f"accepted forms: {FORMS}")
         return Target(name, nbytes=value)
+    if value.strip().startswith("-"):
+        raise InputError(f"{name}={value!r} is negative", f"accepted forms: {FORMS}")
     m = _PERCENT.match(value)
     if m is not None and percent:
         fraction = float(m.group(1)) / 100
