@@ -79,7 +79,14 @@ class Sides:
         return chosen
 
     def label(self, s: str) -> str:
-        return f"log {self.log[s]}" if self.log[s] is not None else f"model {self.model[s]}"
+        """A side's name: the log and, for a whole step of a log with several ranks, the rank it read
+        (two ranks of one log read alike otherwise); one graph's own title names its rank and compile."""
+        if self.log[s] is None:
+            return f"model {self.model[s]}"
+        traced, run = self.trace(s), self._cache["run", self.log[s]]
+        if isinstance(traced, list) and len(traced) > 1 and len(run.ranks) > 1:
+            return f"log {self.log[s]}, rank {run.located(traced[0])[0]}"
+        return f"log {self.log[s]}"
 
     def trace(self, s: str) -> Any:
         """Side ``s``'s ``Trace``; a log is read once, and a (log, rank, graph) or (model, backend) traced once."""

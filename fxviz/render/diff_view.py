@@ -23,12 +23,18 @@ _TOP = 10  # differences listed in the summary
 _MODULES = 8  # modules listed in the summary
 _SHORT = {"name": "name", "module+op+position": "place", "op+shape": "op+shape", "unmatched": "none",
           ACROSS_GRAPHS: "other graph"}
-_LEGEND = "match: name = same name; place = module+op+position; op+shape; none = unmatched"
+_LEGEND = ("match: name = same name, or the same parameter or input; place = module+op+position; op+shape; "
+           "none = unmatched")
 _LEGEND_STEP = "other graph = module, op and shape, in a graph that is not the pair's"
 
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _side_lines(letter: str, label: str, width: int) -> list[str]:
+    """``A: <label>`` wrapped, never cut: the label names the log, rank and compile a side is."""
+    return textwrap.wrap(f"{letter}: {label}", width, subsequent_indent="   ", break_on_hyphens=False) or [f"{letter}:"]
 
 
 def _change(a: int, b: int) -> str:
@@ -104,8 +110,8 @@ def diff_summary(a: Side, b: Side, table: pd.DataFrame, by_module: pd.DataFrame,
     ta, tb = a.activation_bytes, b.activation_bytes
     values, matched = _counts(table)
     lines = [
-        _cut(f"A: {a.label}", width),
-        _cut(f"B: {b.label}", width),
+        *_side_lines("A", a.label, width),
+        *_side_lines("B", b.label, width),
         f"saved activations: A {format_bytes(ta)}, B {format_bytes(tb)}, change {_change(ta, tb)}",
     ]
     others = [f"{o}s A {format_bytes(a.bytes_of(o))}, B {format_bytes(b.bytes_of(o))}" for o in ("parameter", "input")
@@ -125,7 +131,7 @@ def step_diff_summary(labels: tuple[str, str], totals: tuple[int, int], graphs: 
     graphs were paired (one line each), then the modules and values as :func:`diff_summary` has them."""
     ta, tb = totals
     values, matched = _counts(table)
-    lines = [_cut(f"A: {labels[0]}", width), _cut(f"B: {labels[1]}", width),
+    lines = [*_side_lines("A", labels[0], width), *_side_lines("B", labels[1], width),
              f"whole step, saved activations: A {format_bytes(ta)}, B {format_bytes(tb)}, change {_change(ta, tb)}",
              f"graphs with a backward: A {graphs[0]}, B {graphs[1]}",
              *[line for n in notes or [] for line in textwrap.wrap("note: " + n, width, subsequent_indent="  ")],
@@ -140,18 +146,23 @@ def step_diff_summary(labels: tuple[str, str], totals: tuple[int, int], graphs: 
 def diff_table_text(table: pd.DataFrame, width: int = WIDTH) -> str:
     """The table for a terminal: one line per saved value (its reason, if any, on the next line),
     cut to ``width``."""
-    head = f"{'status':<6} {'module':<16} {'op':<12} {'shape':<13} {'A':>8} {'B':>8}  {'A / B name':<21} match"
+    # the shape column as wide as its longest shape (a rank's batch: "[4, 16] -> [6, 16]"), up to 24
+    # the shape column as wide as its longest shape (a rank's batch: "[4, 16] -> [6, 16]"), up to 24,
+    # taken from the names column so that a line still fits
+    sw = min(24, max([13] + [len(_shape_text(r)) for _, r in table.iterrows()]))
+    nw = 21 - (sw - 13)
+    head = f"{'status':<6} {'module':<16} {'op':<12} {'shape':<{sw}} {'A':>8} {'B':>8}  {'A / B name':<{nw}} match"
     lines = [_cut(head, width)]
     for _, r in table.iterrows():
         names = f"{r['name_a'] or '-'} / {r['name_b'] or '-'}"
         a = format_bytes(r["bytes_a"]) if r["status"] != "only B" else "-"
         b = format_bytes(r["bytes_b"]) if r["status"] != "only A" else "-"
         lines.append(_cut(f"{r['status']:<6} {_cut(_module_text(r), 16):<16} {_cut(str(r['op']), 12):<12} "
-                          f"{_cut(_shape_text(r), 13):<13} {a:>8} {b:>8}  {_cut(names, 21):<21} {_SHORT[r['match']]}",
-                          width))
+                          f"{_cut(_shape_text(r), sw):<{sw}} {a:>8} {b:>8}  {_cut(names, nw):<{nw}} "
+                          f"{_SHORT[r['match']]}", width))
         if r["why"]:
-            lines.append(_cut(f"{'':<7}why: {r['why']}", width))
-    lines.append(_LEGEND)
+            lines += textwrap.wrap(f"{'':<7}why: {r['why']}", width, subsequent_indent=" " * 12)
+    lines += textwrap.wrap(_LEGEND, width, subsequent_indent="  ")
     if (table["match"] == ACROSS_GRAPHS).any():
         lines.append(_LEGEND_STEP)
     return "\n".join(lines)
