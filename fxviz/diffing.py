@@ -241,6 +241,8 @@ def step_diff(a: Trace | Run | Sequence[Trace], b: Trace | Run | Sequence[Trace]
         pairs.append(StepPair(i, j, d))
     modules = ([k.modules for k in keys_a], [k.modules for k in keys_b])
     notes, why = outside_notes(keys_a, keys_b)
+    notes += [f"{letter}: {note}" for letter, x in (("A", a), ("B", b)) if isinstance(x, Run)
+              for note in [x.step_note()] if note]
     table = join_step_rows(tables, modules)
     if why and len(table):
         table["why"] = [why.get(str(m), w) if st != "both" and m is not None else w

@@ -205,6 +205,24 @@ def test_recompile_and_graph_break(break_log):
     assert "Data-dependent branching" in run.trace(compile_id="0/0").graph_breaks[0]
 
 
+def test_a_step_runs_one_compile_per_frame(break_log):
+    """Recompiles are variants of a frame, not more of the step (walk F5): the step, its totals and
+    a whole-step diff take each frame's last compile and say which they left out."""
+    from fxviz.cli.words import cli_text
+
+    run = fxviz.load_logs(break_log)
+    assert [run.located(t)[1] for t in run.traces()] == ["0/1", "1/1"]
+    assert run.step_graph_count() == 2
+    note = cli_text(run.step_note())
+    assert "0/1 of frame 0 (its earlier compile 0/0 is a recompile" in note and note.endswith("--graph F/N")
+    totals = run.totals().set_index("rank")
+    step = [run.trace(compile_id=c).memory_table(["logged"]).iloc[0]["saved_activation_bytes"] for c in ("0/1", "1/1")]
+    assert totals.loc[0, "saved_activation_bytes"] == sum(step) and totals.loc[0, "graphs"] == 4
+    assert "saved by one step" in run.summary() and "the other 2 are recompiles" in " ".join(run.summary().split())
+    d = fxviz.diff(run, run)
+    assert len(d.pairs) == 2 and any("0/1 of frame 0" in n for n in d.notes)
+
+
 def test_bad_logs(tmp_path, aot_log):
     with pytest.raises(LogError, match="no such log"):
         fxviz.load_logs(tmp_path / "nope")

@@ -282,7 +282,7 @@ def test_a_graph_broken_run_says_what_ran_eagerly_and_totals(logs, capsys):
     text = run.summary()
     assert "1 frame(s) ran as plain Python" in text and "eager: forward (" in text
     code, out, _err = _cli(capsys, "logs", logs["break"])
-    assert code == 0 and "eager: forward (" in out and "saved by the run" in out
+    assert code == 0 and "eager: forward (" in out and "saved by one step" in out
     code, out, _err = _cli(capsys, "table", "--logs", logs["break"])
     first = " ".join(out.split("\n")[:3])
     assert code == 0 and "1 of 2 compile(s)" in first and "ran as plain Python" in first and "--graph ID" in first

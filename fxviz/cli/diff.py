@@ -4,11 +4,13 @@ model or one graph of a logged run; this module decides which, and opens each on
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
-from ..errors import FxvizError, ModelSpecError
+from ..errors import Blank, Do, FxvizError, ModelSpecError, spelled
 from .options import DYNAMIC, backend, command, opt, params
 from .source import open_run, trace_model
+from .words import option_words, wrap
 
 __all__ = ["cmd_diff", "Sides"]
 
@@ -88,6 +90,12 @@ class Sides:
             return f"log {self.log[s]}, rank {run.located(traced[0])[0]}"
         return f"log {self.log[s]}"
 
+    def step_note(self, s: str) -> Any:
+        """``Run.step_note`` for a side that is a log's whole step (None otherwise)."""
+        if self.log[s] is None or not isinstance(self.trace(s), list):
+            return None
+        return self._cache["run", self.log[s]].step_note(getattr(self.args, f"rank_{s}"))
+
     def trace(self, s: str) -> Any:
         """Side ``s``'s ``Trace``; a log is read once, and a (log, rank, graph) or (model, backend) traced once."""
         args, log = self.args, self.log[s]
@@ -108,6 +116,15 @@ class Sides:
         return self._cache[key]
 
 
+def _side_words(s: str) -> Callable[[Do], str]:
+    """The command's words, a log's compile chosen per side (``--graph-b 0/1``, not ``--graph``)."""
+    def words(do: Do) -> str:
+        if do.call == "trace" and do.args and do.args[0][0] == "compile_id" and isinstance(do.args[0][1], Blank):
+            return f"--graph-{s} {do.args[0][1].cli}"
+        return option_words(do)
+    return words
+
+
 @command("diff", DIFF_HELP, opt("models", nargs="*", metavar="MODEL", help="a model per side without a log (A first)"),
          opt("--logs", metavar="DIR", help="one TORCH_TRACE log for both sides (pick graphs with --rank-a/-b, "
                                            "--graph-a/-b)"),
@@ -123,6 +140,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     d = diff(a, b, args.strategy_a, args.strategy_b, labels=(sides.label("a"), sides.label("b")))
     print(d.summary())
+    for s in ("a", "b"):  # a whole step of a log with recompiles: which compile of each frame it took
+        note = sides.step_note(s)
+        if note:
+            print(wrap(f"{s.upper()}: {spelled(note, _side_words(s))}"))
     print()
     print(d.table_text())
     return 0

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Do, FxvizWarning, LogError, Say, Span
+from ..errors import Blank, Do, FxvizWarning, LogError, Say, Span
 from ..units import format_bytes
 from .index import GRAPH_COLUMNS, READ_KINDS, STATUSES, Compile, FileIndex, Piece, assign_ranks, graph_rows
 from .reader import log_files, warn_other_torch
@@ -30,6 +30,27 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Run", "load_logs", "graph_rows", "GRAPH_COLUMNS", "READ_KINDS", "STATUSES", "TOTAL_COLUMNS"]
 
 _GRAPHS = Do("graphs", on="run", attr=True)
+_ANOTHER_COMPILE = Do("trace", (("compile_id", Blank("'F/N'", "F/N")),), on="run")
+
+
+def _last_per_frame(pieces: list[tuple[Compile, Any]]) -> list[tuple[Compile, Any]]:
+    """``pieces`` of each frame (and compiled-autograd id) only from its last compile: a frame dynamo
+    recompiled has one compile per variant (shapes, guards), and a step runs one of them; the last
+    is the one the run ran when it ended.  Graphs logged outside dynamo (export) are all kept."""
+    last: dict[tuple[Any, Any], Compile] = {}
+    for c, _ in pieces:
+        frame, fcid, attempt, ca = c.key
+        if frame is None or fcid is None:
+            continue
+        seen = last.get((frame, ca))
+        if seen is None or (fcid, attempt or 0) > (seen.key[1], seen.key[2] or 0):
+            last[frame, ca] = c
+    return [(c, x) for c, x in pieces if c.key[0] is None or c.key[1] is None or last[c.key[0], c.key[3]] is c]
+
+
+def _id_span(ids: list[str]) -> str:
+    """Compile ids as few words: ``0/0`` or ``0/0 ... 0/21`` (22 ids)."""
+    return ids[0] if len(ids) == 1 else f"{ids[0]} ... {ids[-1]}" if len(ids) > 2 else " and ".join(ids)
 """Where a run lists its graphs (``run.graphs``; ``fxviz logs DIR``), for hints."""
 TOTAL_COLUMNS = ["rank", "graphs", "inference_graphs", "eager_frames", "failed", "saved_activation_bytes",
                  "saved_bytes_exact", "runs_known"]
@@ -170,19 +191,47 @@ class Run:
 
     def traces(self, rank: int | None = None) -> list[Trace]:
         """The whole step of one rank (default: rank 0, or the first rank with a graph with a backward):
-        a ``Trace`` of every logged graph with a backward, in compile order (``fxviz.diff`` of two runs
-        pairs them).  A compile dynamo reused is in the log once: the log does not say how often it ran."""
+        a ``Trace`` of each frame's graphs with a backward, in compile order (``fxviz.diff`` of two runs
+        pairs them).  A frame dynamo recompiled (new shapes, a failed guard) has one compile per
+        variant, and a step runs one of them: the step takes each frame's last compile
+        (:meth:`step_note` says which it left out).  A compile dynamo reused is in the log once: the
+        log does not say how often it ran."""
         rank = self._step_rank(rank)
-        return [self.trace(rank, c.compile_id, k) for c, k in self._backward_pieces(rank)]
+        return [self.trace(rank, c.compile_id, k) for c, k in self._step_pieces(rank)]
 
     def _backward_pieces(self, rank: int) -> list[tuple[Compile, int]]:
         return [(c, k) for c in self._compiles if c.rank == rank for k, p in enumerate(c.pieces)
                 if "aot_joint_graph" in p.offsets]
 
+    def _step_pieces(self, rank: int) -> list[tuple[Compile, int]]:
+        """One step's graphs with a backward: for each frame only its last compile's."""
+        return _last_per_frame(self._backward_pieces(rank))
+
+    def step_note(self, rank: int | None = None) -> Say | None:
+        """Which compiles the step leaves out, in words (None when every graph is in it): a frame
+        recompiled N times is N variants of one part of the step."""
+        rank = self._step_rank(rank)
+        kept = {id(c) for c, _ in self._step_pieces(rank)}
+        left: dict[tuple[Any, Any], list[str]] = {}
+        chosen: dict[tuple[Any, Any], str] = {}
+        for c, _ in self._backward_pieces(rank):
+            frame_key = (c.key[0], c.key[3])
+            if id(c) in kept:
+                chosen[frame_key] = c.compile_id
+            else:
+                left.setdefault(frame_key, []).append(c.compile_id)
+        if not left:
+            return None
+        parts = [f"{chosen[k]} of frame {k[0]} (" + (f"its earlier compile {ids[0]} is a recompile" if len(ids) == 1
+                 else f"its {len(ids)} earlier compiles, {_id_span(ids)}, are recompiles")
+                 + ": the same code for other shapes or guards)" for k, ids in left.items() if k in chosen]
+        return Say("a step runs one compile per frame; the step here takes each frame's last, "
+                   + "; ".join(parts) + ": pick another with ", _ANOTHER_COMPILE)
+
     def step_graph_count(self, rank: int | None = None) -> int:
         """How many graphs with a backward one rank's step has (default: the rank :meth:`traces`
         takes), from the index: nothing rebuilt."""
-        return len(self._backward_pieces(self._step_rank(rank)))
+        return len(self._step_pieces(self._step_rank(rank)))
 
     def _step_rank(self, rank: int | None) -> int:
         """``rank``, or rank 0 when it has a graph with a backward, else the first rank that has one."""
@@ -272,12 +321,21 @@ class Run:
         why``): what they compute outside the graphs they call is in no graph of the log."""
         out = []
         for c in self._compiles:
-            if c.pieces or (rank is not None and c.rank != rank):
+            # a compile whose dynamo graph is logged did not run as plain Python: its backend took the
+            # graph without AOTAutograd, or the log stops inside it (``no_aot_compiles``)
+            if c.pieces or (rank is not None and c.rank != rank) or c.status == "no AOT graph":
                 continue
             why = c.graph_break_reason or (f"{c.fail_type}: {c.fail_reason}" if c.fail_type else c.fail_reason) \
                 or "dynamo compiled no graph for it"
             out.append(f"{c.frame or 'a frame'} ({os.path.basename(c.source or '?')}): {why}")
         return out
+
+    def no_aot_compiles(self, rank: int | None = None) -> list[str]:
+        """Compiles whose dynamo graph is in the log but no AOT graph (``compile 0/22 (forward)``): a
+        backend that does not use AOTAutograd (``backend="eager"``), or a run that stopped inside
+        the compile (the log ends there)."""
+        return [f"compile {c.compile_id} ({c.frame or 'a frame'})" for c in self._compiles
+                if not c.pieces and c.status == "no AOT graph" and (rank is None or c.rank == rank)]
 
     def total_rows(self) -> list[dict[str, Any]]:
         """``totals`` as dicts (no pandas, no torch: every number from the index)."""
@@ -285,8 +343,11 @@ class Run:
         for rank in self.ranks:
             mine = [c for c in self._compiles if c.rank == rank]
             pieces = [p for c in mine for p in c.pieces]
-            counted = [p.saved for p in pieces if {"aot_forward_graph", "aot_backward_graph"} <= set(p.offsets)]
-            rows.append({"rank": rank, "graphs": len(counted),
+            trained = self._trained(rank)
+            # a step: each frame's last compile (its recompiles are variants, not more of the step)
+            step = _last_per_frame(trained)
+            counted = [p.saved for _, p in step]
+            rows.append({"rank": rank, "graphs": len(trained), "step_graphs": len(step),
                          "inference_graphs": sum("aot_inference_graph" in p.offsets for p in pieces),
                          "eager_frames": len(self.eager_frames(rank)),
                          "failed": sum(c.status == "failed" for c in mine),
@@ -296,8 +357,9 @@ class Run:
 
     def totals(self) -> pd.DataFrame:
         """Per rank: graphs with a forward and a backward, inference-only graphs, frames run eagerly,
-        failed compiles, and the activation bytes the run saved (what each backward reads from its
-        forward, by storage, from the graphs' printed signatures) summed over its graphs;
+        failed compiles, and the activation bytes one step saves (what each backward reads from its
+        forward, by storage, from the graphs' printed signatures) summed over the step's graphs: each
+        frame's last compile, its recompiles being variants a step runs one of;
         ``saved_bytes_exact`` is False where a size or a storage was not determined (see ``summary``).
         The log records compiles, not calls: a graph dynamo reused is counted once (``runs_known``)."""
         import pandas as pd
@@ -306,8 +368,8 @@ class Run:
 
     def summary(self) -> str:
         """The whole run in a few lines: graphs per rank, the frames that fell back to eager (what
-        they compute is in no graph), and per rank the activation bytes the run saved over all its
-        graphs (each graph counted once: the log records compiles, not how often a graph ran)."""
+        they compute is in no graph), and per rank the activation bytes one step saves over its graphs
+        (each frame's last compile, counted once: the log records compiles, not how often a graph ran)."""
         written = f", written by torch {' and '.join(self.torch_versions)}" if self.torch_versions else ""
         lines = [f"{self.path}: {len(self.ranks)} rank(s), {self.compile_count} compile(s), "
                  f"{self.aot_graph_count} AOT graph(s){written}"]
@@ -319,29 +381,43 @@ class Run:
                 parts.append(f"{t['failed']} failed compile(s)")
             if t["eager_frames"]:
                 parts.append(f"{t['eager_frames']} frame(s) ran as plain Python")
+            no_aot = self.no_aot_compiles(t["rank"])
+            if no_aot:
+                parts.append(f"{len(no_aot)} compile(s) with dynamo's graph and no AOT graph")
             lines.append(f"rank {t['rank']}: " + ", ".join(parts))
             if t["graphs"]:
-                lines.append(f"  saved by the run: {format_bytes(int(t['saved_activation_bytes']))} of activations "
-                             "over its graphs, each counted once (the log does not say how often a graph ran)")
+                variants = t["graphs"] - t["step_graphs"]
+                which = (f"each frame's last compile; the other {variants} are recompiles of the same frames, "
+                         "variants a step runs one of; " if variants else "")
+                lines.append(f"  saved by one step: {format_bytes(int(t['saved_activation_bytes']))} of activations "
+                             f"over its {t['step_graphs']} graph(s) ({which}the log does not say how often a "
+                             "graph ran)")
                 lines += [f"  {n}" for n in self._inexact(t["rank"])]
             for frame in self.eager_frames(t["rank"]):
                 lines.append(f"  eager: {frame}; what it computes outside the graphs it calls is in no graph")
+            if no_aot:
+                lines.append(f"  no AOT graph: {', '.join(no_aot)}: a backend without AOTAutograd (e.g. 'eager'), "
+                             "or the run stopped inside the compile (the log ends there)")
         lines += self.notes
         return "\n".join(lines)
 
     def _inexact(self, rank: int) -> list[str]:
         """Where a rank's saved bytes are not exact, and which way they err."""
         out = []
-        for c in (c for c in self._compiles if c.rank == rank):
-            for p in c.pieces:
-                s = p.saved
-                if s is not None and s.unknown:
-                    out.append(f"compile {c.compile_id}: {len(s.unknown)} saved value(s) of a size the log gives no "
-                               "value for, not counted (the figure is a lower bound)")
-                if s is not None and s.approximate:
-                    out.append(f"compile {c.compile_id}: {len(s.approximate)} saved value(s) whose storage the "
-                               "forward graph does not determine, each counted as its own (an estimate)")
+        for c, p in _last_per_frame(self._trained(rank)):
+            s = p.saved
+            if s is not None and s.unknown:
+                out.append(f"compile {c.compile_id}: {len(s.unknown)} saved value(s) of a size the log gives no "
+                           "value for, not counted (the figure is a lower bound)")
+            if s is not None and s.approximate:
+                out.append(f"compile {c.compile_id}: {len(s.approximate)} saved value(s) whose storage the "
+                           "forward graph does not determine, each counted as its own (an estimate)")
         return out
+
+    def _trained(self, rank: int) -> list[tuple[Compile, Piece]]:
+        """``rank``'s graphs with a forward and a backward graph logged (what saved bytes are read from)."""
+        return [(c, p) for c in self._compiles if c.rank == rank for p in c.pieces
+                if {"aot_forward_graph", "aot_backward_graph"} <= set(p.offsets)]
 
     def __repr__(self) -> str:
         skipped = (f", skipped {sum(self.skipped.values())} records of {len(self.skipped)} kinds"
