@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any, ClassVar
 
@@ -99,5 +100,21 @@ class StreamedTable:
             reason = "" if row is None else row[what] or ""
             if what == "fail_reason" and row is not None and row["fail_type"]:
                 reason = f"{row['fail_type']}: {reason}" if reason else str(row["fail_type"])
+            if what == "recompile_reason":
+                reason = _newest_guard_failure(reason)
             label = {"fail_reason": "failed"}.get(what, what.replace("_reason", "").replace("_", " "))
             print(wrap(f"[{number}] {compile_id} {label}: {reason}"), file=self.out)
+
+
+def _newest_guard_failure(reason: str) -> str:
+    """torch's recompile reason lists why every earlier compile of the frame refused the call
+    (``0/2: ...; 0/1: ...; 0/0: ...``): the newest one's, and how many more failed, so that 23
+    recompiles are 23 lines, not 253 (``Run.graphs`` keeps the whole text).
+
+    >>> _newest_guard_failure("0/1: tensor 'x' size mismatch; 0/0: tensor 'x' size mismatch")
+    "0/1: tensor 'x' size mismatch (and the guards of 1 earlier compile(s) of the frame failed too)"
+    """
+    parts = [p for p in re.split(r"; (?=\d+/\d+: )", reason) if p]  # each entry starts with its compile id
+    if len(parts) <= 1:
+        return reason
+    return f"{parts[0]} (and the guards of {len(parts) - 1} earlier compile(s) of the frame failed too)"
