@@ -13,7 +13,6 @@ can seek straight to it.  A 1 GB log therefore never needs 1 GB of memory.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import pathlib
 import re
@@ -28,7 +27,8 @@ __all__ = ["Record", "ReadStats", "read_records", "read_payload", "log_files", "
            "warn_other_torch"]
 
 # glog prefix: level letter, MMDD hh:mm:ss.micro, thread/process id, file:line] -- optional [rankN]:
-_HEADER = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]]*\] (\{.*\})\s*$")
+# (matched from a line's start with match(buf, start, end): no ^, which would only match at buf's start)
+_HEADER = re.compile(rb"(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]]*\] (\{.*\})\s*$")
 _LINE_START = re.compile(rb"\n(?=[^\t])")
 """The newline before a line that is no payload line (payload lines start with a tab): a record's
 header, a blank or a stray line.  A literal first byte: ``re`` scans for it in C, no Python step per line."""
@@ -143,15 +143,15 @@ def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] 
                     if kept is not None:
                         kept.append(buf[pos:s])
             e = buf.find(b"\n", s, end) + 1 or end
-            raw = buf[s:e]
             pos = e
             if current is not None:
                 if kept is not None:
                     current.raw = b"".join(kept)
                 yield current
                 current, kept = None, None
-            m = _HEADER.match(raw)
+            m = _HEADER.match(buf, s, e)
             if m is None:
+                raw = buf[s:e]
                 if raw.strip():
                     stats.corrupt_lines += 1
                     stats.truncated = stats.truncated or raw[-1:] != b"\n"  # a header cut short
@@ -220,6 +220,8 @@ def _payload_md5_matches(f: IO[bytes], record: Record) -> bool | None:
     digest = record.envelope.get("has_payload")
     if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{32}", digest)) or not f.seekable():
         return None
+    import hashlib  # here: its OpenSSL load is start-up time every other reading skips
+
     f.seek(record.payload_offset)
     data = f.read()
     m = _LINE_START.search(data)
