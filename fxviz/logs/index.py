@@ -164,14 +164,16 @@ class FileIndex:
         return self.record_rank if self.record_rank is not None else self.name_rank
 
     def compile(self, rec: Record) -> Compile | None:
-        frame, fcid, _attempt, ca = rec.compile_key
+        env = rec.envelope  # the compile key's fields (Record.compile_key), less the attempt it leaves out
+        frame = env.get("frame_id")
         if frame is None and rec.kind not in GRAPH_KINDS:
             return None
-        key = (frame, fcid if frame is not None else None, 0, ca)
-        if key not in self.compiles:
-            self.compiles[key] = Compile(rank=self.rank or 0, key=key, file=self.path,
-                                         torch_version=self.torch_version)
-        return self.compiles[key]
+        key = (frame, env.get("frame_compile_id") if frame is not None else None, 0, env.get("compiled_autograd_id"))
+        c = self.compiles.get(key)
+        if c is None:
+            c = self.compiles[key] = Compile(rank=self.rank or 0, key=key, file=self.path,
+                                             torch_version=self.torch_version)
+        return c
 
     def read(self, on_compile: Callable[[Compile], None] | None = None) -> None:
         """One pass over the file; ``on_compile(c)`` as each compile's metrics record closes it (so a

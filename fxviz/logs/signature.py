@@ -56,9 +56,10 @@ ASSIGNS = re.compile(rb'\n\t[^\S\n]+(\w+)((?:: "[^"\n]*")? = [^\n]*)')
 """A graph's value lines (``view: "f32[4]" = torch.ops.aten.view.default(x, [4])``): name, the rest; searched in
 ``b"\n" + raw`` (``raw``: the payload as the log holds it, each line led by a tab), so each line is found
 by the newline before it, a literal ``re`` scans for in C."""
-_REST = re.compile(r'(?:: "([^"]*)")? = (.*)')
-_OP = re.compile(r"^torch\.ops\.(\w+)\.(\w+)(?:\.\w+)?\(\s*(\w+)?")
-_ITEM = re.compile(r"^(\w+)\[(\d+)\]")
+_VALUE = re.compile(rb'(?:: "([^"\n]*)")? = (?:torch\.ops\.(\w+)\.(\w+)(?:\.\w+)?\(\s*(\w+)?|(\w+)\[\d+\])?')
+"""A value line's rest (what ``ASSIGNS`` leaves after the name): its annotation, and an op's namespace, name
+and first argument (``torch.ops.aten.view.default(x, ...)``: its storage may be ``x``'s) or the value a
+``getitem`` reads (``split[0]``)."""
 _ANNOT = re.compile(r"^([a-z0-9_]+)\[(.*?)\]\[(.*?)\]")
 
 
@@ -110,12 +111,17 @@ class GraphText:
             found = ASSIGNS.findall(self._lines)
             self._assigned = dict(found)
             if len(self._assigned) != len(found):  # a name assigned twice: each line as it comes
-                for raw_name, rest in found:
-                    name = raw_name.decode()
-                    old = self._facts.get(name)
-                    annot, base, view, opaque = self._parse(rest, self._facts.get)
-                    self._facts[name] = (annot, base, view or bool(old and old[2]), opaque or bool(old and old[3]))
+                self._read_in_order(found)
         return self._assigned
+
+    def _read_in_order(self, found: list[tuple[bytes, bytes]]) -> None:
+        """Every value line, in order, as a line-by-line reading sees them: a name assigned twice takes
+        its last line's annotation and storage, and is a view or opaque if any of its lines made it so."""
+        for raw_name, rest in found:
+            name = raw_name.decode()
+            old = self._facts.get(name)
+            annot, base, view, opaque = self._parse(rest, self._facts.get)
+            self._facts[name] = (annot, base, view or bool(old and old[2]), opaque or bool(old and old[3]))
 
     def _fact(self, name: str) -> _Fact | None:
         fact = self._facts.get(name)
@@ -134,19 +140,20 @@ class GraphText:
     @staticmethod
     def _parse(raw: bytes, prior: Callable[[str], _Fact | None]) -> _Fact:
         """A value's line (after its name); ``prior(name)``: what an earlier line said of ``name``."""
-        rest = raw.decode("utf-8", "replace")
-        m = _REST.match(rest)
-        annot, rhs = (m.group(1), m.group(2)) if m is not None else (None, "")
-        op = _OP.match(rhs)
-        if op is not None:
-            ns, packet, first = op.group(1), op.group(2), op.group(3)
-            if ns not in ("aten", "prims"):
+        m = _VALUE.match(raw)
+        if m is None:  # ASSIGNS found it, so it matches: no value line reaches here
+            return None, None, False, False
+        annot = m.group(1).decode("utf-8", "replace") if m.group(1) is not None else None
+        ns = m.group(2)
+        if ns is not None:
+            if ns not in (b"aten", b"prims"):
                 return annot, None, False, True
+            packet, first = m.group(3).decode(), m.group(4)
             if (packet in VIEW_OPS or (packet.endswith("_") and not packet.startswith("__"))) and first:
-                return annot, first, annot is None, False
+                return annot, first.decode(), annot is None, False
             return annot, None, False, False
-        item = _ITEM.match(rhs)
-        of = prior(item.group(1)) if item is not None else None
+        item = m.group(5)
+        of = prior(item.decode()) if item is not None else None
         return annot, of[1] if of is not None and of[2] else None, False, False
 
     def defines(self, name: str) -> bool:
@@ -189,9 +196,9 @@ def storage_bytes(annotation: str | None, hints: Mapping[str, int]) -> int | Non
     the log gives no value for."""
     if annotation is None:
         return None
-    fixed = _fixed_bytes(annotation)
-    if fixed is not _SYMBOLIC:
-        return fixed  # type: ignore[return-value]
+    fixed, nbytes = _fixed_bytes(annotation)
+    if fixed:
+        return nbytes
     m = _ANNOT.match(annotation)
     assert m is not None  # _fixed_bytes read it
     try:
@@ -202,23 +209,21 @@ def storage_bytes(annotation: str | None, hints: Mapping[str, int]) -> int | Non
     return _bytes(m.group(1), sizes, strides)
 
 
-_SYMBOLIC = object()
-
-
 @functools.lru_cache(maxsize=16384)
-def _fixed_bytes(annotation: str) -> int | None | object:
-    """``storage_bytes`` of an annotation of plain numbers (no size symbol); ``_SYMBOLIC`` when it has one.
-    Cached: a big log prints the same few shapes thousands of times."""
+def _fixed_bytes(annotation: str) -> tuple[bool, int | None]:
+    """(True, ``storage_bytes``) of an annotation of plain numbers or of none a storage has; (False, None) for
+    one with a size symbol, which the run's hints decide.  Cached: a big log prints the same few shapes
+    thousands of times."""
     m = _ANNOT.match(annotation)
     if m is None or m.group(1) not in ITEMSIZE:
-        return None
+        return True, None
     sizes, strides = _split(m.group(2)), _split(m.group(3))
     if not all(s.lstrip("-").isdigit() for s in sizes + strides):
-        return _SYMBOLIC
+        return False, None
     try:
-        return _bytes(m.group(1), [int(s) for s in sizes], [int(s) for s in strides])
+        return True, _bytes(m.group(1), [int(s) for s in sizes], [int(s) for s in strides])
     except ValueError:  # a digit int() does not read ("²"), as _value
-        return None
+        return True, None
 
 
 def _bytes(dtype: str, sizes: list[int], strides: list[int]) -> int:
@@ -299,8 +304,8 @@ def saved_bytes(forward: GraphText | None, backward: GraphText, hints: Mapping[s
             root, root_annot, resident = name, annot, False
             approx.append(name)
         else:
-            root, root_annot, opaque = forward.storage(name)
-            root_annot = root_annot or annot
+            root, its_annot, opaque = forward.storage(name)
+            root_annot = its_annot or annot
             resident = root in forward.inputs
             if opaque:
                 approx.append(name)
