@@ -319,9 +319,9 @@ def test_saved_storages_read_lazily_as_in_order(tmp_path):
     lines = graphs["aot_forward_graph"]
     lazy, ordered = GraphText(lines), GraphText(lines)
     found = ASSIGNS.findall(lines)
-    ordered._assigned = dict(found)
+    ordered._assigned = {line[0]: line for line in found}
     ordered._read_in_order(found)
-    names = [n.decode() for n, _ in found] + list(lazy.inputs)
+    names = [line[0].decode() for line in found] + list(lazy.inputs)
     assert [lazy.storage(n) for n in names] == [ordered.storage(n) for n in names]
     assert any(lazy.storage(n)[0] != n for n in names)  # some value lives in another's storage
     backward = GraphText(graphs["aot_backward_graph"])

@@ -52,14 +52,15 @@ _PLACEHOLDER = re.compile(r'^\s+(\w+): "([^"]*)",?\s*(?:#\s*(.*))?$')
 _PLACEHOLDER_END = re.compile(rb'"(?=,?[^\S\n]*(?:#|\n|\Z))')
 """Where an input line's annotation can close (``",  #`` or ``"`` at the line's end): a literal first byte,
 which ``re`` scans for in C; only the lines it finds are read as Python strings."""
-ASSIGNS = re.compile(rb'\n\t[^\S\n]+(\w+)((?:: "[^"\n]*")? = [^\n]*)')
-"""A graph's value lines (``view: "f32[4]" = torch.ops.aten.view.default(x, [4])``): name, the rest; searched in
-``b"\n" + raw`` (``raw``: the payload as the log holds it, each line led by a tab), so each line is found
-by the newline before it, a literal ``re`` scans for in C."""
-_VALUE = re.compile(rb'(?:: "([^"\n]*)")? = (?:torch\.ops\.(\w+)\.(\w+)(?:\.\w+)?\(\s*(\w+)?|(\w+)\[\d+\])?')
-"""A value line's rest (what ``ASSIGNS`` leaves after the name): its annotation, and an op's namespace, name
-and first argument (``torch.ops.aten.view.default(x, ...)``: its storage may be ``x``'s) or the value a
-``getitem`` reads (``split[0]``)."""
+ASSIGNS = re.compile(rb'\n\t[^\S\n]+(\w+)(?:(: ")([^"\n]*)")? = '
+                     rb'(?:torch\.ops\.(\w+)\.(\w+)(?:\.\w+)?\([^\S\n]*(\w+)?|(\w+)\[\d+\])?')
+"""A graph's value lines (``view: "f32[4]" = torch.ops.aten.view.default(x, [4])``): name, annotation, and
+an op's namespace, name and first argument (its storage may be that argument's) or the value a ``getitem``
+reads (``split[0]``).  Searched in ``b"\n" + raw`` (``raw``: the payload as the log holds it, each line led
+by a tab), so each line is found by the newline before it, a literal ``re`` scans for in C."""
+_Line = tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]
+"""``ASSIGNS``' groups: name, ``: "`` when annotated (b"" when not), annotation, op namespace, op name, first
+argument, the value a getitem reads (b"" where absent)."""
 _ANNOT = re.compile(r"^([a-z0-9_]+)\[(.*?)\]\[(.*?)\]")
 
 
@@ -102,25 +103,25 @@ class GraphText:
         self.tangents: set[str] = {name for name, _, note in found
                                    if "TangentAOTInput" in note or name.startswith("tangents_")}
         self._lines = lines
-        self._assigned: dict[bytes, bytes] | None = None  # name -> its line after the name (the last, if twice)
+        self._assigned: dict[bytes, _Line] | None = None  # name -> its line (the last, if twice)
         self._facts: dict[str, _Fact] = {}
         self._storages: dict[str, tuple[str, str | None, bool]] = {}
 
-    def _assignments(self) -> dict[bytes, bytes]:
+    def _assignments(self) -> dict[bytes, _Line]:
         if self._assigned is None:
             found = ASSIGNS.findall(self._lines)
-            self._assigned = dict(found)
+            self._assigned = {line[0]: line for line in found}
             if len(self._assigned) != len(found):  # a name assigned twice: each line as it comes
                 self._read_in_order(found)
         return self._assigned
 
-    def _read_in_order(self, found: list[tuple[bytes, bytes]]) -> None:
+    def _read_in_order(self, found: list[_Line]) -> None:
         """Every value line, in order, as a line-by-line reading sees them: a name assigned twice takes
         its last line's annotation and storage, and is a view or opaque if any of its lines made it so."""
-        for raw_name, rest in found:
-            name = raw_name.decode()
+        for line in found:
+            name = line[0].decode()
             old = self._facts.get(name)
-            annot, base, view, opaque = self._parse(rest, self._facts.get)
+            annot, base, view, opaque = self._parse(line, self._facts.get)
             self._facts[name] = (annot, base, view or bool(old and old[2]), opaque or bool(old and old[3]))
 
     def _fact(self, name: str) -> _Fact | None:
@@ -131,29 +132,25 @@ class GraphText:
                 fact = self._facts.get(name)
                 if fact is not None:
                     return fact
-            rest = self._assigned.get(name.encode())  # type: ignore[union-attr]
-            if rest is None:
+            line = self._assigned.get(name.encode())  # type: ignore[union-attr]
+            if line is None:
                 return None
-            fact = self._facts[name] = self._parse(rest, self._fact)
+            fact = self._facts[name] = self._parse(line, self._fact)
         return fact
 
     @staticmethod
-    def _parse(raw: bytes, prior: Callable[[str], _Fact | None]) -> _Fact:
-        """A value's line (after its name); ``prior(name)``: what an earlier line said of ``name``."""
-        m = _VALUE.match(raw)
-        if m is None:  # ASSIGNS found it, so it matches: no value line reaches here
-            return None, None, False, False
-        annot = m.group(1).decode("utf-8", "replace") if m.group(1) is not None else None
-        ns = m.group(2)
-        if ns is not None:
+    def _parse(line: _Line, prior: Callable[[str], _Fact | None]) -> _Fact:
+        """A value's line (``ASSIGNS``' groups); ``prior(name)``: what an earlier line said of ``name``."""
+        _, annotated, raw_annot, ns, raw_packet, first, item = line
+        annot = raw_annot.decode("utf-8", "replace") if annotated else None
+        if ns:
             if ns not in (b"aten", b"prims"):
                 return annot, None, False, True
-            packet, first = m.group(3).decode(), m.group(4)
+            packet = raw_packet.decode()
             if (packet in VIEW_OPS or (packet.endswith("_") and not packet.startswith("__"))) and first:
                 return annot, first.decode(), annot is None, False
             return annot, None, False, False
-        item = m.group(5)
-        of = prior(item.decode()) if item is not None else None
+        of = prior(item.decode()) if item else None
         return annot, of[1] if of is not None and of[2] else None, False, False
 
     def defines(self, name: str) -> bool:
