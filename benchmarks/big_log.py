@@ -22,7 +22,8 @@ makes wall time noisy; CPU time is each command's own work):
   artifact; it is what torch.compile users run on these logs).
 
     python -m benchmarks.big_log --mb 100 --rounds 3 [--log existing.log] [--keep DIR]
-    python -m benchmarks.big_log --model llama --layers 2 --mb 200 --keep DIR
+    python -m benchmarks.big_log --model llama --layers 8 --mb 200 --keep DIR   # 107 compiles, ~1 h at load 6-9
+    python -m benchmarks.big_log --log DIR/llama_log/*.log --before OLD_CHECKOUT
 """
 
 from __future__ import annotations
