@@ -236,6 +236,8 @@ def saved_data(tr: Trace, strategy: StrategyLike) -> dict[str, Any]:
         return {"strategy": name, "message": exc.message}
     sums = df.groupby("kind")["bytes"].sum()
     totals = {k: int(sums.get(k, 0)) for k in ("activation", "parameter", "input")}
+    if sums.get("offloaded", 0):  # activation offloading's copies: off the device, a total of their own
+        totals["offloaded"] = int(sums["offloaded"])
     return {"strategy": name, "rows": saved_records(df), "totals": totals,
             "totals_text": {k: format_bytes(v) or "0 B" for k, v in totals.items()},
             "caption": df.attrs.get("caption", "")}

@@ -888,7 +888,7 @@ function renderMeasured(m) {
 // What each other strategy the page holds a status of does with a value is read off that status
 // (the Partition's saved and recomputed sets), as fxviz.analysis.saved.fate reads it.
 const FATE_LETTERS = { saved: "S", recomputed: "R", "not needed": "\u2013", failed: "!" };
-const KIND_SHORT = { activation: "act", parameter: "param", input: "input", symint: "size" };
+const KIND_SHORT = { activation: "act", parameter: "param", input: "input", offloaded: "off", symint: "size" };
 const SAVED_SORTS = {
   name: (a, b) => a.name.localeCompare(b.name, "en", { numeric: true }),
   module: (a, b) => (a.module || "~").localeCompare(b.module || "~", "en", { numeric: true }),
@@ -918,7 +918,7 @@ function savedKinds(rows) {
   for (const r of rows) { count[r.kind] = (count[r.kind] || 0) + 1; if (r.kind === "activation") bytes += r.bytes; }
   const word = (k, n) => `${n} ${k === "symint" ? "size" : k}${n === 1 ? "" : "s"}`;
   const parts = [];
-  for (const k of ["activation", "parameter", "input", "symint"]) {
+  for (const k of ["activation", "parameter", "input", "offloaded", "symint"]) {
     if (count[k]) parts.push(word(k, count[k]) + (k === "activation" ? ` (${formatBytes(bytes)})` : ""));
   }
   return parts.join(", ");
@@ -943,7 +943,8 @@ function renderSaved(box, state, onPick) {
   box.append(h("p", { class: "fxviz-saved-total" }, h("b", { text: `${t.rows.length} values` }),
     ` saved by ${t.strategy}: activations ${tot.activation || "0 B"}`,
     tot.parameter && tot.parameter !== "0 B" ? `, parameters ${tot.parameter}` : "",
-    tot.input && tot.input !== "0 B" ? `, inputs ${tot.input}` : ""));
+    tot.input && tot.input !== "0 B" ? `, inputs ${tot.input}` : "",
+    tot.offloaded ? `, offloaded ${tot.offloaded} (copies on another device)` : ""));
   const statuses = Object.values(state.savedPanel.statuses || {}).filter((s) => s && s.key && s.key !== t.strategy);
   const others = statuses.map((s) => s.key);
   const sets = statuses.map((s) => [s.error, new Set(s.saved), new Set(s.recomputed)]);
