@@ -199,8 +199,8 @@ def _device(n: Any) -> str | None:
 def offloads(p: Partition) -> list[Offload]:
     """The values ``p`` offloads, in saved order: the ``MadeValue``s of kind ``offloaded``, with the
     devices their forward-graph nodes' fake tensors carry (the log's annotations)."""
-    if p.forward is None:
-        return []
+    if p.forward is None or not any(m.kind == "offloaded" for m in p.made.values()):
+        return []  # the usual case: no graph walk
     nodes = {n.name: n for n in p.forward.graph.nodes}
     out = []
     for name in p.saved:
