@@ -11,6 +11,7 @@ Nothing here re-derives an analysis fact: saved / recomputed / removed come from
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import torch.fx as fx
 
@@ -260,6 +261,9 @@ def partition_scene(graph: JointGraph, partition: Partition, side: str, title: s
         info = graph.info.get(joint) if joint is not None else None
         if joint is None or info is None:
             joint, info = n.name, _fallback_info(n, side)
+            held = graph.info.get(copies[n.name][0]) if n.name in copies else None
+            if held is not None:  # an offloaded copy: a forward value (the one it holds), not a user input
+                info = replace(info, role=held.role, module=held.module)
         recomputed = (side == "backward" and n.op == "call_function" and info.phase == "forward")
         ident = joint + RECOMPUTED_SUFFIX if recomputed and joint in in_forward else joint
         base, k = ident, 2
