@@ -73,6 +73,9 @@ def test_offloaded_bytes_are_not_the_devices_activations(logs):
         assert tr.saved("default", compare=["logged"]).loc["relu", "logged"] == "offloaded"
         assert "offloaded_bytes (kind 'offloaded'" in saved.attrs["caption"]
         assert tr.memory_by_module("logged")["saved_activation_bytes"].sum() == row["saved_activation_bytes"]
+        step = tr.memory_table_by_piece(["logged"])  # the whole step: the copies are a total of their own
+        total = step[(step["piece"] == "total") & (step["strategy"] == "logged")].iloc[0]
+        assert (total["offloaded_bytes"], total["saved_activation_bytes"]) == (nbytes, row["saved_activation_bytes"])
 
 
 def test_peaks_count_an_offloaded_value_only_on_the_device(logs):

@@ -40,8 +40,8 @@ def _change(a: int, b: int) -> str:
 
 def _counts(table: pd.DataFrame) -> tuple[str, str]:
     status = table["status"].value_counts()
-    shown = ("both", "only A", "only B") + (("offloaded",) if status.get("offloaded", 0) else ())  # saved/offloaded
-    values = ", ".join(f"{int(status.get(s, 0))} {s}" for s in shown)
+    statuses = ("both", "only A", "only B") + (("offloaded",) if status.get("offloaded", 0) else ())  # saved/offloaded
+    values = ", ".join(f"{int(status.get(s, 0))} {s}" for s in statuses)
     rules = table["match"].value_counts()
     shown = [*RULES, ACROSS_GRAPHS] if rules.get(ACROSS_GRAPHS, 0) else RULES
     matched = ", ".join(f"{r} {int(rules.get(r, 0))}" for r in shown)
