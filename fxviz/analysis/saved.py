@@ -30,8 +30,9 @@ __all__ = ["OP_WORDS", "KINDS", "FATES", "SAVED_COLUMNS", "BY_MODULE_COLUMNS", "
 
 KINDS: tuple[str, ...] = ("activation", "parameter", "input", "offloaded", "symint")
 """What a saved value is: a new tensor of the forward, a view of module state (the memory table's
-``saved_param_bytes``), a view of a user input (``saved_input_bytes``), a copy torch's activation
-offloading moved to another device (``offloaded_bytes``: not the device's activations), or a size."""
+``saved_param_bytes``), a view of a user input (``saved_input_bytes``), the copy torch's activation
+offloading saves in place of a value (``offloaded_bytes``: on the host, not among the activations), or
+a size."""
 
 FATES: tuple[str, ...] = ("saved", "offloaded", "recomputed", "not needed", "failed")
 """What another strategy does with a value: saves it, saves a copy on another device (activation
@@ -216,13 +217,14 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
         df[other.name] = [fate(other, n) for n in joint]
     df.attrs["strategy"] = p.name
     df.attrs["strategy_words"] = (names or {}).get(p.name, "")  # "what torch.compile does" for the step's
+    copies = (" and offloaded_bytes (kind 'offloaded': the copies torch's activation offloading saves in place of a "
+              "value, on the device each row's 'what' names; not among the activations). "
+              if (df["kind"] == "offloaded").any() else ". ")
     df.attrs["caption"] = (
         f"What strategy {named(p.name, names or {})} saves for the backward: {len(df)} values, biggest storage "
         "first. bytes count "
         "storages (a view or alias of a saved value adds 0 and says which value's storage it shares); the kinds "
-        "add up to tr.memory_table()'s saved_activation_bytes, saved_param_bytes and saved_input_bytes"
-        + (" and offloaded_bytes (kind 'offloaded': copies torch's activation offloading saves in place of a "
-           "value, off the device's activations). " if (df["kind"] == "offloaded").any() else ". ")
+        "add up to tr.memory_table()'s saved_activation_bytes, saved_param_bytes and saved_input_bytes" + copies
         + (f"Other columns: what {', '.join(o.name for o in others)} do with each value." if others else ""))
     return df
 

@@ -107,12 +107,13 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
     if others:
         tail.append(_wrap("what other strategies do: " + ", ".join(f"{a} = {s}" for a, s in zip(letters, others)),
                           width))
-        tail.append("  S saved, R recomputed, - not needed (the backward reads another value), ! fails on this graph"
-                    + (", O offloaded (a copy on another device)" if (df[others] == "offloaded").any().any() else ""))
+        moved = ", O offloaded (a copy in place of the value)" if (df[others] == "offloaded").any().any() else ""
+        codes = "  S saved, R recomputed, - not needed (the backward reads another value), ! fails on this graph"
+        tail.append(_wrap(codes + moved, width) if moved else codes)
+    copies = (" and offloaded_bytes (off: activation offloading's copy of a value, on the device its 'what' "
+              "names; not among the activations)." if (df["kind"] == "offloaded").any() else ".")
     tail.append(_wrap("bytes count storages: a value sharing a storage says whose; kinds add up to the "
-                      "memory table's saved_activation/param/input_bytes"
-                      + (" and offloaded_bytes (off: a copy activation offloading moved off the device, not among "
-                         "its activations)." if (df["kind"] == "offloaded").any() else "."), width))
+                      "memory table's saved_activation/param/input_bytes" + copies, width))
     if measured:
         tail.append(_wrap("step: what the real compiled step holds for the value (held; copy +B: held as a copy "
                           "of B in another layout, memory the partition does not count; not held)", width))
