@@ -12,7 +12,9 @@ The big log is made in one of two ways:
   (8, 9, 10, ...; automatic dynamic shapes off, so each length is a recompile with its own joint,
   forward and backward graphs), until the log reaches ``--mb`` megabytes or ``--compiles`` compiles.
 
-Then, interleaved round by round, each in a fresh process:
+Then, after one untimed run of each (page cache warm, bytecode written as an install leaves it),
+interleaved round by round, each in a fresh process, wall time and CPU time (a busy machine's share
+makes wall time noisy; CPU time is each command's own work):
 
 * ``fxviz logs BIG`` (``python -m fxviz logs BIG``, stdout to a pipe): the whole command, and the time
   until its first table row arrives (the table streams as the file is read);
@@ -20,7 +22,8 @@ Then, interleaved round by round, each in a fresh process:
   artifact; it is what torch.compile users run on these logs).
 
     python -m benchmarks.big_log --mb 100 --rounds 3 [--log existing.log] [--keep DIR]
-    python -m benchmarks.big_log --model llama --layers 2 --mb 200 --keep DIR
+    python -m benchmarks.big_log --model llama --layers 8 --mb 200 --keep DIR   # 107 compiles, ~1 h at load 6-9
+    python -m benchmarks.big_log --log DIR/llama_log/*.log --before OLD_CHECKOUT
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import argparse
 import os
 import pathlib
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -83,17 +87,33 @@ def make_llama_log(directory: pathlib.Path, mb: float, layers: int, compiles: in
     logdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TORCH_TRACE": str(logdir), "OMP_NUM_THREADS": "1"}
     script = LLAMA.format(layers=layers, compiles=compiles, mb=mb)
-    subprocess.run([sys.executable, "-c", script, str(logdir)], env=env, check=True, stdout=subprocess.DEVNULL)
+    with open(directory / "progress.txt", "w") as progress:  # compiles made, bytes written: the rate, while it runs
+        subprocess.run([sys.executable, "-c", script, str(logdir)], env=env, check=True, stdout=progress)
     (one,) = list(logdir.iterdir())
     return one
 
 
-def time_fxviz(log: pathlib.Path, checkout: pathlib.Path = ROOT) -> tuple[float, float, int]:
-    """(whole command s, first row s, rows printed) of ``checkout``'s fxviz."""
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
+def _child_cpu() -> float:
+    """CPU seconds (user + system) the waited-for children took so far: a fresh process's share of a
+    busy machine is its wall time's noise, its CPU time is not."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _fxviz_env(checkout: pathlib.Path) -> dict[str, str]:
+    """A user's environment: bytecode cached as an install leaves it (a session's PYTHONDONTWRITEBYTECODE
+    would make every run compile fxviz's sources, which no user pays)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(checkout)
+    return env
+
+
+def time_fxviz(log: pathlib.Path, checkout: pathlib.Path = ROOT) -> tuple[float, float, int, float]:
+    """(whole command s, first row s, rows printed, CPU s) of ``checkout``'s fxviz."""
+    cpu = _child_cpu()
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "fxviz", "logs", str(log)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env, cwd=tempfile.gettempdir(), text=True)
+                            stderr=subprocess.DEVNULL, env=_fxviz_env(checkout), cwd=tempfile.gettempdir(), text=True)
     assert proc.stdout is not None
     first, rows = None, 0
     for line in proc.stdout:
@@ -105,7 +125,7 @@ def time_fxviz(log: pathlib.Path, checkout: pathlib.Path = ROOT) -> tuple[float,
     whole = time.perf_counter() - t0
     if proc.returncode:
         raise SystemExit(f"fxviz logs exited {proc.returncode}")
-    return whole, first if first is not None else whole, rows
+    return whole, first if first is not None else whole, rows, _child_cpu() - cpu
 
 
 IMPORTS_TORCH = """
@@ -126,12 +146,14 @@ def imports_torch(log: pathlib.Path) -> bool:
     return "TORCH_IMPORTED True" in out.stderr
 
 
-def time_tlparse(log: pathlib.Path, out: pathlib.Path) -> float:
+def time_tlparse(log: pathlib.Path, out: pathlib.Path) -> tuple[float, float]:
+    """(whole command s, CPU s) of tlparse."""
     exe = shutil.which("tlparse") or str(pathlib.Path(sys.executable).with_name("tlparse"))
+    cpu = _child_cpu()
     t0 = time.perf_counter()
     subprocess.run([exe, str(log), "--no-browser", "--overwrite", "-o", str(out)], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, _child_cpu() - cpu
 
 
 def main() -> None:
@@ -155,10 +177,14 @@ def main() -> None:
     else:
         log = make_big_log(work, args.mb)
     size = log.stat().st_size / 1e6
+    checkouts = [ROOT] + ([pathlib.Path(args.before)] if args.before else [])
+    for checkout in checkouts:  # untimed: the page cache warm and bytecode written for every command alike
+        time_fxviz(log, checkout)
+    time_tlparse(log, work / "tl_out")
     before = os.getloadavg()
-    fx: list[tuple[float, float, int]] = []
-    old: list[tuple[float, float, int]] = []
-    tl: list[float] = []
+    fx: list[tuple[float, float, int, float]] = []
+    old: list[tuple[float, float, int, float]] = []
+    tl: list[tuple[float, float]] = []
     for r in range(args.rounds):
         steps = [lambda: fx.append(time_fxviz(log)), lambda: tl.append(time_tlparse(log, work / "tl_out"))]
         if args.before:
@@ -166,19 +192,25 @@ def main() -> None:
         for step in steps if r % 2 == 0 else reversed(steps):
             step()
     after = os.getloadavg()
-    whole = statistics.median(f[0] for f in fx)
-    first = statistics.median(f[1] for f in fx)
-    tlp = statistics.median(tl)
+    med = statistics.median
+    tlp, tl_cpu = med(t[0] for t in tl), med(t[1] for t in tl)
     print(f"log {log} {size:.1f} MB, {fx[0][2]} table rows; load before {before}, after {after}; "
           f"{args.rounds} rounds interleaved; `fxviz logs` imports torch: {imports_torch(log)}")
-    print("| command | median s | fastest s | ratio to tlparse (median) |\n|---|---|---|---|")
-    print(f"| `fxviz logs BIG` (whole) | {whole:.2f} | {min(f[0] for f in fx):.2f} | {whole / tlp:.2f}x |")
-    print(f"| `fxviz logs BIG` (first row) | {first:.2f} | {min(f[1] for f in fx):.2f} | {first / tlp:.2f}x |")
-    print(f"| `tlparse BIG --no-browser -o OUT` | {tlp:.2f} | {min(tl):.2f} | 1.00x |")
+    print("| command | median s | fastest s | ratio to tlparse (median) | CPU s (median) | CPU ratio |\n"
+          "|---|---|---|---|---|---|")
+
+    def row(what: str, runs: list[tuple[float, float, int, float]], k: int = 0) -> None:
+        w, c = med(f[k] for f in runs), med(f[3] for f in runs)
+        print(f"| {what} | {w:.2f} | {min(f[k] for f in runs):.2f} | {w / tlp:.2f}x | {c:.2f} | {c / tl_cpu:.2f}x |")
+
+    row("`fxviz logs BIG` (whole)", fx)
+    w = med(f[1] for f in fx)
+    print(f"| `fxviz logs BIG` (first row) | {w:.2f} | {min(f[1] for f in fx):.2f} | {w / tlp:.2f}x | | |")
+    fastest = min(t[0] for t in tl)
+    print(f"| `tlparse BIG --no-browser -o OUT` | {tlp:.2f} | {fastest:.2f} | 1.00x | {tl_cpu:.2f} | 1.00x |")
     if old:
-        o = statistics.median(f[0] for f in old)
-        print(f"| before: `fxviz logs BIG` (whole) | {o:.2f} | {min(f[0] for f in old):.2f} | {o / tlp:.2f}x |")
-    if not args.keep and not args.log:
+        row("before: `fxviz logs BIG` (whole)", old)
+    if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
 

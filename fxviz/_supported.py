@@ -5,7 +5,7 @@ is untested, so fxviz says so once and lets it through."""
 
 from __future__ import annotations
 
-import importlib.metadata
+import os
 import re
 import sys
 import warnings
@@ -35,10 +35,42 @@ def installed_torch() -> str:
     torch = sys.modules.get("torch")
     if torch is not None:
         return str(torch.__version__)
+    found = _dist_info_version()
+    if found is not None:
+        return found
+    import importlib.metadata  # egg-info, zipped or unusual installs: its import is 30 ms of every command
+
     try:
         return importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         raise ImportError(f"fxviz needs torch, and none is installed: pip install 'torch{TORCH_RANGE}'") from None
+
+
+def _dist_info_version() -> str | None:
+    """The ``Version:`` of the first ``torch-*.dist-info`` on ``sys.path`` (where ``importlib.metadata``
+    finds it); None where a path holds torch's metadata in another form, or none does."""
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        mine = [n for n in names if n.lower().startswith("torch-") or n.lower() == "torch.egg-info"]
+        dist = [n for n in mine if n.endswith(".dist-info") and n.split("-")[0].lower() == "torch"]
+        if not mine:
+            continue
+        if len(dist) != 1 or len(mine) != 1:
+            return None  # an egg-info, or several: importlib.metadata decides
+        try:
+            with open(os.path.join(entry or ".", dist[0], "METADATA"), encoding="utf-8") as f:
+                for line in f:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+                    if not line.strip():
+                        break
+        except OSError:
+            pass
+        return None
+    return None
 
 
 def torch_minor(version: str) -> tuple[int, int]:

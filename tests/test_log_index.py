@@ -5,6 +5,7 @@ torch.export), then copied, renamed or cut by record as a user's directory would
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -16,8 +17,9 @@ import pytest
 
 import fxviz
 from fxviz.errors import FxvizWarning, LogError
-from fxviz.logs.index import GRAPH_KINDS
-from fxviz.logs.signature import ITEMSIZE, VIEW_OPS, storage_bytes
+from fxviz.logs import reader
+from fxviz.logs.index import GRAPH_KINDS, FileIndex, graph_rows
+from fxviz.logs.signature import ASSIGNS, ITEMSIZE, VIEW_OPS, GraphText, saved_bytes, storage_bytes
 
 from .logs_util import make_log
 
@@ -40,6 +42,17 @@ EXPORT = """
 import torch
 m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
 torch.export.export(m, (torch.randn(2, 4),)).run_decompositions()
+"""
+
+
+VIEWS = """
+import torch
+def f(x, w):
+    h = (x @ w).view(4, 2, 8)
+    a, b = h.chunk(2, -1)  # a multi-output view: its items share h's storage
+    return (torch.tanh(a) * b.transpose(1, 2).transpose(1, 2).contiguous() + h.sum()).sum()
+x, w = torch.randn(8, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+torch.compile(f, backend="aot_eager")(x, w).backward()
 """
 
 
@@ -268,3 +281,51 @@ def test_storage_bytes_from_an_annotation():
     assert storage_bytes("f32[2*s0 + 1][1]cpu", {"s0": 3}) == 7 * 4
     assert storage_bytes("f32[s9][1]cpu", {}) is None  # a size the log gives no value for
     assert storage_bytes("f32[0, 4][4, 1]cpu", {}) == 0 and storage_bytes("f32[][]cpu", {}) == 4
+
+
+def _read(path, block, monkeypatch):
+    monkeypatch.setattr(reader, "_BLOCK", block)
+    stats = reader.ReadStats()
+    with open(path, "rb") as f:
+        records = [(r.kind, r.envelope, r.payload_offset, r.payload)
+                   for r in reader.read_records(f, stats, lambda r: True)]
+    index = FileIndex(str(path))
+    index.read()
+    return records, stats, [graph_rows(c) for c in index.compiles.values()]
+
+
+def test_records_whatever_the_block(fail_log, monkeypatch):
+    """The reader searches the file a block at a time: every payload is the one torch wrote (its md5 is
+    the one torch put in the record's envelope), and records, stats and the index's rows are the same
+    whatever the block's size, a record's header or payload split across blocks included."""
+    path = _only_file(fail_log)
+    records, stats, rows = _read(path, 1 << 23, monkeypatch)
+    digests = [(hashlib.md5(payload.encode()).hexdigest(), env["has_payload"]) for _, env, _, payload in records
+               if "has_payload" in env]
+    assert len(digests) > 20 and all(mine == torchs for mine, torchs in digests)
+    assert (stats.truncated, stats.corrupt_lines, stats.bytes) == (False, 0, path.stat().st_size)
+    for block in (1, 7, 4096):
+        assert _read(path, block, monkeypatch) == (records, stats, rows)
+
+
+def test_saved_storages_read_lazily_as_in_order(tmp_path):
+    """The index reads a forward graph's value lines only along the saved values' storage chains (a view's
+    input, a split's items); reading every line in order, as a graph that assigns a name twice is read,
+    gives every value the same storage, and the saved bytes are what torch's rebuilt graph counts."""
+    log = make_log(VIEWS, tmp_path / "views")
+    with open(_only_file(log), "rb") as f:
+        kept = reader.read_records(f, reader.ReadStats(), lambda r: r.kind in GRAPH_KINDS)
+        graphs = {r.kind: b"\n" + r.raw for r in kept if r.raw is not None}
+    lines = graphs["aot_forward_graph"]
+    lazy, ordered = GraphText(lines), GraphText(lines)
+    found = ASSIGNS.findall(lines)
+    ordered._assigned = {line[0]: line for line in found}
+    ordered._read_in_order(found)
+    names = [line[0].decode() for line in found] + list(lazy.inputs)
+    assert [lazy.storage(n) for n in names] == [ordered.storage(n) for n in names]
+    assert any(lazy.storage(n)[0] != n for n in names)  # some value lives in another's storage
+    backward = GraphText(graphs["aot_backward_graph"])
+    assert saved_bytes(lazy, backward, {}) == saved_bytes(ordered, backward, {})
+    run = fxviz.load_logs(log)
+    assert int(run.graphs.iloc[0]["saved_bytes"]) == int(
+        run.trace().memory_table(["logged"]).iloc[0]["saved_activation_bytes"])

@@ -10,24 +10,26 @@ gets a reason where fxviz can tell one from the other side's graph and partition
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from ..capture import JointGraph
 from ..roles import NodeInfo
 from .match import Matching, match_graphs, value_module, value_op
-from .memory import saved_memory
+from .memory import offloads, saved_memory
 from .partition import Partition
 
 __all__ = ["SavedValue", "Side", "DIFF_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE", "side_of", "diff_table",
            "lone_rows", "module_bytes"]
 
 DIFF_COLUMNS = ["status", "module", "op", "shape_a", "shape_b", "dtype", "kind", "bytes_a", "bytes_b", "name_a",
-                "name_b", "match", "why"]
+                "name_b", "match", "why", "offloaded"]
 """The diff table's columns, in the saved table's words (``analysis.saved``): ``module`` (None: no
-module), ``op``, ``dtype``, ``kind`` (activation / parameter / input), a shape is a tuple of ints;
-a column of one side ends in ``_a`` / ``_b`` (None where that side does not save the value)."""
+module), ``op``, ``dtype``, ``kind`` (activation / parameter / input / offloaded), a shape is a tuple
+of ints; a column of one side ends in ``_a`` / ``_b`` (None where that side does not save the value).
+``status``: both, only A, only B, or offloaded (one side saves the value, the other offloads it:
+``kind`` is the saving side's); ``offloaded``: which side offloads the value (A, B, both or None)."""
 BY_MODULE_COLUMNS = ["module", "bytes_a", "bytes_b", "change"]
 NO_MODULE = "(no module)"
 """What ``by_module`` says for values no module made (a user input; most ops of a log, which records
@@ -46,6 +48,7 @@ class SavedValue:
     kind: str  # activation | parameter | input (the saved table's ``kind``)
     bytes: int  # its storage's bytes, counted at the first saved value that views it (0 for the rest)
     shares: str | None = None  # that first saved value, when this one views its storage too
+    offloaded_to: str | None = None  # activation offloading's copy of ``name``: the device it went to
 
 
 @dataclass
@@ -99,9 +102,15 @@ def side_of(letter: str, label: str, graph: JointGraph, p: Partition) -> Side:
     for use in saved_memory(p, graph).storages:
         for i, name in enumerate(use.names):
             counted.setdefault(name, (use.owner, use.nbytes, None) if i == 0 else (use.owner, 0, use.names[0]))
+    moved = {o.name: o for o in offloads(p)}
     for name in dict.fromkeys(p.saved):
         if name in counted:  # a SymInt has no storage and no row
             kind, nbytes, shares = counted[name]
+            off = moved.get(name)
+            if off is not None and off.wraps in graph.info:  # offloaded: the joint value it holds, and where
+                values.append(replace(_value(graph.info[off.wraps], off.wraps, "offloaded", kind, nbytes,
+                                             shares=shares), offloaded_to=off.target))
+                continue
             made = p.made.get(name)  # an RNG state the partitioner made: no joint node, its kind as op
             values.append(_value(graph.info.get(name), name, made.kind if made else "?", kind, nbytes, shares=shares))
     return Side(letter, label, graph, p, values)
@@ -158,13 +167,20 @@ def why(value: SavedValue, counterpart: str | None, mine: Side, other: Side, cov
 
 
 def _row(status: str, a: SavedValue | None, b: SavedValue | None, rule: str, reason: str) -> dict[str, object]:
-    first = a if a is not None else b
-    assert first is not None
+    held = [v for v in (a, b) if v is not None]
+    first = next((v for v in held if v.offloaded_to is None), held[0])  # the saving side's kind, if one saves
+    off = [x for x, v in (("A", a), ("B", b)) if v is not None and v.offloaded_to is not None]
     return {"status": status, "module": first.module or None, "op": first.op,
             "shape_a": _shape(a), "shape_b": _shape(b), "dtype": first.dtype or None, "kind": first.kind,
             "bytes_a": a.bytes if a is not None else 0, "bytes_b": b.bytes if b is not None else 0,
             "name_a": a.name if a is not None else None, "name_b": b.name if b is not None else None,
-            "match": rule, "why": reason}
+            "match": rule, "why": reason, "offloaded": "both" if len(off) == 2 else off[0] if off else None}
+
+
+def _offload_words(a: SavedValue, b: SavedValue) -> str:
+    """One side saves the value, the other offloads it: "A saves relu; B offloads it to cpu"."""
+    saver, (x, mover) = (("A", a), ("B", b)) if b.offloaded_to is not None else (("B", b), ("A", a))
+    return f"{saver[0]} saves {saver[1].name}; {x} offloads it to {mover.offloaded_to}"
 
 
 def _shape(v: SavedValue | None) -> tuple[int, ...] | None:
@@ -243,6 +259,9 @@ def diff_table(a: Side, b: Side, matching: Matching | None = None) -> pd.DataFra
         twin = b_by_name.get(twin_name) if twin_name is not None else None
         if twin is not None and id(twin) not in used:
             used.add(id(twin))
+            if (v.offloaded_to is None) != (twin.offloaded_to is None):  # saved on one side, offloaded on the other
+                rows.append(_row("offloaded", v, twin, rule, _offload_words(v, twin)))
+                continue
             note = _alias_words(a, b, v.name, twin.name) if v.name in aliased and v.name and twin.name else ""
             rows.append(_row("both", v, twin, rule, note))
         else:
@@ -259,7 +278,7 @@ def diff_table(a: Side, b: Side, matching: Matching | None = None) -> pd.DataFra
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
     for c in ("bytes_a", "bytes_b"):
         df[c] = df[c].astype("int64")
-    for c in ("module", "dtype", "name_a", "name_b", "shape_a", "shape_b"):
+    for c in ("module", "dtype", "name_a", "name_b", "shape_a", "shape_b", "offloaded"):
         df[c] = df[c].astype(object).where(df[c].notna(), None)
     return df
 
@@ -277,6 +296,8 @@ def module_bytes(table: pd.DataFrame) -> pd.DataFrame:
     """Saved activation bytes per module for A and B and the change (B - A), biggest change first;
     values of no module under :data:`NO_MODULE`."""
     act = table[table["kind"] == "activation"].assign(module=lambda t: t["module"].fillna(NO_MODULE))
+    for side in ("a", "b"):  # a copy one side offloads is not among that side's activations
+        act.loc[act["offloaded"] == side.upper(), f"bytes_{side}"] = 0
     grouped = act.groupby("module", sort=False)[["bytes_a", "bytes_b"]].sum().reset_index()
     grouped["change"] = grouped["bytes_b"] - grouped["bytes_a"]
     order = grouped["change"].abs().sort_values(ascending=False, kind="stable").index

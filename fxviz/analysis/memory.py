@@ -11,6 +11,7 @@ evaluated at the example inputs' sizes (the caption says so when it happened).
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,11 +41,15 @@ __all__ = [
     "has_symbolic_sizes",
     "storage_spans",
     "storage_owners",
+    "Offload",
+    "offloads",
+    "elsewhere",
     "saved_memory",
     "peak_bytes",
     "live_bytes",
     "recompute_cost",
     "memory_row",
+    "offload_notes",
     "memory_table",
     "caption",
     "checkpoint_summary",
@@ -54,9 +59,10 @@ __all__ = [
 
 COLUMNS: list[str] = [
     "strategy", "saved_tensors", "saved_symints", "saved_storages", "saved_activation_bytes", "saved_param_bytes",
-    "saved_input_bytes", "recomputed_ops", "recomputed_random_ops", "recompute_flops", "recompute_bytes",
-    "forward_graph_ops", "backward_graph_ops", "forward_flops", "forward_peak_bytes", "backward_peak_bytes",
-    "resident_bytes", "torch_estimate_bytes", "gap_to_optimal_flops", "gap_to_optimal_bytes", "seconds", "error",
+    "saved_input_bytes", "offloaded_bytes", "recomputed_ops", "recomputed_random_ops", "recompute_flops",
+    "recompute_bytes", "forward_graph_ops", "backward_graph_ops", "forward_flops", "forward_peak_bytes",
+    "backward_peak_bytes", "resident_bytes", "torch_estimate_bytes", "gap_to_optimal_flops", "gap_to_optimal_bytes",
+    "seconds", "error",
 ]
 _INT_COLUMNS = [c for c in COLUMNS if c not in ("strategy", "seconds", "error")]
 MEASURED_TABLE_COLUMNS: list[str] = ["measured_saved_bytes", "measured_difference_bytes", "measured_reason"]
@@ -106,7 +112,7 @@ class StorageUse:
 
     key: int
     nbytes: int
-    owner: str  # activation | parameter | input
+    owner: str  # activation | parameter | input | offloaded
     names: tuple[str, ...]
 
 
@@ -134,6 +140,11 @@ class SavedMemory:
     def input_bytes(self) -> int:
         return self.bytes_of("input")
 
+    @property
+    def offloaded_bytes(self) -> int:
+        """The copies torch's activation offloading saves instead of the values (``offloaded``)."""
+        return self.bytes_of("offloaded")
+
 
 def saved_nodes(p: Partition, graph: JointGraph) -> list[fx.Node]:
     """The forward graph's outputs after the first ``num_fwd_outputs``: what the backward reads."""
@@ -155,20 +166,74 @@ def saved_memory(p: Partition, graph: JointGraph, storages: Storages | None = No
         result.tensors += 1
         result.torch_estimate_bytes += _torch.torch_size_of(node)
         key = storages.key(val)
-        groups.setdefault(key, (owners.get(key, "activation"), []))[1].append(p.saved_name(node.name))
+        name = p.saved_name(node.name)
+        owner = "offloaded" if name in p.made and p.made[name].kind == "offloaded" else "activation"
+        groups.setdefault(key, (owners.get(key, owner), []))[1].append(name)
     result.storages = [StorageUse(k, storages.nbytes(k), ow, tuple(names)) for k, (ow, names) in groups.items()]
     return result
 
 
+# --- activation offloading ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Offload:
+    """A value torch's activation offloading copied to another device for the backward (the
+    forward's ``device_put``; the backward reloads it): its name in ``Partition.saved``, the joint
+    value it holds, the device that value was made on and the one the copy went to."""
+
+    name: str
+    wraps: str | None
+    source: str
+    target: str
+
+    @property
+    def moved(self) -> bool:
+        """Whether the copy left the device (a CPU run offloads to the CPU: the same memory)."""
+        return self.source != self.target
+
+
+def _device(n: Any) -> str | None:
+    val = _torch.meta_val(n) if isinstance(n, fx.Node) else None
+    return str(val.device) if isinstance(val, torch.Tensor) else None
+
+
+def offloads(p: Partition) -> list[Offload]:
+    """The values ``p`` offloads, in saved order: the ``MadeValue``s of kind ``offloaded``, with the
+    devices their forward-graph nodes' fake tensors carry (the log's annotations)."""
+    if p.forward is None or not any(m.kind == "offloaded" for m in p.made.values()):
+        return []  # the usual case: no graph walk
+    nodes = {n.name: n for n in p.forward.graph.nodes}
+    out = []
+    for name in p.saved:
+        made = p.made.get(name)
+        node = nodes.get(made.node) if made is not None and made.kind == "offloaded" else None
+        if made is None or node is None:
+            continue
+        target = _device(node) or str(node.args[1] if len(node.args) > 1 else "?")
+        out.append(Offload(name, made.wraps, _device(node.args[0] if node.args else None) or target, target))
+    return out
+
+
+def elsewhere(p: Partition, storages: Storages) -> set[int]:
+    """Storages of ``p``'s graphs on a device offloading moved values to (the host), which the
+    device's peaks leave out: an offloaded value counts on the device only from the op that makes it
+    to its copy, and again from its reload in the backward to its last use."""
+    targets = {o.target for o in offloads(p) if o.moved}
+    keys: set[int] = set()
+    for gm in (p.forward, p.backward) if targets else ():
+        for n in gm.graph.nodes if gm is not None else ():
+            keys.update(storages.key(t) for t in tensors(_torch.meta_val(n)) if str(t.device) in targets)
+    return keys
+
+
 # --- liveness ------------------------------------------------------------------------------------
 def peak_bytes(gm: fx.GraphModule, storages: Storages, resident: dict[int, int], *,
-               inputs_live_throughout: bool) -> int:
+               inputs_live_throughout: bool, away: AbstractSet[int] = frozenset()) -> int:
     """Peak bytes while ``gm`` runs: resident storages (parameters, user inputs) all the time,
     plus every other storage from the node that creates it to the last user of any value that
     views it.  Graph outputs live to the end.  Other graph inputs live throughout in a forward
     (the caller holds them) and until their last use in a backward (AOTAutograd hands the saved
-    values over and lets each go once read)."""
-    live = live_bytes(gm, storages, resident, inputs_live_throughout=inputs_live_throughout)
+    values over and lets each go once read).  ``away``: storages on another device (``elsewhere``)."""
+    live = live_bytes(gm, storages, resident, inputs_live_throughout=inputs_live_throughout, away=away)
     return max(live, default=0) + sum(resident.values())
 
 
@@ -205,11 +270,13 @@ def storage_spans(gm: fx.GraphModule, storages: Storages, resident: Container[in
 
 
 def live_bytes(gm: fx.GraphModule, storages: Storages, resident: dict[int, int], *,
-               inputs_live_throughout: bool) -> list[int]:
-    """Bytes live (resident storages left out) while each node of ``gm`` runs, one entry per node
-    in graph order: the liveness walk ``peak_bytes`` takes the maximum of."""
+               inputs_live_throughout: bool, away: AbstractSet[int] = frozenset()) -> list[int]:
+    """Bytes live (resident storages and those ``away`` on another device left out) while each
+    node of ``gm`` runs, one entry per node in graph order: the liveness walk ``peak_bytes`` takes
+    the maximum of."""
     end = len(gm.graph.nodes)
-    span, _ = storage_spans(gm, storages, resident, inputs_live_throughout=inputs_live_throughout)
+    left_out: Container[int] = set(resident) | away if away else resident
+    span, _ = storage_spans(gm, storages, left_out, inputs_live_throughout=inputs_live_throughout)
     delta = [0] * (end + 2)
     for key, (start, last) in span.items():
         delta[start] += storages.nbytes(key)
@@ -268,6 +335,7 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
     if p.forward is None or p.backward is None:
         return _error_row(p.name, "the partition has no forward/backward graphs to measure")
     saved = saved_memory(p, graph, storages)
+    away = elsewhere(p, storages)
     flops, traffic = recompute_cost(p)
     random = sorted(p.recomputed_random)
     values = {
@@ -278,6 +346,7 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
         "saved_activation_bytes": saved.activation_bytes,
         "saved_param_bytes": saved.param_bytes,
         "saved_input_bytes": saved.input_bytes,
+        "offloaded_bytes": saved.offloaded_bytes,
         "recomputed_ops": len(p.recomputed),
         "recomputed_random_ops": len(random),
         "recompute_flops": flops,
@@ -285,14 +354,33 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
         "forward_graph_ops": graph_op_count(p.forward),
         "backward_graph_ops": graph_op_count(p.backward),
         "forward_flops": graph_flops(p.forward),
-        "forward_peak_bytes": peak_bytes(p.forward, storages, resident, inputs_live_throughout=True),
-        "backward_peak_bytes": peak_bytes(p.backward, storages, resident, inputs_live_throughout=False),
+        "forward_peak_bytes": peak_bytes(p.forward, storages, resident, inputs_live_throughout=True, away=away),
+        "backward_peak_bytes": peak_bytes(p.backward, storages, resident, inputs_live_throughout=False, away=away),
         "resident_bytes": sum(resident.values()),
         "torch_estimate_bytes": saved.torch_estimate_bytes,
         "seconds": p.seconds,
         "error": None,
     }
-    return MemoryRow(values)
+    return MemoryRow(values, offload_notes(p))
+
+
+def offload_notes(p: Partition) -> list[str]:
+    """The caption's words on what ``p`` offloads (none when it offloads nothing)."""
+    moved = offloads(p)
+    if not moved:
+        return []
+    names = ", ".join(f"{o.wraps or o.name} to {o.target}" for o in moved)
+    away = sorted({o.target for o in moved if o.moved})
+    same = sorted({o.target for o in moved if not o.moved})
+    words = [f"offloaded_bytes: {p.name} offloads {len(moved)} saved value(s) with torch's activation offloading "
+             f"({names}): the copies, not in saved_activation_bytes."]
+    if away:
+        words.append(f"The peaks count an offloaded value on the device only until its copy to {', '.join(away)} "
+                     "and again from its reload in the backward; storages on " + ", ".join(away) + " are left out.")
+    if same:
+        words.append(f"A copy to {', '.join(same)}, the device the value was on, stays in the same memory: the "
+                     "peaks count it.")
+    return [" ".join(words)]
 
 
 def _index_list(indices: list[int]) -> str:

@@ -28,13 +28,16 @@ from .partition import Partition
 __all__ = ["OP_WORDS", "KINDS", "FATES", "SAVED_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE", "op_words",
            "fate", "saved_table", "by_module"]
 
-KINDS: tuple[str, ...] = ("activation", "parameter", "input", "symint")
+KINDS: tuple[str, ...] = ("activation", "parameter", "input", "offloaded", "symint")
 """What a saved value is: a new tensor of the forward, a view of module state (the memory table's
-``saved_param_bytes``), a view of a user input (``saved_input_bytes``), or a size."""
+``saved_param_bytes``), a view of a user input (``saved_input_bytes``), the copy torch's activation
+offloading saves in place of a value (``offloaded_bytes``: on the host, not among the activations), or
+a size."""
 
-FATES: tuple[str, ...] = ("saved", "recomputed", "not needed", "failed")
-"""What another strategy does with a value: saves it, runs it again in the backward, needs it
-not at all (it saves something else it is made from or makes), or fails on this graph."""
+FATES: tuple[str, ...] = ("saved", "offloaded", "recomputed", "not needed", "failed")
+"""What another strategy does with a value: saves it, saves a copy on another device (activation
+offloading), runs it again in the backward, needs it not at all (it saves something else it is made
+from or makes), or fails on this graph."""
 
 SAVED_COLUMNS: list[str] = ["kind", "module", "op", "what", "shape", "dtype", "bytes", "shares_storage_with",
                             "source"]
@@ -169,6 +172,8 @@ def fate(p: Partition, name: str) -> str:
         return "failed"
     if name in p.saved:
         return "saved"
+    if any(m.kind == "offloaded" and m.wraps == name for m in p.made.values()):
+        return "offloaded"
     if name in p.recomputed:
         return "recomputed"
     return "not needed"
@@ -207,15 +212,19 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
             rows.append(_row(name, nodes[name], graph, "symint", 0, None))
     df = pd.DataFrame(rows, columns=["name"] + SAVED_COLUMNS).set_index("name")
     df["bytes"] = df["bytes"].astype("int64")
-    for other in others:
-        df[other.name] = [fate(other, n) for n in df.index]
+    joint = [p.made[n].wraps or n if n in p.made and p.made[n].kind == "offloaded" else n for n in df.index]
+    for other in others:  # an offloaded copy: what the other strategy does with the value it holds
+        df[other.name] = [fate(other, n) for n in joint]
     df.attrs["strategy"] = p.name
     df.attrs["strategy_words"] = (names or {}).get(p.name, "")  # "what torch.compile does" for the step's
+    copies = (" and offloaded_bytes (kind 'offloaded': the copies torch's activation offloading saves in place of a "
+              "value, on the device each row's 'what' names; not among the activations). "
+              if (df["kind"] == "offloaded").any() else ". ")
     df.attrs["caption"] = (
         f"What strategy {named(p.name, names or {})} saves for the backward: {len(df)} values, biggest storage "
         "first. bytes count "
         "storages (a view or alias of a saved value adds 0 and says which value's storage it shares); the kinds "
-        "add up to tr.memory_table()'s saved_activation_bytes, saved_param_bytes and saved_input_bytes. "
+        "add up to tr.memory_table()'s saved_activation_bytes, saved_param_bytes and saved_input_bytes" + copies
         + (f"Other columns: what {', '.join(o.name for o in others)} do with each value." if others else ""))
     return df
 

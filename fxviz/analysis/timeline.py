@@ -12,7 +12,9 @@ node that makes it to its last use.  A graph's inputs (the backward's saved valu
 all handed in before its first op runs, so every ``placeholder`` row shows them all (the liveness
 walk adds them one row at a time, which drew a ramp the real backward never builds).  A fusing
 backend (inductor) never materializes fused pointwise intermediates and reuses buffers, so a real
-step peaks lower than these curves; they compare partitions of the same graph.
+step peaks lower than these curves; they compare partitions of the same graph.  A value torch's
+activation offloading copied to the host counts while it is on the device: from the op that makes
+it to its copy, and from its reload in the backward (the copy on the host is not device memory).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pandas as pd
 import torch.fx as fx
 
 from ..capture import JointGraph
-from .memory import Storages, live_bytes, storage_owners
+from .memory import Storages, elsewhere, live_bytes, storage_owners
 from .partition import Partition
 
 __all__ = ["TIMELINE_COLUMNS", "memory_timeline", "timeline_peaks"]
@@ -58,10 +60,12 @@ def _rows(graph: JointGraph, p: Partition) -> list[dict[str, object]]:
     storages = Storages(graph.gm, p.forward, p.backward)  # as memory.memory_row builds them
     resident = {k: storages.nbytes(k) for k in storage_owners(graph, storages)}
     held = sum(resident.values())
+    away = elsewhere(p, storages)  # offloaded copies on the host: not the device's memory
     rows: list[dict[str, object]] = []
     for phase, gm, to_joint, throughout in (("forward", p.forward, p.fw_to_joint, True),
                                             ("backward", p.backward, p.bw_to_joint, False)):
-        curve = _inputs_held_from_the_start(gm, live_bytes(gm, storages, resident, inputs_live_throughout=throughout))
+        curve = _inputs_held_from_the_start(gm, live_bytes(gm, storages, resident, inputs_live_throughout=throughout,
+                                                                away=away))
         for step, (node, live) in enumerate(zip(gm.graph.nodes, curve)):
             joint = to_joint.get(node.name)
             info = graph.info.get(joint) if joint is not None else None

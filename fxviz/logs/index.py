@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import LogError
 from .reader import ReadStats, Record, read_records
-from .signature import GraphText, SavedBytes, saved_bytes
+from .signature import GraphText, SavedBytes, placeholders, saved_bytes
 
 __all__ = ["Compile", "Piece", "FileIndex", "GRAPH_COLUMNS", "READ_KINDS", "GRAPH_KINDS", "graph_rows",
            "assign_ranks", "STATUSES", "FUNCTORCH_KEYS"]
@@ -47,18 +47,21 @@ READ_KINDS = frozenset({
 """Record kinds fxviz reads; every other kind is skipped and counted in ``Run.skipped``."""
 
 GRAPH_KINDS = ("aot_joint_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph")
+_SIDES = ("aot_forward_graph", "aot_backward_graph")
 _INDUCTOR_ARTIFACTS = frozenset({"before_pre_grad_graph", "after_pre_grad_graph", "before_post_grad_graph",
                                  "after_post_grad_graph", "fx_graph_cache_hit", "fx_graph_cache_miss"})
 """Artifacts only inductor's ``compile_fx`` logs (with ``inductor_*`` record kinds): how a log says
 which backend compiled a frame (no record names the backend itself)."""
-_OP_LINE = re.compile(r"^\s+\w+(?:: \"[^\"]*\")? = (?!None\b)")
-_PLACEHOLDER = re.compile(r"^\s+\w+: \"[^\"]*\",?\s*(?:#\s*(.*))?$")
+_OP_LINES = re.compile(rb'\n\t[^\S\n]+\w+(?:: "[^"\n]*")? = (?!None\b)')
+"""A graph's op lines, searched in ``b"\n" + raw`` (as ``signature.ASSIGNS``): a value assigned
+(``view: "f32[4]" = torch.ops.aten.view...``), not one cleared (``x = None``)."""
 _RANK_IN_NAME = re.compile(r"rank_(\d+)")
 _STATIC = re.compile(r"static_input_indices=\[([0-9,\s]*)\]")
 CONFIG_ARTIFACT = "torch._" + "functorch.config"
 """The name of the artifact AOTAutograd logs functorch's config under: a record's name, data (spelt in two
 parts: test_torch_internals reads torch's private module names as uses of them)."""
-_KEPT_ARTIFACTS = ("torch_version", "recompile_reasons", "dynamo_graph_break_reason", CONFIG_ARTIFACT)
+_KEPT_ARTIFACTS = ("torch_version", "recompile_reasons", "dynamo_graph_break_reason", CONFIG_ARTIFACT,
+                   "aot_forward_graph_fw_metadata")
 FUNCTORCH_KEYS = ("activation_memory_budget", "activation_memory_budget_solver",
                   "activation_memory_budget_runtime_estimator", "enable_activation_offloading")
 """The settings of functorch's config that decide what the run's partitioner saved: read from
@@ -72,7 +75,7 @@ class Piece:
 
     offsets: dict[str, int] = field(default_factory=dict)  # record kind -> payload offset
     placeholders: dict[str, int] = field(default_factory=dict)
-    ops: dict[str, int] = field(default_factory=dict)
+    ops: dict[str, int] = field(default_factory=dict)  # of its joint and inference graphs (the ``nodes`` column)
     bwd_tangents: int = 0
     attempt: int = 0
     static: list[int] | None = None
@@ -161,14 +164,16 @@ class FileIndex:
         return self.record_rank if self.record_rank is not None else self.name_rank
 
     def compile(self, rec: Record) -> Compile | None:
-        frame, fcid, _attempt, ca = rec.compile_key
+        env = rec.envelope  # the compile key's fields (Record.compile_key), less the attempt it leaves out
+        frame = env.get("frame_id")
         if frame is None and rec.kind not in GRAPH_KINDS:
             return None
-        key = (frame, fcid if frame is not None else None, 0, ca)
-        if key not in self.compiles:
-            self.compiles[key] = Compile(rank=self.rank or 0, key=key, file=self.path,
-                                         torch_version=self.torch_version)
-        return self.compiles[key]
+        key = (frame, env.get("frame_compile_id") if frame is not None else None, 0, env.get("compiled_autograd_id"))
+        c = self.compiles.get(key)
+        if c is None:
+            c = self.compiles[key] = Compile(rank=self.rank or 0, key=key, file=self.path,
+                                             torch_version=self.torch_version)
+        return c
 
     def read(self, on_compile: Callable[[Compile], None] | None = None) -> None:
         """One pass over the file; ``on_compile(c)`` as each compile's metrics record closes it (so a
@@ -180,7 +185,7 @@ class FileIndex:
             raise LogError(f"cannot read log file {self.path}: {exc.strerror}",
                            "check the path and permissions") from exc
         with f:
-            for rec in read_records(f, self.stats, _keep, _on_line, _wants_lines):
+            for rec in read_records(f, self.stats, _keep):
                 self.record(rec)
                 if on_compile is not None and rec.kind == "compilation_metrics":
                     c = self.compile(rec)
@@ -211,6 +216,9 @@ class FileIndex:
         c = self.compile(rec)
         if c is None:
             return
+        if rec.kind not in READ_KINDS:  # a kind fxviz skips: it only says the compile exists, or ran inductor
+            c.inductor = c.inductor or rec.kind.startswith("inductor_")
+            return
         if rec.kind.startswith("inductor_") or (rec.artifact_name or "") in _INDUCTOR_ARTIFACTS:
             c.inductor = True  # only inductor writes these: the run compiled with it
         if rec.kind in GRAPH_KINDS:
@@ -220,7 +228,7 @@ class FileIndex:
         elif rec.artifact_name == "min_cut_information" and c.pieces:
             c.pieces[-1].min_cut_offset = rec.payload_offset
         elif rec.artifact_name == "aot_forward_graph_fw_metadata" and c.pieces:
-            m = _STATIC.search(rec.tally.get("static", ""))
+            m = _STATIC.search(_static_text(rec.payload or "")) if b"static_input_indices" in (rec.raw or b"") else None
             if m:
                 c.pieces[-1].static = [int(x) for x in m.group(1).split(",") if x.strip()]
         elif rec.kind in ("dynamo_start", "compilation_metrics") and isinstance(md, dict):
@@ -259,29 +267,22 @@ def _functorch(c: Compile, payload: str) -> None:
 
 
 def _keep(r: Record) -> bool:
-    return r.kind == "artifact" and r.artifact_name in _KEPT_ARTIFACTS
+    return r.kind in GRAPH_KINDS or (r.kind == "artifact" and r.artifact_name in _KEPT_ARTIFACTS)
+    # (_KEPT_ARTIFACTS: the fw metadata's ``static_input_indices`` and the small artifacts read whole)
 
 
-def _wants_lines(r: Record) -> bool:
-    return r.kind in GRAPH_KINDS or r.artifact_name == "aot_forward_graph_fw_metadata"
-
-
-def _on_line(r: Record, line: str) -> None:
-    t = r.tally
-    if r.kind in GRAPH_KINDS:
-        if _OP_LINE.match(line):
-            t["ops"] = t.get("ops", 0) + 1
-        else:
-            m = _PLACEHOLDER.match(line)
-            if m:
-                t["placeholders"] = t.get("placeholders", 0) + 1
-                if m.group(1) and "TangentAOTInput" in m.group(1):
-                    t["tangents"] = t.get("tangents", 0) + 1
-        if r.kind in ("aot_forward_graph", "aot_backward_graph"):
-            t.setdefault("text", GraphText()).line(line)
-    elif "static_input_indices" in line or ("static" in t and "]" not in t["static"]):
-        text = t.get("static", "") + line.strip()
-        t["static"] = text[text.index("static_input_indices"):] if "static_input_indices" in text else text
+def _static_text(payload: str) -> str:
+    """The fw metadata's ``static_input_indices=[...]``, its lines stripped and joined from the first line
+    that names it through the first that closes its list (later lines that name it again join too)."""
+    at = payload.find("static_input_indices")
+    if at < 0:
+        return ""
+    text = ""
+    for line in payload[payload.rfind("\n", 0, at) + 1:].split("\n"):
+        if "static_input_indices" in line or "]" not in text:
+            text += line.strip()
+            text = text[text.index("static_input_indices"):] if "static_input_indices" in text else text
+    return text
 
 
 def _graph_record(c: Compile, rec: Record) -> None:
@@ -289,14 +290,17 @@ def _graph_record(c: Compile, rec: Record) -> None:
     if rec.kind in ("aot_joint_graph", "aot_inference_graph") or not c.pieces or rec.kind in c.pieces[-1].offsets:
         c.pieces.append(Piece(attempt=rec.compile_key[2]))
     piece = c.pieces[-1]
+    lines = b"\n" + (rec.raw or b"")
+    found = placeholders(lines)
     piece.offsets[rec.kind] = rec.payload_offset
-    piece.ops[rec.kind] = rec.tally.get("ops", 0)
-    piece.placeholders[rec.kind] = rec.tally.get("placeholders", 0)
+    if rec.kind in ("aot_joint_graph", "aot_inference_graph"):
+        piece.ops[rec.kind] = len(_OP_LINES.findall(lines))
+    piece.placeholders[rec.kind] = len(found)
+    text = GraphText(lines, found) if rec.payload_offset >= 0 and rec.kind in _SIDES else None  # none: no line
     if rec.kind == "aot_forward_graph":
-        piece.forward_text = rec.tally.get("text")
+        piece.forward_text = text
     elif rec.kind == "aot_backward_graph":
-        piece.bwd_tangents = rec.tally.get("tangents", 0)
-        text = rec.tally.get("text")
+        piece.bwd_tangents = sum("TangentAOTInput" in note for _, _, note in found)
         if text is not None:
             piece.saved = saved_bytes(piece.forward_text, text, c.hints)
         piece.forward_text = None

@@ -5,14 +5,14 @@ envelope (``{"aot_joint_graph": {}, "frame_id": 0, "frame_compile_id": 0, "attem
 "has_payload": "<md5>"}``); a record with a payload continues with tab-indented lines.  The
 writer is torch's structured-trace handler (read it in torch's ``_logging/_internal.py``).
 
-The reader holds one line at a time: payloads are handed to the caller line by line (or kept,
-for the kinds it asks for), and each record carries the byte offset of its payload so a later
-pass can seek straight to it.  A 1 GB log therefore never needs 1 GB of memory.
+The reader holds one block of the file at a time (and the payloads of the kinds the caller asks
+for, one record's at a time); each record carries the byte offset of its payload so a later pass
+can seek straight to it.  A 1 GB log therefore never needs 1 GB of memory.
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import pathlib
 import re
@@ -27,7 +27,14 @@ __all__ = ["Record", "ReadStats", "read_records", "read_payload", "log_files", "
            "warn_other_torch"]
 
 # glog prefix: level letter, MMDD hh:mm:ss.micro, thread/process id, file:line] -- optional [rankN]:
-_HEADER = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]]*\] (\{.*\})\s*$")
+# (matched from a line's start with match(buf, start, end): no ^, which would only match at buf's start)
+_HEADER = re.compile(rb"(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]]*\] (\{.*\})\s*$")
+_LINE_START = re.compile(rb"\n(?=[^\t])")
+"""The newline before a line that is no payload line (payload lines start with a tab): a record's
+header, a blank or a stray line.  A literal first byte: ``re`` scans for it in C, no Python step per line."""
+_BLOCK = 1 << 23
+_JSON = json.JSONDecoder()
+"""Bytes read at a time (8 MB): a block is searched in one call; memory is a block and one kept payload."""
 
 ENVELOPE_KEYS = frozenset({
     "frame_id", "frame_compile_id", "attempt", "has_payload", "rank", "compiled_autograd_id", "stack",
@@ -58,8 +65,12 @@ class Record:
     metadata: Any
     envelope: dict[str, Any]
     payload_offset: int = -1
-    payload: str | None = None  # kept only for the kinds the caller asked for
-    tally: dict[str, Any] = field(default_factory=dict)  # what ``on_payload_line`` counted
+    raw: bytes | None = None  # the payload as the file holds it (tab-led lines): kept only for the kinds asked for
+
+    @functools.cached_property
+    def payload(self) -> str | None:
+        """The kept payload as torch wrote it (each line without its tab), decoded; None when not kept."""
+        return None if self.raw is None else _untabbed(self.raw).decode("utf-8", "replace")
 
     @property
     def compile_key(self) -> tuple[int | None, int | None, int, int | None]:
@@ -91,88 +102,115 @@ def _kind(envelope: dict[str, Any]) -> tuple[str, Any]:
     return "unknown", None
 
 
-def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] = lambda r: False,
-                 on_payload_line: Callable[[Record, str], None] | None = None,
-                 wants_lines: Callable[[Record], bool] | None = None) -> Iterator[Record]:
-    """Yield every record of a binary file object, in order.
+def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] = lambda r: False) -> Iterator[Record]:
+    """Yield every record of a binary file object, in order, once its payload has been read.
 
-    ``keep(record)`` says whether to collect the record's payload into ``record.payload``
-    (only then is it held in memory); ``on_payload_line(record, line)`` sees every payload line
-    (without its leading tab) of every record ``wants_lines(record)`` accepts (all when it is None),
-    for counting on the fly.  A record is yielded once its payload has been read.
+    ``keep(record)`` says whether to collect the record's payload into ``record.raw`` (only then is it
+    held in memory; ``record.payload`` decodes it).
 
-    Payload lines nobody asked for are only counted past (their byte offsets), never decoded: most of
-    a big log is payloads fxviz does not read (chromium events, storages, guards), and decoding each
-    line made reading a 100 MB log several times slower than tlparse (issue 26).
+    The file is read in blocks and its record lines found with one ``re`` search per block (a payload
+    line starts with a tab, every other line is a record's header or a stray): payloads nobody asked for
+    are skipped at C speed, never split into lines.  Reading a big log line by line in Python made
+    ``fxviz logs`` several times slower than tlparse (issues 26 and 36).
     """
-    offset = 0
+    base = 0  # the file offset of buf[0]
+    buf = b""
     current: Record | None = None
-    kept: list[bytes] | None = None
-    per_line = False  # whether on_payload_line sees the current record's lines
-    expect_payload = False
-    got_payload = False
-    raw_last = b""
-    for raw in f:
-        raw_last = raw
-        start = offset
-        offset += len(raw)
-        if raw[:1] == b"\t":
-            if current is None:
+    kept: list[bytes] | None = None  # the current record's payload so far, as the file holds it
+    expect_payload = got_payload = False
+    last_byte = b""
+    eof = False
+    while not eof:
+        chunk = f.read(_BLOCK)
+        eof = not chunk
+        last_byte = chunk[-1:] or last_byte
+        end = len(buf) + len(chunk) if eof else len(buf) + chunk.rfind(b"\n") + 1
+        if not eof and end == len(buf):  # no line ends in this chunk: read on
+            buf += chunk
+            continue
+        buf += chunk
+        pos = 0
+        starts = [0] if buf[:1] not in (b"\t", b"") else []
+        starts += [m.end() for m in _LINE_START.finditer(buf, 0, end)]
+        for s in starts:
+            if s > pos:  # payload lines
+                if current is None:
+                    stats.corrupt_lines += _lines(buf, pos, s)
+                else:
+                    if not got_payload:
+                        got_payload = True
+                        current.payload_offset = base + pos
+                    if kept is not None:
+                        kept.append(buf[pos:s])
+            e = buf.find(b"\n", s, end) + 1 or end
+            pos = e
+            if current is not None:
+                if kept is not None:
+                    current.raw = b"".join(kept)
+                yield current
+                current, kept = None, None
+            m = _HEADER.match(buf, s, e)
+            if m is None:
+                raw = buf[s:e]
+                if raw.strip():
+                    stats.corrupt_lines += 1
+                    stats.truncated = stats.truncated or raw[-1:] != b"\n"  # a header cut short
+                continue
+            try:  # json.loads, less its work on bytes (it guesses their encoding: a header's is utf-8)
+                text = m.group(1).decode()
+                envelope, stop = _JSON.raw_decode(text)
+                if stop != len(text):
+                    raise ValueError("extra data after the envelope")
+            except ValueError:
                 stats.corrupt_lines += 1
                 continue
-            if not got_payload:
-                got_payload = True
-                current.payload_offset = start
-            if kept is not None:
-                kept.append(raw)
-            if per_line:
-                on_payload_line(current, raw[1:].decode("utf-8", "replace").rstrip("\n"))  # type: ignore[misc]
-            continue
-        if current is not None:
-            if kept is not None:
-                current.payload = _joined(kept)
-            yield current
-            current, kept = None, None
-        m = _HEADER.match(raw)
-        if m is None:
-            if raw.strip():
+            if not isinstance(envelope, dict):
                 stats.corrupt_lines += 1
-                stats.truncated = stats.truncated or raw[-1:] != b"\n"  # a header cut short
-            continue
-        try:
-            envelope = json.loads(m.group(1))
-        except ValueError:
-            stats.corrupt_lines += 1
-            continue
-        if not isinstance(envelope, dict):
-            stats.corrupt_lines += 1
-            continue
-        kind, meta = _kind(envelope)
-        current = Record(kind, meta, envelope)
-        stats.records += 1
-        stats.kinds[kind] = stats.kinds.get(kind, 0) + 1
-        expect_payload = "has_payload" in envelope
-        got_payload = False
-        kept = [] if keep(current) else None
-        per_line = on_payload_line is not None and (wants_lines is None or wants_lines(current))
-    stats.bytes = offset
+                continue
+            kind, meta = _kind(envelope)
+            current = Record(kind, meta, envelope)
+            stats.records += 1
+            stats.kinds[kind] = stats.kinds.get(kind, 0) + 1
+            expect_payload = "has_payload" in envelope
+            got_payload = False
+            kept = [] if keep(current) else None
+        if end > pos:  # payload lines up to the block's last whole line
+            if current is None:
+                stats.corrupt_lines += _lines(buf, pos, end)
+            else:
+                if not got_payload:
+                    got_payload = True
+                    current.payload_offset = base + pos
+                if kept is not None:
+                    kept.append(buf[pos:end])
+        base += end
+        buf = buf[end:]
+    stats.bytes = base
     # only the file's last line can lack its newline; that alone is no cut (9 complete logs of other
     # people's runs end so): a record is whole when its payload matches the md5 torch wrote for it
-    cut = bool(raw_last) and raw_last[-1:] != b"\n"
+    cut = bool(last_byte) and last_byte != b"\n"
     if current is not None:
         whole = _payload_md5_matches(f, current) if expect_payload and got_payload else None
         if (expect_payload and not got_payload) or whole is False or (cut and whole is None and expect_payload):
             stats.truncated = True
-        elif cut and not expect_payload and raw_last[:1] == b"\t":
+        elif cut and not expect_payload and got_payload:
             stats.truncated = True  # payload lines after a record that announced none
         if kept is not None:
-            current.payload = _joined(kept)
+            current.raw = b"".join(kept)
         yield current
 
 
-def _joined(lines: list[bytes]) -> str:
-    """A kept payload as text, decoded once: each line without its leading tab and its newline."""
-    return "\n".join(raw[1:].decode("utf-8", "replace").rstrip("\n") for raw in lines)
+def _lines(buf: bytes, start: int, end: int) -> int:
+    """How many lines ``buf[start:end]`` holds (the last may lack its newline)."""
+    return buf.count(b"\n", start, end) + (buf[end - 1:end] != b"\n")
+
+
+def _untabbed(data: bytes) -> bytes:
+    """Payload lines as the file holds them (``\tline\n``...) as the payload torch wrote: each line
+    without its leading tab, joined by newlines (the last one's dropped)."""
+    if data.endswith(b"\n"):
+        data = data[:-1]  # the last line's newline (a line may be a tab alone: its payload line is empty)
+    return data[1:].replace(b"\n\t", b"\n")
 
 
 def _payload_md5_matches(f: IO[bytes], record: Record) -> bool | None:
@@ -182,27 +220,35 @@ def _payload_md5_matches(f: IO[bytes], record: Record) -> bool | None:
     digest = record.envelope.get("has_payload")
     if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{32}", digest)) or not f.seekable():
         return None
+    import hashlib  # here: its OpenSSL load is start-up time every other reading skips
+
     f.seek(record.payload_offset)
-    h = hashlib.md5(usedforsecurity=False)
-    first = True
-    for raw in f:
-        if not raw.startswith(b"\t"):
-            break
-        h.update((b"" if first else b"\n") + raw[1:].rstrip(b"\n"))
-        first = False
-    return h.hexdigest() == digest
+    data = f.read()
+    m = _LINE_START.search(data)
+    if m is not None:  # a line written after the read: the payload ends before it
+        data = data[:m.end()]
+    return hashlib.md5(_untabbed(data), usedforsecurity=False).hexdigest() == digest
 
 
 def read_payload(path: str, offset: int) -> str:
     """The payload that starts at byte ``offset`` of ``path`` (up to the next record)."""
-    out: list[str] = []
     with open(path, "rb") as f:
         f.seek(offset)
-        for raw in f:
-            if not raw.startswith(b"\t"):
+        data = f.read(_BLOCK)
+        if data[:1] != b"\t":
+            return ""
+        searched = 0
+        while True:
+            m = _LINE_START.search(data, searched)
+            if m is not None:
+                data = data[:m.end()]
                 break
-            out.append(raw[1:].decode("utf-8", "replace").rstrip("\n"))
-    return "\n".join(out)
+            chunk = f.read(_BLOCK)
+            if not chunk:
+                break
+            searched = len(data) - 1  # the last newline may start a record in the next block
+            data += chunk
+    return _untabbed(data).decode("utf-8", "replace")
 
 
 def other_torch_notes(written: list[str], reading: str | None = None) -> list[str]:

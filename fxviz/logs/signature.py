@@ -13,13 +13,15 @@ input, never an activation.  This is the count ``Trace.memory_table`` makes on t
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["VIEW_OPS", "ITEMSIZE", "GraphText", "SavedBytes", "saved_bytes", "storage_bytes"]
+__all__ = ["VIEW_OPS", "ITEMSIZE", "GraphText", "SavedBytes", "saved_bytes", "storage_bytes", "placeholders",
+           "ASSIGNS"]
 
 VIEW_OPS = frozenset({
     "_autocast_to_full_precision", "_autocast_to_reduced_precision", "_conj", "_fw_primal", "_grad_sum_to_size",
@@ -46,60 +48,143 @@ ITEMSIZE: dict[str, int] = {
 """Bytes per element of the dtype abbreviations torch prints in a graph's annotations (``f32``, ``bf16``)."""
 
 _PLACEHOLDER = re.compile(r'^\s+(\w+): "([^"]*)",?\s*(?:#\s*(.*))?$')
-_ASSIGN = re.compile(r'^\s+(\w+)(?:: "([^"]*)")? = (.*)$')
-_OP = re.compile(r"^torch\.ops\.(\w+)\.(\w+)(?:\.\w+)?\(\s*(\w+)?")
-_ITEM = re.compile(r"^(\w+)\[(\d+)\]")
+"""A graph's input line (``primals_1: "f32[4][1]cpu",  # ParamAOTInput(...)``): name, annotation, comment."""
+_PLACEHOLDER_END = re.compile(rb'"(?=,?[^\S\n]*(?:#|\n|\Z))')
+"""Where an input line's annotation can close (``",  #`` or ``"`` at the line's end): a literal first byte,
+which ``re`` scans for in C; only the lines it finds are read as Python strings."""
+ASSIGNS = re.compile(rb'\n\t[^\S\n]+(\w+)(?:(: ")([^"\n]*)")? = '
+                     rb'(?:torch\.ops\.(\w+)\.(\w+)(?:\.\w+)?\([^\S\n]*(\w+)?|(\w+)\[\d+\])?')
+"""A graph's value lines (``view: "f32[4]" = torch.ops.aten.view.default(x, [4])``): name, annotation, and
+an op's namespace, name and first argument (its storage may be that argument's) or the value a ``getitem``
+reads (``split[0]``).  Searched in ``b"\n" + raw`` (``raw``: the payload as the log holds it, each line led
+by a tab), so each line is found by the newline before it, a literal ``re`` scans for in C."""
+_Line = tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]
+"""``ASSIGNS``' groups: name, ``: "`` when annotated (b"" when not), annotation, op namespace, op name, first
+argument, the value a getitem reads (b"" where absent)."""
 _ANNOT = re.compile(r"^([a-z0-9_]+)\[(.*?)\]\[(.*?)\]")
 
 
-@dataclass
+def placeholders(lines: bytes) -> list[tuple[str, str, str]]:
+    """A graph's input lines (name, annotation, comment or ""), in order, from ``b"\n" + raw``; a nested
+    graph's inputs too (the count ``Trace.summary`` makes)."""
+    out = []
+    last = -1
+    for m in _PLACEHOLDER_END.finditer(lines):
+        start = lines.rfind(b"\n", 0, m.start()) + 1
+        if start == last:
+            continue
+        last = start
+        end = lines.find(b"\n", m.start())
+        line = lines[start + 1:end if end >= 0 else len(lines)].decode("utf-8", "replace")  # without its tab
+        ph = _PLACEHOLDER.match(line)
+        if ph is not None:
+            out.append((ph.group(1), ph.group(2), ph.group(3) or ""))
+    return out
+
+
+_Fact = tuple[str | None, str | None, bool, bool]
+"""What a value's line says: its annotation, the value whose storage it shares (None: its own), whether it
+is a multi-output view (``split``: its items are views), whether an op outside aten/prims made it."""
+
+
 class GraphText:
-    """What one printed graph says about its values, gathered a line at a time: each input's
-    annotation (and whether it is a tangent), and each op's annotation and the value whose
-    storage it shares (None: a storage of its own)."""
+    """What one printed graph says about its values: each input's annotation (and whether it is a
+    tangent), and for each value its annotation and the value whose storage it shares.
 
-    inputs: dict[str, str] = field(default_factory=dict)  # name -> annotation
-    tangents: set[str] = field(default_factory=set)
-    values: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)  # name -> (annotation, base)
-    views: set[str] = field(default_factory=set)  # multi-output view ops (``split``): their items are views
-    opaque: set[str] = field(default_factory=set)  # made by ops outside aten/prims: aliasing unknown here
+    Made from the payload in a few ``re`` passes (C speed: a big log holds millions of graph lines);
+    a value's line is read only when a saved value's storage leads to it.  A graph that assigns a name
+    twice (nested graph modules) is read line by line in order, as it is printed."""
 
-    def line(self, line: str) -> None:
-        m = _PLACEHOLDER.match(line)
-        if m:
-            self.inputs[m.group(1)] = m.group(2)
-            if (m.group(3) and "TangentAOTInput" in m.group(3)) or m.group(1).startswith("tangents_"):
-                self.tangents.add(m.group(1))
-            return
-        m = _ASSIGN.match(line)
-        if m is None:
-            return
-        name, annot, rhs = m.group(1), m.group(2), m.group(3)
-        base: str | None = None
-        op = _OP.match(rhs)
-        item = _ITEM.match(rhs)
-        if op is not None:
-            ns, packet, first = op.group(1), op.group(2), op.group(3)
-            if ns not in ("aten", "prims"):
-                self.opaque.add(name)
-            elif (packet in VIEW_OPS or (packet.endswith("_") and not packet.startswith("__"))) and first:
-                base = first
-                if annot is None:
-                    self.views.add(name)
-        elif item is not None and item.group(1) in self.views:
-            base = self.values.get(item.group(1), (None, None))[1]
-        self.values[name] = (annot, base)
+    def __init__(self, lines: bytes, inputs: list[tuple[str, str, str]] | None = None) -> None:
+        """``lines``: ``b"\n" + raw`` (the payload as the log holds it); ``inputs``: its ``placeholders``
+        when the caller has them."""
+        found = placeholders(lines) if inputs is None else inputs
+        self.inputs: dict[str, str] = {name: annot for name, annot, _ in found}  # name -> annotation
+        self.tangents: set[str] = {name for name, _, note in found
+                                   if "TangentAOTInput" in note or name.startswith("tangents_")}
+        self._lines = lines
+        self._assigned: dict[bytes, _Line] | None = None  # name -> its line (the last, if twice)
+        self._facts: dict[str, _Fact] = {}
+        self._storages: dict[str, tuple[str, str | None, bool]] = {}
+
+    def _assignments(self) -> dict[bytes, _Line]:
+        if self._assigned is None:
+            found = ASSIGNS.findall(self._lines)
+            self._assigned = {line[0]: line for line in found}
+            if len(self._assigned) != len(found):  # a name assigned twice: each line as it comes
+                self._read_in_order(found)
+        return self._assigned
+
+    def _read_in_order(self, found: list[_Line]) -> None:
+        """Every value line, in order, as a line-by-line reading sees them: a name assigned twice takes
+        its last line's annotation and storage, and is a view or opaque if any of its lines made it so."""
+        for line in found:
+            name = line[0].decode()
+            old = self._facts.get(name)
+            annot, base, view, opaque = self._parse(line, self._facts.get)
+            self._facts[name] = (annot, base, view or bool(old and old[2]), opaque or bool(old and old[3]))
+
+    def _fact(self, name: str) -> _Fact | None:
+        fact = self._facts.get(name)
+        if fact is None:
+            if self._assigned is None:
+                self._assignments()  # a name assigned twice: every line read now, in order
+                fact = self._facts.get(name)
+                if fact is not None:
+                    return fact
+            line = self._assigned.get(name.encode())  # type: ignore[union-attr]
+            if line is None:
+                return None
+            fact = self._facts[name] = self._parse(line, self._fact)
+        return fact
+
+    @staticmethod
+    def _parse(line: _Line, prior: Callable[[str], _Fact | None]) -> _Fact:
+        """A value's line (``ASSIGNS``' groups); ``prior(name)``: what an earlier line said of ``name``."""
+        _, annotated, raw_annot, ns, raw_packet, first, item = line
+        annot = raw_annot.decode("utf-8", "replace") if annotated else None
+        if ns:
+            if ns not in (b"aten", b"prims"):
+                return annot, None, False, True
+            packet = raw_packet.decode()
+            if (packet in VIEW_OPS or (packet.endswith("_") and not packet.startswith("__"))) and first:
+                return annot, first.decode(), annot is None, False
+            return annot, None, False, False
+        of = prior(item.decode()) if item else None
+        return annot, of[1] if of is not None and of[2] else None, False, False
+
+    def defines(self, name: str) -> bool:
+        """Whether an op of the graph makes ``name``."""
+        return name.encode() in self._assignments()
+
+    def opaque(self, name: str) -> bool:
+        """Whether an op outside aten/prims made ``name``: its aliasing is unknown here."""
+        fact = self._fact(name)
+        return fact is not None and fact[3]
 
     def root(self, name: str) -> str:
         """The value whose storage ``name`` lives in (itself when it made its own)."""
         seen = set()
-        while name in self.values and self.values[name][1] is not None and name not in seen:
+        while True:
+            fact = self._fact(name)
+            if fact is None or fact[1] is None or name in seen:
+                return name
             seen.add(name)
-            name = self.values[name][1]  # type: ignore[assignment]
-        return name
+            name = fact[1]
 
     def annotation(self, name: str) -> str | None:
-        return self.inputs.get(name) or self.values.get(name, (None, None))[0]
+        fact = self._fact(name)
+        return self.inputs.get(name) or (fact[0] if fact is not None else None)
+
+    def storage(self, name: str) -> tuple[str, str | None, bool]:
+        """(``root(name)``, its annotation, whether an op outside aten/prims made it), once per name."""
+        got = self._storages.get(name)
+        if got is None:
+            root = self.root(name)
+            fact = self._fact(root)
+            got = self._storages[name] = (root, self.inputs.get(root) or (fact[0] if fact is not None else None),
+                                          fact is not None and fact[3])
+        return got
 
 
 def storage_bytes(annotation: str | None, hints: Mapping[str, int]) -> int | None:
@@ -108,17 +193,40 @@ def storage_bytes(annotation: str | None, hints: Mapping[str, int]) -> int | Non
     the log gives no value for."""
     if annotation is None:
         return None
+    fixed, nbytes = _fixed_bytes(annotation)
+    if fixed:
+        return nbytes
     m = _ANNOT.match(annotation)
-    if m is None or m.group(1) not in ITEMSIZE:
-        return None
+    assert m is not None  # _fixed_bytes read it
     try:
         sizes = [_value(s, hints) for s in _split(m.group(2))]
         strides = [_value(s, hints) for s in _split(m.group(3))]
     except ValueError:
         return None
+    return _bytes(m.group(1), sizes, strides)
+
+
+@functools.lru_cache(maxsize=16384)
+def _fixed_bytes(annotation: str) -> tuple[bool, int | None]:
+    """(True, ``storage_bytes``) of an annotation of plain numbers or of none a storage has; (False, None) for
+    one with a size symbol, which the run's hints decide.  Cached: a big log prints the same few shapes
+    thousands of times."""
+    m = _ANNOT.match(annotation)
+    if m is None or m.group(1) not in ITEMSIZE:
+        return True, None
+    sizes, strides = _split(m.group(2)), _split(m.group(3))
+    if not all(s.lstrip("-").isdigit() for s in sizes + strides):
+        return False, None
+    try:
+        return True, _bytes(m.group(1), [int(s) for s in sizes], [int(s) for s in strides])
+    except ValueError:  # a digit int() does not read ("²"), as _value
+        return True, None
+
+
+def _bytes(dtype: str, sizes: list[int], strides: list[int]) -> int:
     if any(s == 0 for s in sizes):
         return 0
-    return (1 + sum((s - 1) * st for s, st in zip(sizes, strides))) * ITEMSIZE[m.group(1)]
+    return (1 + sum((s - 1) * st for s, st in zip(sizes, strides))) * ITEMSIZE[dtype]
 
 
 def _split(text: str) -> list[str]:
@@ -189,14 +297,14 @@ def saved_bytes(forward: GraphText | None, backward: GraphText, hints: Mapping[s
             symints += 1
             continue
         tensors += 1
-        if forward is None or (name not in forward.values and name not in forward.inputs):
+        if forward is None or (not forward.defines(name) and name not in forward.inputs):
             root, root_annot, resident = name, annot, False
             approx.append(name)
         else:
-            root = forward.root(name)
-            root_annot = forward.annotation(root) or annot
+            root, its_annot, opaque = forward.storage(name)
+            root_annot = its_annot or annot
             resident = root in forward.inputs
-            if root in forward.opaque:
+            if opaque:
                 approx.append(name)
         nbytes = storage_bytes(root_annot, hints)
         if nbytes is None:

@@ -113,11 +113,13 @@ class Status:
     recomputed: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     random: tuple[str, ...] = ()
+    offloaded: tuple[str, ...] = ()  # joint values saved as activation offloading's copies
 
     @classmethod
     def of(cls, p: Partition) -> Status:
+        moved = tuple(sorted(m.wraps for m in p.made.values() if m.kind == "offloaded" and m.wraps is not None))
         return cls(p.name, p.label, "failed" if p.error else "done", p.error, tuple(p.saved),
-                   tuple(sorted(p.recomputed)), tuple(sorted(p.removed)), tuple(sorted(p.recomputed_random)))
+                   tuple(sorted(p.recomputed)), tuple(sorted(p.removed)), tuple(sorted(p.recomputed_random)), moved)
 
     @classmethod
     def left_out(cls, strategy: Strategy, error: str) -> Status:
@@ -128,7 +130,7 @@ class Status:
         """The status as page data (the report's ``status``, the widget's ``statuses``)."""
         return {"key": self.key, "label": self.label, "state": self.state, "error": self.error,
                 "saved": list(self.saved), "recomputed": list(self.recomputed), "removed": list(self.removed),
-                "random": list(self.random)}
+                "random": list(self.random), **({"offloaded": list(self.offloaded)} if self.offloaded else {})}
 
 
 def status_data(p: Partition) -> dict[str, Any]:
@@ -150,6 +152,9 @@ _TABLE_COLUMNS: list[tuple[str, str, str]] = [
     ("forward_peak_bytes", "fwd peak", "forward peak: live bytes while the forward runs, parameters included"),
     ("backward_peak_bytes", "bwd peak", "backward peak: live bytes while the backward runs"),
 ]
+# shown where a strategy offloads (torch's activation offloading), right after 'saved'
+_OFFLOADED_COLUMN = ("offloaded_bytes", "offloaded", "bytes activation offloading copied off the device for the "
+                     "backward (not in 'saved'; the peaks count a value only while it is on the device)")
 # with a measured step (Trace.measure()): its twin on the row of the strategy the step used (the
 # difference and its reason are under the table: one column more is what the side panel has room for)
 _MEASURED_COLUMNS: list[tuple[str, str, str]] = [
@@ -193,6 +198,8 @@ def table_data(df: pd.DataFrame, tr: Trace | None = None, measured: Measured | N
 
     best = best_rows(df)
     columns = _TABLE_COLUMNS + [c for c in _MEASURED_COLUMNS if c[0] in df.columns]
+    if "offloaded_bytes" in df and df["offloaded_bytes"].fillna(0).astype(bool).any():  # beside 'saved'
+        columns.insert(2, _OFFLOADED_COLUMN)
     rows = []
     for idx, rec in zip(df.index, df.to_dict("records")):
         cells, marks = [], []
@@ -236,7 +243,14 @@ def saved_data(tr: Trace, strategy: StrategyLike) -> dict[str, Any]:
         return {"strategy": name, "message": exc.message}
     sums = df.groupby("kind")["bytes"].sum()
     totals = {k: int(sums.get(k, 0)) for k in ("activation", "parameter", "input")}
-    return {"strategy": name, "rows": saved_records(df), "totals": totals,
+    if sums.get("offloaded", 0):  # activation offloading's copies: off the device, a total of their own
+        totals["offloaded"] = int(sums["offloaded"])
+    made = tr.partition(strategy).made
+    records = saved_records(df)
+    for r in records:  # an offloaded copy: the joint value it holds, for the other strategies' fates
+        if r["kind"] == "offloaded" and r["name"] in made and made[r["name"]].wraps:
+            r["holds"] = made[r["name"]].wraps
+    return {"strategy": name, "rows": records, "totals": totals,
             "totals_text": {k: format_bytes(v) or "0 B" for k, v in totals.items()},
             "caption": df.attrs.get("caption", "")}
 

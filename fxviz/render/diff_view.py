@@ -46,7 +46,8 @@ def _change(a: int, b: int) -> str:
 
 def _counts(table: pd.DataFrame) -> tuple[str, str]:
     status = table["status"].value_counts()
-    values = ", ".join(f"{int(status.get(s, 0))} {s}" for s in ("both", "only A", "only B"))
+    statuses = ("both", "only A", "only B") + (("offloaded",) if status.get("offloaded", 0) else ())  # saved/offloaded
+    values = ", ".join(f"{int(status.get(s, 0))} {s}" for s in statuses)
     rules = table["match"].value_counts()
     shown = [*RULES, ACROSS_GRAPHS] if rules.get(ACROSS_GRAPHS, 0) else RULES
     matched = ", ".join(f"{r} {int(rules.get(r, 0))}" for r in shown)
@@ -67,10 +68,15 @@ def _module_text(row: pd.Series) -> str:
     return str(row["module"]) if row["module"] is not None else NO_MODULE
 
 
+def _status(row: pd.Series) -> str:
+    """The status in the terminal's 6-letter column: ``off`` for a value one side offloads."""
+    return "off" if row["status"] == "offloaded" else str(row["status"])
+
+
 def _difference_line(row: pd.Series, width: int) -> str:
     nbytes = row["bytes_a"] if row["status"] == "only A" else row["bytes_b"]
     name = row["name_a"] if row["status"] == "only A" else row["name_b"]
-    head = (f"  {row['status']:<6}  {_cut(_module_text(row), 16):<16} {_cut(str(row['op']), 12):<12} "
+    head = (f"  {_status(row):<6}  {_cut(_module_text(row), 16):<16} {_cut(str(row['op']), 12):<12} "
             f"{_cut(_shape_text(row), 13):<13} {format_bytes(nbytes):>9}  {_cut(str(name), 10):<10} ")
     if len(head + str(row["why"])) <= width:
         return head + str(row["why"])
@@ -118,6 +124,9 @@ def diff_summary(a: Side, b: Side, table: pd.DataFrame, by_module: pd.DataFrame,
               if a.bytes_of(o) or b.bytes_of(o)]
     if others:
         lines.append(_cut("also saved, not activations: " + "; ".join(others), width))
+    if a.bytes_of("offloaded") or b.bytes_of("offloaded"):  # copies activation offloading moved off the device
+        lines.append(_cut(f"offloaded (copies on another device): A {format_bytes(a.bytes_of('offloaded'))}, "
+                          f"B {format_bytes(b.bytes_of('offloaded'))}", width))
     lines += [_cut(f"saved values: {values}", width),
               _cut(f"each row's value found in the other graph by: {matched}", width)]
     lines += _module_lines(by_module, width) + _difference_lines(table, width, "Diff.table")
@@ -157,12 +166,14 @@ def diff_table_text(table: pd.DataFrame, width: int = WIDTH) -> str:
         names = f"{r['name_a'] or '-'} / {r['name_b'] or '-'}"
         a = format_bytes(r["bytes_a"]) if r["status"] != "only B" else "-"
         b = format_bytes(r["bytes_b"]) if r["status"] != "only A" else "-"
-        lines.append(_cut(f"{r['status']:<6} {_cut(_module_text(r), 16):<16} {_cut(str(r['op']), 12):<12} "
+        lines.append(_cut(f"{_status(r):<6} {_cut(_module_text(r), 16):<16} {_cut(str(r['op']), 12):<12} "
                           f"{_cut(_shape_text(r), sw):<{sw}} {a:>8} {b:>8}  {_cut(names, nw):<{nw}} "
                           f"{_SHORT[r['match']]}", width))
         if r["why"]:
             lines += textwrap.wrap(f"{'':<7}why: {r['why']}", width, subsequent_indent=" " * 12)
     lines += textwrap.wrap(_LEGEND, width, subsequent_indent="  ")
+    if (table["status"] == "offloaded").any():
+        lines.append("off: one side saves the value, the other offloads it (activation offloading's copy)")
     if (table["match"] == ACROSS_GRAPHS).any():
         lines.append(_LEGEND_STEP)
     return "\n".join(lines)

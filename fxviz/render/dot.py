@@ -67,6 +67,8 @@ def _badges(it: Item, scene: Scene) -> list[tuple[str, str]]:
         out.append((theme.STATUS["saved"].ink, f"saved: a view of {article} {it.alias_of} (0 B new)"))
     elif it.saved and it.alias_of:
         out.append((theme.STATUS["saved"].ink, f"saved: alias of {it.alias_of} (0 B new)"))
+    elif it.saved and it.offloaded_to is not None:  # activation offloading: a copy on another device
+        out.append((theme.STATUS["saved"].ink, f"offloaded to {it.offloaded_to} {format_bytes(it.saved_bytes)}"))
     elif it.saved and it.saved_kind in ("parameter", "input"):  # no copy: already resident
         size = format_bytes(it.info.bytes) if it.info.bytes is not None else ""
         out.append((theme.STATUS["saved"].ink, f"saved {it.saved_kind} {size} (resident)".replace("  ", " ")))
@@ -194,6 +196,9 @@ def _node_attrs(it: Item, scene: Scene) -> dict[str, object]:
     if it.saved:
         border, classes = theme.STATUS["saved"].color, classes + ["fx-saved"]
         attrs["penwidth"] = "3"
+        if it.offloaded_to is not None:  # saved as a copy off the device: the saved border, dashed
+            style.append("dashed")
+            classes.append("fx-offloaded")
     if scene.compare_names is not None and (it.cmp_saved or it.cmp_recomputed):
         border = theme.COMPARE[it.cmp_saved or it.cmp_recomputed].color  # type: ignore[index]
         attrs["penwidth"] = "3"
@@ -286,6 +291,9 @@ def _saved_lines(g: Group) -> list[str]:
         lines.append(f"saved {_plural(len(acts), 'activation')}: {format_bytes(sum(m.saved_bytes for m in acts))}")
     if held:
         lines.append("saved " + ", ".join(_plural(n, k) for k, n in sorted(held.items())) + " (resident)")
+    moved = [m for m in g.members if m.saved and m.saved_kind == "offloaded"]
+    if moved:  # activation offloading's copies: off the device, not among its activations
+        lines.append(f"offloaded {len(moved)}: {format_bytes(sum(m.saved_bytes for m in moved))}")
     compared = [m for m in g.members if m.cmp_saved and not m.saved]
     if compared:
         lines.append(f"saved {len(compared)}: {format_bytes(sum(m.info.bytes or 0 for m in compared))}")
@@ -325,6 +333,8 @@ def _legend_and_caption(scene: Scene) -> str:
     statuses = [s for s, there in (("saved", any(it.saved for it in items)),
                                    ("recomputed", any(it.recomputed for it in items)),
                                    ("removed", any(it.removed for it in items))) if there]
+    if any(it.offloaded_to is not None for it in items):
+        statuses.insert(1, "offloaded")
     shown = {m for it in items for m in (it.cmp_saved, it.cmp_recomputed,
                                          None if it.cmp_removed == "both" else it.cmp_removed)}
     marks = [m for m in ("A-only", "B-only", "both") if m in shown]
@@ -470,6 +480,9 @@ def _emit_edges(g: graphviz.Digraph, scene: Scene, unit_of: dict[str, str], side
         if src_saved:
             attrs.update(color=theme.STATUS["saved"].color, penwidth="2.6", arrowsize="0.8")
             classes.append("fx-saved")
+            if all(p.offloaded_to is not None for p in src_saved):  # reaches the backward through the host
+                attrs["style"] = "dashed"
+                classes.append("fx-offloaded")
         elif cmp:
             status = "both" if "both" in cmp else cmp[0]
             attrs.update(color=theme.COMPARE[status].color, penwidth="2.6", arrowsize="0.8")

@@ -17,10 +17,11 @@ from .scene_types import format_shape
 
 __all__ = ["FATE_CODES", "KIND_SHORT", "saved_text", "by_module_text", "saved_records", "other_strategies"]
 
-FATE_CODES: dict[str, str] = {"saved": "S", "recomputed": "R", "not needed": "-", "failed": "!"}
+FATE_CODES: dict[str, str] = {"saved": "S", "offloaded": "O", "recomputed": "R", "not needed": "-", "failed": "!"}
 """One letter per fate in the terminal's strategy columns (the legend under the table spells them)."""
 
-KIND_SHORT: dict[str, str] = {"activation": "act", "parameter": "param", "input": "input", "symint": "size"}
+KIND_SHORT: dict[str, str] = {"activation": "act", "parameter": "param", "input": "input", "offloaded": "off",
+                              "symint": "size"}
 
 
 def other_strategies(df: pd.DataFrame) -> list[str]:
@@ -54,6 +55,8 @@ def _totals(df: pd.DataFrame) -> str:
         i = next(i for i, p in enumerate(parts) if p.endswith(" parameters"))
         parts[i] += (" all-gathered by FSDP2" if gathered == int(sums.get("parameter", 0))
                      else f" ({format_bytes(gathered)} all-gathered by FSDP2)")
+    if sums.get("offloaded", 0):  # copies on another device: apart from the device's activations
+        parts.append(f"{format_bytes(int(sums['offloaded']))} offloaded")
     return ", ".join(parts) or "0 B"
 
 
@@ -104,9 +107,13 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
     if others:
         tail.append(_wrap("what other strategies do: " + ", ".join(f"{a} = {s}" for a, s in zip(letters, others)),
                           width))
-        tail.append("  S saved, R recomputed, - not needed (the backward reads another value), ! fails on this graph")
+        moved = ", O offloaded (a copy in place of the value)" if (df[others] == "offloaded").any().any() else ""
+        codes = "  S saved, R recomputed, - not needed (the backward reads another value), ! fails on this graph"
+        tail.append(_wrap(codes + moved, width) if moved else codes)
+    copies = (" and offloaded_bytes (off: activation offloading's copy of a value, on the device its 'what' "
+              "names; not among the activations)." if (df["kind"] == "offloaded").any() else ".")
     tail.append(_wrap("bytes count storages: a value sharing a storage says whose; kinds add up to the "
-                      "memory table's saved_activation/param/input_bytes.", width))
+                      "memory table's saved_activation/param/input_bytes" + copies, width))
     if measured:
         tail.append(_wrap("step: what the real compiled step holds for the value (held; copy +B: held as a copy "
                           "of B in another layout, memory the partition does not count; not held)", width))

@@ -11,6 +11,7 @@ Nothing here re-derives an analysis fact: saved / recomputed / removed come from
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch.fx as fx
@@ -117,6 +118,11 @@ def saved_storage(graph: JointGraph, partition: Partition | None,
     out: dict[str, tuple[str, int, str | None]] = {}
     for use in memory.storages:
         names = list(use.names)
+        if use.owner == "offloaded":  # activation offloading's copy, drawn on the joint value it holds
+            for k, n in enumerate(names):
+                wraps = partition.made[n].wraps
+                out[wraps or n] = (use.owner, use.nbytes if k == 0 else 0, None)
+            continue
         for k, n in enumerate(names):
             if use.owner != "activation":
                 alias = use.owner if graph.info[n].role not in CALLER_INPUT_ROLES else None
@@ -132,11 +138,25 @@ def saved_aliases(graph: JointGraph, partition: Partition | None) -> dict[str, s
     return {n: alias for n, (_, _, alias) in saved_storage(graph, partition).items() if alias is not None}
 
 
-def _mark_saved(items: Iterable[Item], storage: dict[str, tuple[str, int, str | None]]) -> None:
-    """Give each saved item its kind, the bytes it adds and what it aliases (``saved_storage``)."""
+def offloaded(partition: Partition | None) -> dict[str, tuple[str, str]]:
+    """Values ``partition`` offloads: the joint value -> (the forward graph's copy node, the device
+    the copy went to); the forward graph's copy and the backward's input share that node name."""
+    if partition is None or partition.forward is None or partition.error:
+        return {}
+    from ..analysis.memory import offloads
+
+    return {o.wraps: (partition.made[o.name].node, o.target) for o in offloads(partition) if o.wraps is not None}
+
+
+def _mark_saved(items: Iterable[Item], storage: dict[str, tuple[str, int, str | None]],
+                moved: dict[str, tuple[str, str]] | None = None) -> None:
+    """Give each saved item its kind, the bytes it adds and what it aliases (``saved_storage``), and
+    an offloaded one the device its copy went to."""
     for it in items:
         if it.saved and it.joint in storage:
             it.saved_kind, it.saved_bytes, it.alias_of = storage[it.joint]
+        if it.saved and it.joint in (moved or {}):
+            it.offloaded_to = (moved or {})[it.joint][1]
 
 
 def joint_scene(graph: JointGraph, partition: Partition | None = None, title: str = "") -> Scene:
@@ -145,7 +165,8 @@ def joint_scene(graph: JointGraph, partition: Partition | None = None, title: st
     ids = {n.name: n.name for n in nodes}
     users = _users(nodes, ids)
     items: dict[str, Item] = {}
-    saved = set(partition.saved) if partition is not None else set()
+    moved = offloaded(partition)
+    saved = set(partition.saved) | set(moved) if partition is not None else set()
     recomputed = partition.recomputed if partition is not None else set()
     removed = partition.removed if partition is not None else set()
     infos = graph.info
@@ -156,7 +177,7 @@ def joint_scene(graph: JointGraph, partition: Partition | None = None, title: st
                            recomputed=name in recomputed, removed=name in removed, users=users[name],
                            detail=_detail(n))
     memory = _saved_memory(graph, partition)
-    _mark_saved(items.values(), saved_storage(graph, partition, memory))
+    _mark_saved(items.values(), saved_storage(graph, partition, memory), moved)
     scene = Scene(items=items, edges=_edges(nodes, ids), view="joint", title=title,
                   two_sides=graph.has_backward)
     if partition is not None:
@@ -248,6 +269,10 @@ def partition_scene(graph: JointGraph, partition: Partition, side: str, title: s
     nodes = _real_nodes(gm)
     in_forward = set(partition.fw_to_joint.values())
     saved = set(partition.saved)
+    moved = offloaded(partition)
+    copies = {node: (wraps, device) for wraps, (node, device) in moved.items()}  # the copy: its own node
+    memory = _saved_memory(graph, partition)
+    storage = saved_storage(graph, partition, memory)
     ids: dict[str, str] = {}
     taken: set[str] = set()
     infos: dict[str, tuple[str, NodeInfo, bool]] = {}
@@ -256,6 +281,9 @@ def partition_scene(graph: JointGraph, partition: Partition, side: str, title: s
         info = graph.info.get(joint) if joint is not None else None
         if joint is None or info is None:
             joint, info = n.name, _fallback_info(n, side)
+            held = graph.info.get(copies[n.name][0]) if n.name in copies else None
+            if held is not None:  # an offloaded copy: a forward value (the one it holds), not a user input
+                info = replace(info, role=held.role, module=held.module)
         recomputed = (side == "backward" and n.op == "call_function" and info.phase == "forward")
         ident = joint + RECOMPUTED_SUFFIX if recomputed and joint in in_forward else joint
         base, k = ident, 2
@@ -268,22 +296,27 @@ def partition_scene(graph: JointGraph, partition: Partition, side: str, title: s
     items: dict[str, Item] = {}
     for n in nodes:
         joint, info, recomputed = infos[n.name]
-        is_saved = joint in saved and (side == "forward" or n.op == "placeholder")
+        is_saved = (joint in saved or n.name in copies) and (side == "forward" or n.op == "placeholder")
         items[ids[n.name]] = Item(id=ids[n.name], joint=joint, info=info, side=side, saved=is_saved,
                                   recomputed=recomputed, users=users[ids[n.name]], detail=_detail(n))
-    memory = _saved_memory(graph, partition)
-    _mark_saved(items.values(), saved_storage(graph, partition, memory))
+        if is_saved and n.name in copies:
+            it = items[ids[n.name]]
+            it.offloaded_to = copies[n.name][1]
+            it.saved_kind, it.saved_bytes = "offloaded", storage.get(copies[n.name][0], ("", 0, None))[1]
+    _mark_saved(items.values(), storage)
     scene = Scene(items=items, edges=_edges(nodes, ids), view=side, title=title)
     scene.caption.append(_totals_line(graph, partition, memory))
     return scene
 
 
-def _bytes_text(activation: int, params: int, inputs: int, storages: int) -> str:
+def _bytes_text(activation: int, params: int, inputs: int, storages: int, offloaded: int = 0) -> str:
     parts = [f"activations {format_bytes(activation)}"]
     if params:
         parts.append(f"parameters {format_bytes(params)}")
     if inputs:
         parts.append(f"inputs {format_bytes(inputs)}")
+    if offloaded:  # activation offloading's copies, off the device
+        parts.append(f"offloaded {format_bytes(offloaded)}")
     return ", ".join(parts) + f" in {storages} storages"
 
 
@@ -299,7 +332,8 @@ def _saved_bytes_text(graph: JointGraph, partition: Partition, memory: SavedMemo
         try:
             mem = _saved_memory(graph, partition) if memory is None else memory
             assert mem is not None
-            return _bytes_text(mem.activation_bytes, mem.param_bytes, mem.input_bytes, len(mem.storages))
+            return _bytes_text(mem.activation_bytes, mem.param_bytes, mem.input_bytes, len(mem.storages),
+                               mem.offloaded_bytes)
         except (ImportError, AttributeError, TypeError):
             pass
     total = sum(graph.info[s].bytes or 0 for s in partition.saved if s in graph.info)

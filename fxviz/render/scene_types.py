@@ -53,6 +53,8 @@ class Item:
     # bytes it adds there (its storage's on the storage's first saved value, else 0)
     saved_kind: str | None = None
     saved_bytes: int = 0
+    # saved as a copy on another device by torch's activation offloading: that device
+    offloaded_to: str | None = None
     # drawn only as a producer or user of a node two strategies treat differently (the
     # differences-only compare): faded, smaller, said so in its tooltip
     context: bool = False

@@ -16,7 +16,7 @@ import pandas as pd
 from ..units import format_bytes, format_flops, is_missing
 from .theme import EDGE_COLOR, ROLE_COLORS, STATUS, faded
 
-__all__ = ["MemoryTable", "best_rows", "style_memory_table",
+__all__ = ["MemoryTable", "best_rows", "shown_columns", "style_memory_table",
            "memory_table_text", "LOWER_IS_BETTER"]
 
 # columns where a smaller number is plainly better (the ones whose best value is marked)
@@ -71,9 +71,20 @@ def _empty_columns(df: pd.DataFrame) -> set[str]:
             if c not in ("strategy", "error") and not ran[c].map(lambda v: v is not None and v == v).any()}
 
 
+def shown_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` without ``offloaded_bytes`` where no strategy offloads anything (a column of zeros on
+    every run without torch's activation offloading); the frame itself keeps it."""
+    if "offloaded_bytes" in df and not df["offloaded_bytes"].fillna(0).astype(bool).any():
+        out = df.drop(columns=["offloaded_bytes"])
+        out.attrs = dict(df.attrs)
+        return out
+    return df
+
+
 def style_memory_table(df: pd.DataFrame) -> Any:
     """A pandas ``Styler``: human units, best value per column on a mint fill and bold, error
     rows grey and italic, the caption underneath."""
+    df = shown_columns(df)
     best = best_rows(df)
     errors = set(df.index[df["error"].notna()]) if "error" in df else set()
 
@@ -161,6 +172,7 @@ def memory_table_text(df: pd.DataFrame, width: int = 100) -> str:
         # one reason for every row (a graph without backward): said once, not as a grid of "failed"
         return "\n".join(textwrap.wrap(f"no strategy applies to this graph: {reasons.pop()} "
                                         f"({', '.join(str(x) for x in df['strategy'])})", width))
+    df = shown_columns(df)
     best = best_rows(df)
     empty = _empty_columns(df)
     metrics = [c for c in df.columns if c not in ("strategy", "error", "seconds", "measured_reason") and c not in empty]

@@ -272,9 +272,11 @@ def legend_dot(roles: Iterable[str], statuses: Iterable[str] = (), compare: tupl
     marks = []
     cue = {"saved": "saved for the backward: thick border and edges",
            "recomputed": "recomputed in the backward: double border, green edges",
-           "removed": "removed: faded, dashed"}
+           "removed": "removed: faded, dashed",
+           "offloaded": "offloaded (a copy on another device): saved border and edges dashed"}
     for s in statuses:
-        marks.append(swatch(STATUS[s].color, cue[s], bold=True, ink=STATUS[s].ink))
+        mark = STATUS["saved" if s == "offloaded" else s]  # offloading is a way of saving: its color, dashed
+        marks.append(swatch(mark.color, cue[s], bold=True, ink=mark.ink))
     if compare is not None:
         a, b = compare
         names = {"A-only": f"only A ({a})", "B-only": f"only B ({b})", "both": "both A and B"}

@@ -887,8 +887,8 @@ function renderMeasured(m) {
 // a header click; a row click selects its node, a node (or box) selected in the graph marks its rows.
 // What each other strategy the page holds a status of does with a value is read off that status
 // (the Partition's saved and recomputed sets), as fxviz.analysis.saved.fate reads it.
-const FATE_LETTERS = { saved: "S", recomputed: "R", "not needed": "\u2013", failed: "!" };
-const KIND_SHORT = { activation: "act", parameter: "param", input: "input", symint: "size" };
+const FATE_LETTERS = { saved: "S", offloaded: "O", recomputed: "R", "not needed": "\u2013", failed: "!" };
+const KIND_SHORT = { activation: "act", parameter: "param", input: "input", offloaded: "off", symint: "size" };
 const SAVED_SORTS = {
   name: (a, b) => a.name.localeCompare(b.name, "en", { numeric: true }),
   module: (a, b) => (a.module || "~").localeCompare(b.module || "~", "en", { numeric: true }),
@@ -918,7 +918,7 @@ function savedKinds(rows) {
   for (const r of rows) { count[r.kind] = (count[r.kind] || 0) + 1; if (r.kind === "activation") bytes += r.bytes; }
   const word = (k, n) => `${n} ${k === "symint" ? "size" : k}${n === 1 ? "" : "s"}`;
   const parts = [];
-  for (const k of ["activation", "parameter", "input", "symint"]) {
+  for (const k of ["activation", "parameter", "input", "offloaded", "symint"]) {
     if (count[k]) parts.push(word(k, count[k]) + (k === "activation" ? ` (${formatBytes(bytes)})` : ""));
   }
   return parts.join(", ");
@@ -943,25 +943,30 @@ function renderSaved(box, state, onPick) {
   box.append(h("p", { class: "fxviz-saved-total" }, h("b", { text: `${t.rows.length} values` }),
     ` saved by ${t.strategy}: activations ${tot.activation || "0 B"}`,
     tot.parameter && tot.parameter !== "0 B" ? `, parameters ${tot.parameter}` : "",
-    tot.input && tot.input !== "0 B" ? `, inputs ${tot.input}` : ""));
+    tot.input && tot.input !== "0 B" ? `, inputs ${tot.input}` : "",
+    tot.offloaded ? `, offloaded ${tot.offloaded} (copies on another device)` : ""));
   const statuses = Object.values(state.savedPanel.statuses || {}).filter((s) => s && s.key && s.key !== t.strategy);
   const others = statuses.map((s) => s.key);
-  const sets = statuses.map((s) => [s.error, new Set(s.saved), new Set(s.recomputed)]);
-  const fate = (i, n) => (sets[i][0] ? "failed" : sets[i][1].has(n) ? "saved" : sets[i][2].has(n) ? "recomputed" : "not needed");
+  const sets = statuses.map((s) => [s.error, new Set(s.saved), new Set(s.recomputed), new Set(s.offloaded || [])]);
+  const fate = (i, n) => (sets[i][0] ? "failed" : sets[i][1].has(n) ? "saved" : sets[i][3].has(n) ? "offloaded"
+    : sets[i][2].has(n) ? "recomputed" : "not needed");
   const head = (key, text, tip) => {
     const arrow = sort.key === key ? (sort.desc ? " \u25be" : " \u25b4") : "";
     return h("th", { "data-sort": key, class: "fxviz-sortable", title: `${tip} (click to sort)`, "aria-sort": sort.key === key ? (sort.desc ? "descending" : "ascending") : "none",
                      onclick: () => { state.savedSort = { key, desc: sort.key === key ? !sort.desc : key === "bytes" }; renderSaved(box, state, onPick); } }, text + arrow);
   };
-  const fateTip = others.map((o, i) => `${"ABCDEFGH"[i]} = ${o}`).join(", ") + ": S saved, R recomputed, \u2013 not needed, ! fails";
+  const offloads = rows.some((r) => r.kind === "offloaded") || sets.some((x) => x[3].size);
+  const fateTip = others.map((o, i) => `${"ABCDEFGH"[i]} = ${o}`).join(", ") + ": S saved, R recomputed, \u2013 not needed, ! fails" +
+    (offloads ? ", O offloaded" : "");
   const headRow = h("tr", {}, head("name", "value", "the joint-graph node"), head("module", "what \u00b7 module", "the value in plain words, and the module that made it"),
     head("bytes", "bytes", "the storage's bytes, counted once: a value sharing a storage adds 0"),
     others.length ? h("th", { title: fateTip, text: others.map((_, i) => "ABCDEFGH"[i]).join(" ") }) : null);
   const chosen = selectedNames(state);
   const body = rows.map((r) => {
-    const fates = others.map((o, i) => FATE_LETTERS[fate(i, r.name)]).join(" ");
+    const value = r.holds || r.name;  // an offloaded copy: what the others do with the value it holds
+    const fates = others.map((o, i) => FATE_LETTERS[fate(i, value)]).join(" ");
     const tip = `${r.name}: ${r.what}${r.tensor ? ` ${r.tensor}` : ""}${r.source ? `, ${r.source}` : ""}\n` +
-      others.map((o, i) => `${o}: ${fate(i, r.name)}`).join("\n");
+      others.map((o, i) => `${o}: ${fate(i, value)}`).join("\n");
     const row = h("tr", { class: "fxviz-saved-row", "data-node": r.name, title: tip,
                           onclick: () => onPick(r.name) },
       h("th", {}, h("code", { text: r.name }), " ", h("span", { class: `fxviz-saved-kind fxviz-kind-${r.kind}`, text: KIND_SHORT[r.kind] || r.kind })),

@@ -22,7 +22,7 @@ from ... import _torch
 from ...capture import JointGraph
 from ...graph_facts import Storages, tensors
 from ...units import format_bytes
-from ..memory import recompute_cost, saved_memory, storage_owners, storage_spans
+from ..memory import elsewhere, recompute_cost, saved_memory, storage_owners, storage_spans
 from ..partition import Partition
 
 __all__ = ["KINDS", "LiveTensor", "PiecePeak", "StepPeak", "piece_peak", "step_peak"]
@@ -94,7 +94,8 @@ def piece_peak(graph: JointGraph, p: Partition) -> list[PiecePeak]:
     flops, traffic = recompute_cost(p)
     peaks = []
     for phase, gm, to_joint in (("forward", p.forward, p.fw_to_joint), ("backward", p.backward, p.bw_to_joint)):
-        span, maker = storage_spans(gm, storages, set(resident), inputs_live_throughout=phase == "forward")
+        span, maker = storage_spans(gm, storages, set(resident) | elsewhere(p, storages),  # host copies: not here
+                                    inputs_live_throughout=phase == "forward")
         nodes = list(gm.graph.nodes)
         delta = [0] * (len(nodes) + 2)
         for k, (a, b) in span.items():

@@ -39,5 +39,7 @@ def config_findings(cap: Capture) -> list[Finding]:
                 + (" ..." if len(moved) > 4 else "") + ")" if moved else
                 "its forward graph offloads nothing (torch offloads only values a pass marked 'should_offload')")
         out.append(Finding("run_config", "info", None, (), f"the run set enable_activation_offloading=True: {what}",
-                           "read the logged strategy's forward graph (fxviz code --logs DIR --part forward)"))
+                           "the memory table's offloaded_bytes and the saved table's 'offloaded' rows (fxviz saved "
+                           "--logs DIR) count the copies apart from the device's activations; the forward graph "
+                           "shows them (fxviz code --logs DIR --part forward)"))
     return out
