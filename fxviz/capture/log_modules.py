@@ -33,7 +33,6 @@ are ``act_fn``'s) and the names of a tied weight (an op reads it as the module i
 
 from __future__ import annotations
 
-import ast
 import operator
 import re
 from typing import Any
@@ -43,17 +42,13 @@ import torch.fx as fx
 from .. import _torch
 from ..graph_facts import is_cast, is_view_op
 from ..logs.guards import Guards
+from .log_children import called_children, is_detach, own_forwards, sequential_children, where
 
 __all__ = ["place_modules", "common_module"]
 
-_TRACE = re.compile(r'File "([^"]*)", line (\d+), in (\S+)\n\s*(.*)', re.S)
 ROOT = ""
 
 
-def _where(n: fx.Node) -> tuple[str, int, str, str] | None:
-    """(file, line, function, code) of an op's ``# File:`` line."""
-    m = _TRACE.search(_torch.stack_trace(n) or "")
-    return (m.group(1), int(m.group(2)), m.group(3), m.group(4).strip()) if m else None
 
 
 def common_module(paths: list[str]) -> str | None:
@@ -104,19 +99,27 @@ def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[
     tied = {n: guards.tied[q] for n, q in state_names.items() if len(guards.tied.get(q, [])) > 1}
     module, reads = _parameter_ops(gm, phases, owner, tied)
     forward = _blocks(gm, phases, "forward")
+    containers = {p for p, c in guards.modules.items() if c.rsplit('.', 1)[-1] in ('ModuleList', 'ModuleDict')}
+    frames = _frames(forward, module, reads, attr, owner, tied, containers)
+    empty = {p for p in guards.modules if not any(q.startswith(p + ".") for q in state_names.values())}
+    if empty:  # the children without parameters, before the rules below hand their ops to a neighbour
+        own_forwards(forward, frames, module, empty)
+        sequential_children(forward, module, guards, empty)
+        for ops, frame in zip(forward, frames):
+            if frame is not None:
+                called_children(ops, frame, module, empty, guards)
     for ops in forward:
         _decomposed(ops, module, phases)
         _between(ops, module, phases)
-    frames = _frames(forward, module, reads, attr, owner, tied)
-    empty = {p for p in guards.modules if not any(q.startswith(p + ".") for q in state_names.values())}
-    if empty:
-        _own_forwards(forward, frames, module, empty)
     for ops, frame in zip(forward, frames):
-        if frame is not None and empty:
-            _parameterless(ops, frame, module, empty)
         for n in ops:
             if n.name not in module and frame is not None and frame != ROOT:
                 module[n.name] = frame
+    for ops in forward:  # autograd's copy of a saved output is in its op's module
+        for n in ops:
+            if is_detach(n) and len(n.all_input_nodes) == 1:
+                src = n.all_input_nodes[0].name
+                (module.__setitem__(n.name, module[src]) if src in module else module.pop(n.name, None))
     _backward(gm, phases, module, owner)
     return module
 
@@ -126,7 +129,7 @@ def _pick(p: str, n: fx.Node, owner: dict[str, str], tied: dict[str, list[str]])
     (``emb.weight`` is ``head.weight``), the one of its names whose module ``n``'s line calls."""
     names = tied.get(p)
     if names:
-        w = _where(n)
+        w = where(n)
         code = w[3] if w is not None else ""
         for q in names:
             m = q.rsplit(".", 1)[0]
@@ -135,83 +138,12 @@ def _pick(p: str, n: fx.Node, owner: dict[str, str], tied: dict[str, list[str]])
     return owner[p]
 
 
-def _parameterless(ops: list[fx.Node], frame: str, module: dict[str, str], empty: set[str]) -> None:
-    """The ops of a child module that owns no parameter (``self.act_fn(self.gate_proj(x))``): on a
-    line that calls it on the output of a child with parameters and hands what it returns to a
-    module or an operator (never to a function: ``F.gelu(self.act(...))`` cannot be split), the
-    ops fed only by that child's output (constants aside), up to the first that reads another value."""
-    w = _where(ops[0])
-    if w is None:
-        return
-    try:
-        tree = ast.parse(w[3].removeprefix("return ").strip())
-    except SyntaxError:
-        return
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    inside = set(ops)
-    for call in ast.walk(tree):
-        name = _self_call(call)
-        path = f"{frame}.{name}" if frame else name
-        if name is None or path not in empty or len(call.args) != 1 or call.keywords:  # type: ignore[attr-defined]
-            continue
-        arg = _self_call(call.args[0])  # type: ignore[attr-defined]
-        parent = parents.get(call)
-        if arg is None or not _hands_on(parent, call):
-            continue
-        src = f"{frame}.{arg}" if frame else arg
-        start = {n for n in ops if module.get(n.name) == src}
-        chain: set[fx.Node] = set()
-        for n in ops:
-            if n.name in module:
-                continue
-            ins = [a for a in n.all_input_nodes if a in inside]
-            if ins and len(ins) == len(n.all_input_nodes) and all(a in start or a in chain for a in ins) \
-                    and any(a in chain or a in start for a in ins):
-                chain.add(n)
-        module.update({n.name: path for n in chain})
 
 
-def _own_forwards(blocks: list[list[fx.Node]], frames: list[str | None], module: dict[str, str],
-                  empty: set[str]) -> None:
-    """A parameterless module whose ``forward`` is user code (``transformers``' ``SiLUActivation``):
-    its line is a ``forward`` of another file or function than the line around it, which calls one
-    such child of its frame (``self.act_fn(``): that block's frame is the child."""
-    where = [_where(ops[0]) for ops in blocks]
-    for i, (ops, w) in enumerate(zip(blocks, where)):
-        if w is None or w[2] != "forward" or any(n.name in module for n in ops):
-            continue
-        for j in (i - 1, i + 1):
-            other = where[j] if 0 <= j < len(blocks) else None
-            if other is None or frames[j] is None or (other[0], other[2]) == (w[0], w[2]):
-                continue
-            f = frames[j] or ""
-            called = {c for c in re.findall(r"\bself\.(\w+)\s*\(", other[3])
-                      if (f"{f}.{c}" if f else c) in empty}
-            if len(called) == 1:
-                (c,) = called
-                frames[i] = f"{f}.{c}" if f else c
-                break
 
 
-def _self_call(node: Any) -> str | None:
-    """``name`` of a call ``self.name(...)``, else None."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
-            and node.func.value.id == "self":
-        return node.func.attr
-    return None
 
 
-def _hands_on(parent: Any, call: Any) -> bool:
-    """What a call returns goes to a ``self.module(...)`` call, an operator with another operand that
-    is no constant, or the line's result."""
-    if parent is None or isinstance(parent, (ast.Expr, ast.Assign, ast.Return, ast.Module)):
-        return True
-    if isinstance(parent, ast.Call):
-        return _self_call(parent) is not None
-    if isinstance(parent, ast.BinOp):
-        other = parent.right if parent.left is call else parent.left
-        return not isinstance(other, ast.Constant)
-    return False
 
 
 def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]]
@@ -234,8 +166,8 @@ def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, 
         module[n.name] = _pick(mine[0].name, n, owner, tied)
         reads.setdefault(n.name, [r for a in mine for r in reads.get(a.name, [a.name])])
     computes = {n for n in module if n not in owner}  # ops that compute with a parameter (not its views)
-    for n in ops:  # a leaf module's reshapes around its op, on the same line
-        if n.name in module or not _reshapes(n):
+    for n in ops:  # a leaf module's reshapes around its op, on the same line (a copy is no Linear's)
+        if n.name in module or not _reshapes(n) or str(n.target) == "aten.clone.default":
             continue
         users = [u for u in n.users if phases.get(u.name) == "forward"]  # the backward reads it too
         src = n.args[0] if n.args and isinstance(n.args[0], fx.Node) else None
@@ -277,7 +209,7 @@ def _decomposed(ops: list[fx.Node], module: dict[str, str], phases: dict[str, st
 def _between(ops: list[fx.Node], module: dict[str, str], phases: dict[str, str]) -> None:
     """An op between two ops of one child module the line calls (``self.attn(h, h, h)``: the views and
     the attention between ``nn.MultiheadAttention``'s input and output projections) is in that child."""
-    w = _where(ops[0])
+    w = where(ops[0])
     code = w[3] if w is not None else ""
     inside = set(ops)
     came: dict[str, str | None] = {}
@@ -331,12 +263,13 @@ def _called(path: str, code: str) -> str | None:
 
 
 def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str, list[str]],
-            attr: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]]) -> list[str | None]:
+            attr: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]],
+            containers: set[str]) -> list[str | None]:
     """Step 2: the frame (module path, ``""`` for the root) of each forward source block, None when unknown."""
-    where = [_where(ops[0]) for ops in blocks]
+    at = [where(ops[0]) for ops in blocks]
     frames: list[str | None] = []
     own: list[bool] = []  # the frame came from a parameter the line reads as its own (``self.weight``)
-    for ops, w in zip(blocks, where):
+    for ops, w in zip(blocks, at):
         code = w[3] if w is not None else ""
         found, mine = [], False
         for n in ops:
@@ -350,28 +283,64 @@ def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str
         frames.append((common_module(found) or ROOT) if found else None)
         own.append(mine)
     evidence = list(frames)  # the frames the lines' parameters show
-    for i, w in enumerate(where):
+    place = {n: i for i, ops in enumerate(blocks) for n in ops}
+    for i, w in enumerate(at):
         if frames[i] is None and w is not None:
-            frames[i] = _frame_of(i, w, where, frames, evidence, own)
+            frames[i] = _frame_of(i, w, at, frames, evidence, own)
+            if frames[i]:
+                frames[i] = _returned(i, blocks, frames, module, place, containers)
     return frames
 
 
-def _frame_of(i: int, w: tuple[str, int, str, str], where: list[Any], frames: list[str | None],
+def _returned(i: int, blocks: list[list[fx.Node]], frames: list[str | None], module: dict[str, str],
+              place: dict[fx.Node, int], containers: set[str]) -> str | None:
+    """The frame of block ``i`` (a line that reads no parameter, given the frame of a line of the same
+    file and function name), or its parent's when the module had returned: the module ``F`` ran just
+    before, and the line reads a value ``F`` never took that a sibling of ``F`` took before ``F`` started
+    (a Llama decoder layer's ``residual + hidden_states`` after ``self_attn``: the residual is what its
+    ``input_layernorm`` read; the line's function name, ``forward``, is the same in both classes)."""
+    f = str(frames[i])
+    parent = _parent(f) if "." in f or f else None
+    while parent and parent in containers:  # a ModuleList runs no code of its own
+        parent = _parent(parent) if "." in parent else ROOT
+    if parent is None or i == 0 or not _inside(frames[i - 1], f):
+        return f
+
+    def mod(n: fx.Node) -> str | None:
+        return module.get(n.name) or (frames[place[n]] if n in place else None)
+
+    began = min((j for j in range(i) if _inside(frames[j], f)), default=None)
+    if began is None or not all(_inside(frames[j], f) or frames[j] is None for j in range(began, i)):
+        return f
+    mine = set(blocks[i])
+    for n in blocks[i]:
+        for v in n.all_input_nodes:
+            if v in mine or v not in place or place[v] >= began or _inside(mod(v), f):
+                continue
+            readers = [u for u in v.users if u in place and u not in mine]
+            if any(_inside(mod(u), f) for u in readers):
+                continue
+            if any(place[u] < began and _inside(mod(u), parent) and not _inside(mod(u), f) for u in readers):
+                return parent
+    return f
+
+
+def _frame_of(i: int, w: tuple[str, int, str, str], at: list[Any], frames: list[str | None],
               evidence: list[str | None], own: list[bool]) -> str | None:
     """A line that reads no parameter: the frame it returns to, else its function's nearest frame."""
     for j in range(i - 1, -1, -1):  # the same line before, with only deeper frames between
         f = frames[j]
-        if where[j] is not None and where[j][:2] == w[:2] and f is not None:
+        if at[j] is not None and at[j][:2] == w[:2] and f is not None:
             if all(frames[k] is None or _inside(frames[k], f) for k in range(j + 1, i)):
                 return f
             break
-    same = [j for j, x in enumerate(where) if x is not None and x[0] == w[0] and x[2] == w[2]
+    same = [j for j, x in enumerate(at) if x is not None and x[0] == w[0] and x[2] == w[2]
             and evidence[j] is not None and j != i]
     before = max((j for j in same if j < i), default=None)
     after = min((j for j in same if j > i), default=None)
     if after is not None and before is not None and evidence[after] == evidence[before]:
         return evidence[after]
-    if after is not None and own[after] and w[1] < where[after][1] <= w[1] + 10:
+    if after is not None and own[after] and w[1] < at[after][1] <= w[1] + 10:
         return evidence[after]  # a line just before the one that reads the module's own parameter
     if before is not None:
         return evidence[before]
