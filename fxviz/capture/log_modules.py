@@ -33,6 +33,7 @@ are ``act_fn``'s) and the names of a tied weight (an op reads it as the module i
 
 from __future__ import annotations
 
+import bisect
 import operator
 import re
 from typing import Any
@@ -101,7 +102,8 @@ def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[
     forward = _blocks(gm, phases, "forward")
     containers = {p for p, c in guards.modules.items() if c.rsplit('.', 1)[-1] in ('ModuleList', 'ModuleDict')}
     frames = _frames(forward, module, reads, attr, owner, tied, containers)
-    empty = {p for p in guards.modules if not any(q.startswith(p + ".") for q in state_names.values())}
+    holders = {q.rsplit(".", k)[0] for q in state_names.values() for k in range(1, q.count(".") + 1)}
+    empty = {p for p in guards.modules if p and p not in holders}  # the modules that own no parameter or buffer
     if empty:  # the children without parameters, before the rules below hand their ops to a neighbour
         own_forwards(forward, frames, module, empty)
         sequential_children(forward, module, guards, empty)
@@ -284,9 +286,13 @@ def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str
         own.append(mine)
     evidence = list(frames)  # the frames the lines' parameters show
     place = {n: i for i, ops in enumerate(blocks) for n in ops}
+    by_function: dict[tuple[str, str], list[int]] = {}
+    for j, x in enumerate(at):
+        if x is not None and evidence[j] is not None:
+            by_function.setdefault((x[0], x[2]), []).append(j)
     for i, w in enumerate(at):
         if frames[i] is None and w is not None:
-            frames[i] = _frame_of(i, w, at, frames, evidence, own)
+            frames[i] = _frame_of(i, w, at, frames, evidence, own, by_function)
             if frames[i]:
                 frames[i] = _returned(i, blocks, frames, module, place, containers)
     return frames
@@ -309,9 +315,11 @@ def _returned(i: int, blocks: list[list[fx.Node]], frames: list[str | None], mod
     def mod(n: fx.Node) -> str | None:
         return module.get(n.name) or (frames[place[n]] if n in place else None)
 
-    began = min((j for j in range(i) if _inside(frames[j], f)), default=None)
-    if began is None or not all(_inside(frames[j], f) or frames[j] is None for j in range(began, i)):
-        return f
+    began = i  # where the run of blocks inside F before this one starts
+    while began > 0 and (frames[began - 1] is None or _inside(frames[began - 1], f)):
+        began -= 1
+    while began < i and frames[began] is None:
+        began += 1
     mine = set(blocks[i])
     for n in blocks[i]:
         for v in n.all_input_nodes:
@@ -326,7 +334,7 @@ def _returned(i: int, blocks: list[list[fx.Node]], frames: list[str | None], mod
 
 
 def _frame_of(i: int, w: tuple[str, int, str, str], at: list[Any], frames: list[str | None],
-              evidence: list[str | None], own: list[bool]) -> str | None:
+              evidence: list[str | None], own: list[bool], by_function: dict[tuple[str, str], list[int]]) -> str | None:
     """A line that reads no parameter: the frame it returns to, else its function's nearest frame."""
     for j in range(i - 1, -1, -1):  # the same line before, with only deeper frames between
         f = frames[j]
@@ -334,10 +342,10 @@ def _frame_of(i: int, w: tuple[str, int, str, str], at: list[Any], frames: list[
             if all(frames[k] is None or _inside(frames[k], f) for k in range(j + 1, i)):
                 return f
             break
-    same = [j for j, x in enumerate(at) if x is not None and x[0] == w[0] and x[2] == w[2]
-            and evidence[j] is not None and j != i]
-    before = max((j for j in same if j < i), default=None)
-    after = min((j for j in same if j > i), default=None)
+    same = by_function.get((w[0], w[2]), [])  # the blocks of that file and function that show a frame
+    k = bisect.bisect_left(same, i)
+    before = same[k - 1] if k > 0 else None
+    after = next((j for j in same[k:k + 2] if j > i), None)
     if after is not None and before is not None and evidence[after] == evidence[before]:
         return evidence[after]
     if after is not None and own[after] and w[1] < at[after][1] <= w[1] + 10:

@@ -47,12 +47,15 @@ class Guards:
                 if c.startswith("torch.distributed.fsdp.") and c.rsplit(".", 1)[-1].startswith("FSDP")}
 
     def fsdp_owner(self, qualname: str) -> tuple[str, str] | None:
-        """(path, class) of the innermost FSDP2 module a parameter lies in, None when in none."""
-        best: tuple[str, str] | None = None
-        for path, cls in self.fsdp.items():
-            if (path == "" or qualname.startswith(path + ".")) and (best is None or len(path) > len(best[0])):
-                best = (path, cls)
-        return best
+        """(path, class) of the innermost FSDP2 module a parameter lies in, None when in none (its
+        enclosing paths looked up, innermost first: a 300-layer log asks once per parameter)."""
+        parts = qualname.split(".")
+        for k in range(len(parts) - 1, -1, -1):
+            cls = self.modules.get(".".join(parts[:k]))
+            if cls is not None and cls.startswith("torch.distributed.fsdp.") and \
+                    cls.rsplit(".", 1)[-1].startswith("FSDP"):
+                return ".".join(parts[:k]), cls.rsplit(".", 1)[-1]
+        return None
 
 
 def _path(source: str) -> str | None:
