@@ -555,5 +555,5 @@ def _parse_function(fn: ast.FunctionDef, cls: ast.ClassDef | None, lines: list[s
         root.register_buffer(k, v)
     for k, gm in b.subgraphs.items():
         root.add_module(k, gm)
-    b.parsed.gm = fx.GraphModule(root, b.graph)
+    b.parsed.gm = _torch.LogGraphBuilder.graph_module(root, b.graph)
     return b.parsed
