@@ -518,12 +518,17 @@ def _outs(f: fx.Node) -> set[tuple[int, ...] | None]:
 def _resolve(pending: dict[fx.Node, set[str]], module: dict[str, str], root: set[str]) -> None:
     """Each op of ``pending`` in its one candidate module, or, among several (one per block), in the
     one nearest the module of an op it reads or feeds (placed first, then the ones this places)."""
+    def related(placed: list[str]) -> set[str]:
+        """The modules some placed neighbour lies in (by path, not a scan of every candidate)."""
+        return {a for m in placed for a in _ancestors(m)}
+
     def near(n: fx.Node, cands: set[str]) -> str | None:
         placed = [module.get(x.name, ROOT) for x in (*n.all_input_nodes, *n.users)
                   if x.name in module or x.name in root]
         # a candidate unrelated to every placed neighbour is a coincidence of shapes (a weight's
         # gradient transposed to the shape of another module's weight): not this op's
-        fit = [c for c in cands if not placed or any(_inside(m, c) or _inside(c, m) for m in placed)]
+        up, at = related(placed), set(placed)
+        fit = [c for c in cands if c in up or any(a in at for a in _ancestors(c))] if placed else list(cands)
         if len(fit) == 1 and len(cands) == 1:
             return fit[0]
         best = sorted(((max((_shared(c, m) for m in placed), default=0), c in placed, c) for c in fit), reverse=True)
@@ -536,6 +541,12 @@ def _resolve(pending: dict[fx.Node, set[str]], module: dict[str, str], root: set
         for n, m in done.items():
             (module.__setitem__(n.name, m) if m != ROOT else root.add(n.name))
             del pending[n]
+
+
+def _ancestors(path: str) -> list[str]:
+    """``path`` and every module it lies in, the root included (``a.b`` -> ``a.b``, ``a``, ``""``)."""
+    parts = path.split(".") if path else []
+    return [".".join(parts[:k]) for k in range(len(parts), -1, -1)]
 
 
 def _shared(a: str, b: str) -> int:
