@@ -70,6 +70,18 @@ def _parent(path: str) -> str:
     return path.rsplit(".", 1)[0] if "." in path else ROOT
 
 
+_CONTAINERS = ("ModuleList", "ModuleDict", "Sequential")
+
+
+def _caller(path: str, containers: set[str]) -> str:
+    """The module whose line calls module ``path``: its parent, or above a container (a line calls a
+    ``Sequential``, whose children run from torch's ``container.py``)."""
+    up = _parent(path)
+    while up and up in containers:
+        up = _parent(up)
+    return up
+
+
 def _inside(path: str | None, frame: str) -> bool:
     return frame == ROOT or (path is not None and (path == frame or path.startswith(frame + ".")))
 
@@ -100,7 +112,9 @@ def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[
     tied = {n: guards.tied[q] for n, q in state_names.items() if len(guards.tied.get(q, [])) > 1}
     module, reads = _parameter_ops(gm, phases, owner, tied)
     forward = _blocks(gm, phases, "forward")
-    containers = {p for p, c in guards.modules.items() if c.rsplit('.', 1)[-1] in ('ModuleList', 'ModuleDict')}
+    # modules that run no line of their own: a line calling a Sequential runs in the Sequential's parent
+    containers = {p for p, c in guards.modules.items()
+                  if c.startswith('torch.nn.modules.container.') and c.rsplit('.', 1)[-1] in _CONTAINERS}
     frames = _frames(forward, module, reads, attr, owner, tied, containers)
     holders = {q.rsplit(".", k)[0] for q in state_names.values() for k in range(1, q.count(".") + 1)}
     empty = {p for p in guards.modules if p and p not in holders}  # the modules that own no parameter or buffer
@@ -281,7 +295,7 @@ def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str
                     found.append(o)
                     mine = True
                 else:
-                    found.append(_parent(o))
+                    found.append(_caller(o, containers))
         frames.append((common_module(found) or ROOT) if found else None)
         own.append(mine)
     evidence = list(frames)  # the frames the lines' parameters show
@@ -306,9 +320,7 @@ def _returned(i: int, blocks: list[list[fx.Node]], frames: list[str | None], mod
     (a Llama decoder layer's ``residual + hidden_states`` after ``self_attn``: the residual is what its
     ``input_layernorm`` read; the line's function name, ``forward``, is the same in both classes)."""
     f = str(frames[i])
-    parent = _parent(f) if "." in f or f else None
-    while parent and parent in containers:  # a ModuleList runs no code of its own
-        parent = _parent(parent) if "." in parent else ROOT
+    parent = _caller(f, containers) if f else None
     if parent is None or i == 0 or not _inside(frames[i - 1], f):
         return f
 
