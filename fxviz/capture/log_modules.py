@@ -423,6 +423,8 @@ def _follow_neighbours(ops: list[fx.Node], module: dict[str, str], root: set[str
             for x in near:
                 m = module.get(x.name)
                 depth = -1 if m is None else m.count(".")
+                if x in n.all_input_nodes and _regrouped(n):
+                    depth = 1 << 20  # a view that only adds or drops size-1 dims is its input's
                 if best is None or depth > best[0]:
                     best = (depth, n, m)
         if best is None:
@@ -516,7 +518,19 @@ def _inverse_of(ins: frozenset[tuple[int, ...] | None], gives: tuple[int, ...] |
     if not ins or None in ins or gives is None:
         return set()
     return {module.get(f.name, ROOT) for f in by_outs.get(next(iter(ins)), [])
-            if ins <= _outs(f) and any(_shape(a) == gives for a in f.all_input_nodes)}
+            if ins <= _outs(f) and any(_squeezed(_shape(a)) == _squeezed(gives) for a in f.all_input_nodes)}
+
+
+def _squeezed(shape: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    """A shape without its size-1 dims: a broadcast's gradient summed with ``keepdim`` ([1, 8, 16])
+    is the gradient of the [8, 16] operand."""
+    return None if shape is None else tuple(d for d in shape if d != 1)
+
+
+def _regrouped(n: fx.Node) -> bool:
+    """A reshape of one value that only adds or drops size-1 dims (``view`` of [1, 8, 16] as [8, 16])."""
+    return (_reshapes(n) and len(n.all_input_nodes) == 1 and _shape(n) is not None
+            and _squeezed(_shape(n)) == _squeezed(_shape(n.all_input_nodes[0])))
 
 
 def _outs(f: fx.Node) -> set[tuple[int, ...] | None]:
