@@ -382,11 +382,11 @@ def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str]
             by_trace.setdefault(_torch.stack_trace(n), []).append(n)
     line_of = {f: (trace, i) for trace, line_ops in by_trace.items() for i, f in enumerate(line_ops)}
     by_outs: dict[str | None, dict[tuple[int, ...] | None, list[fx.Node]]] = {}  # per line, lazily
-    inverses: dict[tuple[str | None, frozenset[tuple[int, ...] | None], tuple[int, ...] | None], set[str]] = {}
+    inverses: dict[tuple[str | None, frozenset[tuple[int, ...] | None], tuple[int, ...] | None], tuple[str, ...]] = {}
     sums = _accumulations(gm, phases)  # autograd's sums of a gradient: no module, as in a model trace
     root = set(sums)
     for ops in _blocks(gm, phases, "backward"):
-        pending: dict[fx.Node, set[str]] = {}
+        pending: dict[fx.Node, tuple[str, ...]] = {}
         for n in ops:
             if n.name in root:
                 continue
@@ -400,9 +400,9 @@ def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str]
                 ins = frozenset(_shape(a) for a in n.all_input_nodes if phases.get(a.name) == "backward")
                 key = (trace, ins, _shape(n))  # each block's derivative on a line asks the same: answered once
                 if key not in inverses:
-                    inverses[key] = _inverse_of(ins, _shape(n), by_outs[trace], module)
+                    inverses[key] = tuple(sorted(_inverse_of(ins, _shape(n), by_outs[trace], module)))
                 if inverses[key]:
-                    pending[n] = set(inverses[key])
+                    pending[n] = inverses[key]  # sorted, shared by every block's op asking the same
         _resolve(pending, module, root)
         _follow_neighbours(ops, module, root, sums)
     _line_frames(gm, phases, module, root)
@@ -517,8 +517,12 @@ def _inverse_of(ins: frozenset[tuple[int, ...] | None], gives: tuple[int, ...] |
     where the line ran in several."""
     if not ins or None in ins or gives is None:
         return set()
-    return {module.get(f.name, ROOT) for f in by_outs.get(next(iter(ins)), [])
-            if ins <= _outs(f) and any(_squeezed(_shape(a)) == _squeezed(gives) for a in f.all_input_nodes)}
+    line = by_outs.get(next(iter(ins)), [])
+    exact = {module.get(f.name, ROOT) for f in line
+             if ins <= _outs(f) and any(_shape(a) == gives for a in f.all_input_nodes)}
+    # else a broadcast operand's gradient summed with keepdim ([1, 8, 16] for an [8, 16] operand)
+    return exact or {module.get(f.name, ROOT) for f in line
+                     if ins <= _outs(f) and any(_squeezed(_shape(a)) == _squeezed(gives) for a in f.all_input_nodes)}
 
 
 def _squeezed(shape: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
@@ -528,8 +532,10 @@ def _squeezed(shape: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
 
 
 def _regrouped(n: fx.Node) -> bool:
-    """A reshape of one value that only adds or drops size-1 dims (``view`` of [1, 8, 16] as [8, 16])."""
+    """A reshape of a sum that only drops or adds size-1 dims (``view`` of a broadcast operand's
+    gradient summed to [1, 8, 16] as [8, 16])."""
     return (_reshapes(n) and len(n.all_input_nodes) == 1 and _shape(n) is not None
+            and str(n.all_input_nodes[0].target).startswith("aten.sum.")
             and _squeezed(_shape(n)) == _squeezed(_shape(n.all_input_nodes[0])))
 
 
@@ -541,20 +547,29 @@ def _outs(f: fx.Node) -> set[tuple[int, ...] | None]:
     return {_shape(f)}
 
 
-def _resolve(pending: dict[fx.Node, set[str]], module: dict[str, str], root: set[str]) -> None:
+def _resolve(pending: dict[fx.Node, tuple[str, ...]], module: dict[str, str], root: set[str]) -> None:
     """Each op of ``pending`` in its one candidate module, or, among several (one per block), in the
     one nearest the module of an op it reads or feeds (placed first, then the ones this places)."""
-    def related(placed: list[str]) -> set[str]:
-        """The modules some placed neighbour lies in (by path, not a scan of every candidate)."""
-        return {a for m in placed for a in _ancestors(m)}
+    def related(placed: list[str], cands: tuple[str, ...]) -> set[str]:
+        """The candidates (sorted) a placed neighbour lies in or that lie in one: found by bisection,
+        not by comparing each of a 300-layer line's candidates with each neighbour."""
+        out: set[str] = set()
+        for m in placed:
+            out.update(a for a in _ancestors(m) if _has(cands, a))
+            if m == ROOT:
+                return set(cands)
+            k = bisect.bisect_left(cands, m + ".")
+            while k < len(cands) and cands[k].startswith(m + "."):
+                out.add(cands[k])
+                k += 1
+        return out
 
-    def near(n: fx.Node, cands: set[str]) -> str | None:
+    def near(n: fx.Node, cands: tuple[str, ...]) -> str | None:
         placed = [module.get(x.name, ROOT) for x in (*n.all_input_nodes, *n.users)
                   if x.name in module or x.name in root]
         # a candidate unrelated to every placed neighbour is a coincidence of shapes (a weight's
         # gradient transposed to the shape of another module's weight): not this op's
-        up, at = related(placed), set(placed)
-        fit = [c for c in cands if c in up or any(a in at for a in _ancestors(c))] if placed else list(cands)
+        fit = sorted(related(placed, cands)) if placed else list(cands)
         if len(fit) == 1 and len(cands) == 1:
             return fit[0]
         best = sorted(((max((_shared(c, m) for m in placed), default=0), c in placed, c) for c in fit), reverse=True)
@@ -567,6 +582,12 @@ def _resolve(pending: dict[fx.Node, set[str]], module: dict[str, str], root: set
         for n, m in done.items():
             (module.__setitem__(n.name, m) if m != ROOT else root.add(n.name))
             del pending[n]
+
+
+def _has(items: tuple[str, ...], x: str) -> bool:
+    """``x`` in the sorted tuple ``items``."""
+    k = bisect.bisect_left(items, x)
+    return k < len(items) and items[k] == x
 
 
 def _ancestors(path: str) -> list[str]:
