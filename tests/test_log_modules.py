@@ -118,3 +118,89 @@ def test_forward_ops_are_in_the_modules_a_model_trace_gives(backend, tmp_path):
     assert {"blocks.0.ln", "blocks.1.attn", "blocks.1.attn.qkv", "blocks.0.norm", "blocks.0", "head", None} <= placed
     # a child without parameters (from dynamo's guards in the log) and both modules of a tied weight
     assert {"blocks.0.act", "blocks.1.act", "emb"} <= placed
+
+
+PARAMETERLESS = """
+import torch, torch.nn as nn, torch.nn.functional as F
+class Norm(nn.Module):  # a user module reading its own parameter (Llama's RMSNorm)
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+class Mix(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+        self.drop = nn.Dropout(0.0)
+    def forward(self, x):  # a parameterless child around a function (mini_gpt's attn_dropout)
+        return self.drop(F.softmax(self.proj(x), dim=-1))
+class Layer(nn.Module):  # Llama's decoder layer: each residual add on a line of its own
+    def __init__(self, d):
+        super().__init__()
+        self.norm1 = Norm(d)
+        self.mix = Mix(d)
+        self.norm2 = Norm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d), nn.Dropout(0.0))
+    def forward(self, x):
+        residual = x
+        x = self.norm1(x)
+        x = self.mix(x)
+        x = residual + x
+        residual = x
+        x = self.norm2(x)
+        x = self.mlp(x)
+        x = residual + x
+        return x
+class Model(nn.Module):
+    def __init__(self, d=16, n=2, vocab=32):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(8, d)
+        self.drop = nn.Dropout(0.0)
+        self.layers = nn.ModuleList([Layer(d) for _ in range(n)])
+        self.head = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, vocab))
+    def forward(self, idx):
+        x = self.drop(self.emb(idx) + self.pos(torch.arange(idx.shape[1])))  # around an expression
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x).sum()
+def make():
+    torch.manual_seed(0)
+    return Model(), torch.randint(0, 32, (2, 8))
+"""
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_parameterless_children_and_residuals_as_a_model_trace_gives(backend, tmp_path):
+    """The children without parameters dynamo's guards name: a ``Sequential``'s (all run from one line
+    of torch's ``container.py``, in the guards' order), a call around an expression or a function
+    (``self.drop(a + b)``, ``self.drop(F.softmax(...))``; a ``Dropout(0.0)`` is at most a ``clone``,
+    which inductor's passes drop); a decoder layer's residual adds on their own lines (in the layer,
+    not in the module that ran just before); the gradient of a broadcast operand (``sum``, ``view``)
+    in the module of the broadcasting ``add``."""
+    log = make_log(PARAMETERLESS + RUN.replace(MODEL, ""), tmp_path / "trace", backend)
+    got = fxviz.load_logs(log).trace().nodes
+    space: dict = {}
+    exec(compile(PARAMETERLESS, "<test model>", "exec"), space)
+    model, x = space["make"]()
+    ref = fxviz.trace(model, x, backend=backend).nodes
+
+    def module(df, n):
+        m = df.loc[n, "module"]
+        return None if m is None or m != m else m
+
+    for phase in ("forward", "backward"):
+        ops = [n for n in ref.index if ref.loc[n, "phase"] == phase and ref.loc[n, "op"] == "call_function"]
+        assert all(n in got.index and got.loc[n, "short_op"] == ref.loc[n, "short_op"] for n in ops)
+        differ = [(n, module(ref, n), module(got, n)) for n in ops if module(ref, n) != module(got, n)]
+        if phase == "backward" and backend == "inductor":
+            # inductor's softmax backward: its fma reads the gradient of proj's output and the softmax's
+            # output, both on the line; the log places it in proj (a known gap, in the report)
+            differ = [d for d in differ if got.loc[d[0], "short_op"] != "fma"]
+        assert differ == [], phase
+    placed = set(got["module"].dropna())
+    assert {"layers.0.mlp.1", "layers.1.mlp.1", "head.1", "layers.0.mix", "layers.1"} <= placed
+    # a Dropout(0.0)'s clone: in the graph aot_eager runs, gone after inductor's joint passes
+    dropouts = {"drop", "layers.0.mix.drop", "layers.1.mlp.3"}
+    assert (dropouts <= placed) if backend == "aot_eager" else not (dropouts & placed)

@@ -219,6 +219,15 @@ class LogGraphBuilder:
             return target(*args, **kwargs)
 
     @staticmethod
+    def graph_module(root: torch.nn.Module, graph: fx.Graph) -> fx.GraphModule:
+        """The rebuilt graph's module, its Python code written only when something prints or calls it
+        (fx's code generation and ``compile`` of a 50k-node joint graph: ~25 s each, and a view
+        needs it rarely)."""
+        from torch.fx._lazy_graph_module import _LazyGraphModule
+
+        return _LazyGraphModule(root, graph)
+
+    @staticmethod
     def set_val(node: fx.Node, value: Any) -> None:
         node.meta[VAL_KEY] = value
 

@@ -45,8 +45,9 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
         joint = parsed.gm
         logged = None
         if has_backward and "aot_forward_graph" in p.offsets and "aot_backward_graph" in p.offsets:
-            fwd = parse_graph(read_payload(c.file, p.offsets["aot_forward_graph"]), builder).gm
-            bwd = parse_graph(read_payload(c.file, p.offsets["aot_backward_graph"]), builder).gm
+            known = {n.name: n for n in joint.graph.nodes}
+            fwd = parse_graph(read_payload(c.file, p.offsets["aot_forward_graph"]), builder, known).gm
+            bwd = parse_graph(read_payload(c.file, p.offsets["aot_backward_graph"]), builder, known).gm
             logged = (_share_values(fwd, joint), _share_values(bwd, joint))
     if not any(_torch.node_desc(n) is not None for n in joint.graph.nodes if n.op == "placeholder"):
         raise LogError("this log's graphs carry no AOT descriptors (# PlainAOTInput...): it was written by a torch "

@@ -33,7 +33,7 @@ are ``act_fn``'s) and the names of a tied weight (an op reads it as the module i
 
 from __future__ import annotations
 
-import ast
+import bisect
 import operator
 import re
 from typing import Any
@@ -43,17 +43,13 @@ import torch.fx as fx
 from .. import _torch
 from ..graph_facts import is_cast, is_view_op
 from ..logs.guards import Guards
+from .log_children import called_children, is_detach, own_forwards, sequential_children, where
 
 __all__ = ["place_modules", "common_module"]
 
-_TRACE = re.compile(r'File "([^"]*)", line (\d+), in (\S+)\n\s*(.*)', re.S)
 ROOT = ""
 
 
-def _where(n: fx.Node) -> tuple[str, int, str, str] | None:
-    """(file, line, function, code) of an op's ``# File:`` line."""
-    m = _TRACE.search(_torch.stack_trace(n) or "")
-    return (m.group(1), int(m.group(2)), m.group(3), m.group(4).strip()) if m else None
 
 
 def common_module(paths: list[str]) -> str | None:
@@ -72,6 +68,18 @@ def common_module(paths: list[str]) -> str | None:
 
 def _parent(path: str) -> str:
     return path.rsplit(".", 1)[0] if "." in path else ROOT
+
+
+_CONTAINERS = ("ModuleList", "ModuleDict", "Sequential")
+
+
+def _caller(path: str, containers: set[str]) -> str:
+    """The module whose line calls module ``path``: its parent, or above a container (a line calls a
+    ``Sequential``, whose children run from torch's ``container.py``)."""
+    up = _parent(path)
+    while up and up in containers:
+        up = _parent(up)
+    return up
 
 
 def _inside(path: str | None, frame: str) -> bool:
@@ -104,19 +112,30 @@ def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[
     tied = {n: guards.tied[q] for n, q in state_names.items() if len(guards.tied.get(q, [])) > 1}
     module, reads = _parameter_ops(gm, phases, owner, tied)
     forward = _blocks(gm, phases, "forward")
+    # modules that run no line of their own: a line calling a Sequential runs in the Sequential's parent
+    containers = {p for p, c in guards.modules.items()
+                  if c.startswith('torch.nn.modules.container.') and c.rsplit('.', 1)[-1] in _CONTAINERS}
+    frames = _frames(forward, module, reads, attr, owner, tied, containers)
+    holders = {q.rsplit(".", k)[0] for q in state_names.values() for k in range(1, q.count(".") + 1)}
+    empty = {p for p in guards.modules if p and p not in holders}  # the modules that own no parameter or buffer
+    if empty:  # the children without parameters, before the rules below hand their ops to a neighbour
+        own_forwards(forward, frames, module, empty)
+        sequential_children(forward, module, guards, empty)
+        for ops, frame in zip(forward, frames):
+            if frame is not None:
+                called_children(ops, frame, module, empty, guards)
     for ops in forward:
         _decomposed(ops, module, phases)
         _between(ops, module, phases)
-    frames = _frames(forward, module, reads, attr, owner, tied)
-    empty = {p for p in guards.modules if not any(q.startswith(p + ".") for q in state_names.values())}
-    if empty:
-        _own_forwards(forward, frames, module, empty)
     for ops, frame in zip(forward, frames):
-        if frame is not None and empty:
-            _parameterless(ops, frame, module, empty)
         for n in ops:
             if n.name not in module and frame is not None and frame != ROOT:
                 module[n.name] = frame
+    for ops in forward:  # autograd's copy of a saved output is in its op's module
+        for n in ops:
+            if is_detach(n) and len(n.all_input_nodes) == 1:
+                src = n.all_input_nodes[0].name
+                (module.__setitem__(n.name, module[src]) if src in module else module.pop(n.name, None))
     _backward(gm, phases, module, owner)
     return module
 
@@ -126,7 +145,7 @@ def _pick(p: str, n: fx.Node, owner: dict[str, str], tied: dict[str, list[str]])
     (``emb.weight`` is ``head.weight``), the one of its names whose module ``n``'s line calls."""
     names = tied.get(p)
     if names:
-        w = _where(n)
+        w = where(n)
         code = w[3] if w is not None else ""
         for q in names:
             m = q.rsplit(".", 1)[0]
@@ -135,83 +154,12 @@ def _pick(p: str, n: fx.Node, owner: dict[str, str], tied: dict[str, list[str]])
     return owner[p]
 
 
-def _parameterless(ops: list[fx.Node], frame: str, module: dict[str, str], empty: set[str]) -> None:
-    """The ops of a child module that owns no parameter (``self.act_fn(self.gate_proj(x))``): on a
-    line that calls it on the output of a child with parameters and hands what it returns to a
-    module or an operator (never to a function: ``F.gelu(self.act(...))`` cannot be split), the
-    ops fed only by that child's output (constants aside), up to the first that reads another value."""
-    w = _where(ops[0])
-    if w is None:
-        return
-    try:
-        tree = ast.parse(w[3].removeprefix("return ").strip())
-    except SyntaxError:
-        return
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    inside = set(ops)
-    for call in ast.walk(tree):
-        name = _self_call(call)
-        path = f"{frame}.{name}" if frame else name
-        if name is None or path not in empty or len(call.args) != 1 or call.keywords:  # type: ignore[attr-defined]
-            continue
-        arg = _self_call(call.args[0])  # type: ignore[attr-defined]
-        parent = parents.get(call)
-        if arg is None or not _hands_on(parent, call):
-            continue
-        src = f"{frame}.{arg}" if frame else arg
-        start = {n for n in ops if module.get(n.name) == src}
-        chain: set[fx.Node] = set()
-        for n in ops:
-            if n.name in module:
-                continue
-            ins = [a for a in n.all_input_nodes if a in inside]
-            if ins and len(ins) == len(n.all_input_nodes) and all(a in start or a in chain for a in ins) \
-                    and any(a in chain or a in start for a in ins):
-                chain.add(n)
-        module.update({n.name: path for n in chain})
 
 
-def _own_forwards(blocks: list[list[fx.Node]], frames: list[str | None], module: dict[str, str],
-                  empty: set[str]) -> None:
-    """A parameterless module whose ``forward`` is user code (``transformers``' ``SiLUActivation``):
-    its line is a ``forward`` of another file or function than the line around it, which calls one
-    such child of its frame (``self.act_fn(``): that block's frame is the child."""
-    where = [_where(ops[0]) for ops in blocks]
-    for i, (ops, w) in enumerate(zip(blocks, where)):
-        if w is None or w[2] != "forward" or any(n.name in module for n in ops):
-            continue
-        for j in (i - 1, i + 1):
-            other = where[j] if 0 <= j < len(blocks) else None
-            if other is None or frames[j] is None or (other[0], other[2]) == (w[0], w[2]):
-                continue
-            f = frames[j] or ""
-            called = {c for c in re.findall(r"\bself\.(\w+)\s*\(", other[3])
-                      if (f"{f}.{c}" if f else c) in empty}
-            if len(called) == 1:
-                (c,) = called
-                frames[i] = f"{f}.{c}" if f else c
-                break
 
 
-def _self_call(node: Any) -> str | None:
-    """``name`` of a call ``self.name(...)``, else None."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
-            and node.func.value.id == "self":
-        return node.func.attr
-    return None
 
 
-def _hands_on(parent: Any, call: Any) -> bool:
-    """What a call returns goes to a ``self.module(...)`` call, an operator with another operand that
-    is no constant, or the line's result."""
-    if parent is None or isinstance(parent, (ast.Expr, ast.Assign, ast.Return, ast.Module)):
-        return True
-    if isinstance(parent, ast.Call):
-        return _self_call(parent) is not None
-    if isinstance(parent, ast.BinOp):
-        other = parent.right if parent.left is call else parent.left
-        return not isinstance(other, ast.Constant)
-    return False
 
 
 def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]]
@@ -234,8 +182,8 @@ def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, 
         module[n.name] = _pick(mine[0].name, n, owner, tied)
         reads.setdefault(n.name, [r for a in mine for r in reads.get(a.name, [a.name])])
     computes = {n for n in module if n not in owner}  # ops that compute with a parameter (not its views)
-    for n in ops:  # a leaf module's reshapes around its op, on the same line
-        if n.name in module or not _reshapes(n):
+    for n in ops:  # a leaf module's reshapes around its op, on the same line (a copy is no Linear's)
+        if n.name in module or not _reshapes(n) or str(n.target) == "aten.clone.default":
             continue
         users = [u for u in n.users if phases.get(u.name) == "forward"]  # the backward reads it too
         src = n.args[0] if n.args and isinstance(n.args[0], fx.Node) else None
@@ -277,7 +225,7 @@ def _decomposed(ops: list[fx.Node], module: dict[str, str], phases: dict[str, st
 def _between(ops: list[fx.Node], module: dict[str, str], phases: dict[str, str]) -> None:
     """An op between two ops of one child module the line calls (``self.attn(h, h, h)``: the views and
     the attention between ``nn.MultiheadAttention``'s input and output projections) is in that child."""
-    w = _where(ops[0])
+    w = where(ops[0])
     code = w[3] if w is not None else ""
     inside = set(ops)
     came: dict[str, str | None] = {}
@@ -331,12 +279,13 @@ def _called(path: str, code: str) -> str | None:
 
 
 def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str, list[str]],
-            attr: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]]) -> list[str | None]:
+            attr: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]],
+            containers: set[str]) -> list[str | None]:
     """Step 2: the frame (module path, ``""`` for the root) of each forward source block, None when unknown."""
-    where = [_where(ops[0]) for ops in blocks]
+    at = [where(ops[0]) for ops in blocks]
     frames: list[str | None] = []
     own: list[bool] = []  # the frame came from a parameter the line reads as its own (``self.weight``)
-    for ops, w in zip(blocks, where):
+    for ops, w in zip(blocks, at):
         code = w[3] if w is not None else ""
         found, mine = [], False
         for n in ops:
@@ -346,32 +295,72 @@ def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str
                     found.append(o)
                     mine = True
                 else:
-                    found.append(_parent(o))
+                    found.append(_caller(o, containers))
         frames.append((common_module(found) or ROOT) if found else None)
         own.append(mine)
     evidence = list(frames)  # the frames the lines' parameters show
-    for i, w in enumerate(where):
+    place = {n: i for i, ops in enumerate(blocks) for n in ops}
+    by_function: dict[tuple[str, str], list[int]] = {}
+    for j, x in enumerate(at):
+        if x is not None and evidence[j] is not None:
+            by_function.setdefault((x[0], x[2]), []).append(j)
+    for i, w in enumerate(at):
         if frames[i] is None and w is not None:
-            frames[i] = _frame_of(i, w, where, frames, evidence, own)
+            frames[i] = _frame_of(i, w, at, frames, evidence, own, by_function)
+            if frames[i]:
+                frames[i] = _returned(i, blocks, frames, module, place, containers)
     return frames
 
 
-def _frame_of(i: int, w: tuple[str, int, str, str], where: list[Any], frames: list[str | None],
-              evidence: list[str | None], own: list[bool]) -> str | None:
+def _returned(i: int, blocks: list[list[fx.Node]], frames: list[str | None], module: dict[str, str],
+              place: dict[fx.Node, int], containers: set[str]) -> str | None:
+    """The frame of block ``i`` (a line that reads no parameter, given the frame of a line of the same
+    file and function name), or its parent's when the module had returned: the module ``F`` ran just
+    before, and the line reads a value ``F`` never took that a sibling of ``F`` took before ``F`` started
+    (a Llama decoder layer's ``residual + hidden_states`` after ``self_attn``: the residual is what its
+    ``input_layernorm`` read; the line's function name, ``forward``, is the same in both classes)."""
+    f = str(frames[i])
+    parent = _caller(f, containers) if f else None
+    if parent is None or i == 0 or not _inside(frames[i - 1], f):
+        return f
+
+    def mod(n: fx.Node) -> str | None:
+        return module.get(n.name) or (frames[place[n]] if n in place else None)
+
+    began = i  # where the run of blocks inside F before this one starts
+    while began > 0 and (frames[began - 1] is None or _inside(frames[began - 1], f)):
+        began -= 1
+    while began < i and frames[began] is None:
+        began += 1
+    mine = set(blocks[i])
+    for n in blocks[i]:
+        for v in n.all_input_nodes:
+            if v in mine or v not in place or place[v] >= began or _inside(mod(v), f):
+                continue
+            readers = [u for u in v.users if u in place and u not in mine]
+            if any(_inside(mod(u), f) for u in readers):
+                continue
+            if any(place[u] < began and _inside(mod(u), parent) and not _inside(mod(u), f) for u in readers):
+                return parent
+    return f
+
+
+def _frame_of(i: int, w: tuple[str, int, str, str], at: list[Any], frames: list[str | None],
+              evidence: list[str | None], own: list[bool], by_function: dict[tuple[str, str], list[int]]) -> str | None:
     """A line that reads no parameter: the frame it returns to, else its function's nearest frame."""
     for j in range(i - 1, -1, -1):  # the same line before, with only deeper frames between
         f = frames[j]
-        if where[j] is not None and where[j][:2] == w[:2] and f is not None:
+        if at[j] is not None and at[j][:2] == w[:2] and f is not None:
             if all(frames[k] is None or _inside(frames[k], f) for k in range(j + 1, i)):
                 return f
             break
-    same = [j for j, x in enumerate(where) if x is not None and x[0] == w[0] and x[2] == w[2]
-            and evidence[j] is not None and j != i]
-    before = max((j for j in same if j < i), default=None)
-    after = min((j for j in same if j > i), default=None)
+    same = by_function.get((w[0], w[2]), [])  # the blocks of that file and function that show a frame
+    k = bisect.bisect_left(same, i)
+    before = same[k - 1] if k > 0 else None
+    after = next((j for j in same[k:k + 2] if j > i), None)
     if after is not None and before is not None and evidence[after] == evidence[before]:
         return evidence[after]
-    if after is not None and own[after] and w[1] < where[after][1] <= w[1] + 10:
+    if after is not None and own[after] and w[1] < at[after][1] <= w[1] + 10:
         return evidence[after]  # a line just before the one that reads the module's own parameter
     if before is not None:
         return evidence[before]
@@ -393,11 +382,11 @@ def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str]
             by_trace.setdefault(_torch.stack_trace(n), []).append(n)
     line_of = {f: (trace, i) for trace, line_ops in by_trace.items() for i, f in enumerate(line_ops)}
     by_outs: dict[str | None, dict[tuple[int, ...] | None, list[fx.Node]]] = {}  # per line, lazily
-    inverses: dict[tuple[str | None, frozenset[tuple[int, ...] | None], tuple[int, ...] | None], set[str]] = {}
+    inverses: dict[tuple[str | None, frozenset[tuple[int, ...] | None], tuple[int, ...] | None], tuple[str, ...]] = {}
     sums = _accumulations(gm, phases)  # autograd's sums of a gradient: no module, as in a model trace
     root = set(sums)
     for ops in _blocks(gm, phases, "backward"):
-        pending: dict[fx.Node, set[str]] = {}
+        pending: dict[fx.Node, tuple[str, ...]] = {}
         for n in ops:
             if n.name in root:
                 continue
@@ -411,9 +400,9 @@ def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str]
                 ins = frozenset(_shape(a) for a in n.all_input_nodes if phases.get(a.name) == "backward")
                 key = (trace, ins, _shape(n))  # each block's derivative on a line asks the same: answered once
                 if key not in inverses:
-                    inverses[key] = _inverse_of(ins, _shape(n), by_outs[trace], module)
+                    inverses[key] = tuple(sorted(_inverse_of(ins, _shape(n), by_outs[trace], module)))
                 if inverses[key]:
-                    pending[n] = set(inverses[key])
+                    pending[n] = inverses[key]  # sorted, shared by every block's op asking the same
         _resolve(pending, module, root)
         _follow_neighbours(ops, module, root, sums)
     _line_frames(gm, phases, module, root)
@@ -434,6 +423,8 @@ def _follow_neighbours(ops: list[fx.Node], module: dict[str, str], root: set[str
             for x in near:
                 m = module.get(x.name)
                 depth = -1 if m is None else m.count(".")
+                if x in n.all_input_nodes and _regrouped(n):
+                    depth = 1 << 20  # a view that only adds or drops size-1 dims is its input's
                 if best is None or depth > best[0]:
                     best = (depth, n, m)
         if best is None:
@@ -526,8 +517,26 @@ def _inverse_of(ins: frozenset[tuple[int, ...] | None], gives: tuple[int, ...] |
     where the line ran in several."""
     if not ins or None in ins or gives is None:
         return set()
-    return {module.get(f.name, ROOT) for f in by_outs.get(next(iter(ins)), [])
-            if ins <= _outs(f) and any(_shape(a) == gives for a in f.all_input_nodes)}
+    line = by_outs.get(next(iter(ins)), [])
+    exact = {module.get(f.name, ROOT) for f in line
+             if ins <= _outs(f) and any(_shape(a) == gives for a in f.all_input_nodes)}
+    # else a broadcast operand's gradient summed with keepdim ([1, 8, 16] for an [8, 16] operand)
+    return exact or {module.get(f.name, ROOT) for f in line
+                     if ins <= _outs(f) and any(_squeezed(_shape(a)) == _squeezed(gives) for a in f.all_input_nodes)}
+
+
+def _squeezed(shape: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    """A shape without its size-1 dims: a broadcast's gradient summed with ``keepdim`` ([1, 8, 16])
+    is the gradient of the [8, 16] operand."""
+    return None if shape is None else tuple(d for d in shape if d != 1)
+
+
+def _regrouped(n: fx.Node) -> bool:
+    """A reshape of a sum that only drops or adds size-1 dims (``view`` of a broadcast operand's
+    gradient summed to [1, 8, 16] as [8, 16])."""
+    return (_reshapes(n) and len(n.all_input_nodes) == 1 and _shape(n) is not None
+            and str(n.all_input_nodes[0].target).startswith("aten.sum.")
+            and _squeezed(_shape(n)) == _squeezed(_shape(n.all_input_nodes[0])))
 
 
 def _outs(f: fx.Node) -> set[tuple[int, ...] | None]:
@@ -538,15 +547,29 @@ def _outs(f: fx.Node) -> set[tuple[int, ...] | None]:
     return {_shape(f)}
 
 
-def _resolve(pending: dict[fx.Node, set[str]], module: dict[str, str], root: set[str]) -> None:
+def _resolve(pending: dict[fx.Node, tuple[str, ...]], module: dict[str, str], root: set[str]) -> None:
     """Each op of ``pending`` in its one candidate module, or, among several (one per block), in the
     one nearest the module of an op it reads or feeds (placed first, then the ones this places)."""
-    def near(n: fx.Node, cands: set[str]) -> str | None:
+    def related(placed: list[str], cands: tuple[str, ...]) -> set[str]:
+        """The candidates (sorted) a placed neighbour lies in or that lie in one: found by bisection,
+        not by comparing each of a 300-layer line's candidates with each neighbour."""
+        out: set[str] = set()
+        for m in placed:
+            out.update(a for a in _ancestors(m) if _has(cands, a))
+            if m == ROOT:
+                return set(cands)
+            k = bisect.bisect_left(cands, m + ".")
+            while k < len(cands) and cands[k].startswith(m + "."):
+                out.add(cands[k])
+                k += 1
+        return out
+
+    def near(n: fx.Node, cands: tuple[str, ...]) -> str | None:
         placed = [module.get(x.name, ROOT) for x in (*n.all_input_nodes, *n.users)
                   if x.name in module or x.name in root]
         # a candidate unrelated to every placed neighbour is a coincidence of shapes (a weight's
         # gradient transposed to the shape of another module's weight): not this op's
-        fit = [c for c in cands if not placed or any(_inside(m, c) or _inside(c, m) for m in placed)]
+        fit = sorted(related(placed, cands)) if placed else list(cands)
         if len(fit) == 1 and len(cands) == 1:
             return fit[0]
         best = sorted(((max((_shared(c, m) for m in placed), default=0), c in placed, c) for c in fit), reverse=True)
@@ -559,6 +582,18 @@ def _resolve(pending: dict[fx.Node, set[str]], module: dict[str, str], root: set
         for n, m in done.items():
             (module.__setitem__(n.name, m) if m != ROOT else root.add(n.name))
             del pending[n]
+
+
+def _has(items: tuple[str, ...], x: str) -> bool:
+    """``x`` in the sorted tuple ``items``."""
+    k = bisect.bisect_left(items, x)
+    return k < len(items) and items[k] == x
+
+
+def _ancestors(path: str) -> list[str]:
+    """``path`` and every module it lies in, the root included (``a.b`` -> ``a.b``, ``a``, ``""``)."""
+    parts = path.split(".") if path else []
+    return [".".join(parts[:k]) for k in range(len(parts), -1, -1)]
 
 
 def _shared(a: str, b: str) -> int:

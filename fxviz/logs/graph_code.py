@@ -252,9 +252,11 @@ def _stack_trace(m: re.Match[str]) -> str:
 
 
 class _Builder:
-    def __init__(self, lines: list[str], builder: _torch.LogGraphBuilder) -> None:
+    def __init__(self, lines: list[str], builder: _torch.LogGraphBuilder,
+                 known: dict[str, fx.Node] | None = None) -> None:
         self.lines = lines
         self.b = builder
+        self.known = known or {}  # the joint graph's nodes, whose values a forward/backward graph shares
         self.graph = fx.Graph()
         self.env: dict[str, fx.Node] = {}
         self.attrs: dict[str, torch.Tensor] = {}
@@ -371,6 +373,12 @@ class _Builder:
         self.parsed.ops += 1
         if annotation:
             self.parsed.annotations[node.name] = annotation
+        j = self.known.get(node.name)
+        if j is not None and j.op == "call_function" and j.target == target and str(j.args) == str(node.args):
+            val = _torch.meta_val(j)  # the joint's node: its value is the one the graphs share
+            if val is not None:
+                _torch.LogGraphBuilder.set_val(node, val)
+                return node
         plain = _plain(annotation) if annotation else None
         if plain is not None and _torch.LogGraphBuilder.returns_new_tensor(target):
             # a fresh tensor the log states in full: running the op would only say the same again
@@ -505,19 +513,23 @@ def _agrees(val: Any, expected: Any) -> bool:
     return val is not None
 
 
-def parse_graph(code: str, builder: _torch.LogGraphBuilder) -> ParsedGraph:
+def parse_graph(code: str, builder: _torch.LogGraphBuilder, known: dict[str, fx.Node] | None = None) -> ParsedGraph:
     """The ``GraphModule`` a logged ``print_readable`` text describes (see the module docstring).
     Nested classes (the subgraphs of higher-order ops: flex attention's score and mask functions,
-    ``invoke_subgraph``'s body) become submodules of the same names, parsed the same way."""
+    ``invoke_subgraph``'s body) become submodules of the same names, parsed the same way.
+    ``known``: the joint graph's nodes by name, when this is the run's forward or backward graph: an
+    op the partitioner copied from the joint (same name, op and inputs) takes the joint's value
+    instead of being run again (the capture shares them anyway, so storages count once)."""
     tree = _parse(code)
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
     fn = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None) if cls else None
-    return _parse_function(fn or _forward(tree), cls, code.splitlines(), builder)
+    return _parse_function(fn or _forward(tree), cls, code.splitlines(), builder, known=known)
 
 
 def _parse_function(fn: ast.FunctionDef, cls: ast.ClassDef | None, lines: list[str],
-                    builder: _torch.LogGraphBuilder, nested: bool = False) -> ParsedGraph:
-    b = _Builder(lines, builder)
+                    builder: _torch.LogGraphBuilder, nested: bool = False,
+                    known: dict[str, fx.Node] | None = None) -> ParsedGraph:
+    b = _Builder(lines, builder, None if nested else known)
     for sub in (c for c in (cls.body if cls else []) if isinstance(c, ast.ClassDef)):
         sub_fn = next((n for n in sub.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
         if sub_fn is not None:
@@ -543,5 +555,5 @@ def _parse_function(fn: ast.FunctionDef, cls: ast.ClassDef | None, lines: list[s
         root.register_buffer(k, v)
     for k, gm in b.subgraphs.items():
         root.add_module(k, gm)
-    b.parsed.gm = fx.GraphModule(root, b.graph)
+    b.parsed.gm = _torch.LogGraphBuilder.graph_module(root, b.graph)
     return b.parsed

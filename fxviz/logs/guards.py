@@ -26,6 +26,7 @@ _MANAGER = re.compile(r"GuardManager: source=(L\[[^,]*?\]),.*?type=<class '([^']
 _TIED = re.compile(r"LAMBDA_GUARD: (L\[\S+\]) is (L\[\S+\])")
 _PART = re.compile(r"\._(modules|parameters|buffers)\[['\"]([^'\"]+)['\"]\]")
 _ROOT = re.compile(r"L\[['\"](\w+)['\"]\]")
+_EQUALS = re.compile(r"EQUALS_MATCH: (L\[\S+\])\.(\w+) == (\S+)")
 
 ALLGATHERED = "all-gathered by FSDP2"
 """How a parameter's note starts when it is an FSDP2 module's unsharded parameter (every view says it)."""
@@ -37,6 +38,7 @@ class Guards:
 
     modules: dict[str, str] = field(default_factory=dict)
     tied: dict[str, list[str]] = field(default_factory=dict)  # parameter -> all its names, first the graph's
+    attrs: dict[str, str] = field(default_factory=dict)  # ``drop.p`` -> ``0.0``: a module's guarded constants
 
     @property
     def fsdp(self) -> dict[str, str]:
@@ -45,12 +47,15 @@ class Guards:
                 if c.startswith("torch.distributed.fsdp.") and c.rsplit(".", 1)[-1].startswith("FSDP")}
 
     def fsdp_owner(self, qualname: str) -> tuple[str, str] | None:
-        """(path, class) of the innermost FSDP2 module a parameter lies in, None when in none."""
-        best: tuple[str, str] | None = None
-        for path, cls in self.fsdp.items():
-            if (path == "" or qualname.startswith(path + ".")) and (best is None or len(path) > len(best[0])):
-                best = (path, cls)
-        return best
+        """(path, class) of the innermost FSDP2 module a parameter lies in, None when in none (its
+        enclosing paths looked up, innermost first: a 300-layer log asks once per parameter)."""
+        parts = qualname.split(".")
+        for k in range(len(parts) - 1, -1, -1):
+            cls = self.modules.get(".".join(parts[:k]))
+            if cls is not None and cls.startswith("torch.distributed.fsdp.") and \
+                    cls.rsplit(".", 1)[-1].startswith("FSDP"):
+                return ".".join(parts[:k]), cls.rsplit(".", 1)[-1]
+        return None
 
 
 def _path(source: str) -> str | None:
@@ -82,6 +87,10 @@ def read_guards(text: str) -> Guards:
         if cls.startswith("torch.nn.parameter") or cls in ("dict", "collections.OrderedDict", "NoneType"):
             continue
         g.modules.setdefault(path, cls)
+    for m in _EQUALS.finditer(text):
+        path = _path(m.group(1))
+        if path is not None and path in g.modules:
+            g.attrs[f"{path}.{m.group(2)}" if path else m.group(2)] = m.group(3)
     for m in _TIED.finditer(text):
         a, b = _path(m.group(1)), _path(m.group(2))
         if a and b and "._parameters" in m.group(1) and "._parameters" in m.group(2):
