@@ -300,7 +300,8 @@ def _graph_record(c: Compile, rec: Record) -> None:
     if rec.kind == "aot_forward_graph":
         piece.forward_text = text
     elif rec.kind == "aot_backward_graph":
-        piece.bwd_tangents = sum("TangentAOTInput" in note for _, _, note in found)
+        # a tangent by its descriptor, or (torch < 2.9 prints none) by the name torch gives it
+        piece.bwd_tangents = sum("TangentAOTInput" in note or name.startswith("tangents_") for name, _, note in found)
         if text is not None:
             piece.saved = saved_bytes(piece.forward_text, text, c.hints)
         piece.forward_text = None
