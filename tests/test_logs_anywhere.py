@@ -289,8 +289,11 @@ def test_flex_attention_kernel_options_and_subgraphs(tmp_path, capsys):
     log = make_log(FLEX, tmp_path / "trace")
     ((_, code),) = _records(log, {"aot_inference_graph"})
     options = re.search(r"flex_attention\(.*?(\{.*?\})", code).group(1)
-    tr = fxviz.load_logs(log).trace()
+    run = fxviz.load_logs(log)
+    tr = run.trace()
     gm = tr.joint
+    # the listing counts the graph's own nodes, not its subgraphs' (it said 38 where the graph has 35)
+    assert list(run.graphs["nodes"]) == [sum(n.op != "output" for n in gm.graph.nodes)]
     flex = next(n for n in gm.graph.nodes if n.target is torch.ops.higher_order.flex_attention)
     kernel_options = next(a for a in flex.args if isinstance(a, dict))
     assert kernel_options == ast.literal_eval(options)  # the literal the log prints
