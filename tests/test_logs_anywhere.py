@@ -239,6 +239,8 @@ def test_a_log_without_descriptors_from_an_older_torch(aot_log, tmp_path):
     d = fxviz.diff(run, fxviz.load_logs(aot_log), whole_step=True)
     assert d.totals[0] == d.totals[1] and (d.table["status"] == "both").all()
     assert [(p.a, p.b) for p in d.pairs] == [(0, 0)]
+    # the listing counts the same saved values without descriptors (tangents by torch's names)
+    assert list(run.graphs["saved"]) == list(fxviz.load_logs(aot_log).graphs["saved"]) == [len(ref.partition("logged").saved)]
 
 
 def test_other_torch_notes():
@@ -287,8 +289,11 @@ def test_flex_attention_kernel_options_and_subgraphs(tmp_path, capsys):
     log = make_log(FLEX, tmp_path / "trace")
     ((_, code),) = _records(log, {"aot_inference_graph"})
     options = re.search(r"flex_attention\(.*?(\{.*?\})", code).group(1)
-    tr = fxviz.load_logs(log).trace()
+    run = fxviz.load_logs(log)
+    tr = run.trace()
     gm = tr.joint
+    # the listing counts the graph's own nodes, not its subgraphs' (it said 38 where the graph has 35)
+    assert list(run.graphs["nodes"]) == [sum(n.op != "output" for n in gm.graph.nodes)]
     flex = next(n for n in gm.graph.nodes if n.target is torch.ops.higher_order.flex_attention)
     kernel_options = next(a for a in flex.args if isinstance(a, dict))
     assert kernel_options == ast.literal_eval(options)  # the literal the log prints

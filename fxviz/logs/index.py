@@ -52,7 +52,9 @@ _INDUCTOR_ARTIFACTS = frozenset({"before_pre_grad_graph", "after_pre_grad_graph"
                                  "after_post_grad_graph", "fx_graph_cache_hit", "fx_graph_cache_miss"})
 """Artifacts only inductor's ``compile_fx`` logs (with ``inductor_*`` record kinds): how a log says
 which backend compiled a frame (no record names the backend itself)."""
-_OP_LINES = re.compile(rb'\n\t[^\S\n]+\w+(?:: "[^"\n]*")? = (?!None\b)')
+# the graph's own ops: print_readable indents its forward's body by 8 spaces; a subgraph a higher-order op
+# calls (flex attention's score and mask functions) is a nested class whose body is indented by 12
+_OP_LINES = re.compile(rb'\n\t {8}\w+(?:: "[^"\n]*")? = (?!None\b)')
 """A graph's op lines, searched in ``b"\n" + raw`` (as ``signature.ASSIGNS``): a value assigned
 (``view: "f32[4]" = torch.ops.aten.view...``), not one cleared (``x = None``)."""
 _RANK_IN_NAME = re.compile(r"rank_(\d+)")
@@ -300,7 +302,8 @@ def _graph_record(c: Compile, rec: Record) -> None:
     if rec.kind == "aot_forward_graph":
         piece.forward_text = text
     elif rec.kind == "aot_backward_graph":
-        piece.bwd_tangents = sum("TangentAOTInput" in note for _, _, note in found)
+        # a tangent by its descriptor, or (torch < 2.9 prints none) by the name torch gives it
+        piece.bwd_tangents = sum("TangentAOTInput" in note or name.startswith("tangents_") for name, _, note in found)
         if text is not None:
             piece.saved = saved_bytes(piece.forward_text, text, c.hints)
         piece.forward_text = None
