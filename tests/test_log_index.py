@@ -155,6 +155,11 @@ def test_ranks_from_names_stray_files_and_rank_zero_without_graphs(fail_log, tmp
     with pytest.raises(LogError, match="rank 0 logged no AOT graph") as err:
         run.trace(rank=0)
     assert "rank(s) 1 have it" in err.value.hint
+    assert "no log of rank" not in run.summary()
+    (d / "b_trace_rank_0_x.log").unlink()  # rank 0's file missing: said, not just "1 rank(s)"
+    with pytest.warns(FxvizWarning):
+        alone = fxviz.load_logs(d)
+    assert alone.ranks == [1] and "1 rank(s) (no log of rank 0: the directory has no file for it)" in alone.summary()
 
 
 def _streamed_rows(text):

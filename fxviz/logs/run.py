@@ -371,7 +371,10 @@ class Run:
         they compute is in no graph), and per rank the activation bytes one step saves over its graphs
         (each frame's last compile, counted once: the log records compiles, not how often a graph ran)."""
         written = f", written by torch {' and '.join(self.torch_versions)}" if self.torch_versions else ""
-        lines = [f"{self.path}: {len(self.ranks)} rank(s), {self.compile_count} compile(s), "
+        missing = sorted(set(range(max(self.ranks) + 1)) - set(self.ranks)) if self.ranks else []
+        absent = (f" (no log of rank {', '.join(map(str, missing))}: the directory has no file for it)"
+                  if missing else "")
+        lines = [f"{self.path}: {len(self.ranks)} rank(s){absent}, {self.compile_count} compile(s), "
                  f"{self.aot_graph_count} AOT graph(s){written}"]
         for t in self.total_rows():
             parts = [f"{t['graphs']} graph(s) with a backward"]
