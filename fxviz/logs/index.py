@@ -52,6 +52,8 @@ _INDUCTOR_ARTIFACTS = frozenset({"before_pre_grad_graph", "after_pre_grad_graph"
                                  "after_post_grad_graph", "fx_graph_cache_hit", "fx_graph_cache_miss"})
 """Artifacts only inductor's ``compile_fx`` logs (with ``inductor_*`` record kinds): how a log says
 which backend compiled a frame (no record names the backend itself)."""
+_IN_TORCH = re.compile(r"[/\\]torch[/\\](?:_dynamo|nn|_functorch|_inductor|_higher_order_ops|utils|fx|distributed)[/\\]")
+"""A path inside torch's own package: not the user's line."""
 # the graph's own ops: print_readable indents its forward's body by 8 spaces; a subgraph a higher-order op
 # calls (flex attention's score and mask functions) is a nested class whose body is indented by 12
 _OP_LINES = re.compile(rb'\n\t {8}\w+(?:: "[^"\n]*")? = (?!None\b)')
@@ -244,12 +246,17 @@ class FileIndex:
             if stack and c.frame is None:
                 top = stack[-1]
                 c.frame = top.get("name")
-                path = self.strings.get(top.get("filename"), str(top.get("filename")))
-                c.source = f"{path}:{top.get('line')}"
+                paths = [self.strings.get(f.get("filename"), str(f.get("filename"))) for f in stack]
+                # a frame in torch's own code (an nn.Sequential runs through torch's ``inner``): the
+                # line is the user's, the deepest one of the stack outside torch
+                k = next((i for i in range(len(stack) - 1, -1, -1) if not _IN_TORCH.search(paths[i])), len(stack) - 1)
+                c.source = f"{paths[k]}:{stack[k].get('line')}"
             return
         if md.get("co_name"):
             c.frame = md.get("co_name")
-            c.source = f"{md.get('co_filename')}:{md.get('co_firstlineno')}"
+            where = f"{md.get('co_filename')}:{md.get('co_firstlineno')}"
+            if c.source is None or not _IN_TORCH.search(str(md.get("co_filename"))):
+                c.source = where
         if isinstance(md.get("functorch_config"), str):
             _functorch(c, md["functorch_config"])
         if md.get("fail_type"):
