@@ -126,6 +126,25 @@ def test_a_log_without_aot_graphs_is_listed(fail_log, tmp_path):
     assert "2 compile(s): 1 failed, 1 no AOT graph" in err.value.hint
 
 
+def test_a_log_that_ends_inside_a_compile(fail_log, tmp_path, capsys):
+    """A run stopped mid-compile (walk F2): its last compile has dynamo's records and no metrics.  It is
+    'unfinished', not 'ran as plain Python' and not a backend without AOTAutograd."""
+    text = _only_file(fail_log).read_text()
+    last_start = [m.start() for m in re.finditer(r"^\S.*\{\"dynamo_start\"", text, flags=re.M)][-1]
+    cut = re.search(r"^\S.*\{\"(?:aot_joint_graph|aot_forward_graph)\"", text[last_start:], flags=re.M)
+    d = tmp_path / "cut"
+    d.mkdir()
+    (d / "x.log").write_text(text[:last_start + cut.start()])  # at a record's start: no false truncation
+    run = fxviz.load_logs(d)
+    assert run.graphs["status"].tolist() == ["failed", "unfinished"]
+    assert [f.split(" ")[0] for f in run.eager_frames(0)] == ["f"]  # the failed one, not the unfinished one
+    assert "unfinished: compile 1/0 (g): the log ends inside it" in run.summary()
+    from fxviz.cli import main
+
+    assert main(["logs", str(d)]) == 0
+    assert "unfinished" in capsys.readouterr().out
+
+
 def test_export_inference_graph_without_dynamo(tmp_path):
     """torch.export logs an ``aot_inference_graph`` with no dynamo frame: listed and rebuilt."""
     run = fxviz.load_logs(make_log(EXPORT, tmp_path / "export"))

@@ -35,6 +35,8 @@ STATUSES: dict[str, str] = {
     "inference": "compiled without autograd: one forward graph, nothing saved for a backward",
     "failed": "the compile raised (fail_type, fail_reason): the frame ran as plain Python",
     "no AOT graph": "dynamo made a graph but its backend used no AOTAutograd (backend='eager', ...)",
+    "unfinished": "the log ends inside this compile (no metrics record closes it): the run stopped, or was "
+                  "still running, before it finished",
     "eager frame": "dynamo compiled nothing for the frame: it ran as plain Python",
 }
 """A compile's (or piece's) status in ``Run.graphs``, and what it means."""
@@ -120,6 +122,7 @@ class Compile:
     inductor: bool = False  # the compile wrote inductor's own records
     torch_version: str | None = None  # the torch that wrote the log (its ``torch_version`` artifact)
     functorch: dict[str, Any] = field(default_factory=dict)  # FUNCTORCH_KEYS the log recorded for it
+    closed: bool = False  # its compilation_metrics record was read (a log cut inside a compile has none)
 
     @property
     def compile_id(self) -> str:
@@ -146,6 +149,8 @@ class Compile:
             return "failed"
         if self.pieces:
             return self.pieces[0].status
+        if not self.closed:
+            return "unfinished"
         return "no AOT graph" if self.dynamo_offset >= 0 else "eager frame"
 
 
@@ -252,6 +257,7 @@ class FileIndex:
                 k = next((i for i in range(len(stack) - 1, -1, -1) if not _IN_TORCH.search(paths[i])), len(stack) - 1)
                 c.source = f"{paths[k]}:{stack[k].get('line')}"
             return
+        c.closed = True  # the compile's metrics: it finished (compiled, failed or fell back)
         if md.get("co_name"):
             c.frame = md.get("co_name")
             where = f"{md.get('co_filename')}:{md.get('co_firstlineno')}"

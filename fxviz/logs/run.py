@@ -323,19 +323,19 @@ class Run:
         for c in self._compiles:
             # a compile whose dynamo graph is logged did not run as plain Python: its backend took the
             # graph without AOTAutograd, or the log stops inside it (``no_aot_compiles``)
-            if c.pieces or (rank is not None and c.rank != rank) or c.status == "no AOT graph":
+            if c.pieces or (rank is not None and c.rank != rank) or c.status in ("no AOT graph", "unfinished"):
                 continue
             why = c.graph_break_reason or (f"{c.fail_type}: {c.fail_reason}" if c.fail_type else c.fail_reason) \
                 or "dynamo compiled no graph for it"
             out.append(f"{c.frame or 'a frame'} ({os.path.basename(c.source or '?')}): {why}")
         return out
 
-    def no_aot_compiles(self, rank: int | None = None) -> list[str]:
-        """Compiles whose dynamo graph is in the log but no AOT graph (``compile 0/22 (forward)``): a
-        backend that does not use AOTAutograd (``backend="eager"``), or a run that stopped inside
-        the compile (the log ends there)."""
+    def no_aot_compiles(self, rank: int | None = None, status: str = "no AOT graph") -> list[str]:
+        """Compiles without an AOT graph that did not run as plain Python (``compile 0/22 (forward)``):
+        ``"no AOT graph"``, a backend that does not use AOTAutograd (``backend="eager"``);
+        ``"unfinished"``, a compile the log ends inside (the run stopped before it finished)."""
         return [f"compile {c.compile_id} ({c.frame or 'a frame'})" for c in self._compiles
-                if not c.pieces and c.status == "no AOT graph" and (rank is None or c.rank == rank)]
+                if not c.pieces and c.status == status and (rank is None or c.rank == rank)]
 
     def total_rows(self) -> list[dict[str, Any]]:
         """``totals`` as dicts (no pandas, no torch: every number from the index)."""
@@ -384,9 +384,11 @@ class Run:
                 parts.append(f"{t['failed']} failed compile(s)")
             if t["eager_frames"]:
                 parts.append(f"{t['eager_frames']} frame(s) ran as plain Python")
-            no_aot = self.no_aot_compiles(t["rank"])
+            no_aot, unfinished = self.no_aot_compiles(t["rank"]), self.no_aot_compiles(t["rank"], "unfinished")
             if no_aot:
                 parts.append(f"{len(no_aot)} compile(s) with dynamo's graph and no AOT graph")
+            if unfinished:
+                parts.append(f"{len(unfinished)} unfinished compile(s)")
             lines.append(f"rank {t['rank']}: " + ", ".join(parts))
             if t["graphs"]:
                 variants = t["graphs"] - t["step_graphs"]
@@ -399,8 +401,10 @@ class Run:
             for frame in self.eager_frames(t["rank"]):
                 lines.append(f"  eager: {frame}; what it computes outside the graphs it calls is in no graph")
             if no_aot:
-                lines.append(f"  no AOT graph: {', '.join(no_aot)}: a backend without AOTAutograd (e.g. 'eager'), "
-                             "or the run stopped inside the compile (the log ends there)")
+                lines.append(f"  no AOT graph: {', '.join(no_aot)}: its backend used no AOTAutograd (e.g. 'eager')")
+            if unfinished:
+                lines.append(f"  unfinished: {', '.join(unfinished)}: the log ends inside it (the run stopped, or was "
+                             "still running, before it finished)")
         lines += self.notes
         return "\n".join(lines)
 
