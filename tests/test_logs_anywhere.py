@@ -265,6 +265,10 @@ def test_a_custom_op_this_process_lacks(tmp_path, capsys):
     of_op = [n for n in saved.index if n == op.name or n in {u.name for u in op.users}]  # its outputs
     assert of_op and all(saved.loc[n, "what"].endswith(f"({note})") for n in of_op)
     assert all(note not in w for n, w in saved["what"].items() if n not in of_op)
+    from fxviz.render.saved_view import saved_text
+
+    text = saved_text(saved, "t")  # fxviz saved: the note wrapped under its column, not cut
+    assert "…" not in text and all(word in text.split() for word in f"({note})".split())
     drawn = [line for line in tr.draw("joint").source.splitlines() if note in line]
     assert len(drawn) == 1 and drawn[0].strip().startswith(f"{op.name} [label=")
     ((_, joint),) = _records(log, {"aot_joint_graph"})

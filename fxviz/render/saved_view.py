@@ -7,6 +7,7 @@ Formats ``analysis.saved``'s frames; derives nothing.
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Any
 
 import pandas as pd
@@ -100,7 +101,16 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
                for i, (c, w) in enumerate(zip(cells, widths))]
         return "  ".join(out).rstrip()
 
-    body = [line(names)] + [line(r) for r in rows]
+    def lines(cells: list[str]) -> list[str]:
+        """A row; a ``what`` longer than its column goes on under it (the value's name, its module's
+        parameter, an offloaded copy's device: cut, they said nothing), other cells blank there."""
+        parts = textwrap.wrap(cells[4], widths[4], break_on_hyphens=False) or [""]
+        if len(parts) == 1:
+            return [line(cells)]
+        return [line([*cells[:4], parts[0], *cells[5:]])] + [line(["", "", "", "", p] + [""] * (len(cells) - 5))
+                                                             for p in parts[1:]]
+
+    body = [line(names)] + [text for r in rows for text in lines(r)]
     tail = []
     if top and len(df) > top:
         tail.append(f"... {len(df) - top} more (--top 0 shows all)")
@@ -121,8 +131,6 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
 
 
 def _wrap(text: str, width: int) -> str:
-    import textwrap
-
     return "\n".join(textwrap.wrap(text, width))
 
 
