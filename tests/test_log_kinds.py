@@ -1,0 +1,95 @@
+"""Every view on every kind of log works or refuses in one line that fits what the log holds (issue
+33's walk): a dynamic-shape recompile, an inference-only run, a graph break.  Logs are written by
+real ``torch.compile`` runs here; what the views say is checked against the run's own graphs."""
+
+from __future__ import annotations
+
+import pytest
+
+import fxviz
+from fxviz.cli import main
+
+from .logs_util import BREAK_AND_RECOMPILE, make_log
+
+INFERENCE = """
+import torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+with torch.no_grad():
+    torch.compile(m, backend="aot_eager")(torch.randn(3, 4))
+"""
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    """Two runs, logged in parallel: a graph break with a recompile (compiles 0/0, 0/1 with symbolic
+    sizes, 1/0, 1/1) and an inference-only step."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    root = tmp_path_factory.mktemp("kinds")
+    with ThreadPoolExecutor(2) as pool:
+        made = pool.map(lambda kv: make_log(kv[1], root / kv[0]),
+                        (("breakrecompile", BREAK_AND_RECOMPILE), ("inference", INFERENCE)))
+        return dict(zip(("breakrecompile", "inference"), made))
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_advise_on_a_dynamic_shape_graph_reads_sizes_at_the_logged_hints(logs, capsys):
+    """A recompile's graph has symbolic sizes: the peak's tensors are listed at the sizes the run
+    traced them with (the graph's own SymInt hints), not an internal error."""
+    run = fxviz.load_logs(logs["breakrecompile"])
+    tr = run.trace(compile_id="0/1")
+    assert tr.graph.dynamic or any(isinstance(s, __import__("torch").SymInt) for n in tr.graph.gm.graph.nodes
+                                   for s in getattr(n.meta.get("val"), "shape", ()))
+    for target in (["--saved", "50%"], ["--peak", "2KiB"]):
+        rc, out, err = _cli(capsys, "advise", "--logs", str(logs["breakrecompile"]), "--graph", "0/1", *target)
+        assert rc == 0, err
+        assert "internal error" not in err
+    advice = tr.advise(saved="50%")
+    logged = int(tr.memory_table(["logged"]).iloc[0]["saved_activation_bytes"])
+    assert advice.plain.saved_bytes == logged > 0
+    nodes = {n.name: n for n in tr.partition("logged").forward.graph.nodes} | {
+        n.name: n for n in tr.partition("logged").backward.graph.nodes}
+    from fxviz.graph_facts import concrete
+
+    live = [t for t in advice.plain.at.live if t.node in nodes]
+    assert live
+    for t in live:  # each shape is the node's value at the run's sizes (the second call's batch of 6)
+        val = nodes[t.node].meta["val"]
+        assert t.shape == tuple(concrete(s) for s in val.shape)
+    assert any(6 in (t.shape or ()) for t in live)
+
+
+def test_advise_says_the_device_the_graph_records(logs):
+    """The offloading note reads the devices from the graph's traced values, which a log has."""
+    run = fxviz.load_logs(logs["breakrecompile"])
+    note = next(n for n in run.trace(compile_id="0/0").advise(saved="50%").notes if n.startswith("offloading"))
+    devices = {str(n.meta["val"].device) for n in run.trace(compile_id="0/0").graph.gm.graph.nodes
+               if n.op == "placeholder" and hasattr(n.meta.get("val"), "device")}
+    assert devices == {"cpu"}
+    assert "tensors are on cpu" in note and "does not record" not in note
+
+
+def test_advise_on_an_inference_log_refuses_in_one_line_as_diff_does(logs, capsys):
+    log = str(logs["inference"])
+    rc, out, err = _cli(capsys, "advise", "--logs", log, "--saved", "50%")
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "trace a model" not in err
+    rc, _, diff_err = _cli(capsys, "diff", "--logs-a", log, "--logs-b", log)  # diff's words on this log
+    assert rc == 2
+    words = diff_err.split("error: ")[1].split(" (hint")[0]
+    assert words.startswith("the log has no graph with a backward") and "inference" in words
+    assert words in err
+
+
+def test_draw_backward_of_an_inference_graph_says_it_has_none(logs, capsys, tmp_path):
+    out_file = str(tmp_path / "x.svg")
+    rc, out, err = _cli(capsys, "draw", "--logs", str(logs["inference"]), "--view", "backward", "-o", out_file)
+    assert rc == 2 and "no backward" in err and "inference" in err
+    assert "--view joint" in err and "--view forward" in err
+    assert "min_cut" not in err and "pick another strategy" not in err
