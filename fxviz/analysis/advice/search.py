@@ -208,9 +208,25 @@ def advise(cap: Capture, target: Target, optimizer: str | int | None = None, *, 
 def _offload_note(cap: Capture) -> str:
     from ... import _torch
 
-    devices = {t.device.type for g in cap.graphs for t in g.placeholder_values.values() if hasattr(t, "device")}
-    where = ", ".join(sorted(devices)) or "a device the graph does not record"
     if not _torch.has_activation_offloading():
         return "offloading: this torch has no activation offloading; not offered"
+    if cap.route == "log" and cap.log_config.get("enable_activation_offloading"):
+        return ("offloading: the run already had activation offloading on (enable_activation_offloading=True); "
+                "the logged step is its partition with it; no other offloading is offered")
+    where = ", ".join(sorted(_devices(cap))) or "a device the graph does not record"
     return (f"offloading: torch has activation offloading (functorch config, for CUDA activations); this step's "
             f"tensors are on {where}; not offered, as fxviz cannot yet check its prediction against a real step")
+
+
+def _devices(cap: Capture) -> set[str]:
+    """The devices of the graphs' inputs: their traced (fake) values, which a log's graph has too
+    (``placeholder_values`` holds real tensors only when fxviz ran the model)."""
+    from ... import _torch
+
+    found = {str(t.device) for g in cap.graphs for t in g.placeholder_values.values() if hasattr(t, "device")}
+    for g in cap.graphs:
+        for n in g.gm.graph.find_nodes(op="placeholder"):
+            device = getattr(_torch.meta_val(n), "device", None)
+            if device is not None:
+                found.add(str(device))
+    return found
