@@ -76,6 +76,11 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
         raise InputError(f"unknown group {group!r}", "use group='module', group='none' or leave it out")
     if depth is not None and (not isinstance(depth, int) or depth < 1):
         raise InputError(f"depth must be a positive integer, not {depth!r}", "depth=1 draws top-level modules")
+    if view == "backward" and graph.inference:  # before any strategy's error: none has a backward here
+        raise InputError("this graph has no backward: it was compiled for inference (nothing in it needed a "
+                         "gradient), a forward graph only",
+                         Say("draw it with ", Do("draw", ((None, "joint"),), on=""), " or ",
+                             Do("draw", ((None, "forward"),), on="")))
     for p in (partition, compare):
         if p is not None and p.error:
             raise InputError(f"strategy {p.label!r} failed: {p.error}",
