@@ -93,3 +93,40 @@ def test_draw_backward_of_an_inference_graph_says_it_has_none(logs, capsys, tmp_
     assert rc == 2 and "no backward" in err and "inference" in err
     assert "--view joint" in err and "--view forward" in err
     assert "min_cut" not in err and "pick another strategy" not in err
+
+
+def test_a_log_trace_says_it_is_one_compile_and_names_the_others(logs, capsys, tmp_path):
+    """After a graph break the resumed code is another compile of the log: nodes, doctor and draw say
+    that the trace is one compile and name the others, to pick with --graph."""
+    log = str(logs["breakrecompile"])
+    run = fxviz.load_logs(log)
+    ids = list(dict.fromkeys(str(c) for c in run.graphs[run.graphs["rank"] == 0]["compile_id"]))
+    assert len(ids) == 4 and ids[0] == "0/0"  # two frames (the break), each compiled twice (the recompile)
+    others = ", ".join(ids[1:])
+    rc, out, err = _cli(capsys, "nodes", "--logs", log)
+    assert rc == 0 and "one graph captured" not in out and "ran outside it" not in out
+    assert f"1 of 4 compile(s) on rank 0;" in out and f"--graph ID picks another graph ({others})" in " ".join(
+        out.split())
+    assert "another compile (--graph ID" in " ".join(out.split()) and "compile_id" not in out
+    rc, out, err = _cli(capsys, "doctor", "--logs", log)
+    flat = " ".join(out.split())
+    assert rc == 0 and f"another graph ({others})" in flat and "compile 0/0 of a log, checked alone" in flat
+    # the doctor of 1/0 checks b.*, which 0/0's does not hold: each compile is checked on its own
+    assert set(run.trace(compile_id="0/0").doctor().table["parameter"]) == {"a.weight", "a.bias"}
+    assert set(run.trace(compile_id="1/0").doctor().table["parameter"]) == {"b.weight", "b.bias"}
+    rc, out, err = _cli(capsys, "draw", "--logs", log, "--piece", "2", "-o", str(tmp_path / "p.svg"))
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "--graph ID" in err and others in err and "which has 1 graph " in err and "--piece 1 to 1" not in err
+    rc, out, err = _cli(capsys, "draw", "--logs", log, "--piece", "overview", "-o", str(tmp_path / "o.svg"))
+    assert rc == 0 and "1 graph in execution order" in " ".join(out.split()) and "1 graphs" not in out
+    assert "1 graph, execution order" in (tmp_path / "o.svg").read_text()
+
+
+def test_an_inference_log_has_no_loss_and_no_partition(logs, capsys):
+    log = str(logs["inference"])
+    tr = fxviz.load_logs(log).trace()
+    assert tr.graph.inference and not tr.graph.has_backward
+    rc, out, _ = _cli(capsys, "nodes", "--logs", log)
+    assert rc == 0 and "loss:" not in out and "inference only" in out
+    rc, out, _ = _cli(capsys, "doctor", "--logs", log)
+    assert rc == 0 and "partition '" not in out and "no partition (inference)" in " ".join(out.split())
