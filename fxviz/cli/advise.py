@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import FxvizError, InputError, LogError
 from .options import SOURCE, command, opt
 from .source import from_log, open_trace, where_in_run
-from .words import wrap
+from .words import option_words, wrap
 
 __all__ = ["cmd_advise"]
 
@@ -66,7 +66,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     print(f"{tr.title}: tracing each option ...", file=sys.stderr)
     advice = tr.advise(saved=saved, peak=peak, optimizer=optimizer,
                        progress=lambda what: print(f"  {what}", file=sys.stderr))
-    print(advice.text())
+    print(advice.text(option_words))
     shown = advice.options if args.code else [advice.cheapest] if advice.cheapest else []
     for o in shown:
         print(f"\n# {o.name}" + (f"  (config: {o.config})" if o.config else ""))

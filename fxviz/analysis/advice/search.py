@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...capture import Capture
 from ...capture.routes import capture as capture_model
-from ...errors import InputError
+from ...errors import Blank, Do, InputError, Say
 from ...units import format_bytes
 from ..choices import budget_strategy, step_strategy
 from ..partition import partition
@@ -180,9 +180,10 @@ def advise(cap: Capture, target: Target, optimizer: str | int | None = None, *, 
             say(f"{kind} on the layers of {blocks[0]}")
             options.append(search.checkpoint(blocks[0], blocks[1], kind == "selective"))
     if cap.route == "log":  # one graph of a run: never the whole step unsaid
-        notes.append(f"a log's graph ({cap.origin}): the advice is of this graph's saved bytes and peak (where the "
-                     "run compiled other graphs with a backward, advise each: Run.trace(compile_id=...)); only the "
-                     "activation_memory_budget is offered: a log has no model to wrap")
+        notes.append(Say(f"a log's graph ({cap.origin}): the advice is of this graph's saved bytes and peak (where "
+                         "the run compiled other graphs with a backward, advise each: ",
+                         Do("trace", (("compile_id", Blank("'ID'", "ID")),), on="run"),
+                         "); only the activation_memory_budget is offered: a log has no model to wrap"))
     unchanged = [o for o in options if o.saved_bytes == search.plain.saved_bytes
                  and o.peak_bytes == search.plain.peak_bytes and o.recompute_flops == 0]
     if unchanged:  # an option that changes nothing is no advice, even as the closest one
