@@ -130,3 +130,22 @@ def test_an_inference_log_has_no_loss_and_no_partition(logs, capsys):
     assert rc == 0 and "loss:" not in out and "inference only" in out
     rc, out, _ = _cli(capsys, "doctor", "--logs", log)
     assert rc == 0 and "partition '" not in out and "no partition (inference)" in " ".join(out.split())
+
+
+def test_a_cuda_log_read_on_the_cpu_names_its_device(logs, capsys, tmp_path):
+    """A log of a CUDA run (here the CPU run's log with its device labels moved to cuda:0, md5s
+    recomputed) reads on the CPU; the header and summary say where its tensors were, the CPU's don't."""
+    from .test_logs_anywhere import _envelope_on_cuda, _on_cuda, _rewrite
+
+    cuda = _rewrite(logs["breakrecompile"], tmp_path / "cuda", _on_cuda, _envelope_on_cuda)
+    tr = fxviz.load_logs(cuda).trace()
+    from fxviz.graph_facts import input_devices
+
+    assert input_devices(tr.graph.gm) == ["cuda:0"]
+    rc, out, _ = _cli(capsys, "nodes", "--logs", str(cuda))
+    flat = " ".join(out.split())
+    assert rc == 0 and "compile 0/0 (aot_eager, cuda:0)" in flat and "compile 0/0, tensors on cuda:0)" in flat
+    rc, out, _ = _cli(capsys, "nodes", "--logs", str(logs["breakrecompile"]))
+    assert rc == 0 and "cuda" not in out and "tensors on" not in out
+    note = next(n for n in tr.advise(saved="50%").notes if n.startswith("offloading"))
+    assert "tensors are on cuda:0" in note

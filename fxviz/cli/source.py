@@ -68,7 +68,11 @@ def where_in_run(run: Any, tr: Any, rank: int | None = None) -> str:
     found = run.located(tr)[0]
     rest = other_compiles(run, tr)
     eager = run.eager_frames(found)
-    line = f"{tr.title}, {tr.capture.origin} ({tr.graph.backend}): 1 of {len(rest) + 1} compile(s) on rank {found}"
+    from ..graph_facts import input_devices
+
+    on = [d for d in input_devices(tr.graph.gm) if d != "cpu"]  # a run's device, when not this CPU
+    line = (f"{tr.title}, {tr.capture.origin} ({', '.join([tr.graph.backend, *on])}): 1 of {len(rest) + 1} "
+            f"compile(s) on rank {found}")
     if rank is None and len(run.ranks) > 1:
         which = "rank 0's" if found == 0 else "rank 0 has no such graph; the first rank that has it"
         line += f" (no --rank: {which})"

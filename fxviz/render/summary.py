@@ -7,7 +7,7 @@ from ..analysis.choices import named, step_names, step_strategy
 from ..analysis.tables import GradientCounts
 from ..capture import INFERENCE_NOTE, Capture, graph_of
 from ..errors import Blank, Do, Say
-from ..graph_facts import joint_node_count
+from ..graph_facts import input_devices, joint_node_count
 from ..roles import ROLES, role_counts
 
 __all__ = ["ROUTES", "route_text", "summary_text"]
@@ -24,8 +24,10 @@ ROUTES: dict[str, str] = {
 def route_text(capture: Capture) -> str:
     """The capture route in words, with the log's origin or the backend."""
     route = ROUTES[capture.route]
-    if capture.route == "log":
-        return f"{route} ({capture.origin})"
+    if capture.route == "log":  # the device a run's tensors were on, when not the CPU this reads on
+        devices = [d for g in capture.graphs for d in input_devices(g.gm) if d != "cpu"]
+        on = f", tensors on {', '.join(dict.fromkeys(devices))}" if devices else ""
+        return f"{route} ({capture.origin}{on})"
     return f"{route}, {capture.backend_label}"
 
 

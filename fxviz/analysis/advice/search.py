@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ...capture import Capture
 from ...capture.routes import capture as capture_model
 from ...errors import Blank, Do, InputError, Say
+from ...graph_facts import input_devices
 from ...units import format_bytes
 from ..choices import budget_strategy, step_strategy
 from ..partition import partition
@@ -222,12 +223,5 @@ def _offload_note(cap: Capture) -> str:
 def _devices(cap: Capture) -> set[str]:
     """The devices of the graphs' inputs: their traced (fake) values, which a log's graph has too
     (``placeholder_values`` holds real tensors only when fxviz ran the model)."""
-    from ... import _torch
-
     found = {str(t.device) for g in cap.graphs for t in g.placeholder_values.values() if hasattr(t, "device")}
-    for g in cap.graphs:
-        for n in g.gm.graph.find_nodes(op="placeholder"):
-            device = getattr(_torch.meta_val(n), "device", None)
-            if device is not None:
-                found.add(str(device))
-    return found
+    return found.union(*(input_devices(g.gm) for g in cap.graphs))
