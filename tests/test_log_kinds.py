@@ -149,3 +149,28 @@ def test_a_cuda_log_read_on_the_cpu_names_its_device(logs, capsys, tmp_path):
     assert rc == 0 and "cuda" not in out and "tensors on" not in out
     note = next(n for n in tr.advise(saved="50%").notes if n.startswith("offloading"))
     assert "tensors are on cuda:0" in note
+
+
+def test_a_saved_value_is_drawn_where_the_partition_computes_it():
+    """torch's min-cut computes a backward node in the forward and saves it (the detach of softmax's
+    output): the drawing puts it in the forward, beside the graph the run ran, not in the backward."""
+    import torch
+
+    from fxviz.render.scene import joint_scene
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Softmax(-1))
+    tr = fxviz.trace(model, torch.randn(2, 4), backend="aot_eager")
+    p = tr.partition("min_cut")
+    in_forward = set(p.fw_to_joint.values())
+    moved = [s for s in p.saved if tr.graph.info[s].phase == "backward"]
+    assert moved and set(moved) <= in_forward  # torch's forward graph computes and saves it
+    scene = joint_scene(tr.graph, p)
+    for it in scene.items.values():
+        if it.saved:
+            assert it.side == "forward", it.id
+        elif it.joint in in_forward and it.info.phase == "backward":
+            assert it.side == "forward", it.id
+    caption = " ".join(scene.caption)
+    n = len(p.recomputed)
+    assert f"recomputes {n} op{'s' if n != 1 else ''};" in caption and f"saves {len(p.saved)} values" in caption
