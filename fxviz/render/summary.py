@@ -75,7 +75,7 @@ def _where(capture: Capture, index: int) -> Say:
     if capture.route == "log":
         head = f"{graph_of(index, total)} of one compile" if total > 1 else "one compile of the run"
         return Say(f"{head} ({capture.origin}); the code after the break is another compile (",
-                   Do("trace", (("compile_id", Blank("'1/0'", "ID")),), on="run"), "; ", Do("graphs", on="run",
+                   Do("trace", (("compile_id", Blank("'ID'", "ID")),), on="run"), "; ", Do("graphs", on="run",
                                                                                           attr=True),
                    " lists them) unless it ran as plain Python")
     return Say(graph_of(index, total) if total > 1 else "one graph captured; the code at the break ran outside it")
