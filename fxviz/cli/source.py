@@ -65,11 +65,11 @@ def trace_model(model: str, params: str, backend: str | None, dynamic: bool, spe
 def where_in_run(run: Any, tr: Any, rank: int | None = None) -> str:
     """One line: which graph of the run this is, and what else the run holds (a log trace is one
     graph of many: never picked silently); ``rank``: the one asked for (None: none was)."""
+    from ..graph_facts import input_devices
+
     found = run.located(tr)[0]
     rest = other_compiles(run, tr)
     eager = run.eager_frames(found)
-    from ..graph_facts import input_devices
-
     on = [d for d in input_devices(tr.graph.gm) if d != "cpu"]  # a run's device, when not this CPU
     line = (f"{tr.title}, {tr.capture.origin} ({', '.join([tr.graph.backend, *on])}): 1 of {len(rest) + 1} "
             f"compile(s) on rank {found}")

@@ -72,7 +72,7 @@ def _where(capture: Capture, index: int) -> Say:
     """Where this graph sits: its place among the capture's graphs, or, for a log (one compile of the
     run), that the code after the break is another compile of the run, picked by compile id."""
     total = len(capture.graphs)
-    if capture.route == "log":
+    if capture.route == "log" and capture.graph_breaks:
         head = f"{graph_of(index, total)} of one compile" if total > 1 else "one compile of the run"
         return Say(f"{head} ({capture.origin}); the code after the break is another compile (",
                    Do("trace", (("compile_id", Blank("'ID'", "ID")),), on="run"), "; ", Do("graphs", on="run",
