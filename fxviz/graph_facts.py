@@ -31,8 +31,8 @@ from ._fx import output_values
 __all__ = [
     "CAST_OPS", "draws_random", "redraws_if_recomputed", "concrete", "tensors", "numel_bytes", "is_view_op",
     "alias_base", "is_cast", "is_tangent", "tangents", "tangent_dependent", "traced_phases", "forward_outputs",
-    "gradient_slots", "saved_values", "input_devices", "storage_key", "Storages", "ATTENTION_FORMULAS", "counts_flops", "op_flops",
-    "op_traffic", "node_flops", "node_traffic", "graph_flops",
+    "gradient_slots", "saved_values", "input_devices", "storage_key", "Storages", "ATTENTION_FORMULAS",
+    "counts_flops", "op_flops", "op_traffic", "node_flops", "node_traffic", "graph_flops",
     "graph_op_count", "joint_node_count", "stack_frames", "innermost_frame",
 ]
 
