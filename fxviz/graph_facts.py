@@ -31,8 +31,8 @@ from ._fx import output_values
 __all__ = [
     "CAST_OPS", "draws_random", "redraws_if_recomputed", "concrete", "tensors", "numel_bytes", "is_view_op",
     "alias_base", "is_cast", "is_tangent", "tangents", "tangent_dependent", "traced_phases", "forward_outputs",
-    "gradient_slots", "saved_values", "storage_key", "Storages", "ATTENTION_FORMULAS", "counts_flops", "op_flops",
-    "op_traffic", "node_flops", "node_traffic", "graph_flops",
+    "gradient_slots", "saved_values", "input_devices", "storage_key", "Storages", "ATTENTION_FORMULAS",
+    "counts_flops", "op_flops", "op_traffic", "node_flops", "node_traffic", "graph_flops",
     "graph_op_count", "joint_node_count", "stack_frames", "innermost_frame",
 ]
 
@@ -46,6 +46,13 @@ def concrete(v: Any) -> int:
             raise ValueError(f"symbolic size {v} has no example value")
         return int(hint)
     return int(v)
+
+
+def input_devices(gm: fx.GraphModule) -> list[str]:
+    """The devices of a graph's inputs ("cpu", "cuda:0"), read from their traced values: a graph read
+    from a log has them too (its annotations name the device), though it has no real tensors."""
+    found = (getattr(_torch.meta_val(n), "device", None) for n in gm.graph.find_nodes(op="placeholder"))
+    return sorted({str(d) for d in found if d is not None})
 
 
 def tensors(value: Any) -> list[torch.Tensor]:

@@ -16,7 +16,8 @@ import math
 import re
 from typing import Any
 
-__all__ = ["BYTE_UNITS", "format_bytes", "format_flops", "byte_unit", "is_missing", "parse_size", "exact_size"]
+__all__ = ["BYTE_UNITS", "format_bytes", "format_flops", "byte_unit", "is_missing", "parse_size", "exact_size",
+           "plural"]
 
 BYTE_UNITS: tuple[tuple[str, int], ...] = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 _FLOP_UNITS: tuple[tuple[str, int], ...] = (("TFLOP", 10**12), ("GFLOP", 10**9), ("MFLOP", 10**6), ("kFLOP", 10**3))
@@ -88,3 +89,8 @@ def exact_size(n: int) -> str:
         if n and n % size == 0:
             return f"{n // size}{unit}"
     return f"{n}B"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and ``word`` as a count reads: "1 value", "2 values" (``many``: an irregular plural)."""
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"

@@ -8,6 +8,7 @@ import pytest
 
 import fxviz
 from fxviz.cli import main
+from fxviz.cli.words import option_words
 
 from .advice_log_models import SCRIPT
 from .logs_util import make_log
@@ -30,7 +31,7 @@ def test_advise_on_a_log_names_its_graph_and_covers_it_alone(break_log, capsys):
         assert f"advice on compile {cid} of rank 0 only" in out and other in out.split("advice on compile")[1]
         # the table is the Python API's advice of that very graph, which says so in its notes
         advice = run.trace(compile_id=cid).advise(saved="50%")
-        assert advice.text() in out
+        assert advice.text(option_words) in out and "--graph ID" in out and "compile_id" not in out
         assert any(f"compile {cid}" in n and "advice is of this graph's saved bytes" in n for n in advice.notes)
         logged = int(run.trace(compile_id=cid).memory_table(["logged"]).iloc[0]["saved_activation_bytes"])
         assert advice.plain.saved_bytes == logged > 0  # the plain step is what the run saved

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from ..errors import FxvizError, InputError
+from ..errors import FxvizError, InputError, LogError
 from .options import SOURCE, command, opt
 from .source import from_log, open_trace, where_in_run
-from .words import wrap
+from .words import option_words, wrap
 
 __all__ = ["cmd_advise"]
 
@@ -57,13 +58,15 @@ def cmd_advise(args: argparse.Namespace) -> int:
         message = exc.message.replace("saved=", "--saved ").replace("peak=", "--peak ")
         raise FxvizError(message.replace("optimizer=", "--optimizer "), _FORMS) from None
     tr = open_trace(args)
+    if is_log and not any(g.has_backward for g in tr.capture.graphs):
+        _refuse_inference(args.run, tr)  # one line, before any header: nothing to advise on
     if is_log:  # one graph of the run: which one, and that the advice is of it alone
         print(wrap(where_in_run(args.run, tr, args.rank)))
         print(wrap(_one_graph(args.run, tr)) + "\n")
     print(f"{tr.title}: tracing each option ...", file=sys.stderr)
     advice = tr.advise(saved=saved, peak=peak, optimizer=optimizer,
                        progress=lambda what: print(f"  {what}", file=sys.stderr))
-    print(advice.text())
+    print(advice.text(option_words))
     shown = advice.options if args.code else [advice.cheapest] if advice.cheapest else []
     for o in shown:
         print(f"\n# {o.name}" + (f"  (config: {o.config})" if o.config else ""))
@@ -73,6 +76,23 @@ def cmd_advise(args: argparse.Namespace) -> int:
         if o.meets:
             print("\n" + o.peak.text(f"with {o.name}: "))
     return 0
+
+
+def _refuse_inference(run: Any, tr: Any) -> None:
+    """A log's graph with no backward: the log has none (inference only: the words ``fxviz diff``
+    uses), or other graphs of it have one, named for ``--graph``."""
+    rank, compile_id, _piece = run.located(tr)
+    g = run.graphs
+    having = g[g["backward"].astype(bool)]
+    if having.empty:
+        raise LogError(f"the log has no graph with a backward ({run.holds()})",
+                       "advice is of what a training step saves: log a run that calls backward (on a loss that needs "
+                       "gradients, outside torch.no_grad())")
+    mine = [str(c) for c in having[having["rank"] == rank]["compile_id"]]
+    where = (f"graphs with a backward: --graph {', '.join(mine)}" if mine else
+             f"ranks with a backward: --rank {', '.join(str(r) for r in dict.fromkeys(having['rank']))}")
+    raise LogError(f"compile {compile_id} on rank {rank} has no backward (inference): it saves nothing to advise on",
+                   where)
 
 
 def _one_graph(run: object, tr: object) -> str:

@@ -199,6 +199,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     requires grad gets none (--measure: also what the real step keeps beyond the partition)."""
     tr = open_trace(args)
     report = tr.doctor(strategy=args.strategy, measured=_measure(tr, args))
+    if args.logs:  # one compile of the run is checked: which, and the others to check with --graph
+        print(wrap(where_in_run(args.run, tr, args.rank)))
     print(fitted(doctor_text(report)))
     return 0 if report.healthy else 1
 
@@ -225,6 +227,8 @@ def cmd_code(args: argparse.Namespace) -> int:
 def cmd_nodes(args: argparse.Namespace) -> int:
     """Role counts and the parameter table of a model's joint graph."""
     tr = open_trace(args)
+    if args.logs:  # one compile of the run: which, and the others to show with --graph
+        print(wrap(where_in_run(args.run, tr, args.rank)))
     print(fitted(cli_text(tr.summary())))
     print()
     params = tr.parameters()

@@ -11,7 +11,7 @@ from ..analysis.strategies import parse_list
 from ..errors import FxvizError, InputError
 from ..render.limits import REPORT_BUDGET
 from .options import DEPTH, GROUP, MEASURE, SOURCE, STRATEGIES, command, opt, output, strategy
-from .source import from_log, open_run, open_trace, stem
+from .source import from_log, open_run, open_trace, other_compiles, stem
 from .words import wrap
 
 __all__ = ["cmd_draw", "cmd_report", "piece_number"]
@@ -47,7 +47,8 @@ def cmd_draw(args: argparse.Namespace) -> int:
         path = drawing.save(args.output or f"{name}_overview.svg")
         print(wrap(f"{path}: {drawing!r}"))
         return 0
-    piece = piece_number(args.piece, len(tr.pieces))
+    log = (tr.capture.origin, other_compiles(args.run, tr)) if args.logs else None
+    piece = piece_number(args.piece, len(tr.pieces), log)
     drawing = tr.draw(args.view, strategy=args.strategy, compare=args.compare, group=args.group,
                       depth=args.depth, highlight=args.highlight or None, piece=piece, expand=args.expand,
                       timeout=args.timeout, differences=args.differences)
@@ -57,14 +58,22 @@ def cmd_draw(args: argparse.Namespace) -> int:
     return 0
 
 
-def piece_number(text: str | None, pieces: int) -> int:
-    """``--piece N`` (1-based, as the 'graph N of M' labels count) -> the 0-based ``piece=``."""
+def piece_number(text: str | None, pieces: int, log: tuple[str, list[str]] | None = None) -> int:
+    """``--piece N`` (1-based, as the 'graph N of M' labels count) -> the 0-based ``piece=``;
+    ``log``: a log's compile and the run's other compile ids (a log's trace holds that compile's
+    graphs; the others are ``--graph``'s)."""
     if text is None:
         return 0
     try:
         n = int(text)
     except ValueError:
         n = 0
+    if not 1 <= n <= pieces and log is not None:
+        origin, others = log
+        many = "1 graph" if pieces == 1 else f"{pieces} graphs"
+        hint = (f"draw another compile with --graph ID (the run's others here: {', '.join(others[:6])}"
+                + (", ..." if len(others) > 6 else "") + ")" if others else "the log has no other compile here")
+        raise InputError(f"--piece {text} is not a graph of {origin}, which has {many}", hint)
     if not 1 <= n <= pieces:
         raise InputError(f"--piece {text} is not a graph of this model, which has {pieces}",
                          f"pass --piece 1 to {pieces}, or --piece overview for all of them as boxes")

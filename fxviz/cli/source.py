@@ -14,7 +14,8 @@ from ..errors import FxvizError, ModelSpecError
 from ..logs.reader import log_files
 from .specs import load_spec, parse_spec
 
-__all__ = ["open_run", "from_log", "open_trace", "trace_model", "where_in_run", "stem", "refuse_measure_log"]
+__all__ = ["open_run", "from_log", "open_trace", "trace_model", "where_in_run", "other_compiles", "stem",
+           "refuse_measure_log"]
 
 
 def open_run(path: str, on_compile: Callable[[Any], None] | None = None) -> Any:
@@ -64,17 +65,31 @@ def trace_model(model: str, params: str, backend: str | None, dynamic: bool, spe
 def where_in_run(run: Any, tr: Any, rank: int | None = None) -> str:
     """One line: which graph of the run this is, and what else the run holds (a log trace is one
     graph of many: never picked silently); ``rank``: the one asked for (None: none was)."""
+    from ..graph_facts import input_devices
+
     found = run.located(tr)[0]
-    others = len(run.graphs[run.graphs["rank"] == found])
+    rest = other_compiles(run, tr)
     eager = run.eager_frames(found)
-    line = f"{tr.title}, {tr.capture.origin} ({tr.graph.backend}): 1 of {others} compile(s) on rank {found}"
+    on = [d for d in input_devices(tr.graph.gm) if d != "cpu"]  # a run's device, when not this CPU
+    line = (f"{tr.title}, {tr.capture.origin} ({', '.join([tr.graph.backend, *on])}): 1 of {len(rest) + 1} "
+            f"compile(s) on rank {found}")
     if rank is None and len(run.ranks) > 1:
         which = "rank 0's" if found == 0 else "rank 0 has no such graph; the first rank that has it"
         line += f" (no --rank: {which})"
     if eager:
         line += f"; {len(eager)} frame(s) ran as plain Python, outside every graph: " + "; ".join(
             e.split("): ")[0] + ")" for e in eager)
-    return line + "; 'fxviz logs DIR' lists the whole run and its totals, --graph ID picks another graph"
+    line += "; 'fxviz logs DIR' lists the whole run and its totals, --graph ID picks another graph"
+    if rest:  # named, so --graph has something to pick
+        line += f" ({', '.join(rest[:6])}{', ...' if len(rest) > 6 else ''})"
+    return line
+
+
+def other_compiles(run: Any, tr: Any) -> list[str]:
+    """The compile ids of the run on ``tr``'s rank other than ``tr``'s own, in the log's order."""
+    found, compile_id, _piece = run.located(tr)
+    ids = dict.fromkeys(str(c) for c in run.graphs[run.graphs["rank"] == found]["compile_id"])
+    return [c for c in ids if c != compile_id]
 
 
 def stem(args: argparse.Namespace) -> str:

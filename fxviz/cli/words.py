@@ -43,7 +43,7 @@ def option_words(do: Do) -> str:
 
 
 def _option(name: str | None, value: Any) -> str:
-    # draw's one positional: the view; a log's compile is chosen with --graph
+    # draw's one positional: the view; a run's compile_id= is the log commands' --graph
     flag = "--view" if name is None else "--graph" if name == "compile_id" else "--" + name.replace("_", "-")
     if value is True:
         return flag

@@ -54,7 +54,8 @@ _INDUCTOR_ARTIFACTS = frozenset({"before_pre_grad_graph", "after_pre_grad_graph"
                                  "after_post_grad_graph", "fx_graph_cache_hit", "fx_graph_cache_miss"})
 """Artifacts only inductor's ``compile_fx`` logs (with ``inductor_*`` record kinds): how a log says
 which backend compiled a frame (no record names the backend itself)."""
-_IN_TORCH = re.compile(r"[/\\]torch[/\\](?:_dynamo|nn|_functorch|_inductor|_higher_order_ops|utils|fx|distributed)[/\\]")
+_IN_TORCH = re.compile(r"[/\\]torch[/\\]"
+                       r"(?:_dynamo|nn|_functorch|_inductor|_higher_order_ops|utils|fx|distributed)[/\\]")
 """A path inside torch's own package: not the user's line."""
 # the graph's own ops: print_readable indents its forward's body by 8 spaces; a subgraph a higher-order op
 # calls (flex attention's score and mask functions) is a nested class whose body is indented by 12

@@ -11,7 +11,7 @@ import pandas as pd
 from ..analysis.diff import NO_MODULE, Side
 from ..analysis.match import RULES, Matching
 from ..analysis.step_pairs import ACROSS_GRAPHS
-from ..units import format_bytes
+from ..units import format_bytes, plural
 from . import dot
 from .drawing import DEFAULT_TIMEOUT, Drawing
 from .scene import Item, Scene
@@ -242,8 +242,8 @@ def draw_diff(a: Side, b: Side, table: pd.DataFrame, matching: Matching, timeout
     scene = diff_scene(a, b, table, matching)
     n_diff = sum(1 for it in scene.items.values() if not it.context)
     n_only = sum(1 for it in scene.items.values() if it.cmp_saved)
-    scene.title = (f"diff: {n_only} values saved by one side only ({n_diff} nodes marked on both sides, "
-                   f"+{len(scene.items) - n_diff} neighbors)" if n_diff else
+    scene.title = (f"diff: {plural(n_only, 'value')} saved by one side only ({plural(n_diff, 'node')} marked on "
+                   f"both sides, +{len(scene.items) - n_diff} neighbors)" if n_diff else
                    "diff: A and B save the same values: nothing to draw")
     g = dot.to_digraph(scene)
     for ia, ib, rule in diff_links(scene, matching):

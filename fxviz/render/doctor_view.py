@@ -97,7 +97,9 @@ class DoctorReport:
         need = int(t["requires_grad"].sum()) if len(t) else 0
         graphs = f"{d.graphs} graphs" if d.graphs > 1 else "1 graph"
         words = f" ({d.strategy_words})" if d.strategy_words else ""
-        where = f"{d.title} (parameters {d.params_mode}, {graphs}, partition '{d.strategy}'{words})"
+        partition = "no partition (inference)" if d.inference else f"partition '{d.strategy}'{words}"
+        origin = f"{d.origin} of a log, checked alone; " if d.origin else ""
+        where = f"{d.title} ({origin}parameters {d.params_mode}, {graphs}, {partition})"
         if not len(t):
             state = "no model parameters"
         elif not need and (t["reason"] == INFERENCE_NOTE).all():

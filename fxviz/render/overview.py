@@ -42,7 +42,7 @@ def draw_overview(pieces: list[PieceSummary], facts: PieceFacts, name: str = "mo
                   timeout: float = DEFAULT_TIMEOUT) -> Drawing:
     """Boxes for the pieces in execution order, edges following execution, reused graphs marked."""
     g = graphviz.Digraph("fxviz_overview", graph_attr={"rankdir": "TB", "fontname": theme.FONT,
-                                                       "label": f"{name}: {len(pieces)} graphs, execution order",
+                                                       "label": f"{name}: {_graphs(len(pieces))}, execution order",
                                                        "labelloc": "t"},
                          node_attr={"shape": "box", "style": "rounded,filled", "fontname": theme.FONT,
                                     "fontsize": "11", "fillcolor": theme.ROLE_COLORS["forward"]},
@@ -72,5 +72,9 @@ def draw_overview(pieces: list[PieceSummary], facts: PieceFacts, name: str = "mo
             rows.append("modules no graph received: " + html.escape(", ".join(outside)))
         g.node("eager", "<" + "<br/>".join(rows) + ">", style="dashed,rounded", fillcolor="white", id="eager")
     return Drawing(g, nodes=len(pieces) + 1, timeout=timeout,
-                   caption=f"{name}: {len(pieces)} graphs in execution order; edge labels number the runs; "
+                   caption=f"{name}: {_graphs(len(pieces))} in execution order; edge labels number the runs; "
                            "a double border marks a graph dynamo ran more than once")
+
+
+def _graphs(n: int) -> str:
+    return "1 graph" if n == 1 else f"{n} graphs"

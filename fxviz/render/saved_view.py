@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.saved import SAVED_COLUMNS
-from ..units import format_bytes, is_missing
+from ..units import format_bytes, is_missing, plural
 from .scene_types import format_shape
 
 __all__ = ["FATE_CODES", "KIND_SHORT", "saved_text", "by_module_text", "saved_records", "other_strategies"]
@@ -70,8 +70,8 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
     shown = df if not top else df.head(top)
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:len(others)]
     words = f" ({df.attrs['strategy_words']})" if df.attrs.get("strategy_words") else ""
-    head = [f"{title}: {len(df)} values saved for the backward by strategy {df.attrs.get('strategy', '?')}{words} "
-            f"({_totals(df)})"]
+    head = [f"{title}: {plural(len(df), 'value')} saved for the backward by strategy "
+            f"{df.attrs.get('strategy', '?')}{words} ({_totals(df)})"]
     rows = []
     for rank, (name, r) in enumerate(shown.iterrows(), 1):
         what = _GATHERED.sub(" (all-gathered)", str(r["what"]))

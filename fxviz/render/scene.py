@@ -19,7 +19,7 @@ import torch.fx as fx
 from ..analysis.partition import Partition
 from ..capture.graphs import JointGraph
 from ..roles import CALLER_INPUT_ROLES, NodeInfo
-from ..units import format_bytes
+from ..units import format_bytes, plural
 from .grouping import auto_depth, group_scene, module_path
 from .scene_types import RECOMPUTED_SUFFIX, VIEWS, Group, Item, Scene, format_tensor
 from .structure import BOOKKEEPING, OPENED_FUNCTION, Structure, function_key, structure_scene
@@ -170,10 +170,15 @@ def joint_scene(graph: JointGraph, partition: Partition | None = None, title: st
     recomputed = partition.recomputed if partition is not None else set()
     removed = partition.removed if partition is not None else set()
     infos = graph.info
+    # a backward node the partition computes in its forward (a detach of a saved value, saved itself)
+    # is drawn where the partition runs it: in the forward, its saved edge crossing to the backward
+    run_forward = {j for j in partition.fw_to_joint.values() if j in infos and infos[j].phase == "backward"} \
+        if partition is not None else set()
     for n in nodes:
         name = n.name
         info = infos[name]
-        items[name] = Item(id=name, joint=name, info=info, side=info.phase, saved=name in saved,
+        side = "forward" if name in run_forward else info.phase
+        items[name] = Item(id=name, joint=name, info=info, side=side, saved=name in saved,
                            recomputed=name in recomputed, removed=name in removed, users=users[name],
                            detail=_detail(n))
     memory = _saved_memory(graph, partition)
@@ -317,7 +322,7 @@ def _bytes_text(activation: int, params: int, inputs: int, storages: int, offloa
         parts.append(f"inputs {format_bytes(inputs)}")
     if offloaded:  # activation offloading's copies, off the device
         parts.append(f"offloaded {format_bytes(offloaded)}")
-    return ", ".join(parts) + f" in {storages} storages"
+    return ", ".join(parts) + f" in {plural(storages, 'storage')}"
 
 
 def _saved_bytes_text(graph: JointGraph, partition: Partition, memory: SavedMemory | None = None) -> str:
@@ -344,8 +349,8 @@ def _totals_line(graph: JointGraph, partition: Partition, memory: SavedMemory | 
     label = partition.label
     if partition.error:
         return f"{label}: failed: {partition.error}"
-    line = (f"{label}: saves {len(partition.saved)} values ({_saved_bytes_text(graph, partition, memory)}); "
-            f"recomputes {len(partition.recomputed)} ops; removes {len(partition.removed)}")
+    line = (f"{label}: saves {plural(len(partition.saved), 'value')} ({_saved_bytes_text(graph, partition, memory)}); "
+            f"recomputes {plural(len(partition.recomputed), 'op')}; removes {len(partition.removed)}")
     unmapped = partition.unmapped
     if unmapped:
         line += f"; {len(unmapped)} saved values match no joint node (not marked)"

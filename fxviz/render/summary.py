@@ -6,8 +6,8 @@ from __future__ import annotations
 from ..analysis.choices import named, step_names, step_strategy
 from ..analysis.tables import GradientCounts
 from ..capture import INFERENCE_NOTE, Capture, graph_of
-from ..errors import Do, Say
-from ..graph_facts import joint_node_count
+from ..errors import Blank, Do, Say
+from ..graph_facts import input_devices, joint_node_count
 from ..roles import ROLES, role_counts
 
 __all__ = ["ROUTES", "route_text", "summary_text"]
@@ -24,8 +24,10 @@ ROUTES: dict[str, str] = {
 def route_text(capture: Capture) -> str:
     """The capture route in words, with the log's origin or the backend."""
     route = ROUTES[capture.route]
-    if capture.route == "log":
-        return f"{route} ({capture.origin})"
+    if capture.route == "log":  # the device a run's tensors were on, when not the CPU this reads on
+        devices = [d for g in capture.graphs for d in input_devices(g.gm) if d != "cpu"]
+        on = f", tensors on {', '.join(dict.fromkeys(devices))}" if devices else ""
+        return f"{route} ({capture.origin}{on})"
     return f"{route}, {capture.backend_label}"
 
 
@@ -48,11 +50,12 @@ def summary_text(capture: Capture, index: int, gradients: GradientCounts | None)
         f"{capture.title}: joint graph of {joint_node_count(info)} nodes ({counts['forward']} forward ops, "
         f"{counts['backward']} backward ops), parameters {capture.params}, captured with {route_text(capture)}",
         "  " + ", ".join(f"{counts[r]} {r}" for r in ROLES if counts[r]),
-        f"  {capture.loss}",
     ]
-    if graph.inference:
-        lines.append(f"  {INFERENCE_NOTE} (compiled with gradients off)")
-    elif not graph.has_backward:
+    if graph.inference:  # no loss: what the frame returned is an output, nothing is differentiated
+        lines.append(f"  {INFERENCE_NOTE} (no backward was compiled: gradients were off, or nothing in it needed one)")
+    else:
+        lines.append(f"  {capture.loss}")
+    if not graph.inference and not graph.has_backward:
         lines.append("  no backward graph: nothing the loss depends on requires grad")
     if gradients is not None:
         lines.append(_parameter_line(gradients))
@@ -60,10 +63,22 @@ def summary_text(capture: Capture, index: int, gradients: GradientCounts | None)
         lines.append(_default_line(capture))
     total, breaks = len(capture.graphs), capture.graph_breaks
     if total > 1 or breaks:
-        where = graph_of(index, total) if total > 1 else "one graph captured; the code at the break ran outside it"
-        lines.append(f"  {where}; {len(breaks)} graph break(s): " + "; ".join(breaks[:3]))
+        lines.append(Say("  ", _where(capture, index), f"; {len(breaks)} graph break(s): " + "; ".join(breaks[:3])))
     lines += [f"  warning: {w}" for w in capture.warnings]
     return Say("\n").join(lines)
+
+
+def _where(capture: Capture, index: int) -> Say:
+    """Where this graph sits: its place among the capture's graphs, or, for a log (one compile of the
+    run), that the code after the break is another compile of the run, picked by compile id."""
+    total = len(capture.graphs)
+    if capture.route == "log" and capture.graph_breaks:
+        head = f"{graph_of(index, total)} of one compile" if total > 1 else "one compile of the run"
+        return Say(f"{head} ({capture.origin}); the code after the break is another compile (",
+                   Do("trace", (("compile_id", Blank("'ID'", "ID")),), on="run"), "; ", Do("graphs", on="run",
+                                                                                          attr=True),
+                   " lists them) unless it ran as plain Python")
+    return Say(graph_of(index, total) if total > 1 else "one graph captured; the code at the break ran outside it")
 
 
 def _default_line(capture: Capture) -> str:

@@ -11,6 +11,7 @@ from ..analysis.choices import named
 from ..analysis.partition import Partition
 from ..capture import JointGraph
 from ..errors import Blank, Do, InputError, RenderError, Say
+from ..units import plural
 from . import dot
 from . import scene as sc
 from .drawing import DEFAULT_TIMEOUT, Drawing
@@ -76,6 +77,11 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
         raise InputError(f"unknown group {group!r}", "use group='module', group='none' or leave it out")
     if depth is not None and (not isinstance(depth, int) or depth < 1):
         raise InputError(f"depth must be a positive integer, not {depth!r}", "depth=1 draws top-level modules")
+    if view == "backward" and graph.inference:  # before any strategy's error: none has a backward here
+        raise InputError("this graph has no backward: it was compiled for inference (nothing in it needed a "
+                         "gradient), a forward graph only",
+                         Say("draw it with ", Do("draw", ((None, "joint"),), on=""), " or ",
+                             Do("draw", ((None, "forward"),), on="")))
     for p in (partition, compare):
         if p is not None and p.error:
             raise InputError(f"strategy {p.label!r} failed: {p.error}",
@@ -112,7 +118,7 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
         highlight = [highlight]
     if highlight:
         hits = sc.apply_highlight(scene, highlight)
-        scene.caption.append(f"highlighted: {', '.join(highlight)} ({hits} nodes)")
+        scene.caption.append(f"highlighted: {', '.join(highlight)} ({plural(hits, 'node')})")
 
     if isinstance(expand, str):
         expand = [expand]
@@ -144,11 +150,11 @@ def _differences(graph: JointGraph, a: Partition, b: Partition, name: str, timeo
     marks = [highlight] if isinstance(highlight, str) else list(highlight or [])
     if marks:
         hits = sc.apply_highlight(scene, marks)
-        scene.caption.append(f"highlighted: {', '.join(marks)} ({hits} nodes)")
+        scene.caption.append(f"highlighted: {', '.join(marks)} ({plural(hits, 'node')})")
     capture = f"backend={graph.backend!r}" + (", dynamic shapes" if graph.dynamic else "")
     if scene.items:
         n_diff = sum(1 for it in scene.items.values() if not it.context)
-        what = (f"differences only, A = {a.name} vs B = {b.name} ({n_diff} nodes treated differently, "
+        what = (f"differences only, A = {a.name} vs B = {b.name} ({plural(n_diff, 'node')} treated differently, "
                 f"{len(scene.items) - n_diff} neighbors)")
         scene.title = f"{name}: {what} ({capture})"
     else:

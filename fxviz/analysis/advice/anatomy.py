@@ -20,7 +20,7 @@ import torch.fx as fx
 
 from ... import _torch
 from ...capture import JointGraph
-from ...graph_facts import Storages, tensors
+from ...graph_facts import Storages, concrete, tensors
 from ...units import format_bytes
 from ..memory import elsewhere, recompute_cost, saved_memory, storage_owners, storage_spans
 from ..partition import Partition
@@ -135,8 +135,8 @@ def _op(n: fx.Node) -> str:
 def _shape(n: fx.Node) -> tuple[int, ...] | None:
     val = _torch.meta_val(n)
     shape = getattr(val, "shape", None)
-    try:
-        return None if shape is None else tuple(int(s) for s in shape)
+    try:  # a dynamic-shape graph's sizes are SymInts: read at the sizes the graph was traced with
+        return None if shape is None else tuple(concrete(s) for s in shape)
     except (TypeError, ValueError):  # a symbolic size with no hint
         return None
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InputError
+from ...errors import Do, InputError, spelled
 from ...units import format_bytes, format_flops
 from .anatomy import StepPeak
 from .changes import Change
@@ -219,8 +219,9 @@ class Advice:
                 f"{self.flops_per_s / 1e12:g} TFLOP/s plus the bytes it moves at {self.bytes_per_s / 1e12:g} TB/s "
                 "(an estimate). " + " ".join(n.rstrip(".") + "." for n in self.notes))
 
-    def text(self) -> str:
-        """The table as a terminal shows it."""
+    def text(self, words: Callable[[Do], str] | None = None) -> str:
+        """The table as a terminal shows it; ``words``: how a front end spells the actions the notes
+        ask for (the command line's options; default the Python API's)."""
         lines = [f"target: {self.target.label(self.plain.saved_bytes)}",
                  f"{self.step_name}: saves {format_bytes(self.plain.saved_bytes) or '0 B'}, peak "
                  f"{format_bytes(self.plain.peak_bytes)}", ""]
@@ -254,7 +255,8 @@ class Advice:
         elif cheapest is None and self.options:
             o = self.options[0]
             lines += ["", f"no option meets the target; the closest is {o.name}, short by {format_bytes(o.short_by)}"]
-        lines += ["", *[line for n in self.notes for line in textwrap.wrap(f"note: {n}", 100, subsequent_indent="  ")]]
+        notes = [n if words is None else spelled(n, words) for n in self.notes]
+        lines += ["", *[line for n in notes for line in textwrap.wrap(f"note: {n}", 100, subsequent_indent="  ")]]
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...capture import Capture
 from ...capture.routes import capture as capture_model
-from ...errors import InputError
+from ...errors import Blank, Do, InputError, Say
+from ...graph_facts import input_devices
 from ...units import format_bytes
 from ..choices import budget_strategy, step_strategy
 from ..partition import partition
@@ -180,9 +181,10 @@ def advise(cap: Capture, target: Target, optimizer: str | int | None = None, *, 
             say(f"{kind} on the layers of {blocks[0]}")
             options.append(search.checkpoint(blocks[0], blocks[1], kind == "selective"))
     if cap.route == "log":  # one graph of a run: never the whole step unsaid
-        notes.append(f"a log's graph ({cap.origin}): the advice is of this graph's saved bytes and peak (where the "
-                     "run compiled other graphs with a backward, advise each: Run.trace(compile_id=...)); only the "
-                     "activation_memory_budget is offered: a log has no model to wrap")
+        notes.append(Say(f"a log's graph ({cap.origin}): the advice is of this graph's saved bytes and peak (where "
+                         "the run compiled other graphs with a backward, advise each: ",
+                         Do("trace", (("compile_id", Blank("'ID'", "ID")),), on="run"),
+                         "); only the activation_memory_budget is offered: a log has no model to wrap"))
     unchanged = [o for o in options if o.saved_bytes == search.plain.saved_bytes
                  and o.peak_bytes == search.plain.peak_bytes and o.recompute_flops == 0]
     if unchanged:  # an option that changes nothing is no advice, even as the closest one
@@ -208,9 +210,18 @@ def advise(cap: Capture, target: Target, optimizer: str | int | None = None, *, 
 def _offload_note(cap: Capture) -> str:
     from ... import _torch
 
-    devices = {t.device.type for g in cap.graphs for t in g.placeholder_values.values() if hasattr(t, "device")}
-    where = ", ".join(sorted(devices)) or "a device the graph does not record"
     if not _torch.has_activation_offloading():
         return "offloading: this torch has no activation offloading; not offered"
+    if cap.route == "log" and cap.log_config.get("enable_activation_offloading"):
+        return ("offloading: the run already had activation offloading on (enable_activation_offloading=True); "
+                "the logged step is its partition with it; no other offloading is offered")
+    where = ", ".join(sorted(_devices(cap))) or "a device the graph does not record"
     return (f"offloading: torch has activation offloading (functorch config, for CUDA activations); this step's "
             f"tensors are on {where}; not offered, as fxviz cannot yet check its prediction against a real step")
+
+
+def _devices(cap: Capture) -> set[str]:
+    """The devices of the graphs' inputs: their traced (fake) values, which a log's graph has too
+    (``placeholder_values`` holds real tensors only when fxviz ran the model)."""
+    found = {str(t.device) for g in cap.graphs for t in g.placeholder_values.values() if hasattr(t, "device")}
+    return found.union(*(input_devices(g.gm) for g in cap.graphs))

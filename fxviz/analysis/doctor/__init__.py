@@ -141,4 +141,6 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None,
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     strategy = next((p.name for p in parts if p is not None), "default")
     return Diagnosis(findings=findings, table=table, strategy=strategy, graphs=len(cap.graphs), title=cap.title,
-                     params_mode=cap.params, strategy_words=step_names(cap).get(strategy, ""))
+                     params_mode=cap.params, strategy_words=step_names(cap).get(strategy, ""),
+                     origin=(cap.origin or "") if cap.route == "log" else "",
+                     inference=all(g.inference for g in cap.graphs))

@@ -82,6 +82,8 @@ class Diagnosis:
     title: str = ""
     params_mode: str = "lifted"
     strategy_words: str = ""  # what ``strategy`` is when it is the user's step's ("what torch.compile does")
+    origin: str = ""  # a log's graph: which compile of the run it is ("rank 0, compile 0/0"), checked alone
+    inference: bool = False  # every graph is a forward graph only: nothing was partitioned
 
     @property
     def healthy(self) -> bool:
