@@ -120,6 +120,19 @@ def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] 
     expect_payload = got_payload = False
     last_byte = b""
     eof = False
+
+    def payload_lines(a: int, b: int) -> None:
+        """``buf[a:b]``, payload lines: the current record's (kept when asked for), or corrupt."""
+        nonlocal got_payload
+        if current is None:
+            stats.corrupt_lines += _lines(buf, a, b)
+            return
+        if not got_payload:
+            got_payload = True
+            current.payload_offset = base + a
+        if kept is not None:
+            kept.append(buf[a:b])
+
     while not eof:
         chunk = f.read(_BLOCK)
         eof = not chunk
@@ -134,14 +147,7 @@ def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] 
         starts += [m.end() for m in _LINE_START.finditer(buf, 0, end)]
         for s in starts:
             if s > pos:  # payload lines
-                if current is None:
-                    stats.corrupt_lines += _lines(buf, pos, s)
-                else:
-                    if not got_payload:
-                        got_payload = True
-                        current.payload_offset = base + pos
-                    if kept is not None:
-                        kept.append(buf[pos:s])
+                payload_lines(pos, s)
             e = buf.find(b"\n", s, end) + 1 or end
             pos = e
             if current is not None:
@@ -175,14 +181,7 @@ def read_records(f: IO[bytes], stats: ReadStats, keep: Callable[[Record], bool] 
             got_payload = False
             kept = [] if keep(current) else None
         if end > pos:  # payload lines up to the block's last whole line
-            if current is None:
-                stats.corrupt_lines += _lines(buf, pos, end)
-            else:
-                if not got_payload:
-                    got_payload = True
-                    current.payload_offset = base + pos
-                if kept is not None:
-                    kept.append(buf[pos:end])
+            payload_lines(pos, end)
         base += end
         buf = buf[end:]
     stats.bytes = base
