@@ -16,7 +16,8 @@ ROOT = pathlib.Path(fxviz.__file__).parent
 FLOORS: dict[int, tuple[str, ...]] = {
     1: ("_torch", "_fx", "_gc", "_io", "_state", "_supported", "errors", "examples", "example_names", "units",
         "graph_facts", "logs.signature"),
-    2: ("capture", "roles", "logs.reader", "logs.graph_code", "logs.foreign", "logs.index", "logs.guards"),
+    2: ("capture", "roles", "logs.reader", "logs.graph_code", "logs.foreign", "logs.index", "logs.guards",
+        "logs.totals"),
     3: ("analysis",),
     4: ("render",),
     # a logged Run hands out Traces

@@ -17,9 +17,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Blank, Do, FxvizWarning, LogError, Say, Span
-from ..units import format_bytes
+from . import totals
 from .index import GRAPH_COLUMNS, READ_KINDS, STATUSES, Compile, FileIndex, Piece, assign_ranks, graph_rows
 from .reader import log_files, warn_other_torch
+from .totals import TOTAL_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -30,30 +31,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Run", "load_logs", "graph_rows", "GRAPH_COLUMNS", "READ_KINDS", "STATUSES", "TOTAL_COLUMNS"]
 
 _GRAPHS = Do("graphs", on="run", attr=True)
+"""Where a run lists its graphs (``run.graphs``; ``fxviz logs DIR``), for hints."""
 _ANOTHER_COMPILE = Do("trace", (("compile_id", Blank("'F/N'", "F/N")),), on="run")
 
-
-def _last_per_frame(pieces: list[tuple[Compile, Any]]) -> list[tuple[Compile, Any]]:
-    """``pieces`` of each frame (and compiled-autograd id) only from its last compile: a frame dynamo
-    recompiled has one compile per variant (shapes, guards), and a step runs one of them; the last
-    is the one the run ran when it ended.  Graphs logged outside dynamo (export) are all kept."""
-    last: dict[tuple[Any, Any], Compile] = {}
-    for c, _ in pieces:
-        frame, fcid, attempt, ca = c.key
-        if frame is None or fcid is None:
-            continue
-        seen = last.get((frame, ca))
-        if seen is None or (fcid, attempt or 0) > (seen.key[1], seen.key[2] or 0):
-            last[frame, ca] = c
-    return [(c, x) for c, x in pieces if c.key[0] is None or c.key[1] is None or last[c.key[0], c.key[3]] is c]
-
-
-def _id_span(ids: list[str]) -> str:
-    """Compile ids as few words: ``0/0`` or ``0/0 ... 0/21`` (22 ids)."""
-    return ids[0] if len(ids) == 1 else f"{ids[0]} ... {ids[-1]}" if len(ids) > 2 else " and ".join(ids)
-"""Where a run lists its graphs (``run.graphs``; ``fxviz logs DIR``), for hints."""
-TOTAL_COLUMNS = ["rank", "graphs", "inference_graphs", "eager_frames", "failed", "saved_activation_bytes",
-                 "saved_bytes_exact", "runs_known"]
 
 
 class Run:
@@ -205,7 +185,7 @@ class Run:
 
     def _step_pieces(self, rank: int) -> list[tuple[Compile, int]]:
         """One step's graphs with a backward: for each frame only its last compile's."""
-        return _last_per_frame(self._backward_pieces(rank))
+        return totals.last_per_frame(self._backward_pieces(rank))
 
     def step_note(self, rank: int | None = None) -> Say | None:
         """Which compiles the step leaves out, in words (None when every graph is in it): a frame
@@ -223,7 +203,7 @@ class Run:
         if not left:
             return None
         parts = [f"{chosen[k]} of frame {k[0]} (" + (f"its earlier compile {ids[0]} is a recompile" if len(ids) == 1
-                 else f"its {len(ids)} earlier compiles, {_id_span(ids)}, are recompiles")
+                 else f"its {len(ids)} earlier compiles, {totals.id_span(ids)}, are recompiles")
                  + ": the same code for other shapes or guards)" for k, ids in left.items() if k in chosen]
         return Say("a step runs one compile per frame; the step here takes each frame's last, "
                    + "; ".join(parts) + ": pick another with ", _ANOTHER_COMPILE)
@@ -319,41 +299,15 @@ class Run:
     def eager_frames(self, rank: int | None = None) -> list[str]:
         """The frames dynamo compiled nothing for and ran as plain Python (``forward (model.py:32):
         why``): what they compute outside the graphs they call is in no graph of the log."""
-        out = []
-        for c in self._compiles:
-            # a compile whose dynamo graph is logged did not run as plain Python: its backend took the
-            # graph without AOTAutograd, or the log stops inside it (``no_aot_compiles``)
-            if c.pieces or (rank is not None and c.rank != rank) or c.status in ("no AOT graph", "unfinished"):
-                continue
-            why = c.graph_break_reason or (f"{c.fail_type}: {c.fail_reason}" if c.fail_type else c.fail_reason) \
-                or "dynamo compiled no graph for it"
-            out.append(f"{c.frame or 'a frame'} ({os.path.basename(c.source or '?')}): {why}")
-        return out
+        return totals.eager_frames(self._compiles, rank)
 
     def no_aot_compiles(self, rank: int | None = None, status: str = "no AOT graph") -> list[str]:
-        """Compiles without an AOT graph that did not run as plain Python (``compile 0/22 (forward)``):
-        ``"no AOT graph"``, a backend that does not use AOTAutograd (``backend="eager"``);
-        ``"unfinished"``, a compile the log ends inside (the run stopped before it finished)."""
-        return [f"compile {c.compile_id} ({c.frame or 'a frame'})" for c in self._compiles
-                if not c.pieces and c.status == status and (rank is None or c.rank == rank)]
+        """Compiles without an AOT graph that did not run as plain Python (``logs.totals``)."""
+        return totals.no_aot_compiles(self._compiles, rank, status)
 
     def total_rows(self) -> list[dict[str, Any]]:
         """``totals`` as dicts (no pandas, no torch: every number from the index)."""
-        rows = []
-        for rank in self.ranks:
-            mine = [c for c in self._compiles if c.rank == rank]
-            pieces = [p for c in mine for p in c.pieces]
-            trained = self._trained(rank)
-            # a step: each frame's last compile (its recompiles are variants, not more of the step)
-            step = _last_per_frame(trained)
-            counted = [p.saved for _, p in step]
-            rows.append({"rank": rank, "graphs": len(trained), "step_graphs": len(step),
-                         "inference_graphs": sum("aot_inference_graph" in p.offsets for p in pieces),
-                         "eager_frames": len(self.eager_frames(rank)),
-                         "failed": sum(c.status == "failed" for c in mine),
-                         "saved_activation_bytes": sum(s.activation_bytes for s in counted if s is not None),
-                         "saved_bytes_exact": all(s is not None and s.exact for s in counted), "runs_known": False})
-        return rows
+        return totals.total_rows(self._compiles, self.ranks)
 
     def totals(self) -> pd.DataFrame:
         """Per rank: graphs with a forward and a backward, inference-only graphs, frames run eagerly,
@@ -376,55 +330,7 @@ class Run:
                   if missing else "")
         lines = [f"{self.path}: {len(self.ranks)} rank(s){absent}, {self.compile_count} compile(s), "
                  f"{self.aot_graph_count} AOT graph(s){written}"]
-        for t in self.total_rows():
-            parts = [f"{t['graphs']} graph(s) with a backward"]
-            if t["inference_graphs"]:
-                parts.append(f"{t['inference_graphs']} inference only (nothing saved for a backward)")
-            if t["failed"]:
-                parts.append(f"{t['failed']} failed compile(s)")
-            if t["eager_frames"]:
-                parts.append(f"{t['eager_frames']} frame(s) ran as plain Python")
-            no_aot, unfinished = self.no_aot_compiles(t["rank"]), self.no_aot_compiles(t["rank"], "unfinished")
-            if no_aot:
-                parts.append(f"{len(no_aot)} compile(s) with dynamo's graph and no AOT graph")
-            if unfinished:
-                parts.append(f"{len(unfinished)} unfinished compile(s)")
-            lines.append(f"rank {t['rank']}: " + ", ".join(parts))
-            if t["graphs"]:
-                variants = t["graphs"] - t["step_graphs"]
-                which = (f"each frame's last compile; the other {variants} are recompiles of the same frames, "
-                         "variants a step runs one of; " if variants else "")
-                lines.append(f"  saved by one step: {format_bytes(int(t['saved_activation_bytes']))} of activations "
-                             f"over its {t['step_graphs']} graph(s) ({which}the log does not say how often a "
-                             "graph ran)")
-                lines += [f"  {n}" for n in self._inexact(t["rank"])]
-            for frame in self.eager_frames(t["rank"]):
-                lines.append(f"  eager: {frame}; what it computes outside the graphs it calls is in no graph")
-            if no_aot:
-                lines.append(f"  no AOT graph: {', '.join(no_aot)}: its backend used no AOTAutograd (e.g. 'eager')")
-            if unfinished:
-                lines.append(f"  unfinished: {', '.join(unfinished)}: the log ends inside it (the run stopped, or was "
-                             "still running, before it finished)")
-        lines += self.notes
-        return "\n".join(lines)
-
-    def _inexact(self, rank: int) -> list[str]:
-        """Where a rank's saved bytes are not exact, and which way they err."""
-        out = []
-        for c, p in _last_per_frame(self._trained(rank)):
-            s = p.saved
-            if s is not None and s.unknown:
-                out.append(f"compile {c.compile_id}: {len(s.unknown)} saved value(s) of a size the log gives no "
-                           "value for, not counted (the figure is a lower bound)")
-            if s is not None and s.approximate:
-                out.append(f"compile {c.compile_id}: {len(s.approximate)} saved value(s) whose storage the "
-                           "forward graph does not determine, each counted as its own (an estimate)")
-        return out
-
-    def _trained(self, rank: int) -> list[tuple[Compile, Piece]]:
-        """``rank``'s graphs with a forward and a backward graph logged (what saved bytes are read from)."""
-        return [(c, p) for c in self._compiles if c.rank == rank for p in c.pieces
-                if {"aot_forward_graph", "aot_backward_graph"} <= set(p.offsets)]
+        return "\n".join(lines + totals.summary_lines(self._compiles, self.ranks) + self.notes)
 
     def __repr__(self) -> str:
         skipped = (f", skipped {sum(self.skipped.values())} records of {len(self.skipped)} kinds"
