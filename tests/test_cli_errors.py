@@ -325,3 +325,14 @@ def test_a_model_file_imports_its_neighbours_and_sys_path_is_restored(capsys, tm
         assert sys.path == before
     finally:
         sys.modules.pop("fxviz_test_neighbour", None)
+
+
+def test_a_reader_that_stops_early_is_no_error():
+    """``fxviz nodes mlp | head -1``: the pipe closes before fxviz has written everything; the command
+    ends quietly with the shell's status for it (141), not 'internal error: BrokenPipeError'."""
+    proc = subprocess.Popen([sys.executable, "-m", "fxviz", "nodes", "mlp"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader gone before fxviz writes (head after its lines, on a longer output)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=600) in (0, 141) and "Error" not in err and "error" not in err, err

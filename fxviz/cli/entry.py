@@ -4,6 +4,7 @@ non-zero exit (2: the user's, 3: fxviz's or torch's own); ``--debug`` shows the 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 import warnings
@@ -69,7 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.showwarning = show_warning
             warnings.simplefilter("always", FxvizWarning)  # the command's own words, one line each
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()  # a closed pipe shows here, in the handler below, not at the interpreter's exit
+            return code
     except FxvizError as exc:
         if args.debug:
             traceback.print_exc()
@@ -78,6 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fxviz: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (``fxviz logs DIR | head``): not an error of fxviz's; as Python's docs
+        # advise, stdout is pointed at devnull so the interpreter's own flush at exit stays quiet
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command a closed pipe ended
     except Exception as exc:  # a bug in fxviz or torch: still one line unless --debug
         if args.debug:
             traceback.print_exc()
