@@ -112,10 +112,15 @@ def plain_min_cut_config() -> Iterator[None]:
 
 
 def min_cut_config_state() -> bytes:
-    """torch's functorch config as plain min-cut sees it (``activation_memory_budget=1``): the same
-    bytes then and now mean a min-cut run then is the one strategy ``min_cut`` would run now."""
+    """The settings min-cut reads, as plain min-cut sees them (``activation_memory_budget=1``): the
+    functorch config, and the two inductor settings its partitioner reads (``fallback_random``: graph-safe
+    RNG; ``post_grad_fusion_options``).  The same bytes then and now mean a min-cut run then is the one
+    strategy ``min_cut`` would run now."""
+    from torch._inductor import config as inductor_config
+
     with plain_min_cut_config():
-        return functorch_config.save_config()
+        state = functorch_config.save_config()
+    return state + repr((inductor_config.fallback_random, inductor_config.post_grad_fusion_options)).encode()
 
 
 @contextlib.contextmanager

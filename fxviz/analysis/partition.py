@@ -405,7 +405,8 @@ def _captured_min_cut(graph: JointGraph, s: Strategy) -> Partition | None:
     fwd, bwd, seconds, state = graph.captured_min_cut
     if state != _torch.min_cut_config_state():
         return None
-    return from_graphs(graph, s, fwd, bwd, seconds)
+    # copies, as every other strategy's graphs are fresh: a caller's edit never reaches the capture's
+    return from_graphs(graph, s, _torch.copy_graph_module(fwd), _torch.copy_graph_module(bwd), seconds)
 
 
 def partition(graph: JointGraph, strategy: StrategyLike = "default", capture: Capture | None = None) -> Partition:

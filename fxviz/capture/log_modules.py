@@ -50,8 +50,6 @@ __all__ = ["place_modules", "common_module"]
 ROOT = ""
 
 
-
-
 def common_module(paths: list[str]) -> str | None:
     """The longest module path every one of ``paths`` lies in (``blocks.0.fc``, ``blocks.0.proj``
     -> ``blocks.0``; the root ``""`` with anything -> None); None for none."""
@@ -152,14 +150,6 @@ def _pick(p: str, n: fx.Node, owner: dict[str, str], tied: dict[str, list[str]])
             if "." in q and _called(m, code) == m:
                 return m
     return owner[p]
-
-
-
-
-
-
-
-
 
 
 def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]]

@@ -53,7 +53,7 @@ def _glue_dash_values(argv: Sequence[str]) -> list[str]:
     for token in it:
         if token in _VALUE_OPTIONS:
             value = next(it, None)
-            if value is not None and value.startswith("-") and not value.startswith("--"):
+            if value is not None and len(value) > 1 and value[0] == "-" and (value[1].isdigit() or value[1] == "."):
                 out.append(f"{token}={value}")
                 continue
             out.append(token)

@@ -374,9 +374,13 @@ class _Builder:
         if annotation:
             self.parsed.annotations[node.name] = annotation
         j = self.known.get(node.name)
-        if j is not None and j.op == "call_function" and j.target == target and str(j.args) == str(node.args):
+        if j is not None and j.op == "call_function" and j.target == target and str(j.args) == str(node.args) \
+                and str(j.kwargs) == str(node.kwargs):
             val = _torch.meta_val(j)  # the joint's node: its value is the one the graphs share
-            if val is not None:
+            plain = _plain(annotation) if annotation else None
+            # a partitioner-made node reusing a joint name must not take that node's value: the
+            # log's annotation, where it states the value in full, has to agree
+            if val is not None and (plain is None or _agrees_plain(val, plain, self.b)):
                 _torch.LogGraphBuilder.set_val(node, val)
                 return node
         plain = _plain(annotation) if annotation else None

@@ -150,7 +150,7 @@ class Compile:
             return "failed"
         if self.pieces:
             return self.pieces[0].status
-        if not self.closed:
+        if not self.closed and self.key[1] is not None:  # a record without a compile id opens no compile
             return "unfinished"
         return "no AOT graph" if self.dynamo_offset >= 0 else "eager frame"
 

@@ -180,6 +180,9 @@ class Run:
         return [self.trace(rank, c.compile_id, k) for c, k in self._step_pieces(rank)]
 
     def _backward_pieces(self, rank: int) -> list[tuple[Compile, int]]:
+        """``rank``'s graphs with a backward that a view can rebuild: their joint graph is logged (a
+        compile whose backward never ran has one too; a cache hit has none, while the totals, which
+        read the forward and backward graphs' signatures, count it)."""
         return [(c, k) for c in self._compiles if c.rank == rank for k, p in enumerate(c.pieces)
                 if "aot_joint_graph" in p.offsets]
 
@@ -189,7 +192,7 @@ class Run:
 
     def step_note(self, rank: int | None = None) -> Say | None:
         """Which compiles the step leaves out, in words (None when every graph is in it): a frame
-        recompiled N times is N variants of one part of the step."""
+        recompiled for new input sizes N times is N variants of one part of the step."""
         rank = self._step_rank(rank)
         kept = {id(c) for c, _ in self._step_pieces(rank)}
         left: dict[tuple[Any, Any], list[str]] = {}
@@ -202,11 +205,12 @@ class Run:
                 left.setdefault(frame_key, []).append(c.compile_id)
         if not left:
             return None
-        parts = [f"{chosen[k]} of frame {k[0]} (" + (f"its earlier compile {ids[0]} is a recompile" if len(ids) == 1
-                 else f"its {len(ids)} earlier compiles, {totals.id_span(ids)}, are recompiles")
-                 + ": the same code for other shapes or guards)" for k, ids in left.items() if k in chosen]
-        return Say("a step runs one compile per frame; the step here takes each frame's last, "
-                   + "; ".join(parts) + ": pick another with ", _ANOTHER_COMPILE)
+        parts = [f"{chosen[k]} of frame {k[0]}" + (f" (compiled autograd {k[1]})" if k[1] is not None else "")
+                 + " (" + (f"its earlier compile {ids[0]} is a recompile" if len(ids) == 1
+                           else f"its {len(ids)} earlier compiles, {totals.id_span(ids)}, are recompiles")
+                 + " for other input sizes)" for k, ids in left.items() if k in chosen]
+        return Say("a step runs one shape variant of a frame; the step here takes each frame's last, "
+                   + "; ".join(parts) + "; each compile alone: ", _ANOTHER_COMPILE)
 
     def step_graph_count(self, rank: int | None = None) -> int:
         """How many graphs with a backward one rank's step has (default: the rank :meth:`traces`
@@ -300,10 +304,6 @@ class Run:
         """The frames dynamo compiled nothing for and ran as plain Python (``forward (model.py:32):
         why``): what they compute outside the graphs they call is in no graph of the log."""
         return totals.eager_frames(self._compiles, rank)
-
-    def no_aot_compiles(self, rank: int | None = None, status: str = "no AOT graph") -> list[str]:
-        """Compiles without an AOT graph that did not run as plain Python (``logs.totals``)."""
-        return totals.no_aot_compiles(self._compiles, rank, status)
 
     def total_rows(self) -> list[dict[str, Any]]:
         """``totals`` as dicts (no pandas, no torch: every number from the index)."""

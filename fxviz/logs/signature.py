@@ -65,8 +65,9 @@ _ANNOT = re.compile(r"^([a-z0-9_]+)\[(.*?)\]\[(.*?)\]")
 
 
 def placeholders(lines: bytes) -> list[tuple[str, str, str]]:
-    """A graph's input lines (name, annotation, comment or ""), in order, from ``b"\n" + raw``; a nested
-    graph's inputs too (the count ``Trace.summary`` makes)."""
+    """A graph's input lines (name, annotation, comment or ""), in order, from ``b"\n" + raw``: one per
+    line, as print_readable writes a graph's own inputs (a nested subgraph's stay on its one ``def`` line,
+    not counted: the count ``Trace.summary`` makes)."""
     out = []
     last = -1
     for m in _PLACEHOLDER_END.finditer(lines):
@@ -264,6 +265,10 @@ def _value(expr: str, hints: Mapping[str, int]) -> int:
         raise ValueError(expr) from exc
 
 
+OFFLOAD_PREFIX = "cpu_offload_"
+"""The name torch's activation offloading gives the copy of a value it offloads (the forward's output)."""
+
+
 @dataclass(frozen=True)
 class SavedBytes:
     """What a compile's backward reads from its forward, counted by storage."""
@@ -274,6 +279,7 @@ class SavedBytes:
     symints: int
     storages: int
     unknown: tuple[str, ...] = ()  # saved values whose size the log gives no value for (not counted)
+    offloaded_bytes: int = 0  # activation offloading's copies (``cpu_offload_*``): off the device, not activations
     approximate: tuple[str, ...] = ()  # saved values whose storage the forward graph does not determine
 
     @property
@@ -287,7 +293,7 @@ def saved_bytes(forward: GraphText | None, backward: GraphText, hints: Mapping[s
     is resident.  Without the forward graph (or past an op outside aten) a value counts as its own
     storage, and the figure says so (``approximate``)."""
     storages: dict[str, tuple[int, bool]] = {}  # root -> (bytes, resident)
-    tensors = symints = 0
+    tensors = symints = offloaded = 0
     unknown: list[str] = []
     approx: list[str] = []
     for name, annot in backward.inputs.items():
@@ -310,8 +316,12 @@ def saved_bytes(forward: GraphText | None, backward: GraphText, hints: Mapping[s
         if nbytes is None:
             unknown.append(name)
             continue
+        if name.startswith(OFFLOAD_PREFIX):  # torch's activation offloading's copy (the memory table's split)
+            offloaded += nbytes
+            continue
         old = storages.get(root)
         storages[root] = (max(nbytes, old[0]) if old else nbytes, resident)
     return SavedBytes(activation_bytes=sum(b for b, r in storages.values() if not r),
                       resident_bytes=sum(b for b, r in storages.values() if r), tensors=tensors, symints=symints,
-                      storages=len(storages), unknown=tuple(unknown), approximate=tuple(approx))
+                      storages=len(storages), unknown=tuple(unknown), approximate=tuple(approx),
+                      offloaded_bytes=offloaded)

@@ -5,6 +5,7 @@ bytes a step saves, the frames that ran as plain Python, and the compiles withou
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from ..units import format_bytes
@@ -13,23 +14,38 @@ from .index import Compile, Piece
 __all__ = ["TOTAL_COLUMNS", "last_per_frame", "id_span", "trained", "eager_frames", "no_aot_compiles",
            "total_rows", "summary_lines"]
 
-TOTAL_COLUMNS = ["rank", "graphs", "inference_graphs", "eager_frames", "failed", "saved_activation_bytes",
-                 "saved_bytes_exact", "runs_known"]
+TOTAL_COLUMNS = ["rank", "graphs", "step_graphs", "inference_graphs", "eager_frames", "failed",
+                 "saved_activation_bytes", "all_compiles_saved_bytes", "offloaded_bytes", "saved_bytes_exact",
+                 "runs_known"]
+
+_SIZE_GUARD = re.compile(r"^\d+/\d+: tensor '[^']*' (?:size|stride) mismatch")
+"""A guard failure that is a tensor input's size (or stride) alone: a shape variant of the frame."""
+
+
+def shape_variant(c: Compile) -> bool:
+    """Whether ``c`` is a recompile for new input sizes only: every guard failure torch gives for it
+    is a tensor input's size or stride (a step runs one such variant, the next step another)."""
+    entries = [e for e in re.split(r"; (?=\d+/\d+: )", c.recompile_reason or "") if e]
+    return bool(entries) and all(_SIZE_GUARD.match(e) for e in entries)
 
 
 def last_per_frame(pieces: list[tuple[Compile, Any]]) -> list[tuple[Compile, Any]]:
-    """``pieces`` of each frame (and compiled-autograd id) only from its last compile: a frame dynamo
-    recompiled has one compile per variant (shapes, guards), and a step runs one of them; the last
-    is the one the run ran when it ended.  Graphs logged outside dynamo (export) are all kept."""
-    last: dict[tuple[Any, Any], Compile] = {}
+    """One step's ``pieces``: a frame (and compiled-autograd id) whose every recompile is for new
+    input sizes (``shape_variant``) keeps only its last compile: a step runs one of the variants, and
+    the last is the one the run ran when it ended.  A frame recompiled for anything else (an integer
+    attribute per layer, ``requires_grad`` of an input: one code object run several times a step)
+    keeps all its compiles, as do graphs logged outside dynamo (export).  The log does not say how
+    often each compile ran: this is the reading of torch's guard failures, not a count."""
+    by_frame: dict[tuple[Any, Any], list[Compile]] = {}
     for c, _ in pieces:
-        frame, fcid, attempt, ca = c.key
-        if frame is None or fcid is None:
-            continue
-        seen = last.get((frame, ca))
-        if seen is None or (fcid, attempt or 0) > (seen.key[1], seen.key[2] or 0):
-            last[frame, ca] = c
-    return [(c, x) for c, x in pieces if c.key[0] is None or c.key[1] is None or last[c.key[0], c.key[3]] is c]
+        if c.key[0] is not None and c.key[1] is not None and c not in by_frame.get((c.key[0], c.key[3]), []):
+            by_frame.setdefault((c.key[0], c.key[3]), []).append(c)
+    dropped: set[int] = set()
+    for compiles in by_frame.values():
+        if len(compiles) > 1 and all(shape_variant(c) for c in compiles if c.key[1]):
+            last = max(compiles, key=lambda c: (c.key[1], c.key[2] or 0))
+            dropped |= {id(c) for c in compiles if c is not last}
+    return [(c, x) for c, x in pieces if id(c) not in dropped]
 
 
 def id_span(ids: list[str]) -> str:
@@ -38,7 +54,8 @@ def id_span(ids: list[str]) -> str:
 
 
 def trained(compiles: list[Compile], rank: int) -> list[tuple[Compile, Piece]]:
-    """``rank``'s graphs with a forward and a backward graph logged (what saved bytes are read from)."""
+    """``rank``'s graphs with a backward: a forward and a backward graph logged (what saved bytes are
+    read from); ``Run.traces`` and the totals count the same graphs."""
     return [(c, p) for c in compiles if c.rank == rank for p in c.pieces
             if {"aot_forward_graph", "aot_backward_graph"} <= set(p.offsets)]
 
@@ -74,11 +91,14 @@ def total_rows(compiles: list[Compile], ranks: list[int]) -> list[dict[str, Any]
         both = trained(compiles, rank)
         step = last_per_frame(both)  # a step: each frame's last compile
         counted = [p.saved for _, p in step]
+        every = [p.saved for _, p in both]
         rows.append({"rank": rank, "graphs": len(both), "step_graphs": len(step),
                      "inference_graphs": sum("aot_inference_graph" in p.offsets for p in pieces),
                      "eager_frames": len(eager_frames(compiles, rank)),
                      "failed": sum(c.status == "failed" for c in mine),
                      "saved_activation_bytes": sum(s.activation_bytes for s in counted if s is not None),
+                     "all_compiles_saved_bytes": sum(s.activation_bytes for s in every if s is not None),
+                     "offloaded_bytes": sum(s.offloaded_bytes for s in counted if s is not None),
                      "saved_bytes_exact": all(s is not None and s.exact for s in counted), "runs_known": False})
     return rows
 
@@ -118,10 +138,14 @@ def summary_lines(compiles: list[Compile], ranks: list[int]) -> list[str]:
         lines.append(f"rank {t['rank']}: " + ", ".join(parts))
         if t["graphs"]:
             variants = t["graphs"] - t["step_graphs"]
-            which = (f"each frame's last compile; the other {variants} are recompiles of the same frames, "
-                     "variants a step runs one of; " if variants else "")
-            lines.append(f"  saved by one step: {format_bytes(int(t['saved_activation_bytes']))} of activations "
-                         f"over its {t['step_graphs']} graph(s) ({which}the log does not say how often a "
+            which = (f"each frame's last shape variant; the other {variants} compile(s) are recompiles for new "
+                     "input sizes, which a step runs one of (all "
+                     f"{t['graphs']} together: {format_bytes(int(t['all_compiles_saved_bytes']))}); "
+                     if variants else "")
+            off = (f" (+ {format_bytes(int(t['offloaded_bytes']))} offloaded off the device)"
+                   if t["offloaded_bytes"] else "")
+            lines.append(f"  saved by one step: {format_bytes(int(t['saved_activation_bytes']))} of activations"
+                         f"{off} over its {t['step_graphs']} graph(s) ({which}the log does not say how often a "
                          "graph ran)")
             lines += [f"  {n}" for n in _inexact(compiles, t["rank"])]
         for frame in eager_frames(compiles, t["rank"]):

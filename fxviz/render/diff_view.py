@@ -155,7 +155,6 @@ def step_diff_summary(labels: tuple[str, str], totals: tuple[int, int], graphs: 
 def diff_table_text(table: pd.DataFrame, width: int = WIDTH) -> str:
     """The table for a terminal: one line per saved value (its reason, if any, on the next line),
     cut to ``width``."""
-    # the shape column as wide as its longest shape (a rank's batch: "[4, 16] -> [6, 16]"), up to 24
     # the shape column as wide as its longest shape (a rank's batch: "[4, 16] -> [6, 16]"), up to 24,
     # taken from the names column so that a line still fits
     sw = min(24, max([13] + [len(_shape_text(r)) for _, r in table.iterrows()]))

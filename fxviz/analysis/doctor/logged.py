@@ -5,11 +5,9 @@ budget below 1 (min-cut solved a knapsack), or activation offloading switched on
 from __future__ import annotations
 
 from ...capture import Capture
+from ...logs.signature import OFFLOAD_PREFIX  # the name torch gives an offloaded value's copy
 from ..choices import step_strategy
 from .findings import Finding
-
-OFFLOAD_PREFIX = "cpu_offload_"
-"""The name torch's activation offloading gives the CPU copy of a value it offloads (forward graph)."""
 
 
 def config_findings(cap: Capture) -> list[Finding]:
