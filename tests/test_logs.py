@@ -218,9 +218,39 @@ def test_a_step_runs_one_compile_per_frame(break_log):
     totals = run.totals().set_index("rank")
     step = [run.trace(compile_id=c).memory_table(["logged"]).iloc[0]["saved_activation_bytes"] for c in ("0/1", "1/1")]
     assert totals.loc[0, "saved_activation_bytes"] == sum(step) and totals.loc[0, "graphs"] == 4
-    assert "saved by one step" in run.summary() and "the other 2 are recompiles" in " ".join(run.summary().split())
+    assert "saved by one step" in run.summary() and "the other 2 compile(s) are recompiles" in " ".join(run.summary().split())
     d = fxviz.diff(run, run)
     assert len(d.pairs) == 2 and any("0/1 of frame 0" in n for n in d.notes)
+
+
+PER_LAYER = """
+import torch, torch.nn as nn
+class Block(nn.Module):
+    def __init__(self, idx):
+        super().__init__(); self.idx = idx; self.lin = nn.Linear(16, 16)
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * (self.idx + 1)
+blocks = nn.ModuleList(Block(i) for i in range(3))
+for b in blocks:
+    b.compile(backend="aot_eager")
+x = torch.randn(4, 16)
+for b in blocks:
+    x = b(x)
+x.sum().backward()
+"""
+
+
+def test_recompiles_a_step_runs_every_time_stay_in_the_step(tmp_path):
+    """Blocks compiled one by one share a code object: block 1 recompiles (its input requires grad),
+    block 2 too (a guard on its integer attribute).  Every one runs in every step: none is a shape
+    variant, so the step keeps all three and its bytes are their sum (review of walk F5)."""
+    run = fxviz.load_logs(make_log(PER_LAYER, tmp_path / "trace"))
+    assert list(run.graphs["compile_id"]) == ["0/0", "0/1", "0/2"]
+    assert len(run.traces()) == run.step_graph_count() == 3 and run.step_note() is None
+    each = [run.trace(compile_id=c).memory_table(["logged"]).iloc[0]["saved_activation_bytes"]
+            for c in ("0/0", "0/1", "0/2")]
+    totals = run.totals().iloc[0]
+    assert totals["saved_activation_bytes"] == totals["all_compiles_saved_bytes"] == sum(each) > 0
 
 
 def test_bad_logs(tmp_path, aot_log):

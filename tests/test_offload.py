@@ -76,6 +76,11 @@ def test_offloaded_bytes_are_not_the_devices_activations(logs):
         step = tr.memory_table_by_piece(["logged"])  # the whole step: the copies are a total of their own
         total = step[(step["piece"] == "total") & (step["strategy"] == "logged")].iloc[0]
         assert (total["offloaded_bytes"], total["saved_activation_bytes"]) == (nbytes, row["saved_activation_bytes"])
+        # the listing reads the same split from the printed graphs alone (fxviz logs, Run.totals)
+        run = fxviz.load_logs(logs[name])
+        assert list(run.graphs["saved_bytes"]) == [row["saved_activation_bytes"]]
+        totals = run.totals().iloc[0]
+        assert (totals["saved_activation_bytes"], totals["offloaded_bytes"]) == (row["saved_activation_bytes"], nbytes)
 
 
 def test_peaks_count_an_offloaded_value_only_on_the_device(logs):
