@@ -42,7 +42,8 @@ def drawn(svg: str) -> dict[str, str]:
 def scene_groups(tr: fxviz.Trace, svg: str, expand: tuple[str, ...] = ()) -> dict[str, sc.Group]:
     """The boxes of the joint view as the scene builds them, at the level the drawing's caption names."""
     level = int(re.search(r"collapsed into boxes at level (\d+) of the model", svg).group(1))
-    scene = sc.joint_scene(tr.graph)
+    # with the partition the explorer draws: a backward node it computes in the forward sits in the forward
+    scene = sc.joint_scene(tr.graph, tr.partition(tr.default_strategy))
     return sc.structure_scene(scene, sc.Structure(scene, tr.graph), level, expand).groups
 
 
