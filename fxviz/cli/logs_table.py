@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import Any, ClassVar
 
@@ -114,7 +113,9 @@ def _newest_guard_failure(reason: str) -> str:
     >>> _newest_guard_failure("0/1: tensor 'x' size mismatch; 0/0: tensor 'x' size mismatch")
     "0/1: tensor 'x' size mismatch (and the guards of 1 earlier compile(s) of the frame failed too)"
     """
-    parts = [p for p in re.split(r"; (?=\d+/\d+: )", reason) if p]  # each entry starts with its compile id
+    from ..logs.totals import guard_failures  # loaded with the log anyway; not at the CLI's start-up
+
+    parts = guard_failures(reason)
     if len(parts) <= 1:
         return reason
     return f"{parts[0]} (and the guards of {len(parts) - 1} earlier compile(s) of the frame failed too)"

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import LogError
 from .reader import ReadStats, Record, read_records
-from .signature import GraphText, SavedBytes, placeholders, saved_bytes
+from .signature import GraphText, SavedBytes, is_tangent, placeholders, saved_bytes
 
 __all__ = ["Compile", "Piece", "FileIndex", "GRAPH_COLUMNS", "READ_KINDS", "GRAPH_KINDS", "graph_rows",
            "assign_ranks", "STATUSES", "FUNCTORCH_KEYS"]
@@ -316,8 +316,7 @@ def _graph_record(c: Compile, rec: Record) -> None:
     if rec.kind == "aot_forward_graph":
         piece.forward_text = text
     elif rec.kind == "aot_backward_graph":
-        # a tangent by its descriptor, or (torch < 2.9 prints none) by the name torch gives it
-        piece.bwd_tangents = sum("TangentAOTInput" in note or name.startswith("tangents_") for name, _, note in found)
+        piece.bwd_tangents = sum(is_tangent(name, note) for name, _, note in found)
         if text is not None:
             piece.saved = saved_bytes(piece.forward_text, text, c.hints)
         piece.forward_text = None

@@ -35,7 +35,6 @@ _GRAPHS = Do("graphs", on="run", attr=True)
 _ANOTHER_COMPILE = Do("trace", (("compile_id", Blank("'F/N'", "F/N")),), on="run")
 
 
-
 class Run:
     """Every graph of a logged run.  ``graphs``: one row per compile (and piece), with its status."""
 
@@ -172,10 +171,10 @@ class Run:
     def traces(self, rank: int | None = None) -> list[Trace]:
         """The whole step of one rank (default: rank 0, or the first rank with a graph with a backward):
         a ``Trace`` of each frame's graphs with a backward, in compile order (``fxviz.diff`` of two runs
-        pairs them).  A frame dynamo recompiled (new shapes, a failed guard) has one compile per
-        variant, and a step runs one of them: the step takes each frame's last compile
-        (:meth:`step_note` says which it left out).  A compile dynamo reused is in the log once: the
-        log does not say how often it ran."""
+        pairs them).  A frame whose every recompile was for new input sizes has one compile per shape
+        variant, and a step runs one of them: the step takes its last compile (:meth:`step_note` says
+        which it left out); a frame recompiled for anything else keeps all (``totals.last_per_frame``).
+        A compile dynamo reused is in the log once: the log does not say how often it ran."""
         rank = self._step_rank(rank)
         return [self.trace(rank, c.compile_id, k) for c, k in self._step_pieces(rank)]
 
@@ -187,7 +186,7 @@ class Run:
                 if "aot_joint_graph" in p.offsets]
 
     def _step_pieces(self, rank: int) -> list[tuple[Compile, int]]:
-        """One step's graphs with a backward: for each frame only its last compile's."""
+        """One step's graphs with a backward (``totals.last_per_frame``: a shape-variant frame's last)."""
         return totals.last_per_frame(self._backward_pieces(rank))
 
     def step_note(self, rank: int | None = None) -> Say | None:
@@ -312,8 +311,9 @@ class Run:
     def totals(self) -> pd.DataFrame:
         """Per rank: graphs with a forward and a backward, inference-only graphs, frames run eagerly,
         failed compiles, and the activation bytes one step saves (what each backward reads from its
-        forward, by storage, from the graphs' printed signatures) summed over the step's graphs: each
-        frame's last compile, its recompiles being variants a step runs one of;
+        forward, by storage, from the graphs' printed signatures) summed over the step's graphs (a frame
+        recompiled only for new input sizes counts its last compile: ``totals.last_per_frame``), beside
+        ``all_compiles_saved_bytes`` over every compile and ``offloaded_bytes``;
         ``saved_bytes_exact`` is False where a size or a storage was not determined (see ``summary``).
         The log records compiles, not calls: a graph dynamo reused is counted once (``runs_known``)."""
         import pandas as pd
@@ -323,7 +323,7 @@ class Run:
     def summary(self) -> str:
         """The whole run in a few lines: graphs per rank, the frames that fell back to eager (what
         they compute is in no graph), and per rank the activation bytes one step saves over its graphs
-        (each frame's last compile, counted once: the log records compiles, not how often a graph ran)."""
+        (``totals.summary_lines``; each counted once: the log records compiles, not how often one ran)."""
         written = f", written by torch {' and '.join(self.torch_versions)}" if self.torch_versions else ""
         missing = sorted(set(range(max(self.ranks) + 1)) - set(self.ranks)) if self.ranks else []
         absent = (f" (no log of rank {', '.join(map(str, missing))}: the directory has no file for it)"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["VIEW_OPS", "ITEMSIZE", "GraphText", "SavedBytes", "saved_bytes", "storage_bytes", "placeholders",
-           "ASSIGNS"]
+           "ASSIGNS", "is_tangent"]
 
 VIEW_OPS = frozenset({
     "_autocast_to_full_precision", "_autocast_to_reduced_precision", "_conj", "_fw_primal", "_grad_sum_to_size",
@@ -64,6 +64,12 @@ argument, the value a getitem reads (b"" where absent)."""
 _ANNOT = re.compile(r"^([a-z0-9_]+)\[(.*?)\]\[(.*?)\]")
 
 
+def is_tangent(name: str, note: str) -> bool:
+    """A backward input that is a tangent: by its descriptor, or (torch < 2.9 prints none) by the
+    name torch gives it (``tangents_1``)."""
+    return "TangentAOTInput" in note or name.startswith("tangents_")
+
+
 def placeholders(lines: bytes) -> list[tuple[str, str, str]]:
     """A graph's input lines (name, annotation, comment or ""), in order, from ``b"\n" + raw``: one per
     line, as print_readable writes a graph's own inputs (a nested subgraph's stay on its one ``def`` line,
@@ -101,8 +107,7 @@ class GraphText:
         when the caller has them."""
         found = placeholders(lines) if inputs is None else inputs
         self.inputs: dict[str, str] = {name: annot for name, annot, _ in found}  # name -> annotation
-        self.tangents: set[str] = {name for name, _, note in found
-                                   if "TangentAOTInput" in note or name.startswith("tangents_")}
+        self.tangents: set[str] = {name for name, _, note in found if is_tangent(name, note)}
         self._lines = lines
         self._assigned: dict[bytes, _Line] | None = None  # name -> its line (the last, if twice)
         self._facts: dict[str, _Fact] = {}

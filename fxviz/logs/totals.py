@@ -1,6 +1,7 @@
 """A run's totals and summary from its index alone (no torch, no rebuild): which compiles make one
-step (each frame's last: a recompile is a variant of the frame, not more of the step), the activation
-bytes a step saves, the frames that ran as plain Python, and the compiles without an AOT graph."""
+step (a frame recompiled only for new input sizes is shape variants, and a step runs its last; any
+other recompile runs in the step too), the activation bytes a step saves, the frames that ran as plain
+Python, and the compiles without an AOT graph."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 from ..units import format_bytes
 from .index import Compile, Piece
 
-__all__ = ["TOTAL_COLUMNS", "last_per_frame", "id_span", "trained", "eager_frames", "no_aot_compiles",
-           "total_rows", "summary_lines"]
+__all__ = ["TOTAL_COLUMNS", "guard_failures", "shape_variant", "last_per_frame", "id_span", "trained",
+           "eager_frames", "no_aot_compiles", "total_rows", "summary_lines"]
 
 TOTAL_COLUMNS = ["rank", "graphs", "step_graphs", "inference_graphs", "eager_frames", "failed",
                  "saved_activation_bytes", "all_compiles_saved_bytes", "offloaded_bytes", "saved_bytes_exact",
@@ -22,10 +23,16 @@ _SIZE_GUARD = re.compile(r"^\d+/\d+: tensor '[^']*' (?:size|stride) mismatch")
 """A guard failure that is a tensor input's size (or stride) alone: a shape variant of the frame."""
 
 
+def guard_failures(reason: str | None) -> list[str]:
+    """torch's recompile reason as its entries, newest first: why each earlier compile of the frame
+    refused the call (``0/2: ...; 0/1: ...``; each entry starts with that compile's id)."""
+    return [e for e in re.split(r"; (?=\d+/\d+: )", reason or "") if e]
+
+
 def shape_variant(c: Compile) -> bool:
     """Whether ``c`` is a recompile for new input sizes only: every guard failure torch gives for it
     is a tensor input's size or stride (a step runs one such variant, the next step another)."""
-    entries = [e for e in re.split(r"; (?=\d+/\d+: )", c.recompile_reason or "") if e]
+    entries = guard_failures(c.recompile_reason)
     return bool(entries) and all(_SIZE_GUARD.match(e) for e in entries)
 
 
@@ -55,7 +62,7 @@ def id_span(ids: list[str]) -> str:
 
 def trained(compiles: list[Compile], rank: int) -> list[tuple[Compile, Piece]]:
     """``rank``'s graphs with a backward: a forward and a backward graph logged (what saved bytes are
-    read from); ``Run.traces`` and the totals count the same graphs."""
+    read from; a cache hit has no joint graph, so ``Run.traces``, which rebuilds from it, omits it)."""
     return [(c, p) for c in compiles if c.rank == rank for p in c.pieces
             if {"aot_forward_graph", "aot_backward_graph"} <= set(p.offsets)]
 
@@ -89,7 +96,7 @@ def total_rows(compiles: list[Compile], ranks: list[int]) -> list[dict[str, Any]
         mine = [c for c in compiles if c.rank == rank]
         pieces = [p for c in mine for p in c.pieces]
         both = trained(compiles, rank)
-        step = last_per_frame(both)  # a step: each frame's last compile
+        step = last_per_frame(both)  # a step: a shape-variant frame's last compile, every other compile
         counted = [p.saved for _, p in step]
         every = [p.saved for _, p in both]
         rows.append({"rank": rank, "graphs": len(both), "step_graphs": len(step),
