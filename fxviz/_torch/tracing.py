@@ -44,8 +44,8 @@ class RawJoint:
     compiler: str | None = None  # the ``compiler`` argument the partitioner got (inductor passes "inductor")
     before_joint_passes: fx.GraphModule | None = None  # inductor only: the joint graph before its rewrites
     # inductor only: the (forward, backward) min-cut returned for this joint graph during the capture,
-    # copied before inductor touched them, with its seconds; None when a budget (or any partitioner
-    # setting other than plain min-cut's) was in force: see ``capture_min_cut_config``
+    # copied before inductor touched them, its seconds and the caller's partitioner settings then
+    # (``min_cut_config_state``); None when a memory budget was in force (min-cut solved a knapsack)
     captured_min_cut: tuple[fx.GraphModule, fx.GraphModule, float, bytes] | None = None
 
 
