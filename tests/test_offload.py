@@ -132,6 +132,19 @@ def test_a_diff_says_saved_on_one_side_and_offloaded_on_the_other(logs, capsys):
     assert "offloaded (copies on another device): A 0 B, B 1 KiB" in out
 
 
+def test_ops_that_read_the_reloaded_copy_are_the_joint_ops(logs):
+    """The logged backward's ops on the reloaded copy (``mm(t_3, gpu_reload_relu)``) are the joint's
+    ops on ``relu``: nothing the backward runs is 'removed' (the gradients of ``a`` were drawn so),
+    exactly as in the same run without offloading."""
+    plain = fxviz.load_logs(logs["plain"]).trace().partition("logged")
+    for name in ("cpu", "cuda"):
+        tr = fxviz.load_logs(logs[name]).trace()
+        p = tr.partition("logged")
+        assert p.removed == plain.removed
+        grads = [n for n, i in tr.graph.info.items() if i.role == "gradient"]
+        assert grads and not set(grads) & p.removed
+
+
 def test_the_drawing_marks_an_offloaded_value(logs):
     """The joint view marks the value torch offloaded, the forward its copy and the backward the copy
     it reads: the saved border dashed, 'offloaded to cpu', a legend entry; nothing else is so marked."""

@@ -212,19 +212,24 @@ def _joint_values(joint: fx.GraphModule) -> _JointValues:
     return _JointValues(jnodes, canon, keys)
 
 
-def _to_joint(gm: fx.GraphModule, joint: _JointValues, inputs: dict[str, str | None] | None = None) -> dict[str, str]:
+def _to_joint(gm: fx.GraphModule, joint: _JointValues, inputs: dict[str, str | None] | None = None,
+              copies: dict[str, str] | None = None) -> dict[str, str]:
     """Partition node name -> the joint node it IS: the joint node of its name, if that one runs the
     same op and target on the same values (torch copies nodes by name, but a node a partitioner makes
     itself may reuse a joint name: min-cut names a saved RNG state ``getitem_19``, a name the joint
     gives a layer-norm value).  Values are compared up to duplicates the joint computes more than
     once (inductor's joint passes, run again on a log's graph, may pick another of two equal
     ``ne``).  A node standing for an op the RNG functionalization wrapped maps to that op.
-    ``inputs`` (backward): the forward's saved values by name and the joint node each is (or None)."""
+    ``inputs`` (backward): the forward's saved values by name and the joint node each is (or None).
+    ``copies`` (backward): saved copies of a joint value (activation offloading's ``cpu_offload_relu``)
+    by name -> that value: they, and a ``device_put`` reload of one, are not the joint node, but
+    the ops that read them compute on its value, so those ops map as they would on the value."""
     jnodes, canon, keys = joint.nodes, joint.canon, joint.keys
     out: dict[str, str] = {}
+    through = {name: canon.get(j, j) for name, j in (copies or {}).items()}  # stands for, without being
 
     def value(a: fx.Node) -> str | None:
-        return canon.get(out.get(a.name, ""))
+        return canon.get(out.get(a.name, "")) or through.get(a.name)
 
     for n in gm.graph.nodes:
         if n.op == "output":
@@ -236,6 +241,10 @@ def _to_joint(gm: fx.GraphModule, joint: _JointValues, inputs: dict[str, str | N
                     out[n.name] = str(inputs[n.name])
             elif j is not None and j.op == "placeholder":
                 out[n.name] = n.name
+            continue
+        if _target_name(n) == "device_put" and n.args and isinstance(n.args[0], fx.Node) \
+                and n.args[0].name in through:  # a reload of an offloaded copy: the value it copies
+            through[n.name] = through[n.args[0].name]
             continue
         key = _args_key(n, value)
         if key is not None and n.name in keys.get(key, ()):
@@ -284,8 +293,9 @@ def from_graphs(graph: JointGraph, strategy: Strategy, fwd: fx.GraphModule, bwd:
     joint = _joint_values(graph.gm)
     fw_map = _to_joint(fwd, joint)
     saved_nodes = saved_values(fwd, graph.num_fwd_outputs)
-    bw_map = _to_joint(bwd, joint, {o.name: fw_map.get(o.name) for o in saved_nodes})
     made = _made(graph, saved_nodes, fw_map)
+    copies = {m.node: m.wraps for m in made.values() if m.kind == "offloaded" and m.wraps is not None}
+    bw_map = _to_joint(bwd, joint, {o.name: fw_map.get(o.name) for o in saved_nodes}, copies)
     saved = [fw_map.get(o.name) or made_name(o.name) for o in saved_nodes]
     in_fwd = set(fw_map.values())
     bwd_inputs = _placeholders(bwd)
