@@ -49,7 +49,7 @@ def main() -> None:
     import fxviz
     from benchmarks.ladder import LADDER, build_model
     from fxviz import _torch
-    from fxviz.analysis.partition import partition
+    from fxviz.analysis.strategy.partition import partition
 
     print(f"load before {os.getloadavg()}", flush=True)
     model, inputs = build_model(LADDER[args.rung])

@@ -59,8 +59,8 @@ WARMUP = "mlp"  # both sides run their path once on this before measuring anythi
 
 def _load_examples() -> Any:
     """``fxviz.examples``: the torch-alone worker must not load fxviz's analysis (its import cost
-    belongs to fxviz's side).  Since issue 26 ``import fxviz`` loads nothing but ``fxviz.errors``, and
-    ``fxviz.examples`` only torch and ``fxviz.example_names``."""
+    belongs to fxviz's side).  Since issue 26 ``import fxviz`` loads nothing but ``fxviz.core.errors``, and
+    ``fxviz.examples`` only torch and ``fxviz.core.example_names``."""
     sys.path.insert(0, str(ROOT))
     return importlib.import_module("fxviz.examples")
 

@@ -61,7 +61,7 @@ import re
 svg_size = re.search(r'<svg width="([^"]+)" height="([^"]+)"', svg).groups()
 if len(sys.argv) > 2:
     drawing.save(sys.argv[2], dpi=24)  # a small raster: the whole drawing at a glance
-from fxviz.graph_facts import joint_node_count
+from fxviz.core.graph_facts import joint_node_count
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp

@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import fxviz  # noqa: E402
-from fxviz.analysis import optimal  # noqa: E402
-from fxviz.analysis.memory import memory_row  # noqa: E402
-from fxviz.units import format_bytes, format_flops  # noqa: E402
+from fxviz.analysis.memory.table import memory_row  # noqa: E402
+from fxviz.analysis.strategy import optimal  # noqa: E402
+from fxviz.core.units import format_bytes, format_flops  # noqa: E402
 
 GPT2 = dict(n_embd=768, n_head=12, vocab=50257, block_size=1024, batch=1, seq=128)
 LADDER: dict[str, tuple[str, dict[str, Any], str]] = {

@@ -68,7 +68,7 @@ def measure(name: str) -> dict[str, Any]:
     start = text.index('id="fxviz-data">') + len('id="fxviz-data">')
     raw = text[start:text.index("</script>", start)]
     try:
-        from fxviz.render.embed import unpack_json
+        from fxviz.render.page.embed import unpack_json
     except ImportError:  # a version of fxviz from before the packed data (for the "before" column)
         unpack_json = json.loads
     data = unpack_json(raw)

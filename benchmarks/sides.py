@@ -149,7 +149,7 @@ def _memory_table(tr: Any) -> Any:
     if hasattr(tr, "memory_table"):
         return tr.memory_table(strategies=list(STRATEGIES))
     # landed as a module, not yet on Trace
-    from fxviz.analysis.memory import memory_table
+    from fxviz.analysis.memory.table import memory_table
 
     return memory_table(tr.graph, tr.partition, list(STRATEGIES))
 
@@ -166,7 +166,7 @@ class FxvizSide:
         built = {name: hasattr(fxviz.Trace, name) for name in ("partition", "memory_table", "draw")}
         built["report"] = hasattr(fxviz, "report")  # the public entry point, once exported
         built["explore"] = hasattr(fxviz, "explore")
-        built["memory module"] = importlib.util.find_spec("fxviz.analysis.memory") is not None
+        built["memory module"] = importlib.util.find_spec("fxviz.analysis.memory.storage") is not None
         self.built = built
 
     def analysis(self, rec: Recorder, spec: Spec, model: Any, inputs: tuple[Any, ...]) -> Any:
@@ -187,7 +187,7 @@ class FxvizSide:
         if built["memory_table"] or (built["memory module"] and built["partition"]):
             df = rec.stage("memory", lambda: _memory_table(tr))
             if not built["memory_table"]:
-                rec.out["notes"].append("memory table via fxviz.analysis.memory (not yet on Trace)")
+                rec.out["notes"].append("memory table via fxviz.analysis.memory.storage (not yet on Trace)")
             if df is not None:
                 rec.out["memory_errors"] = [e for e in df["error"].tolist() if e]
         else:

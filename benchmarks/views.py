@@ -52,7 +52,7 @@ def measure_views(tr: Any, spec: Spec, rec: Recorder, built: dict[str, bool], ou
     """Drawings, explorer and report, each through its public entry point."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if built["draw"]:
-        from fxviz.render.views import NODE_LIMIT
+        from fxviz.render.graph.views import NODE_LIMIT
 
         n = len(tr.graph.info)
         # the view fxviz draws by default above its node limit (modules collapsed into boxes at

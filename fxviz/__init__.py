@@ -12,8 +12,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import _supported  # noqa: F401  (first: refuses a torch older than the supported range, without importing it)
-from .errors import (
+# first: refuses a torch older than the supported range, without importing it
+from fxviz.core import supported as _supported  # noqa: F401
+from fxviz.core.errors import (
     FxvizError,
     InputError,
     LogError,
@@ -25,15 +26,15 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from . import examples
-    from .analysis.partition import partitioner
-    from .diffing import Diff, StepDiff, diff
-    from .facade import Trace
-    from .html_report import report
-    from .logs import Run, load_logs
-    from .payloads.pareto import budget_points
-    from .tracing import trace
-    from .widgets import explore
+    from fxviz import examples
+    from fxviz.analysis.strategy.partition import partitioner
+    from fxviz.api.diffing import Diff, StepDiff, diff
+    from fxviz.api.facade import Trace
+    from fxviz.api.run import Run, load_logs
+    from fxviz.api.tracing import trace
+    from fxviz.frontends.report.page import report
+    from fxviz.frontends.widgets import explore
+    from fxviz.payloads.pareto import budget_points
 
 __all__ = [
     "trace",
@@ -64,10 +65,10 @@ __version__ = "0.1.0"
 # public function (``tracing`` defines ``trace``, ``diffing`` defines ``diff``): a submodule binds its
 # name on the package when it loads, which would hide the function.
 _HOMES = {
-    "trace": "tracing", "Trace": "facade", "diff": "diffing", "Diff": "diffing", "StepDiff": "diffing",
-    "load_logs": "logs", "Run": "logs",
-    "explore": "widgets", "report": "html_report", "budget_points": "payloads.pareto",
-    "partitioner": "analysis.partition", "examples": "examples",
+    "trace": "api.tracing", "Trace": "api.facade", "diff": "api.diffing", "Diff": "api.diffing",
+    "StepDiff": "api.diffing", "load_logs": "api.run", "Run": "api.run", "explore": "frontends.widgets",
+    "report": "frontends.report.page", "budget_points": "payloads.pareto",
+    "partitioner": "analysis.strategy.partition", "examples": "examples",
 }
 
 
@@ -79,3 +80,8 @@ def __getattr__(name: str) -> Any:
     value = module if name == "examples" else getattr(module, name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """What a notebook's Tab offers: the public names, loaded or not (and nothing this module imports)."""
+    return sorted(__all__)

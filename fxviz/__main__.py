@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from fxviz.frontends.cli.entry import main
 
 sys.exit(main())

@@ -234,14 +234,14 @@ def pointwise_chain(batch: int = 64, features: int = 128, depth: int = 3, seed: 
 
 # the names live in a torch-free module, so the CLI checks a model name before torch loads (issue 26);
 # imported here, at the end, so the source lines the golden drawings and tests pin do not move
-from .example_names import NAMES  # noqa: E402
+from fxviz.core.example_names import NAMES  # noqa: E402
 
 EXAMPLES: dict[str, Callable[..., Example]] = {name: globals()[name] for name in NAMES}
 
 
 def get_example(name: str, **kwargs: object) -> Example:
     """Build a built-in example by name (the CLI's ``MODEL`` argument)."""
-    from .errors import ModelSpecError
+    from fxviz.core.errors import ModelSpecError
 
     try:
         factory = EXAMPLES[name]

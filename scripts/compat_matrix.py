@@ -31,10 +31,10 @@ WHAT = {
 # Found by this run; each shim says its version where it lives.  Update when a run finds another.
 ADAPTED = [
     "- torch 2.9: `reversed(graph.nodes)` is an iterable, not an iterator (`TypeError: '_node_list' object is "
-    "not an iterator`): `fxviz/_fx.py` takes `iter()` of it.",
+    "not an iterator`): `fxviz/core/fx_facts.py` takes `iter()` of it.",
     "- torch 2.9: dynamo's `Source.name` is a method, not a property (`TypeError: expected string or bytes-like "
     "object, got 'method'` naming graph inputs): `fxviz/_torch/tracing.py` calls it.",
-    "- older than 2.9: `import fxviz` raises one ImportError naming the supported range (`fxviz/_supported.py`); "
+    "- older than 2.9: `import fxviz` raises one ImportError naming the supported range (`fxviz/core/supported.py`); "
     "newer than 2.15: an FxvizWarning.",
 ]
 

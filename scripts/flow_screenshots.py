@@ -10,9 +10,9 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-import fxviz  # noqa: E402
-from fxviz import examples  # noqa: E402
-from tests.browser_util import browser  # noqa: E402
+import fxviz
+from fxviz import examples
+from tests.browser_util import browser
 
 
 def main(out: pathlib.Path, prefix: str) -> None:

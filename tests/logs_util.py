@@ -108,7 +108,7 @@ def backward_by_rank(directory: pathlib.Path) -> dict[int, str]:
     """Each rank's first logged backward graph (``aot_backward_graph``), by the rank in its file's name."""
     import re
 
-    from fxviz.logs.reader import ReadStats, read_records
+    from fxviz.sources.log.reader import ReadStats, read_records
 
     backward: dict[int, str] = {}
     for f in sorted(directory.iterdir()):

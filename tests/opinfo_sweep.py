@@ -30,8 +30,8 @@ from torch import nn
 
 import fxviz
 from fxviz import _torch
-from fxviz.analysis.gradients import check_gradients
-from fxviz.errors import FxvizError
+from fxviz.analysis.real.gradients import check_gradients
+from fxviz.core.errors import FxvizError
 
 __all__ = ["KNOWN_LIMITATIONS", "Result", "differentiable_ops", "sweep_op", "Canary", "summarize",
            "FAILURES", "MAX_NUMEL"]

@@ -14,12 +14,13 @@ import torch
 from torch._functorch import config as functorch_config
 
 import fxviz
-from fxviz.analysis.advice import Advice, Option, parse_target, step_of
-from fxviz.analysis.advice.search import BUDGETS
-from fxviz.analysis.choices import step_strategy
-from fxviz.analysis.strategies import Strategy
-from fxviz.errors import InputError
-from fxviz.units import format_bytes
+from fxviz.analysis.advice.target import parse_target
+from fxviz.analysis.strategy.choices import step_strategy
+from fxviz.analysis.strategy.strategies import Strategy
+from fxviz.api.advice.options import Advice, Option
+from fxviz.api.advice.search import BUDGETS, step_of
+from fxviz.core.errors import InputError
+from fxviz.core.units import format_bytes
 
 from .advice_run import run_options
 from .real_models import gpt2, llama
@@ -235,7 +236,7 @@ def test_a_target_no_option_meets_says_by_how_much(cases):
 
 
 def test_cli_advise(capsys):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     assert main(["advise", "mlp", "--saved", "50 %%"]) == 2
     err = capsys.readouterr().err
@@ -285,8 +286,8 @@ def test_saved_text_reads_like_print_saved_residuals():
     are one layer's; the headline's bytes are the memory table's."""
     import re
 
-    from fxviz.analysis.advice.residuals import forward_bytes, saved_text
-    from fxviz.units import format_bytes
+    from fxviz.core.units import format_bytes
+    from fxviz.render.text.residuals import forward_bytes, saved_text
     from tests.conftest import make_example
 
     model, inputs = make_example("mini_gpt")

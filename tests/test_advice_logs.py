@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import fxviz
-from fxviz.cli import main
-from fxviz.cli.words import option_words
+from fxviz.frontends.cli.entry import main
+from fxviz.frontends.cli.words import option_words
 
 from .advice_log_models import SCRIPT
 from .logs_util import make_log
@@ -130,7 +130,7 @@ def test_the_plot_names_every_point_and_its_labels_do_not_overlap(curve):
 
 
 def test_the_report_holds_the_curve(curve, tmp_path):
-    from fxviz.payloads import report_data
+    from fxviz.payloads.report import report_data
 
     tr, advice, runs = curve
     data = report_data(tr, runs=runs, advice=advice, budget=None)

@@ -16,10 +16,10 @@ import torch
 
 import fxviz
 from fxviz import _torch
-from fxviz.cli import main
-from fxviz.errors import FxvizError, FxvizWarning, NoFloatingOutputError, TraceError
-from fxviz.payloads import ViewKey, view_payload
-from fxviz.render.embed import unpack_json
+from fxviz.core.errors import FxvizError, FxvizWarning, NoFloatingOutputError, TraceError
+from fxviz.frontends.cli.entry import main
+from fxviz.payloads.views import ViewKey, view_payload
+from fxviz.render.page.embed import unpack_json
 
 from .awkward_models import FACTORIES, all_eager_scalar, int_only_function
 

@@ -20,7 +20,7 @@ from torch import nn
 
 import fxviz
 from fxviz import _torch
-from fxviz.graph_facts import joint_node_count
+from fxviz.core.graph_facts import joint_node_count
 
 from .awkward_models import Router
 
@@ -93,7 +93,7 @@ class _BreakBetween(nn.Module):
 def test_a_value_crossing_a_break_names_its_graph_as_people_count() -> None:
     """The activation graph 2 receives from graph 1 says "from graph 1" (1-based, through
     ``graph_name``, as the piece selector and the CLI count), not "from graph 0"."""
-    from fxviz.capture import graph_name
+    from fxviz.sources.graphs import graph_name
 
     graphs = fxviz.trace(_BreakBetween(), torch.randn(2, 4)).capture.graphs
     assert len(graphs) == 2
@@ -272,7 +272,7 @@ def test_doctor_over_pieces_agrees_with_eager_autograd() -> None:
 def _report_json(html_text: str) -> dict:
     import re
 
-    from fxviz.render.embed import unpack_json
+    from fxviz.render.page.embed import unpack_json
 
     m = re.search(r'<script type="application/json" id="fxviz-data">(.*?)</script>', html_text, re.S)
     assert m, "no data element"
@@ -283,8 +283,8 @@ def test_pieces_in_draw_table_overview_and_report(tmp_path, monkeypatch) -> None
     import pandas as pd
     import pytest
 
-    from fxviz import facade
-    from fxviz.errors import InputError
+    from fxviz.api import facade
+    from fxviz.core.errors import InputError
 
     model, x = _mixtral()
     tr = fxviz.trace(model, x)
@@ -415,7 +415,7 @@ def test_explorer_piece_selector_and_overview() -> None:
 
 
 def test_cli_draw_piece_overview_and_table_totals(tmp_path, capsys) -> None:
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     spec = "tests.test_breaks:_mixtral"
     # two graphs (gate, experts): the frame around them runs eagerly, and a model returning a 0-dim

@@ -620,7 +620,7 @@ def test_report_overlay_on_module_boxes(traces, tmp_path):
     """A collapsed module box carries the union of its members' marks (the page draws them).  The
     members are the scene's (``Group.members``: a parameter sits in the box of the module that
     owns it), which the report ships with each drawing."""
-    from fxviz.render import scene as sc
+    from fxviz.render.graph import scene as sc
 
     tr = traces[("mini_gpt", "lifted")]
     groups = sc.group_scene(sc.joint_scene(tr.graph), 1).groups

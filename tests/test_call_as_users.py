@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.errors import InputError
+from fxviz.core.errors import InputError
 
 from .compile_log import read_log, saved_of_backward
 

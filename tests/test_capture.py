@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.roles import ROLES
+from fxviz.sources.roles import ROLES
 
 from .conftest import SMALL, assert_unchanged, make_example, snapshot
 
@@ -192,7 +192,7 @@ def test_bad_inputs_raise_fxviz_errors():
 
 
 def test_cli_nodes(capsys):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     assert main(["nodes", "mlp"]) == 0
     out = capsys.readouterr().out
@@ -242,7 +242,7 @@ def _joint_signature(tr):
 
 @pytest.mark.parametrize("kind", ["tensor", "scalar", "complex", "structure", "input view", "loss_fn"])
 def test_traced_loss_matches_the_probed_one(kind, monkeypatch):
-    from fxviz.capture import routes
+    from fxviz.sources.model import routes
 
     loss_fn = None
     if kind == "input view":  # a scalar loss that is a view of the input: the probe route copies it

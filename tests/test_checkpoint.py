@@ -14,7 +14,7 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 from torch.utils.flop_counter import FlopCounterMode
 
 import fxviz
-from fxviz.payloads import node_data
+from fxviz.payloads.panels import node_data
 
 MATMULS = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)
 
@@ -175,7 +175,7 @@ def test_a_partition_that_saves_an_rng_state_runs():
     """min-cut replays a checkpointed dropout from an RNG state it saves (``forward:NAME``, no joint
     node): running its forward and backward hands that state over by place, and the gradients equal
     those of the partition that saves the mask itself, from the same RNG start (the replay is exact)."""
-    from fxviz.analysis.gradients import run_partition
+    from fxviz.analysis.real.gradients import run_partition
 
     class Block(torch.nn.Module):
         def __init__(self) -> None:

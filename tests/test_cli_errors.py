@@ -1,6 +1,6 @@
 """Every CLI error is one line on stderr and a non-zero exit; ``--debug`` shows the traceback.
 
-Most cases call ``fxviz.cli.main`` in this process (fast); a few run the real ``python -m fxviz``
+Most cases call ``fxviz.frontends.cli.main`` in this process (fast); a few run the real ``python -m fxviz``
 to check what a shell sees: the exit status and stderr of the process itself.
 """
 
@@ -14,13 +14,13 @@ import textwrap
 
 import pytest
 
-from fxviz import cli
+from fxviz.frontends import cli
 
 ROOT = __import__("pathlib").Path(__file__).parent.parent
 
 
 def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
-    """``fxviz.cli.main(argv)`` -> (exit status, stdout, stderr); argparse's exits included."""
+    """``fxviz.frontends.cli.main(argv)`` -> (exit status, stdout, stderr); argparse's exits included."""
     try:
         code = cli.main(argv)
     except SystemExit as exc:
@@ -116,7 +116,7 @@ def test_every_command_reports_a_missing_model_in_one_line(capsys):
 def test_an_output_path_that_cannot_be_written_is_refused_before_tracing(command, capsys, tmp_path, monkeypatch):
     """``-o`` into a missing directory is refused (not created: a typo would make one silently) and so is a
     directory as the file; both before the model is traced, naming the path and the fix."""
-    import fxviz.cli.files as files
+    import fxviz.frontends.cli.files as files
 
     def must_not_trace(args):
         raise AssertionError("the model was traced before the output path was checked")
@@ -132,7 +132,7 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_tracing(command
 
 def test_a_write_into_a_missing_directory_raises_an_output_error_that_is_an_oserror(tmp_path):
     import fxviz
-    from fxviz._io import write_atomic
+    from fxviz.core.atomic import write_atomic
 
     with pytest.raises(fxviz.OutputError, match="does not exist") as info:
         write_atomic(tmp_path / "missing" / "r.html", "x")
@@ -212,8 +212,8 @@ def _do_calls() -> list[tuple[str, ast.Call]]:
 
 def test_every_action_fxviz_asks_for_has_words_on_the_command_line(capsys):
     """No hint falls back to Python here: each ``Do`` names a command, or options ``fxviz draw`` takes."""
-    from fxviz.cli import words
-    from fxviz.cli.entry import parser
+    from fxviz.frontends.cli import words
+    from fxviz.frontends.cli.entry import parser
 
     try:  # the options as the parser takes them: its usage line for 'fxviz draw'
         parser().parse_args(["draw", "--help"])
@@ -234,7 +234,7 @@ def test_every_action_fxviz_asks_for_has_words_on_the_command_line(capsys):
 
 def test_an_error_names_the_option_here_and_the_call_in_python(capsys):
     import fxviz
-    from fxviz.errors import InputError
+    from fxviz.core.errors import InputError
     from fxviz.examples import get_example
 
     code, _, err = run_main(["draw", "mlp", "--view", "compare"], capsys)
@@ -247,7 +247,7 @@ def test_an_error_names_the_option_here_and_the_call_in_python(capsys):
 
 def test_a_render_timeout_says_which_options_draw_less(capsys, tmp_path):
     import fxviz
-    from fxviz.errors import RenderError
+    from fxviz.core.errors import RenderError
     from fxviz.examples import get_example
 
     code, _, err = run_main(["draw", "mlp", "--timeout", "0.000001", "-o", str(tmp_path / "m.svg")], capsys)
@@ -280,8 +280,8 @@ def test_the_summary_and_the_table_caption_name_the_doctor_command(capsys):
 
 
 def test_warnings_spell_their_actions_as_options(capsys):
-    from fxviz.cli.words import show_warning
-    from fxviz.errors import Do, FxvizWarning, Say
+    from fxviz.core.errors import Do, FxvizWarning, Say
+    from fxviz.frontends.cli.words import show_warning
 
     warning = FxvizWarning(Say("a big graph: ", Do("draw", (("group", "none"),)), " draws every node"))
     assert str(warning) == "a big graph: tr.draw(group='none') draws every node"
@@ -292,8 +292,8 @@ def test_warnings_spell_their_actions_as_options(capsys):
 def test_hints_of_the_doctor_and_of_code_in_both_spellings():
     """Two hints no small model reaches (a cut the doctor cannot place; a partition that failed): each
     ``Say`` is one text, spelled for Python as ``str`` and for the CLI by its words."""
-    from fxviz.cli.words import cli_text
-    from fxviz.errors import Do, Say
+    from fxviz.core.errors import Do, Say
+    from fxviz.frontends.cli.words import cli_text
 
     hint = Say("compare ", Do("check_gradients"), " and report this model to fxviz")
     assert str(hint) == "compare tr.check_gradients() and report this model to fxviz"

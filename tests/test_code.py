@@ -8,10 +8,10 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.analysis.code import python_name
-from fxviz.analysis.gradients import run_joint
-from fxviz.cli import main
-from fxviz.errors import InputError
+from fxviz.analysis.graph.code import python_name
+from fxviz.analysis.real.gradients import run_joint
+from fxviz.core.errors import InputError
+from fxviz.frontends.cli.entry import main
 
 
 def _eager(tr) -> dict[str, torch.Tensor | None]:

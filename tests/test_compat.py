@@ -20,9 +20,9 @@ from torch.utils.checkpoint import checkpoint
 
 import fxviz
 from fxviz import _torch
-from fxviz.errors import FxvizWarning
-from fxviz.graph_facts import joint_node_count
-from fxviz.render.embed import unpack_json
+from fxviz.core.errors import FxvizWarning
+from fxviz.core.graph_facts import joint_node_count
+from fxviz.render.page.embed import unpack_json
 
 from . import opinfo_sweep
 from .conftest import assert_unchanged, make_example, snapshot
@@ -332,4 +332,4 @@ def test_import_states_the_supported_range(version, outcome):
     lines = run.stdout.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(outcome), run.stdout
     if outcome != "imported":
-        assert fxviz._supported.TORCH_RANGE in lines[0] and version in lines[0]
+        assert fxviz.core.supported.TORCH_RANGE in lines[0] and version in lines[0]

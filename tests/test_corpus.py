@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import fxviz
-from fxviz.errors import FxvizWarning
+from fxviz.core.errors import FxvizWarning
 
 from .conftest import assert_unchanged, snapshot
 
@@ -418,7 +418,7 @@ def _check_function_no_params(tr: fxviz.Trace) -> None:
 
 def _joint_input_gradients(tr: fxviz.Trace) -> dict[str, torch.Tensor]:
     """Run the captured joint graph and read the gradients of the user's inputs."""
-    from fxviz.analysis.gradients import gradient_outputs, run_joint
+    from fxviz.analysis.real.gradients import gradient_outputs, run_joint
 
     outs = run_joint(tr.graph)
     return {name: outs[j] for j, name, role in gradient_outputs(tr.graph) if role == "primal"}
@@ -539,7 +539,7 @@ def _mlp() -> nn.Module:
 
 
 def _missing_spec() -> tuple[Any, tuple[Any, ...]]:
-    from fxviz.cli import load_model_spec
+    from fxviz.frontends.cli.specs import load_model_spec
 
     return load_model_spec("no_such_model_anywhere")
 
@@ -639,7 +639,7 @@ CASES: list[Case] = [
          {"lifted": Err(fxviz.InputError, r"meta device", hint=r"capture_route='aot'")},
          kwargs={"capture_route": "dynamo"}),
     Case("cli_model_spec_missing", _missing_spec,
-         {"lifted": Err(fxviz.errors.ModelSpecError, r"no_such_model_anywhere")}),
+         {"lifted": Err(fxviz.core.errors.ModelSpecError, r"no_such_model_anywhere")}),
     Case("markup_and_dot_metacharacters_in_names", lambda: (Markup(), (_x(2, 4),)),
          lifted_and_closure(Ok(_check_markup))),
     Case("list_of_tensors_input", lambda: (ListInput(), ([_x(2, 4), _x(2, 4) * 2],)),
@@ -867,7 +867,7 @@ def test_graph_over_the_draw_limit():
     drawing every node anyway either finishes or stops at the timeout with a one-line RenderError."""
     if not hasattr(fxviz.Trace, "draw"):
         pytest.skip("Trace.draw has not landed yet (fxviz.Trace.draw missing)")
-    from fxviz.render.views import NODE_LIMIT
+    from fxviz.render.graph.views import NODE_LIMIT
 
     model, inputs = fxviz.examples.mini_gpt(n_layer=4, n_embd=32, n_head=4, vocab=64, block_size=32, seq=8)
     tr = fxviz.trace(model, *inputs)

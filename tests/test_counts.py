@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import fxviz
-from fxviz.cli import main
-from fxviz.graph_facts import graph_op_count, joint_node_count
+from fxviz.core.graph_facts import graph_op_count, joint_node_count
+from fxviz.frontends.cli.entry import main
 
 from .logs_util import MINI_GPT, make_log
 

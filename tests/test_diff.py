@@ -11,7 +11,7 @@ import torch
 
 import fxviz
 from fxviz import _torch
-from fxviz.errors import InputError
+from fxviz.core.errors import InputError
 
 from .compile_log import read_log, saved_of_backward
 from .compile_models import MODELS
@@ -45,7 +45,7 @@ def check_sides(d: fxviz.Diff, expected_a: list[str], expected_b: list[str]) -> 
         assert side.activation_bytes == int(row["saved_activation_bytes"])
         assert table.loc[table["kind"] == "activation", col].sum() == int(row["saved_activation_bytes"])
         assert d.by_module[col].sum() == int(row["saved_activation_bytes"])
-    assert set(table["match"]) <= set(fxviz.analysis.match.RULES)
+    assert set(table["match"]) <= set(fxviz.analysis.diff.match.RULES)
     text = d.summary()
     assert all(len(line) <= 100 for line in text.splitlines())
     assert all(len(line) <= 100 for line in d.table_text().splitlines())
@@ -267,7 +267,7 @@ def test_two_ranks_of_a_ddp_run(ddp_log):
 
 # --- the command -------------------------------------------------------------------------------
 def test_cli_two_log_directories(logs, capsys):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     pair, ckpt = str(logs["pair"]), str(logs["checkpointed"])
     assert main(["diff", "--logs-a", pair, "--logs-b", ckpt]) == 0
@@ -280,7 +280,7 @@ def test_cli_two_log_directories(logs, capsys):
 
 
 def test_cli_two_ranks(ddp_log, capsys):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     assert main(["diff", "--logs", str(ddp_log), "--rank-a", "0", "--rank-b", "1"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # a side's title wraps, never cut
@@ -296,7 +296,7 @@ def test_cli_two_ranks(ddp_log, capsys):
     (["diff", "--logs-a", "/nonexistent/fxviz-dir", "--logs-b", "/nonexistent/fxviz-dir"], "/nonexistent/fxviz-dir"),
 ])
 def test_cli_errors_are_one_line(argv, message, capsys):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()

@@ -21,7 +21,8 @@ WITH_EXAMPLES = sorted(
 
 
 def test_the_modules_with_examples_are_found():
-    assert {"fxviz.units", "fxviz.analysis.strategies", "fxviz.analysis.optimal"} <= set(WITH_EXAMPLES)
+    assert {"fxviz.core.units", "fxviz.analysis.strategy.strategies",
+            "fxviz.analysis.strategy.optimal"} <= set(WITH_EXAMPLES)
 
 
 @pytest.mark.parametrize("name", WITH_EXAMPLES)

@@ -12,7 +12,7 @@ from torch import nn
 
 import fxviz
 from fxviz import _torch
-from fxviz.cli import main
+from fxviz.frontends.cli.entry import main
 
 from .conftest import assert_unchanged, snapshot
 

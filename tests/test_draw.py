@@ -18,12 +18,13 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.errors import InputError, RenderError
-from fxviz.render import NODE_LIMIT, theme
-from fxviz.render.drawing import Drawing
-from fxviz.render.scene import RECOMPUTED_SUFFIX
-from fxviz.roles import ROLES
-from fxviz.units import format_bytes
+from fxviz.core.errors import InputError, RenderError
+from fxviz.core.units import format_bytes
+from fxviz.render import theme
+from fxviz.render.graph.drawing import Drawing
+from fxviz.render.graph.limits import NODE_LIMIT
+from fxviz.render.graph.scene import RECOMPUTED_SUFFIX
+from fxviz.sources.roles import ROLES
 
 pytestmark = pytest.mark.skipif(shutil.which("dot") is None, reason="needs graphviz's dot")
 
@@ -366,7 +367,7 @@ def test_level_counts_are_the_units_drawn(traces):
     """``Structure.count`` (counted by module place: the default view counts every level to pick
     one) is the number of distinct units ``Structure.units`` draws (what the picture shows), at every
     level, with each box opened or none, lists of blocks one box or not."""
-    from fxviz.render import scene as sc
+    from fxviz.render.graph import scene as sc
 
     for key in (("mini_gpt", "lifted"), ("resnet_block", "lifted")):
         tr = traces[key]
@@ -497,7 +498,7 @@ def test_bad_arguments(traces):
 
 
 def test_cli_draw(tmp_path, capsys):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     out = tmp_path / "g.svg"
     assert main(["draw", "mlp", "-o", str(out), "--strategy", "min_cut", "--view", "backward"]) == 0
@@ -558,7 +559,7 @@ def test_forward_only_graph_and_graph_breaks_draw():
 def test_saved_badges_add_up_to_the_memory_table(strategy):
     """Aliases of a saved storage (pointwise_chain's detach of each sigmoid) and saved views of a
     parameter are labelled '0 B new': the bytes the badges show add up to the table's activations."""
-    from fxviz.render import scene as sc
+    from fxviz.render.graph import scene as sc
 
     model, inputs = fxviz.examples.pointwise_chain()
     tr = fxviz.trace(model, *inputs, backend="aot_eager")  # its detach nodes (inductor's passes remove them)
@@ -645,7 +646,7 @@ def test_differences_only_needs_a_partner(traces):
 
 
 def test_cli_draws_the_differences(tmp_path):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     out = tmp_path / "diff.svg"
     assert main(["draw", "pointwise_chain", "-o", str(out), "--compare", "min_cut", "--differences"]) == 0

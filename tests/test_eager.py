@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fxviz import _torch
-from fxviz.analysis.eager import measure_eager
+from fxviz.analysis.strategy.eager import measure_eager
 
 from .conftest import SMALL, assert_unchanged, snapshot
 

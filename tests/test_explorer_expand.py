@@ -22,9 +22,9 @@ pytest.importorskip("anywidget")
 pytest.importorskip("ipywidgets")
 
 import fxviz
-from fxviz.html_report import STATIC
-from fxviz.render import scene as sc
-from fxviz.widgets.explorer import Explorer
+from fxviz.frontends.report.page import STATIC
+from fxviz.frontends.widgets.explorer import Explorer
+from fxviz.render.graph import scene as sc
 
 from .browser_util import browser, chromium_path
 
@@ -116,7 +116,7 @@ def test_function_box_opens(gpt, gpt_trace):
     assert set(fn["members"]) <= set(titles)
     # the same drawing as the API's
     drawing = tr.draw("joint", strategy=tr.default_strategy, expand=[fn["key"]])  # what the explorer opens with
-    assert gpt.pane.svg == fxviz.render.embed.clean_svg(drawing.svg())
+    assert gpt.pane.svg == fxviz.render.page.embed.clean_svg(drawing.svg())
     # its ops stay together in a dashed frame named after the box, as an opened module's do
     src = drawing.source
     start = src.index(f"label=<{sc.OPENED_FUNCTION}{html.escape(fn['label'])}>")
@@ -166,7 +166,7 @@ def test_explore_opens_boxes_from_the_start(gpt_trace):
     tr = gpt_trace
     w = fxviz.explore(tr, expand=["h.0.attn", FUNCTION_BOX])
     assert w.expanded == ["h.0.attn", FUNCTION_BOX]
-    assert w.pane.svg == fxviz.render.embed.clean_svg(tr.draw("joint", strategy=tr.default_strategy,
+    assert w.pane.svg == fxviz.render.page.embed.clean_svg(tr.draw("joint", strategy=tr.default_strategy,
                                                           expand=sorted(["h.0.attn", FUNCTION_BOX])).svg())
     with pytest.raises(fxviz.InputError, match="not a module or box"):
         fxviz.explore(tr, expand=["no.such.box"])

@@ -12,7 +12,7 @@ import torch
 
 import fxviz
 from fxviz import _torch
-from fxviz.errors import StrategyError
+from fxviz.core.errors import StrategyError
 
 
 def _by_hand(x, w):
@@ -85,7 +85,7 @@ def test_flow_leaves_networkx_and_the_graph_alone(traces):
     tr = traces["mlp"]
     before = tr.joint.code
     original = nx.minimum_cut
-    from fxviz.analysis.flow import min_cut_network
+    from fxviz.analysis.strategy.flow import min_cut_network
 
     min_cut_network(tr.graph)  # uncached
     assert nx.minimum_cut is original and tr.joint.code == before
@@ -99,7 +99,7 @@ def test_flow_of_other_strategies_is_refused(traces):
 
 
 def test_cli_draws_the_flow(tmp_path):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     out = tmp_path / "flow.svg"
     assert main(["draw", "mlp", "--view", "flow", "-o", str(out)]) == 0

@@ -16,7 +16,7 @@ import tempfile
 
 import pytest
 
-from fxviz.cli import main
+from fxviz.frontends.cli.entry import main
 
 from .logs_util import BREAK_AND_RECOMPILE, make_log
 from .test_golden import check_golden

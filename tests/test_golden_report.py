@@ -17,7 +17,7 @@ import pytest
 
 import fxviz
 from fxviz.examples import get_example
-from fxviz.payloads import report_data
+from fxviz.payloads.report import report_data
 
 from .test_golden import _summed, check_golden
 

@@ -32,14 +32,14 @@ def test_import_fxviz_loads_no_heavy_module():
 
 
 def test_public_names_still_resolve_lazily():
-    code = ("import fxviz, fxviz.html_report, fxviz.logs.run\n"
-            "assert callable(fxviz.trace) and fxviz.trace.__module__ == 'fxviz.tracing', fxviz.trace\n"
+    code = ("import fxviz, fxviz.frontends.report.page, fxviz.api.run\n"
+            "assert callable(fxviz.trace) and fxviz.trace.__module__ == 'fxviz.api.tracing', fxviz.trace\n"
             "assert fxviz.Trace.__name__ == 'Trace' and fxviz.Run.__name__ == 'Run'\n"
-            "from fxviz.example_names import NAMES\nassert tuple(fxviz.examples.EXAMPLES) == NAMES\n"
+            "from fxviz.core.example_names import NAMES\nassert tuple(fxviz.examples.EXAMPLES) == NAMES\n"
             "from fxviz import trace, load_logs, report, explore, partitioner\n"
             "assert trace is fxviz.trace\n"
-            "import fxviz.facade, fxviz.tracing, fxviz.diffing\n"  # loading the modules hides no function
-            "assert callable(fxviz.trace) and callable(fxviz.diff) and fxviz.diff.__module__ == 'fxviz.diffing'")
+            "import fxviz.api.facade, fxviz.api.tracing, fxviz.api.diffing\n"  # loading the modules hides no function
+            "assert callable(fxviz.trace) and callable(fxviz.diff) and fxviz.diff.__module__ == 'fxviz.api.diffing'")
     assert "torch._dynamo" not in _loaded_after(code)  # none of these names needs dynamo to resolve
 
 
@@ -48,7 +48,7 @@ def test_public_names_still_resolve_lazily():
                                   ["draw", "--logs", "/no/such/log"], ["report", "missing_file.py:factory"],
                                   ["table", "--view"]])
 def test_cli_help_and_argument_errors_import_no_torch(argv):
-    code = ("import sys\nfrom fxviz.cli import main\n"
+    code = ("import sys\nfrom fxviz.frontends.cli.entry import main\n"
             f"try:\n    rc = main({argv!r})\nexcept SystemExit as e:\n    rc = e.code\n"
             "print('RC', rc, file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],

@@ -20,8 +20,8 @@ import torch
 import torch.fx as fx
 
 import fxviz
-from fxviz.analysis.choices import step_strategy
-from fxviz.errors import InputError
+from fxviz.analysis.strategy.choices import step_strategy
+from fxviz.core.errors import InputError
 
 from .compile_log import LoggedStep, run_real_steps
 from .compile_models import MODELS
@@ -116,7 +116,7 @@ def test_min_cut_reuses_the_captures_own_and_a_fresh_one_agrees(real_runs, trace
 
     from torch._functorch import config as functorch_config
 
-    from fxviz.analysis.partition import partition
+    from fxviz.analysis.strategy.partition import partition
 
     graph = traces[name, dynamic].graph
     assert graph.captured_min_cut is not None
@@ -234,7 +234,7 @@ def test_backend_errors_are_one_line():
 
 
 def test_cli_names_the_backend(capsys):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     assert main(["table", "mlp", "--backend", "inductor", "--strategies", "min_cut"]) in (0, None)
     out = capsys.readouterr().out

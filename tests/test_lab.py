@@ -799,7 +799,7 @@ def test_captions_are_not_clipped():
     narrower, which clipped the line's end)."""
     import xml.etree.ElementTree as ET
 
-    from fxviz.render.dot import CAPTION_CHARS
+    from fxviz.render.graph.dot import CAPTION_CHARS
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
@@ -818,7 +818,7 @@ def test_captions_are_not_clipped():
 def test_wide_drawings_shrink_to_the_window():
     """In Jupyter a drawing is at most its natural width and shrinks with the window down to 60% of it
     (00's side-by-side and the GPT's differences view fit 1400 px), then scrolls."""
-    from fxviz.render.drawing import SHRINK_TO
+    from fxviz.render.graph.drawing import SHRINK_TO
 
     torch.manual_seed(0)
     d = fxviz.trace(nn.Linear(4, 2), torch.randn(2, 4), backend="inductor").draw(strategy="min_cut")

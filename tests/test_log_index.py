@@ -16,10 +16,10 @@ import sys
 import pytest
 
 import fxviz
-from fxviz.errors import FxvizWarning, LogError
-from fxviz.logs import reader
-from fxviz.logs.index import GRAPH_KINDS, FileIndex, graph_rows
-from fxviz.logs.signature import ASSIGNS, ITEMSIZE, VIEW_OPS, GraphText, saved_bytes, storage_bytes
+from fxviz.core.errors import FxvizWarning, LogError
+from fxviz.sources.log import reader
+from fxviz.sources.log.index import GRAPH_KINDS, FileIndex, graph_rows
+from fxviz.sources.log.signature import ASSIGNS, ITEMSIZE, VIEW_OPS, GraphText, saved_bytes, storage_bytes
 
 from .logs_util import make_log
 
@@ -86,7 +86,7 @@ def _without_aot_graphs(src, dst):
 def test_listing_loads_no_torch(fail_log):
     """``fxviz logs`` needs the index only: reading, the rows, the totals and the summary load
     neither torch nor pandas."""
-    code = ("import sys, json\nfrom fxviz.logs import load_logs\n"
+    code = ("import sys, json\nfrom fxviz.api.run import load_logs\n"
             f"run = load_logs({str(fail_log)!r})\nrows = run.rows(); run.total_rows(); text = run.summary()\n"
             "print(json.dumps([len(rows), sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pandas'))]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
@@ -139,7 +139,7 @@ def test_a_log_that_ends_inside_a_compile(fail_log, tmp_path, capsys):
     assert run.graphs["status"].tolist() == ["failed", "unfinished"]
     assert [f.split(" ")[0] for f in run.eager_frames(0)] == ["f"]  # the failed one, not the unfinished one
     assert "unfinished: compile 1/0 (g): the log ends inside it" in run.summary()
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     assert main(["logs", str(d)]) == 0
     assert "unfinished" in capsys.readouterr().out
@@ -183,7 +183,7 @@ def test_ranks_from_names_stray_files_and_rank_zero_without_graphs(fail_log, tmp
 
 def _streamed_rows(text):
     """The data rows ``fxviz logs`` printed, cut at its fixed column widths: {graph: {column: cell}}."""
-    from fxviz.cli.logs_table import StreamedTable
+    from fxviz.frontends.cli.logs_table import StreamedTable
 
     widths = StreamedTable.WIDTHS
     lines = text.splitlines()
@@ -203,8 +203,8 @@ def _streamed_rows(text):
 def test_listing_shows_the_writing_torch_and_every_status(fail_log, capsys):
     """``fxviz logs``: the header and the summary name the torch the log's ``torch_version`` record
     names; the streamed table's status column is ``Run.graphs``' status; a failure is a numbered note."""
-    from fxviz.cli import main
-    from fxviz.logs.reader import ReadStats, read_records
+    from fxviz.frontends.cli.entry import main
+    from fxviz.sources.log.reader import ReadStats, read_records
 
     with open(_only_file(fail_log), "rb") as f:
         (written,) = [json.loads(r.payload)["pytorch_version"] for r in read_records(
@@ -228,7 +228,7 @@ def test_listing_shows_the_writing_torch_and_every_status(fail_log, capsys):
 def test_no_rank_means_the_first_rank_with_the_graph_in_every_front_end(fail_log, tmp_path, capsys):
     """``--rank`` left out (CLI), ``rank=None`` (report, explorer): rank 0 has no AOT graph, so the
     first rank that has one, and the CLI's line says so."""
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     src = _only_file(fail_log)
     d = tmp_path / "ranks"
@@ -246,7 +246,7 @@ def test_no_rank_means_the_first_rank_with_the_graph_in_every_front_end(fail_log
     html = fxviz.report(run, tmp_path / "r.html")
     assert html.exists()
     pytest.importorskip("ipywidgets")
-    from fxviz.widgets.run_explorer import RunExplorer
+    from fxviz.frontends.widgets.run_explorer import RunExplorer
 
     explorer = RunExplorer(run)
     assert (explorer.rank_control.value, explorer.graph_control.value) == (1, (1, "1/0", 0))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import fxviz
-from fxviz.cli import main
+from fxviz.frontends.cli.entry import main
 
 from .logs_util import BREAK_AND_RECOMPILE, make_log
 
@@ -55,7 +55,7 @@ def test_advise_on_a_dynamic_shape_graph_reads_sizes_at_the_logged_hints(logs, c
     assert advice.plain.saved_bytes == logged > 0
     nodes = {n.name: n for n in tr.partition("logged").forward.graph.nodes} | {
         n.name: n for n in tr.partition("logged").backward.graph.nodes}
-    from fxviz.graph_facts import concrete
+    from fxviz.core.graph_facts import concrete
 
     live = [t for t in advice.plain.at.live if t.node in nodes]
     assert live
@@ -139,7 +139,7 @@ def test_a_cuda_log_read_on_the_cpu_names_its_device(logs, capsys, tmp_path):
 
     cuda = _rewrite(logs["breakrecompile"], tmp_path / "cuda", _on_cuda, _envelope_on_cuda)
     tr = fxviz.load_logs(cuda).trace()
-    from fxviz.graph_facts import input_devices
+    from fxviz.core.graph_facts import input_devices
 
     assert input_devices(tr.graph.gm) == ["cuda:0"]
     rc, out, _ = _cli(capsys, "nodes", "--logs", str(cuda))
@@ -156,7 +156,7 @@ def test_a_saved_value_is_drawn_where_the_partition_computes_it():
     output): the drawing puts it in the forward, beside the graph the run ran, not in the backward."""
     import torch
 
-    from fxviz.render.scene import joint_scene
+    from fxviz.render.graph.scene import joint_scene
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Softmax(-1))

@@ -11,13 +11,13 @@ import torch
 
 import fxviz
 from fxviz import _torch
-from fxviz.errors import FxvizWarning, LogError
-from fxviz.graph_facts import joint_node_count
-from fxviz.logs.guards import ALLGATHERED
-from fxviz.logs.reader import ReadStats, read_records
-from fxviz.render.embed import unpack_json
-from fxviz.render.saved_view import saved_text
-from fxviz.units import format_bytes
+from fxviz.core.errors import FxvizWarning, LogError
+from fxviz.core.graph_facts import joint_node_count
+from fxviz.core.units import format_bytes
+from fxviz.render.page.embed import unpack_json
+from fxviz.render.text.saved_view import saved_text
+from fxviz.sources.log.guards import ALLGATHERED
+from fxviz.sources.log.reader import ReadStats, read_records
 
 from .compile_log import saved_of_backward
 from .logs_util import (
@@ -208,7 +208,7 @@ def test_recompile_and_graph_break(break_log):
 def test_a_step_runs_one_compile_per_frame(break_log):
     """Recompiles are variants of a frame, not more of the step (walk F5): the step, its totals and
     a whole-step diff take each frame's last compile and say which they left out."""
-    from fxviz.cli.words import cli_text
+    from fxviz.frontends.cli.words import cli_text
 
     run = fxviz.load_logs(break_log)
     assert [run.located(t)[1] for t in run.traces()] == ["0/1", "1/1"]
@@ -347,7 +347,7 @@ def test_listing_saved_bytes_are_the_rebuilds(name, request):
 
 
 def test_cli_on_logs(aot_log, tmp_path, capsys):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     assert main(["logs", str(aot_log)]) == 0
     out = capsys.readouterr().out

@@ -16,8 +16,8 @@ import torch
 
 import fxviz
 from fxviz import _torch
-from fxviz.errors import FxvizWarning, LogError
-from fxviz.logs.reader import ReadStats, other_torch_notes, read_records
+from fxviz.core.errors import FxvizWarning, LogError
+from fxviz.sources.log.reader import ReadStats, other_torch_notes, read_records
 
 from .logs_util import make_log
 
@@ -157,7 +157,7 @@ def inductor_log(tmp_path_factory):
 
 def _every_view(log, tmp_path, capsys):
     """Every CLI view of the log's first graph: each answers (exit 0), none is an internal error."""
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     outs = {}
     for argv in (["logs", str(log)], ["nodes", "--logs", str(log)], ["table", "--logs", str(log)],
@@ -266,7 +266,7 @@ def test_a_custom_op_this_process_lacks(tmp_path, capsys):
     of_op = [n for n in saved.index if n == op.name or n in {u.name for u in op.users}]  # its outputs
     assert of_op and all(saved.loc[n, "what"].endswith(f"({note})") for n in of_op)
     assert all(note not in w for n, w in saved["what"].items() if n not in of_op)
-    from fxviz.render.saved_view import saved_text
+    from fxviz.render.text.saved_view import saved_text
 
     text = saved_text(saved, "t")  # fxviz saved: the note wrapped under its column, not cut
     assert "…" not in text and all(word in text.split() for word in f"({note})".split())

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import fxviz
-from fxviz.analysis.strategies import Strategy
+from fxviz.analysis.strategy.strategies import Strategy
 
 from .logs_util import make_log
 from .test_logs_anywhere import _backward_reads, _records
@@ -91,7 +91,7 @@ def test_the_runs_knapsack_as_a_table(budget_log, capsys):
         assert row["bytes"] == tr.nodes.loc[row["node"], "bytes"]
         assert (row["decision"] == "saved") == (row["node"] in read), row["node"]
     assert "activation_memory_budget=0.2" in df.attrs["caption"]
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     assert main(["table", "--logs", str(budget_log)]) == 0
     out = capsys.readouterr().out

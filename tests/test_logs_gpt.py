@@ -12,9 +12,9 @@ import re
 import pytest
 
 import fxviz
-from fxviz.capture import INFERENCE_NOTE
-from fxviz.cli import main
-from fxviz.logs.reader import ReadStats, read_records
+from fxviz.frontends.cli.entry import main
+from fxviz.sources.graphs import INFERENCE_NOTE
+from fxviz.sources.log.reader import ReadStats, read_records
 
 from .logs_gpt import make_gpt_logs
 
@@ -104,7 +104,7 @@ def test_doctor_on_healthy_logs_finds_no_error(logs):
 
 def test_attention_without_dropout_draws_nothing(logs):
     from fxviz import _torch
-    from fxviz.graph_facts import draws_random
+    from fxviz.core.graph_facts import draws_random
 
     tr = fxviz.load_logs(logs["break"]).trace()  # a block's graph, not checkpointed
     sdpa = [n for n in tr.joint.graph.nodes if n.op == "call_function" and "scaled_dot_product" in str(n.target)
@@ -121,7 +121,7 @@ def test_random_ops_on_traced_models_need_a_draw():
     import torch
     import torch.nn.functional as F
 
-    from fxviz.graph_facts import draws_random
+    from fxviz.core.graph_facts import draws_random
 
     class Attn(torch.nn.Module):
         def __init__(self, p):
@@ -218,7 +218,7 @@ def test_an_inductor_log_is_read_as_inductor_ran_it(logs, capsys):
 
 # --- (5) module paths for every op the log lets fxviz place ------------------------------------------
 def _saved_activation_modules(tr):
-    from fxviz.analysis.memory import saved_memory
+    from fxviz.analysis.memory.storage import saved_memory
 
     nodes = tr.nodes
     p = tr.partition("logged")
@@ -304,8 +304,8 @@ def test_cli_output_fits_and_speaks_cli(logs, capsys, tmp_path):
     assert err.splitlines() == [line for line in err.splitlines() if line.startswith("fxviz: ")], err
     assert "FxvizWarning" not in err and ".py:" not in err
     # hints say what to type here, not which Python call to make
-    from fxviz.cli.words import cli_text
-    from fxviz.errors import Blank, Do, Say, Span
+    from fxviz.core.errors import Blank, Do, Say, Span
+    from fxviz.frontends.cli.words import cli_text
 
     assert cli_text(Say("see ", Do("graphs", on="run", attr=True), " for it")) == "see 'fxviz logs DIR' for it"
     assert cli_text(Say("use ", Do("trace", (("piece", Span(0, 2)),), on="run"))) == "use --piece 1..3"
@@ -315,7 +315,7 @@ def test_cli_output_fits_and_speaks_cli(logs, capsys, tmp_path):
 
 
 def test_the_report_of_a_run_opens_with_the_whole_run(logs, tmp_path):
-    from fxviz.render.embed import unpack_json
+    from fxviz.render.page.embed import unpack_json
 
     run = fxviz.load_logs(logs["break"])
     text = fxviz.report(run, tmp_path / "run.html").read_text()
@@ -356,7 +356,7 @@ def _check_rng_states(tr, strategy):
     # no joint value is named after a forward value the partitioner made
     assert not re.search(r"\bgrad_\w+ = ", tr.code("forward", strategy).src)
     # per module, an RNG state counts under the module of the op it replays (never "no module")
-    from fxviz.analysis.saved import NO_MODULE
+    from fxviz.analysis.memory.saved import NO_MODULE
 
     per_module = tr.memory_by_module(strategy).set_index("module")["saved_activation_bytes"]
     acts = table[table["kind"] == "activation"]

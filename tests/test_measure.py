@@ -13,11 +13,10 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.analysis.doctor import diagnose
-from fxviz.analysis.measure import mark_saved, session_step_strategy
-from fxviz.analysis.memory import add_measured
-from fxviz.errors import FxvizError
-from fxviz.units import format_bytes
+from fxviz.analysis.doctor.diagnose import diagnose
+from fxviz.analysis.real.measure import add_measured, mark_saved, session_step_strategy
+from fxviz.core.errors import FxvizError
+from fxviz.core.units import format_bytes
 
 from .conftest import assert_unchanged, make_example, snapshot
 
@@ -186,7 +185,7 @@ def test_a_log_has_no_model_to_measure():
     model, inputs = convbn()
     tr = fxviz.trace(model, *inputs)
     log_like = dataclasses.replace(tr.capture, model=None, fn=None)
-    from fxviz.analysis.measure import measure_step
+    from fxviz.analysis.real.measure import measure_step
 
     with pytest.raises(FxvizError, match="no model"):
         measure_step(log_like, [])

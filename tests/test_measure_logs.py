@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import fxviz
-from fxviz.analysis.logged_layout import read_logged_layout
-from fxviz.logs.reader import log_files
-from fxviz.units import format_bytes
+from fxviz.core.units import format_bytes
+from fxviz.sources.log.layout import read_logged_layout
+from fxviz.sources.log.reader import log_files
 
 from .logs_util import make_log
 from .test_cli_errors import assert_one_line_error, run_main
@@ -70,7 +70,7 @@ def test_cli_measure_with_logs(steps_log, capsys):
 def test_returns_of_another_length_are_not_called_an_agreement(steps_log, monkeypatch):
     """Where the output code returns another number of values than the post-grad graph, nothing is
     paired, and the text says so instead of "agree on all N forward outputs"."""
-    from fxviz.analysis import logged_layout
+    from fxviz.sources.log import layout as logged_layout
 
     seen = {}
     real = logged_layout.layout_copies

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import fxviz
-from fxviz.analysis.replay import REPLAYED_COLUMNS
-from fxviz.roles import STATE_ROLES
+from fxviz.analysis.real.replay import REPLAYED_COLUMNS
+from fxviz.sources.roles import STATE_ROLES
 
 from .conftest import assert_unchanged, make_example, snapshot
 from .test_measure import convbn

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import fxviz
-from fxviz.render.measured_view import measured_text
-from fxviz.units import format_bytes
+from fxviz.core.units import format_bytes
+from fxviz.render.text.measured_view import measured_text
 
 from .conftest import assert_unchanged, snapshot
 from .test_cli_errors import run_main
@@ -133,7 +133,7 @@ def _assert_measured_table(table: dict, measured, count: dict) -> None:
 
 
 def test_report_data_shows_the_measurement_when_asked(convbn_inductor):
-    from fxviz.payloads import report_data
+    from fxviz.payloads.report import report_data
 
     tr, measured, count = convbn_inductor
     plain = report_data(tr, views=("joint",))

@@ -11,10 +11,11 @@ import pytest
 import torch
 import torch.fx as fx
 
-from fxviz.analysis.memory import COLUMNS, has_symbolic_sizes, memory_table
-from fxviz.analysis.sweep import pareto_mask
-from fxviz.errors import StrategyError
-from fxviz.graph_facts import concrete
+from fxviz.analysis.memory.storage import has_symbolic_sizes
+from fxviz.analysis.memory.sweep import pareto_mask
+from fxviz.analysis.memory.table import COLUMNS, memory_table
+from fxviz.core.errors import StrategyError
+from fxviz.core.graph_facts import concrete
 
 from .conftest import SMALL, assert_unchanged, snapshot
 
@@ -182,7 +183,7 @@ def test_pointwise_chain_min_cut_recomputes_the_pointwise_ops(traces, tables):
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_recompute_all_saves_only_random_draws(traces, tables, name):
     """recompute_all saves no activation except what a random op drew (never drawn twice)."""
-    from fxviz.analysis.memory import saved_memory
+    from fxviz.analysis.memory.storage import saved_memory
 
     tr = traces[(name, "lifted")]
     p = tr.partition("recompute_all")
@@ -230,7 +231,7 @@ def test_table_columns_and_caption(traces, tables):
         assert str(df[c].dtype) == "Int64"
     cap = df.attrs["caption"]
     assert f"num_fwd_outputs={tr.graph.num_fwd_outputs}" in cap
-    from fxviz.analysis.memory import _index_list
+    from fxviz.analysis.memory.storage import _index_list
 
     static = tr.graph.static_lifetime_input_indices
     assert f"static_lifetime_input_indices={_index_list(static)}" in cap  # a long list as runs: [1-28] (28 inputs)
@@ -343,7 +344,7 @@ def test_pareto_plot_renders(traces, artifacts):
 
 # --- presentation --------------------------------------------------------------------------------
 def test_styled_table_marks_the_best_values(tables):
-    from fxviz.render.table import BEST_FILL, best_rows
+    from fxviz.render.text.table import BEST_FILL, best_rows
 
     df = tables("pointwise_chain")
     html = df._repr_html_()
@@ -356,7 +357,7 @@ def test_styled_table_marks_the_best_values(tables):
 
 
 def test_cli_table_prints_the_table(capsys):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     assert main(["table", "mlp", "--strategies", "default,min_cut,eager"]) == 0
     out = capsys.readouterr().out
@@ -365,7 +366,7 @@ def test_cli_table_prints_the_table(capsys):
 
 
 def test_cli_table_rejects_unknown_strategies(capsys):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     assert main(["table", "mlp", "--strategies", "default,bogus"]) == 2
     assert "bogus" in capsys.readouterr().err
@@ -376,7 +377,7 @@ def test_terminal_tables_left_align_text_and_right_align_numbers():
     reasons read from the left, numbers and sizes line their digits up on the right, no trailing blanks."""
     import pandas as pd
 
-    from fxviz.render.table import fitted_text
+    from fxviz.render.text.table import fitted_text
 
     df = pd.DataFrame({"parameter": ["fc.weight", "b"], "bytes": ["8 KiB", "512 B"], "count": [12, 3],
                        "reason": ["gets a gradient", "no gradient: detached"]})

@@ -124,7 +124,7 @@ def test_a_diff_says_saved_on_one_side_and_offloaded_on_the_other(logs, capsys):
     assert row["why"] == "A saves relu; B offloads it to cpu"
     a, b = d.totals
     assert a - b == nbytes and int(d.by_module["change"].sum()) == -nbytes
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     assert main(["diff", "--logs-a", str(logs["plain"]), "--logs-b", str(logs["cuda"])]) == 0
     out = capsys.readouterr().out

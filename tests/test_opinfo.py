@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.analysis.gradients import check_gradients
-from fxviz.errors import FxvizError, InputError, TraceError
+from fxviz.analysis.real.gradients import check_gradients
+from fxviz.core.errors import FxvizError, InputError, TraceError
 
 from . import opinfo_sweep
 
@@ -116,7 +116,7 @@ def test_check_gradients_counts_equal_nans_as_equal_and_still_catches_difference
     eager = torch.autograd.grad((model.w ** 0.5 * x).sum(), model.w)[0]
     assert eager.isnan()[0] and not eager.isnan()[1]  # what torch itself gives
     assert check_gradients(fxviz.trace(model, x).capture)["ok"].all()
-    from fxviz.analysis.gradients import _compare
+    from fxviz.analysis.real.gradients import _compare
 
     assert not _compare(torch.tensor([float("nan"), 1.0]), torch.tensor([float("nan"), 2.0]), 1e-4, 1e-5)[1]
     assert not _compare(torch.tensor([0.0, 1.0]), torch.tensor([float("nan"), 1.0]), 1e-4, 1e-5)[1]
@@ -141,7 +141,7 @@ def test_check_gradients_runs_graphs_with_effect_tokens(fn):
     assert not tr.capture.warnings  # the token does not shift which input a gradient belongs to
     df = check_gradients(tr.capture)
     assert df["has_gradient"].all() and df["ok"].all(), df
-    from fxviz.analysis.gradients import run_partition
+    from fxviz.analysis.real.gradients import run_partition
 
     grads = run_partition(tr.graph, tr.partition("min_cut"))
     eager = _Linalg(fn)
@@ -185,7 +185,7 @@ def test_default_loss_on_conjugated_complex_output(fn, x):
     # the gradient equals eager autograd's of the same loss
     ref = inp.detach().clone().requires_grad_()
     torch.view_as_real(fn(ref).resolve_conj()).sum().backward()
-    from fxviz.analysis.gradients import gradient_outputs, run_joint
+    from fxviz.analysis.real.gradients import gradient_outputs, run_joint
 
     (j, _, _), = gradient_outputs(tr.graph)
     assert torch.allclose(run_joint(tr.graph)[j], ref.grad, atol=1e-5)
@@ -203,7 +203,7 @@ def test_scalar_output_that_views_an_input_gets_a_backward(fn, shape, route):
     x = torch.randn(*shape, requires_grad=True)
     tr = fxviz.trace(fn, x, capture_route=route)
     assert tr.has_backward and not tr.capture.warnings, tr.summary()
-    from fxviz.analysis.gradients import gradient_outputs, run_joint
+    from fxviz.analysis.real.gradients import gradient_outputs, run_joint
 
     ref = x.detach().clone().requires_grad_()
     fn(ref).reshape(()).backward()
@@ -237,7 +237,7 @@ class _Masked(nn.Module):
 
 def test_graph_break_with_one_captured_graph_is_said_and_not_blamed_on_an_op():
     model, mask = _Masked(), torch.tensor([True, False, True, True, False])
-    with pytest.warns(fxviz.errors.FxvizWarning, match="graph break"):
+    with pytest.warns(fxviz.core.errors.FxvizWarning, match="graph break"):
         tr = fxviz.trace(model, mask)
     assert len(tr.pieces) == 1 and tr.graph_breaks == [tr.graph_breaks[0]]
     assert "Dynamic shape operator" in tr.graph_breaks[0]

@@ -16,15 +16,10 @@ from torch import fx
 
 import fxviz
 from fxviz import _torch
-from fxviz.analysis import optimal
-from fxviz.analysis.gradients import (
-    eager_gradients,
-    gradient_outputs,
-    run_joint,
-    run_partition,
-)
-from fxviz.analysis.memory import Storages, memory_row
-from fxviz.graph_facts import node_flops, node_traffic
+from fxviz.analysis.memory.table import memory_row
+from fxviz.analysis.real.gradients import eager_gradients, gradient_outputs, run_joint, run_partition
+from fxviz.analysis.strategy import optimal
+from fxviz.core.graph_facts import Storages, node_flops, node_traffic
 
 from .conftest import SMALL
 

@@ -20,9 +20,9 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 from torch.utils.flop_counter import FlopCounterMode
 
 import fxviz
-from fxviz.analysis import optimal
-from fxviz.analysis.memory import memory_row
-from fxviz.graph_facts import draws_random, redraws_if_recomputed
+from fxviz.analysis.memory.table import memory_row
+from fxviz.analysis.strategy import optimal
+from fxviz.core.graph_facts import draws_random, redraws_if_recomputed
 
 BUDGETS = [0.0, 0.1, 0.3, 0.5, 0.7, 1.0]
 TORCH_POINTS = ["default", "min_cut"] + [f"budget:{b:g}:{s}" for s in ("dp", "greedy", "ilp") for b in BUDGETS]

@@ -7,7 +7,7 @@ import torch
 
 import fxviz
 from fxviz import _torch
-from fxviz.analysis.gradients import gradient_outputs, run_joint, run_partition
+from fxviz.analysis.real.gradients import gradient_outputs, run_joint, run_partition
 
 from .conftest import SMALL
 

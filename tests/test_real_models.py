@@ -13,7 +13,7 @@ from collections import defaultdict
 import pytest
 
 import fxviz
-from fxviz.render import scene as sc
+from fxviz.render.graph import scene as sc
 
 from .real_models import MODELS
 from .svg_measure import SVG, measure
@@ -153,7 +153,7 @@ def test_expand_opens_a_box(real):
 def test_expand_takes_a_function_box_by_the_name_its_box_shows(real):
     """A function box inside a module is keyed ``module.file.fn()``; its box reads ``file.fn()``,
     and that name opens it too (one box ends with it). Numbers count boxes only: a lone box has none."""
-    from fxviz.render.views import openable
+    from fxviz.render.graph.views import openable
 
     tr = real("gpt2")
     names = openable(tr.graph, "joint")

@@ -17,11 +17,11 @@ from torch import nn
 
 import fxviz
 from fxviz import _torch
-from fxviz.cli import main
-from fxviz.errors import InputError, RenderError
-from fxviz.html_report import build_report, report
-from fxviz.payloads import ViewKey, view_payload
-from fxviz.render.embed import clean_svg, packed_json, page_data, page_json, script_json, unpack_json
+from fxviz.core.errors import InputError, RenderError
+from fxviz.frontends.cli.entry import main
+from fxviz.frontends.report.page import build_report, report
+from fxviz.payloads.views import ViewKey, view_payload
+from fxviz.render.page.embed import clean_svg, packed_json, page_data, page_json, script_json, unpack_json
 
 from .conftest import assert_unchanged, snapshot
 
@@ -291,8 +291,8 @@ def test_cli_report(tmp_path, capsys):
 
 
 def test_default_strategies_are_the_memory_tables(traces):
-    from fxviz.analysis.strategies import OFFERED
-    from fxviz.payloads import report_data
+    from fxviz.analysis.strategy.strategies import OFFERED
+    from fxviz.payloads.report import report_data
 
     tr = traces[("mlp", "lifted")]
     data = report_data(tr, views=("joint",))

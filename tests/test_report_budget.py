@@ -4,7 +4,7 @@ backward drawings past the budget are left out with a message that says how to d
 from __future__ import annotations
 
 import fxviz
-from fxviz.payloads import report_data
+from fxviz.payloads.report import report_data
 
 
 def _trace() -> fxviz.Trace:
@@ -54,7 +54,7 @@ def test_strategies_past_the_budget_are_left_out_with_a_status_that_says_so():
 def test_the_collector_is_handed_back_as_the_session_had_it():
     import gc
 
-    from fxviz.html_report import build_report
+    from fxviz.frontends.report.page import build_report
 
     tr = _trace()
     assert gc.isenabled() and gc.get_freeze_count() == 0

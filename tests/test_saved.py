@@ -13,10 +13,10 @@ import torch.nn as nn
 
 import fxviz
 from fxviz import examples
-from fxviz.analysis.saved import FATES, KINDS, NO_MODULE, OP_WORDS
-from fxviz.analysis.strategies import Strategy
-from fxviz.errors import FxvizError
-from fxviz.graph_facts import saved_values
+from fxviz.analysis.memory.saved import FATES, KINDS, NO_MODULE, OP_WORDS
+from fxviz.analysis.strategy.strategies import Strategy
+from fxviz.core.errors import FxvizError
+from fxviz.core.graph_facts import saved_values
 
 from .logs_util import MINI_GPT, make_log
 
@@ -185,7 +185,7 @@ def test_saved_table_of_a_real_log(aot_log):
 
 
 def test_cli_saved_fits_100_columns(aot_log, capsys):
-    from fxviz.cli import main
+    from fxviz.frontends.cli.entry import main
 
     assert main(["saved", "--logs", str(aot_log), "--top", "5"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -213,7 +213,7 @@ def test_cli_saved_fits_100_columns(aot_log, capsys):
 def test_saved_per_run_of_a_reused_graph():
     """A graph dynamo ran for two layers: each run's rows name that run's modules, and the runs
     together are the whole step's saved activation bytes (memory_table_by_piece)."""
-    from fxviz.analysis.pieces import piece_facts
+    from fxviz.analysis.graph.pieces import piece_facts
 
     from .test_breaks import MixtralStyle
 
@@ -254,7 +254,9 @@ def test_saved_panel_data_travels_in_the_view_payload(traces):
     """The widget's one view trait and the report's drawings carry the panel's rows: tr.saved()'s,
     as records; the report's shared layout holds every strategy it overlays.  Building them
     partitions no strategy but the view's own (the first picture waits for nothing else)."""
-    from fxviz.payloads import ViewKey, report_data, saved_data, view_payload
+    from fxviz.payloads.panels import saved_data
+    from fxviz.payloads.report import report_data
+    from fxviz.payloads.views import ViewKey, view_payload
 
     model, inputs = examples.mlp()
     fresh = fxviz.trace(model, *inputs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import fxviz
-from fxviz.analysis.saved import fate
+from fxviz.analysis.memory.saved import fate
 
 from .browser_util import browser, chromium_path
 

@@ -1,4 +1,4 @@
-"""The explorer's static files (fxviz/static) against the one palette (fxviz.render.theme): no
+"""The explorer's static files (fxviz/frontends/static) against the one palette (fxviz.render.theme): no
 color literal in the CSS, every ``var(--fxviz-...)`` defined by ``theme.css_variables``, the
 doctor's severity colors the same in the explorer's CSS and in the Jupyter card; and the shape
 of explorer.js (small single-job functions, nothing the report's inline script refuses)."""
@@ -10,9 +10,10 @@ import re
 
 import pytest
 
-from fxviz.render import doctor_view, theme
+from fxviz.render import theme
+from fxviz.render.text import doctor_view
 
-STATIC = pathlib.Path(theme.__file__).parent.parent / "static"
+STATIC = pathlib.Path(theme.__file__).parent.parent / "frontends" / "static"
 CSS_FILES = ["explorer.css", "report.css"]
 JS_FILES = ["explorer.js", "report.js"]
 
@@ -121,9 +122,9 @@ def test_the_scripts_read_fxvizs_constants_from_the_data(name):
     """The recomputed-node suffix, the SVG allowlist and the box-id quoting are fxviz's (render.scene,
     render.embed): they travel in the page data (``payloads.page_constants``; boxes as records with
     their members), never copied into the scripts; and no script builds a view key."""
-    from fxviz.payloads import page_constants
-    from fxviz.render.embed import SVG_ELEMENTS
-    from fxviz.render.scene import RECOMPUTED_SUFFIX
+    from fxviz.payloads.panels import page_constants
+    from fxviz.render.graph.scene import RECOMPUTED_SUFFIX
+    from fxviz.render.page.embed import SVG_ELEMENTS
 
     js = (STATIC / name).read_text()
     code = "\n".join(line.split("//")[0] for line in js.splitlines())  # comments may name them

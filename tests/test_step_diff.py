@@ -17,8 +17,8 @@ import textwrap
 import pytest
 
 import fxviz
-from fxviz.analysis.step_pairs import PieceKey, pair_pieces, prefixes
-from fxviz.diffing import StepDiff
+from fxviz.analysis.diff.step_pairs import PieceKey, pair_pieces, prefixes
+from fxviz.api.diffing import StepDiff
 from tests.step_models import stack
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -100,8 +100,8 @@ def test_model_traces_give_the_runs_totals(runs: tuple[pathlib.Path, pathlib.Pat
 
 
 def test_the_cli_compares_whole_steps(runs: tuple[pathlib.Path, pathlib.Path]) -> None:
-    from fxviz.cli.entry import main
-    from fxviz.units import format_bytes
+    from fxviz.core.units import format_bytes
+    from fxviz.frontends.cli.entry import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -193,7 +193,7 @@ def test_a_hugging_face_checkpointed_step(tmp_path: pathlib.Path) -> None:
 def test_code_one_side_ran_outside_its_graphs_is_said() -> None:
     """A frame dynamo ran as plain Python (a break inside a checkpointed block) leaves parameters no
     graph of that side reads: the summary says so and the values there get that reason."""
-    from fxviz.analysis.step_pairs import outside_notes
+    from fxviz.analysis.diff.step_pairs import outside_notes
 
     a, b = _key(0, blk__a__w=(2,), head__w=(2,)), _key(0, head__w=(2,))
     lines, why = outside_notes([a], [b])

@@ -7,8 +7,8 @@ import pytest
 
 import fxviz
 from fxviz import _torch
-from fxviz.analysis import strategies
-from fxviz.analysis.strategies import KINDS, OFFERED, Strategy, forms_text, parse_list
+from fxviz.analysis.strategy import strategies
+from fxviz.analysis.strategy.strategies import KINDS, OFFERED, Strategy, forms_text, parse_list
 
 
 @pytest.mark.parametrize("text, kind, budget, solver, name", [
@@ -85,7 +85,7 @@ def test_parse_list_accepts_strings_and_lists_and_drops_duplicates():
 
 
 def test_the_registry_is_the_one_place_a_strategy_lives():
-    from fxviz.analysis.partition import partitioner
+    from fxviz.analysis.strategy.partition import partitioner
 
     for kind in KINDS.values():
         assert kind.forms and kind.describe
@@ -148,7 +148,7 @@ def test_bad_optimal_forms(bad, words):
 
 
 def test_partitioner_returns_torch_signature_callables():
-    from fxviz.analysis.optimal import OptimalPartitioner
+    from fxviz.analysis.strategy.optimal import OptimalPartitioner
 
     fn = fxviz.partitioner("optimal:0.5")
     assert isinstance(fn, OptimalPartitioner) and fn.budget == 0.5 and fn.solution is None

@@ -110,9 +110,9 @@ def test_the_reports_timeline_marks_the_tables_peaks(traces):
     import re
     import xml.etree.ElementTree as ET
 
-    from fxviz.payloads import timeline_data
-    from fxviz.render.embed import clean_svg
-    from fxviz.units import byte_unit
+    from fxviz.core.units import byte_unit
+    from fxviz.payloads.panels import timeline_data
+    from fxviz.render.page.embed import clean_svg
 
     tr = traces["mini_gpt"]
     data = timeline_data(tr, [*STRATEGIES, "eager"])
@@ -123,7 +123,7 @@ def test_the_reports_timeline_marks_the_tables_peaks(traces):
     assert len(titles) == 2 * len(STRATEGIES)
     _unit, scale = byte_unit(float(table[["forward_peak_bytes", "backward_peak_bytes"]].to_numpy().max()))
     for strategy in STRATEGIES:
-        name = fxviz.analysis.strategies.Strategy.parse(strategy).name
+        name = fxviz.analysis.strategy.strategies.Strategy.parse(strategy).name
         for phase in ("forward", "backward"):
             said = [t for t in titles if t.startswith(f"{name}: {phase} peak ")]
             assert len(said) == 1, (name, phase, titles)
@@ -133,7 +133,7 @@ def test_the_reports_timeline_marks_the_tables_peaks(traces):
 
 
 def test_no_timeline_without_a_backward():
-    from fxviz.payloads import timeline_data
+    from fxviz.payloads.panels import timeline_data
 
     tr = fxviz.trace(lambda x: torch.topk(x, 2).indices.float().sum(), torch.randn(6))
     assert not tr.has_backward

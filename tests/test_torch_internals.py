@@ -51,6 +51,6 @@ def test_only_fxviz_torch_imports_private_torch():
 def test_torch_module_holds_torch_internals_only():
     """``_torch`` wraps torch; strategies live in ``analysis/`` (the recompute-all one too)."""
     assert not hasattr(_torch, "recompute_all_partition")
-    from fxviz.analysis.recompute_all import recompute_all_partition
+    from fxviz.analysis.strategy.recompute_all import recompute_all_partition
 
     assert callable(recompute_all_partition)

@@ -12,7 +12,7 @@ pytest.importorskip("anywidget")
 pytest.importorskip("ipywidgets")
 
 import fxviz
-from fxviz.widgets.explorer import Explorer, GraphPane
+from fxviz.frontends.widgets.explorer import Explorer, GraphPane
 
 from .conftest import assert_unchanged, make_example, snapshot
 
@@ -325,8 +325,8 @@ def test_a_logged_runs_explorer_offers_its_inference_only_graph(tmp_path):
     inference-only run's one forward graph (before, it offered none and failed).  Its joint view is
     the logged graph itself (nothing to mark: no partition exists), every node of it drawn; a view
     that needs a partition says why there is none."""
-    from fxviz.analysis.choices import shown_graphs
-    from fxviz.widgets.run_explorer import RunExplorer
+    from fxviz.analysis.strategy.choices import shown_graphs
+    from fxviz.frontends.widgets.run_explorer import RunExplorer
 
     from .logs_gpt import make_gpt_logs
 

@@ -26,10 +26,9 @@ from torch._functorch import config as functorch_config
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
-from .._supported import TORCH_RANGE
-from .eager import OpRecorder, StorageProbe, record_module_stack, reparametrized, storage_key
-from .log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder, inductor_joint_passes, joint_passes_note
-from .meta import (
+from fxviz._torch.eager import OpRecorder, StorageProbe, record_module_stack, reparametrized, storage_key
+from fxviz._torch.log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder, inductor_joint_passes, joint_passes_note
+from fxviz._torch.meta import (
     InputKind,
     OutputKind,
     attention_flop_formulas,
@@ -49,6 +48,7 @@ from .meta import (
     seq_nr,
     stack_trace,
 )
+from fxviz.core.supported import TORCH_RANGE
 
 # ``partitioners`` and ``tracing`` import torch._functorch.partitioners (which loads inductor and
 # dynamo: 3.5 of import fxviz's 4.4 s in issue 26) and dynamo's backends: they load when a name of
@@ -68,8 +68,8 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
-    from .compiled import LAYOUT_KNOB, StepRun, layout_optimization, run_compiled_step
-    from .partitioners import (
+    from fxviz._torch.compiled import LAYOUT_KNOB, StepRun, layout_optimization, run_compiled_step
+    from fxviz._torch.partitioners import (
         BUDGET_SETTING,
         budget_config,
         budget_setting_code,
@@ -92,7 +92,7 @@ if TYPE_CHECKING:
         step_budget,
         torch_size_of,
     )
-    from .tracing import (
+    from fxviz._torch.tracing import (
         RawJoint,
         SeededInterpreter,
         capture_with_aot_function,
@@ -187,7 +187,7 @@ __all__ = [
     "step_budget",
 ]
 
-SUPPORTED_TORCH = TORCH_RANGE  # one home: fxviz/_supported.py
+SUPPORTED_TORCH = TORCH_RANGE  # one home: fxviz/core/supported.py
 
 CAPTURE_BACKENDS: tuple[str, ...] = ("aot_eager", "inductor")
 """torch.compile backends whose joint graph fxviz records: ``aot_eager`` (AOTAutograd's own

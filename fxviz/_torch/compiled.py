@@ -22,8 +22,8 @@ from typing import Any
 import torch
 from torch._inductor import config as inductor_config
 
-from .eager import storage_key
-from .tracing import fresh_code_state, fresh_dynamo_caches
+from fxviz._torch.eager import storage_key
+from fxviz._torch.tracing import fresh_code_state, fresh_dynamo_caches
 
 __all__ = ["StepRun", "run_compiled_step", "layout_optimization", "LAYOUT_KNOB"]
 

@@ -12,7 +12,7 @@ import torch
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
 
-from .meta import STACK_KEY
+from fxviz._torch.meta import STACK_KEY
 
 
 def reparametrized(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> contextlib.AbstractContextManager:

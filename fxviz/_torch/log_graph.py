@@ -13,7 +13,7 @@ from torch._ops import OpOverload
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._dtype_abbrs import dtype_abbrs as _dtype_abbrs
 
-from .meta import AC_GRAPH_ID_KEY, DESC_KEY, RECOMPUTE_KEY, TAG_KEY, TRACE_KEY, VAL_KEY
+from fxviz._torch.meta import AC_GRAPH_ID_KEY, DESC_KEY, RECOMPUTE_KEY, TAG_KEY, TRACE_KEY, VAL_KEY
 
 DESCRIPTOR_CLASSES: dict[str, type] = {
     name: obj for name, obj in vars(_desc).items()
@@ -50,7 +50,7 @@ def inductor_joint_passes(gm: fx.GraphModule) -> fx.GraphModule:
     from torch._inductor.compile_fx import _recursive_joint_graph_passes
     from torch._inductor.virtualized import V
 
-    from .partitioners import copy_graph_module
+    from fxviz._torch.partitioners import copy_graph_module
 
     out = copy_graph_module(gm)
     values = [n.meta.get(VAL_KEY) for n in out.graph.nodes if n.op == "placeholder"]

@@ -21,7 +21,7 @@ from torch._functorch import config as functorch_config
 from torch._functorch.aot_autograd import aot_function as _aot_function
 from torch._functorch.aot_autograd import make_boxed_func as _make_boxed_func
 
-from .partitioners import copy_graph_module, default_partition, min_cut_config_state, min_cut_partition
+from fxviz._torch.partitioners import copy_graph_module, default_partition, min_cut_config_state, min_cut_partition
 
 
 @dataclass

@@ -10,13 +10,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..analysis.strategies import Strategy
-from ..graph_facts import joint_node_count
-from .panels import Status
-from .views import ViewKey, ViewPayload, view_payload
+from fxviz.analysis.strategy.strategies import Strategy
+from fxviz.core.graph_facts import joint_node_count
+from fxviz.payloads.panels import Status
+from fxviz.payloads.views import ViewKey, ViewPayload, view_payload
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..facade import Trace
+    from fxviz.api.facade import Trace
 
 __all__ = ["MIN_CUT_OVER_DEFAULT", "statuses_within", "drawings_within"]
 

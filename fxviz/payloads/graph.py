@@ -10,17 +10,17 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..analysis.choices import compare_partner, drawable
-from ..analysis.strategies import Strategy
-from ..errors import FxvizError
-from ..graph_facts import joint_node_count
-from ..render.embed import page_data
-from .budget import drawings_within, statuses_within
-from .panels import Status, node_data, saved_data, table_data
-from .views import ViewKey, view_payload
+from fxviz.analysis.strategy.choices import compare_partner, drawable
+from fxviz.analysis.strategy.strategies import Strategy
+from fxviz.core.errors import FxvizError
+from fxviz.core.graph_facts import joint_node_count
+from fxviz.payloads.budget import drawings_within, statuses_within
+from fxviz.payloads.panels import Status, node_data, saved_data, table_data
+from fxviz.payloads.views import ViewKey, view_payload
+from fxviz.render.page.embed import page_data
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..facade import Trace
+    from fxviz.api.facade import Trace
 
 __all__ = ["DIFFERENCES_NODE_LIMIT", "PIECE_FIELDS", "doctor_strategy", "graph_data"]
 

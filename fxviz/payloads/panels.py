@@ -10,20 +10,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..analysis.strategies import Strategy, StrategyLike
-from ..errors import FxvizError
-from ..render import theme
-from ..render.embed import SVG_ELEMENTS, clean_svg
-from ..render.scene import RECOMPUTED_SUFFIX, format_tensor
-from ..roles import INPUT_ROLES, PARAMETER_ROLES
-from ..units import format_bytes, format_flops, is_missing
+from fxviz.analysis.strategy.strategies import Strategy, StrategyLike
+from fxviz.core.errors import FxvizError
+from fxviz.core.units import format_bytes, format_flops, is_missing
+from fxviz.render import theme
+from fxviz.render.graph.scene import RECOMPUTED_SUFFIX, format_tensor
+from fxviz.render.page.embed import SVG_ELEMENTS, clean_svg
+from fxviz.sources.roles import INPUT_ROLES, PARAMETER_ROLES
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..analysis.measure import Measured
-    from ..analysis.partition import Partition
-    from ..facade import Trace
+    from fxviz.analysis.real.measure import Measured
+    from fxviz.analysis.strategy.partition import Partition
+    from fxviz.api.facade import Trace
 
 MISSING = "\u2014"
 """What a page shows for a value that is missing (no gradient node, a failed row's cells)."""
@@ -191,10 +191,10 @@ def table_notes(tr: Trace, keys: Sequence[str]) -> list[str]:
 
 def table_data(df: pd.DataFrame, tr: Trace | None = None, measured: Measured | None = None) -> dict[str, Any]:
     """The memory table (``tr.memory_table()``) as display strings per strategy row, formatted
-    and best-marked exactly as ``fxviz.render.table`` does for the notebook table; given the
+    and best-marked exactly as ``fxviz.render.text.table`` does for the notebook table; given the
     ``Trace``, with :func:`table_notes`.  A table with the measured twin (``memory_table(measured=m)``)
     shows its two columns; ``measured`` adds the step itself (``render.measured_view.measured_data``)."""
-    from ..render.table import best_rows
+    from fxviz.render.text.table import best_rows
 
     best = best_rows(df)
     columns = _TABLE_COLUMNS + [c for c in _MEASURED_COLUMNS if c[0] in df.columns]
@@ -221,7 +221,7 @@ def table_data(df: pd.DataFrame, tr: Trace | None = None, measured: Measured | N
            "notes": table_notes(tr, [str(k) for k in df["strategy"]]) if tr is not None else [],
            "caption": df.attrs.get("caption", "").strip()}
     if measured is not None:
-        from ..render.measured_view import measured_data
+        from fxviz.render.text.measured_view import measured_data
 
         out["measured"] = measured_data(measured)
     return out
@@ -234,7 +234,7 @@ def saved_data(tr: Trace, strategy: StrategyLike) -> dict[str, Any]:
     (measured, or failed).  No other strategy is partitioned for it (a view's first picture waits
     for nothing more than its own partition): the page says what the other strategies do from the
     statuses it holds (``status_data``, the ``Partition``'s own sets)."""
-    from ..render.saved_view import saved_records
+    from fxviz.render.text.saved_view import saved_records
 
     name = Strategy.parse(strategy).name
     try:
@@ -260,7 +260,7 @@ def timeline_data(tr: Trace, strategies: Sequence[str]) -> dict[str, Any] | None
     its SVG (``render.timeline_svg``, sanitizer-safe) and a caption naming each peak.  ``None``
     where there is nothing to plot (no backward, every strategy measured or failed) and after
     graph breaks (the page swaps pieces, and one piece's timeline would stand for all of them)."""
-    from ..render.timeline_svg import timeline_svg
+    from fxviz.render.charts.timeline_svg import timeline_svg
 
     if not tr.has_backward or len(tr.pieces) > 1:
         return None
@@ -280,7 +280,7 @@ def timeline_data(tr: Trace, strategies: Sequence[str]) -> dict[str, Any] | None
 def doctor_data(tr: Trace, strategy: StrategyLike | None = None, measured: Measured | None = None) -> dict[str, Any]:
     """The doctor's findings (``tr.doctor().diagnosis``; with ``measured``, also what the real step
     keeps beyond the partition), grouped as its card groups them, as plain records."""
-    from ..render.doctor_view import KIND_TITLES
+    from fxviz.render.text.doctor_view import KIND_TITLES
 
     try:
         report = tr.doctor(strategy, measured=measured)

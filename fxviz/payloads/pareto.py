@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError
+from fxviz.core.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..analysis.advice import Advice
-    from ..facade import Trace
+    from fxviz.api.advice.options import Advice
+    from fxviz.api.facade import Trace
 
 __all__ = ["POINT_COLUMNS", "budget_points", "pareto_data"]
 
@@ -29,7 +29,7 @@ RunsLike = Mapping[str, Any] | Iterable[Any]
 
 
 def _named_runs(runs: RunsLike | None) -> list[tuple[str, Any]]:
-    from ..logs.run import Run
+    from fxviz.api.run import Run
 
     if runs is None:
         return []
@@ -111,8 +111,8 @@ def _option_point(o: Any, graph: int | None) -> dict[str, int]:
 def pareto_data(tr: Trace, runs: RunsLike | None = None, advice: Advice | None = None) -> dict[str, Any] | None:
     """The report's budget curve (``{"svg", "caption"}``): ``tr.memory_sweep()`` with the points of
     ``runs`` and ``advice`` (``budget_points``); None when neither is given or the trace has no backward."""
-    from ..render.embed import clean_svg
-    from ..render.pareto_svg import pareto_svg
+    from fxviz.render.charts.pareto_svg import pareto_svg
+    from fxviz.render.page.embed import clean_svg
 
     if (runs is None and advice is None) or not tr.has_backward:
         return None

@@ -7,18 +7,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..analysis.strategies import StrategyLike
-from ..capture import graph_name, graph_of
-from ..errors import FxvizError
-from ..render.embed import clean_svg
-from ..units import format_bytes
-from .graph import PIECE_FIELDS, graph_data
-from .panels import MISSING, table_data
-from .views import ViewPayload
+from fxviz.analysis.strategy.strategies import StrategyLike
+from fxviz.core.errors import FxvizError
+from fxviz.core.units import format_bytes
+from fxviz.payloads.graph import PIECE_FIELDS, graph_data
+from fxviz.payloads.panels import MISSING, table_data
+from fxviz.payloads.views import ViewPayload
+from fxviz.render.page.embed import clean_svg
+from fxviz.sources.graphs import graph_name, graph_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..analysis.pieces import PieceSummary
-    from ..facade import Trace
+    from fxviz.analysis.graph.pieces import PieceSummary
+    from fxviz.api.facade import Trace
 
 __all__ = ["OPTION_CHARS", "pieces_data", "overview_data", "piece_options", "piece_option", "short_option",
            "whole_model_option"]

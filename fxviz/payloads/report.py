@@ -9,19 +9,19 @@ import datetime
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..analysis.strategies import Strategy, StrategyLike, parse_list
-from ..errors import Do, InputError, Say
-from ..render.limits import REPORT_BUDGET
-from .graph import PIECE_FIELDS, doctor_strategy, graph_data
-from .panels import doctor_data, legend_data, page_constants, table_data, timeline_data
-from .pareto import RunsLike, pareto_data
-from .pieces import overview_data, pieces_data, whole_model_option
-from .views import VIEWS
+from fxviz.analysis.strategy.strategies import Strategy, StrategyLike, parse_list
+from fxviz.core.errors import Do, InputError, Say
+from fxviz.payloads.graph import PIECE_FIELDS, doctor_strategy, graph_data
+from fxviz.payloads.panels import doctor_data, legend_data, page_constants, table_data, timeline_data
+from fxviz.payloads.pareto import RunsLike, pareto_data
+from fxviz.payloads.pieces import overview_data, pieces_data, whole_model_option
+from fxviz.payloads.views import VIEWS
+from fxviz.render.graph.limits import REPORT_BUDGET
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..analysis.advice import Advice
-    from ..analysis.measure import Measured
-    from ..facade import Trace
+    from fxviz.analysis.real.measure import Measured
+    from fxviz.api.advice.options import Advice
+    from fxviz.api.facade import Trace
 
 __all__ = ["REPORT_BUDGET", "report_data", "run_report_data"]
 

@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..analysis.strategies import Strategy, StrategyLike
-from ..errors import FxvizError, InputError
-from ..render.embed import clean_svg, page_data
-from .panels import saved_data
+from fxviz.analysis.strategy.strategies import Strategy, StrategyLike
+from fxviz.core.errors import FxvizError, InputError
+from fxviz.payloads.panels import saved_data
+from fxviz.render.page.embed import clean_svg, page_data
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..facade import Trace
+    from fxviz.api.facade import Trace
 
 __all__ = ["VIEWS", "ViewKey", "ViewPayload", "view_payload", "openable_boxes"]
 
@@ -146,7 +146,7 @@ def view_payload(tr: Trace, key: ViewKey, timeout: float | None = None) -> ViewP
 def openable_boxes(tr: Trace, view: str, strategy: StrategyLike = "default", group: str | None = None) -> set[str]:
     """The names the ``expand`` of ``view`` takes (module paths, function boxes, the bookkeeping
     box), empty where that view draws no boxes: what a front-end may keep open across views."""
-    from ..render.views import openable
+    from fxviz.render.graph.views import openable
 
     side = view if view in ("forward", "backward") else "joint"
     p = tr.partition(strategy) if side != "joint" else None

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..roles import INPUT_ROLES, ROLES
+from fxviz.sources.roles import INPUT_ROLES, ROLES
 
 __all__ = [
     "FONT",

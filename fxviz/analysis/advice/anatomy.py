@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 import torch.fx as fx
 
-from ... import _torch
-from ...capture import JointGraph
-from ...graph_facts import Storages, concrete, tensors
-from ...units import format_bytes
-from ..memory import elsewhere, recompute_cost, saved_memory, storage_owners, storage_spans
-from ..partition import Partition
+from fxviz import _torch
+from fxviz.analysis.memory.storage import elsewhere, recompute_cost, saved_memory, storage_owners, storage_spans
+from fxviz.analysis.strategy.partition import Partition
+from fxviz.core.graph_facts import Storages, concrete, tensors
+from fxviz.core.units import format_bytes
+from fxviz.sources.graphs import JointGraph
 
 __all__ = ["KINDS", "LiveTensor", "PiecePeak", "StepPeak", "piece_peak", "step_peak"]
 

@@ -89,7 +89,7 @@ class Change:
 
 def budget_change(budget: float) -> Change:
     """torch.compile's min-cut as a knapsack under ``activation_memory_budget=budget``."""
-    from ... import _torch
+    from fxviz import _torch
 
     return Change("budget", f"activation_memory_budget={budget:g}", _torch.budget_setting_code(budget),
                   {_torch.BUDGET_SETTING: budget}, budget=budget)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...errors import InputError
-from ...units import format_bytes, parse_size
+from fxviz.core.errors import InputError
+from fxviz.core.units import format_bytes, parse_size
 
 __all__ = ["Target", "parse_target", "optimizer_bytes", "FORMS"]
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...capture import Capture, JointGraph
-from ...graph_facts import alias_base
-from ...logs.guards import ALLGATHERED
-from ...units import format_bytes
-from ..memory import saved_memory
-from ..partition import Partition
-from .findings import Finding
+from fxviz.analysis.doctor.findings import Finding
+from fxviz.analysis.memory.storage import saved_memory
+from fxviz.analysis.strategy.partition import Partition
+from fxviz.core.graph_facts import alias_base
+from fxviz.core.units import format_bytes
+from fxviz.sources.graphs import Capture, JointGraph
+from fxviz.sources.log.guards import ALLGATHERED
 
 __all__ = ["allgathered_findings", "allgathered_bytes"]
 

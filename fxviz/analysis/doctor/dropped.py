@@ -8,14 +8,14 @@ from collections.abc import Sequence
 import torch
 import torch.fx as fx
 
-from ... import _torch
-from ..._fx import output_values
-from ...capture import Capture, JointGraph
-from ...roles import short_op
-from ..gradient_paths import resolve_state
-from ..gradients import gradient_outputs
-from ..partition import Partition
-from .findings import FIX_LIFT, Finding, Param
+from fxviz import _torch
+from fxviz.analysis.doctor.findings import FIX_LIFT, Finding, Param
+from fxviz.analysis.doctor.gradient_paths import resolve_state
+from fxviz.analysis.real.gradients import gradient_outputs
+from fxviz.analysis.strategy.partition import Partition
+from fxviz.core.fx_facts import output_values
+from fxviz.sources.graphs import Capture, JointGraph
+from fxviz.sources.roles import short_op
 
 
 # --- gradients computed but thrown away -----------------------------------------------------------
@@ -25,7 +25,7 @@ def _state_name(graph: JointGraph, node: str) -> str:
 
 
 def _tensor_args(node: fx.Node) -> list[fx.Node]:
-    from ..._torch import pytree
+    from fxviz._torch import pytree
 
     return [a for a in pytree.tree_leaves((node.args, node.kwargs))
             if isinstance(a, fx.Node) and isinstance(_torch.meta_val(a), torch.Tensor)]

@@ -8,16 +8,13 @@ from typing import Any, TypeGuard
 
 import torch
 
-from ... import _torch
-from ...capture import Capture, JointGraph, graph_name
-from ...graph_facts import storage_key
-from ...units import format_bytes
-from ..gradient_paths import (
-    is_view_of,
-    resolve_state,
-)
-from ..partition import Partition
-from .findings import Finding
+from fxviz import _torch
+from fxviz.analysis.doctor.findings import Finding
+from fxviz.analysis.doctor.gradient_paths import is_view_of, resolve_state
+from fxviz.analysis.strategy.partition import Partition
+from fxviz.core.graph_facts import storage_key
+from fxviz.core.units import format_bytes
+from fxviz.sources.graphs import Capture, JointGraph, graph_name
 
 
 # --- constants that hold the same data ------------------------------------------------------------

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 import torch
 import torch.fx as fx
 
-from ..._fx import output_values
-from ...capture import Capture, JointGraph
-from ...roles import PARAMETER_ROLES
-from ..gradient_paths import tangent_valued
-from ..gradients import gradient_outputs
+from fxviz.analysis.doctor.gradient_paths import tangent_valued
+from fxviz.analysis.real.gradients import gradient_outputs
+from fxviz.core.fx_facts import output_values
+from fxviz.sources.graphs import Capture, JointGraph
+from fxviz.sources.roles import PARAMETER_ROLES
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -3,10 +3,10 @@ graphs run for several modules."""
 
 from __future__ import annotations
 
-from ...capture import Capture, graph_name
-from ..gradient_paths import EagerPath
-from ..pieces import ROOT, PieceFacts, PieceRun, collapse_modules, modules_of
-from .findings import Finding, Param
+from fxviz.analysis.doctor.findings import Finding, Param
+from fxviz.analysis.doctor.gradient_paths import EagerPath
+from fxviz.analysis.graph.pieces import ROOT, PieceFacts, PieceRun, collapse_modules, modules_of
+from fxviz.sources.graphs import Capture, graph_name
 
 
 # --- graph breaks: code outside the graphs, graphs run for several modules -------------------------

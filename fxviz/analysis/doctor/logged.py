@@ -4,10 +4,10 @@ budget below 1 (min-cut solved a knapsack), or activation offloading switched on
 
 from __future__ import annotations
 
-from ...capture import Capture
-from ...logs.signature import OFFLOAD_PREFIX  # the name torch gives an offloaded value's copy
-from ..choices import step_strategy
-from .findings import Finding
+from fxviz.analysis.doctor.findings import Finding
+from fxviz.analysis.strategy.choices import step_strategy
+from fxviz.sources.graphs import Capture
+from fxviz.sources.log.signature import OFFLOAD_PREFIX  # the name torch gives an offloaded value's copy
 
 
 def config_findings(cap: Capture) -> list[Finding]:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ... import _torch
-from ...units import format_bytes
-from .findings import Finding
+from fxviz import _torch
+from fxviz.analysis.doctor.findings import Finding
+from fxviz.core.units import format_bytes
 
 if TYPE_CHECKING:
-    from ..measure import Measured
+    from fxviz.analysis.real.measure import Measured
 
 
 def _layout_fix(layouts: set[str], measured: Measured) -> str:

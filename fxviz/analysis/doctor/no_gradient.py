@@ -5,16 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ... import _torch
-from ...capture import Capture, JointGraph, graph_name
-from ...errors import Do, Say
-from ..gradient_paths import (
-    Cut,
-    EagerPath,
-    graph_paths,
-    is_view_of,
-)
-from .findings import CAUSE_WORDS, FIX_LIFT, Finding, Param
+from fxviz import _torch
+from fxviz.analysis.doctor.findings import CAUSE_WORDS, FIX_LIFT, Finding, Param
+from fxviz.analysis.doctor.gradient_paths import Cut, EagerPath, graph_paths, is_view_of
+from fxviz.core.errors import Do, Say
+from fxviz.sources.graphs import Capture, JointGraph, graph_name
 
 
 # --- findings -------------------------------------------------------------------------------------

@@ -1,0 +1,232 @@
+"""The memory table: one row per strategy of a graph's exact memory facts (``storage``), and the caption
+that says how the partitioners were called and the bytes counted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fxviz.analysis.memory.storage import (
+    elsewhere,
+    has_symbolic_sizes,
+    offloads,
+    peak_bytes,
+    recompute_cost,
+    saved_memory,
+    storage_owners,
+)
+from fxviz.analysis.strategy.optimal import gaps_to_optimal
+from fxviz.analysis.strategy.partition import Partition
+from fxviz.analysis.strategy.strategies import Strategy, parse_list
+from fxviz.core.errors import StrategyError
+from fxviz.core.graph_facts import Storages, graph_flops, graph_op_count
+from fxviz.sources.graphs import JointGraph
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["COLUMNS", "MemoryRow", "memory_row", "offload_notes", "memory_table", "caption", "checkpoint_summary"]
+
+COLUMNS: list[str] = [
+    "strategy", "saved_tensors", "saved_symints", "saved_storages", "saved_activation_bytes", "saved_param_bytes",
+    "saved_input_bytes", "offloaded_bytes", "recomputed_ops", "recomputed_random_ops", "recompute_flops",
+    "recompute_bytes", "forward_graph_ops", "backward_graph_ops", "forward_flops", "forward_peak_bytes",
+    "backward_peak_bytes", "resident_bytes", "torch_estimate_bytes", "gap_to_optimal_flops", "gap_to_optimal_bytes",
+    "seconds", "error",
+]
+_INT_COLUMNS = [c for c in COLUMNS if c not in ("strategy", "seconds", "error")]
+
+# --- one row, the table --------------------------------------------------------------------------
+@dataclass
+class MemoryRow:
+    values: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+def _error_row(strategy: str, reason: str) -> MemoryRow:
+    values: dict[str, Any] = {c: None for c in COLUMNS}
+    values.update(strategy=strategy, error=reason)
+    return MemoryRow(values)
+
+
+def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
+    """Every column of the memory table for one partition (an error row if ``p`` failed)."""
+    if p.error is not None:
+        return _error_row(p.name, p.error)
+    storages = Storages(graph.gm, p.forward, p.backward)
+    resident = {k: storages.nbytes(k) for k in storage_owners(graph, storages)}
+    measurement = p.measurement
+    if measurement is not None:  # the eager row: measured on real tensors, no graphs to walk
+        values: dict[str, Any] = {c: None for c in COLUMNS}
+        values.update(
+            strategy=p.name, saved_tensors=measurement.saved_tensors, saved_storages=measurement.storages,
+            saved_activation_bytes=measurement.activation_bytes, saved_param_bytes=measurement.param_bytes,
+            saved_input_bytes=measurement.input_bytes, recomputed_ops=measurement.recomputed_ops,
+            recomputed_random_ops=None, recompute_flops=measurement.recompute_flops,
+            recompute_bytes=measurement.recompute_bytes,
+            forward_graph_ops=measurement.forward_aten_ops, resident_bytes=sum(resident.values()),
+            torch_estimate_bytes=measurement.estimate_bytes, seconds=p.seconds)
+        return MemoryRow(values, list(measurement.notes))
+    if p.forward is None or p.backward is None:
+        return _error_row(p.name, "the partition has no forward/backward graphs to measure")
+    saved = saved_memory(p, graph, storages)
+    away = elsewhere(p, storages)
+    flops, traffic = recompute_cost(p)
+    random = sorted(p.recomputed_random)
+    values = {
+        "strategy": p.name,
+        "saved_tensors": saved.tensors,
+        "saved_symints": saved.symints,
+        "saved_storages": len(saved.storages),
+        "saved_activation_bytes": saved.activation_bytes,
+        "saved_param_bytes": saved.param_bytes,
+        "saved_input_bytes": saved.input_bytes,
+        "offloaded_bytes": saved.offloaded_bytes,
+        "recomputed_ops": len(p.recomputed),
+        "recomputed_random_ops": len(random),
+        "recompute_flops": flops,
+        "recompute_bytes": traffic,
+        "forward_graph_ops": graph_op_count(p.forward),
+        "backward_graph_ops": graph_op_count(p.backward),
+        "forward_flops": graph_flops(p.forward),
+        "forward_peak_bytes": peak_bytes(p.forward, storages, resident, inputs_live_throughout=True, away=away),
+        "backward_peak_bytes": peak_bytes(p.backward, storages, resident, inputs_live_throughout=False, away=away),
+        "resident_bytes": sum(resident.values()),
+        "torch_estimate_bytes": saved.torch_estimate_bytes,
+        "seconds": p.seconds,
+        "error": None,
+    }
+    return MemoryRow(values, offload_notes(p))
+
+
+def offload_notes(p: Partition) -> list[str]:
+    """The caption's words on what ``p`` offloads (none when it offloads nothing)."""
+    moved = offloads(p)
+    if not moved:
+        return []
+    names = ", ".join(f"{o.wraps or o.name} to {o.target}" for o in moved)
+    away = sorted({o.target for o in moved if o.moved})
+    same = sorted({o.target for o in moved if not o.moved})
+    words = [f"offloaded_bytes: {p.name} offloads {len(moved)} saved value(s) with torch's activation offloading "
+             f"({names}): the copies, not in saved_activation_bytes."]
+    if away:
+        words.append(f"The peaks count an offloaded value on the device only until its copy to {', '.join(away)} "
+                     "and again from its reload in the backward; storages on " + ", ".join(away) + " are left out.")
+    if same:
+        words.append(f"A copy to {', '.join(same)}, the device the value was on, stays in the same memory: the "
+                     "peaks count it.")
+    return [" ".join(words)]
+
+
+def _index_list(indices: list[int]) -> str:
+    """A long index list as runs (a 60-layer GPT's 724 parameter inputs, not 37 lines of numbers).
+
+    >>> _index_list([0, 1, 2, 5, 7, 8, 9, 10, 11, 12, 13, 20, 21, 30])
+    '[0-2, 5, 7-13, 20-21, 30] (14 inputs)'
+    """
+    if len(indices) <= 12:
+        return str(indices)
+    runs: list[str] = []
+    start = prev = indices[0]
+    for i in [*indices[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        runs.append(str(start) if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return f"[{', '.join(runs)}] ({len(indices)} inputs)"
+
+
+def caption(graph: JointGraph, symbolic: bool = False, notes: Sequence[str] = ()) -> str:
+    """What the partitioners were given and how the bytes were counted."""
+    static = list(graph.static_lifetime_input_indices)
+    why = ("the parameter inputs: torch.compile treats them as free to save" if static
+           else "none: aot_function / aot_module pass []")
+    # "torch.compile (read from the log; ...)": the remark goes after "calls them", so the sentence reads
+    caller, _, remark = graph.partitioner_caller.partition(" (")
+    how = f" ({remark}" if remark else ""
+    parts = [
+        f"Joint graph of backend={graph.backend!r}.",
+        f"Partitioners called as {caller} calls them{how}: num_fwd_outputs={graph.num_fwd_outputs}, "
+        f"static_lifetime_input_indices={_index_list(static)} ({why})"
+        + (f", compiler={graph.compiler!r}." if graph.compiler is not None else "."),
+        "Bytes count unique storages: views and aliases count once; saves that view a parameter/buffer "
+        "(saved_param_bytes) or a user input (saved_input_bytes) are not activations.",
+        "Peaks: a liveness walk over each graph, parameters and inputs resident throughout (resident_bytes).",
+        "FLOPs from torch.utils.flop_counter (pointwise ops count 0; recompute_bytes shows their cost).",
+        "torch_estimate_bytes: torch's own per-value numel*itemsize sum over the saved values, blind to aliasing.",
+    ]
+    if symbolic:
+        parts.append("Symbolic sizes were evaluated at the example inputs' sizes.")
+    checkpoint = checkpoint_summary(graph)
+    if checkpoint:
+        parts.append(checkpoint)
+    parts += list(dict.fromkeys(notes))
+    return " ".join(parts)
+
+
+def checkpoint_summary(graph: JointGraph) -> str:
+    """One line on the model's torch.utils.checkpoint regions ("" without any): how many, and how
+    many forward ops carry each policy (min-cut honours them: must_* always, prefer_* unless
+    inductor decides otherwise)."""
+    regions = {i.checkpoint_region for i in graph.info.values() if i.checkpoint_region is not None}
+    if not regions:
+        return ""
+    policies: dict[str, int] = {}
+    for i in graph.info.values():
+        if i.checkpoint_policy is not None:
+            policies[i.checkpoint_policy] = policies.get(i.checkpoint_policy, 0) + 1
+    counts = ", ".join(f"{n} {name}" for name, n in sorted(policies.items()))
+    return (f"Checkpointed: {len(regions)} torch.utils.checkpoint region(s); ops tagged {counts} "
+            "(Trace.nodes columns checkpoint_policy, checkpoint_region); the partitioners honour the tags.")
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    for c in _INT_COLUMNS:
+        df[c] = df[c].astype("Int64")
+    df["seconds"] = df["seconds"].astype("float64")
+    df["error"] = pd.Series([r.get("error") for r in rows], index=df.index, dtype="object")  # None when fine
+    return df
+
+
+def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partition],
+                 strategies: Iterable[Any], gaps: bool | None = None,
+                 step: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per strategy of ``strategies`` (the caller's choice: ``Trace.offered`` by default).
+    ``get_partition(strategy)`` partitions ``graph`` (``analysis.cache.GraphCache.partition``).
+    A strategy that fails on this graph gives a row with ``error`` set; a malformed strategy
+    raises ``StrategyError``.  ``df.attrs["caption"]`` says how the partitioners were called.
+
+    ``gaps``: fill ``gap_to_optimal_flops`` (extra recompute FLOPs over the exact optimum at the
+    row's saved activation bytes) and ``gap_to_optimal_bytes`` (extra saved bytes over the optimum
+    at the row's recompute FLOPs), two MILP solves per row; default: when an ``optimal`` strategy
+    is among ``strategies`` (the default table stays fast).  ``step``: the strategy the user's own
+    step runs, by name, and what it is (``choices.step_names``), said first in the caption."""
+    chosen = parse_list(list(strategies)) or []
+    rows, notes = [], []
+    for s in chosen:
+        name = s.name
+        try:
+            p = get_partition(s)
+            row = memory_row(graph, p)
+        except StrategyError:
+            raise
+        except Exception as exc:  # one strategy's failure must not sink the table
+            row = _error_row(name, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+        rows.append(row.values)
+        notes += row.notes
+    redraws = [f"{r['strategy']} ({r['recomputed_random_ops']})" for r in rows if r.get("recomputed_random_ops")]
+    if redraws:
+        notes.insert(0, "recomputed_random_ops: random ops the backward runs again, drawing afresh unless torch "
+                        "functionalizes the RNG (so the backward's mask is not the forward's): "
+                        + ", ".join(redraws) + ".")
+    if gaps or (gaps is None and any(s.kind == "optimal" for s in chosen)):
+        notes += gaps_to_optimal(graph, rows)
+    df = _frame(rows)
+    lead = "".join(f"{s.name} is {(step or {})[s.name]}: fxviz's default. " for s in chosen if s.name in (step or {}))
+    df.attrs["caption"] = lead + caption(graph, has_symbolic_sizes(graph.gm), notes)
+    return df

@@ -1,0 +1,108 @@
+"""Opening what a command reads: a model traced, or a logged run (``--logs``) and one graph of it.
+
+One way to open a log (``open_run``, with the one pre-check that says a missing path before torch loads)
+and one check that a command got a model or a log, not both and not neither (``from_log``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from fxviz.core.errors import FxvizError, ModelSpecError
+from fxviz.frontends.cli.specs import load_spec, parse_spec
+from fxviz.sources.log.reader import log_files
+
+__all__ = ["open_run", "from_log", "open_trace", "trace_model", "where_in_run", "other_compiles", "stem",
+           "refuse_measure_log"]
+
+
+def open_run(path: str, on_compile: Callable[[Any], None] | None = None) -> Any:
+    """The ``Run`` of a ``TORCH_TRACE`` directory or file; a missing path is said before torch loads."""
+    log_files(path)
+    from fxviz.api.run import load_logs
+
+    return load_logs(path, on_compile=on_compile)
+
+
+def from_log(args: argparse.Namespace) -> bool:
+    """True when the command reads ``--logs``; a model and a log, or neither, is an error.  A model
+    spec is parsed here, once (``args.spec``): an unknown example name is said before torch loads."""
+    if args.logs:
+        if args.model:
+            raise FxvizError(f"give a model ({args.model}) or --logs, not both", "drop one of them")
+        return True
+    if not args.model:
+        raise ModelSpecError("no model and no --logs",
+                             "name a model (e.g. mini_gpt) or pass --logs DIR (see 'fxviz COMMAND --help')")
+    args.spec = parse_spec(args.model)
+    return False
+
+
+def open_trace(args: argparse.Namespace) -> Any:
+    """The command's ``Trace``: one graph of ``--logs`` (``args.run`` keeps the whole run, for the
+    commands that say where the graph sits in it), or the model traced."""
+    if not from_log(args):
+        return trace_model(args.model, args.params, args.backend, args.dynamic, args.spec)
+    run = args.run = open_run(args.logs)
+    tr = run.trace(rank=args.rank, compile_id=args.graph)
+    args.found_rank = run.located(tr)[0]  # with no --rank: the rank the graph was found on
+    if args.backend is not None and args.backend != tr.graph.backend:
+        raise FxvizError(f"--backend {args.backend}: the run compiled this graph with {tr.graph.backend} (its log "
+                         "says so), and fxviz reads it as the run did", "drop --backend with --logs")
+    return tr
+
+
+def trace_model(model: str, params: str, backend: str | None, dynamic: bool, spec: Any = None) -> Any:
+    """``fxviz.trace`` of a model spec (parsed already, or parsed here)."""
+    m, inputs = load_spec(spec or parse_spec(model))
+    from fxviz.api.tracing import trace
+
+    return trace(m, *inputs, params=params, backend=backend, dynamic=dynamic)
+
+
+def where_in_run(run: Any, tr: Any, rank: int | None = None) -> str:
+    """One line: which graph of the run this is, and what else the run holds (a log trace is one
+    graph of many: never picked silently); ``rank``: the one asked for (None: none was)."""
+    from fxviz.core.graph_facts import input_devices
+
+    found = run.located(tr)[0]
+    rest = other_compiles(run, tr)
+    eager = run.eager_frames(found)
+    on = [d for d in input_devices(tr.graph.gm) if d != "cpu"]  # a run's device, when not this CPU
+    line = (f"{tr.title}, {tr.capture.origin} ({', '.join([tr.graph.backend, *on])}): 1 of {len(rest) + 1} "
+            f"compile(s) on rank {found}")
+    if rank is None and len(run.ranks) > 1:
+        which = "rank 0's" if found == 0 else "rank 0 has no such graph; the first rank that has it"
+        line += f" (no --rank: {which})"
+    if eager:
+        line += f"; {len(eager)} frame(s) ran as plain Python, outside every graph: " + "; ".join(
+            e.split("): ")[0] + ")" for e in eager)
+    line += "; 'fxviz logs DIR' lists the whole run and its totals, --graph ID picks another graph"
+    if rest:  # named, so --graph has something to pick
+        line += f" ({', '.join(rest[:6])}{', ...' if len(rest) > 6 else ''})"
+    return line
+
+
+def other_compiles(run: Any, tr: Any) -> list[str]:
+    """The compile ids of the run on ``tr``'s rank other than ``tr``'s own, in the log's order."""
+    found, compile_id, _piece = run.located(tr)
+    ids = dict.fromkeys(str(c) for c in run.graphs[run.graphs["rank"] == found]["compile_id"])
+    return [c for c in ids if c != compile_id]
+
+
+def stem(args: argparse.Namespace) -> str:
+    """The default output file name: the model's, or ``run_rankN`` for a log (``run`` for a whole run's
+    report with no --rank)."""
+    if not args.logs:
+        return str(args.spec.stem)
+    rank = args.rank if args.rank is not None else getattr(args, "found_rank", None)
+    return "run" if rank is None else f"run_rank{rank}"
+
+
+def refuse_measure_log() -> None:
+    """``--measure`` with ``--logs``: a log holds the graphs of a run, not a model to run."""
+    raise FxvizError("--measure runs the model's compiled training step, and a log of a run has no model to run",
+                     "measure the model itself (fxviz table MODEL --backend inductor --measure); the log's own "
+                     "forward and backward graphs are what its run saved (strategy logged)")

@@ -1,0 +1,2 @@
+"""Charts: matplotlib plots of a sweep and a timeline, and their small SVG twins for pages.
+"""

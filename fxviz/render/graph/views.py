@@ -1,0 +1,285 @@
+"""One entry point from analysis objects to a ``Drawing``: picks the scene for the view, applies
+highlight and module grouping (automatic above ``NODE_LIMIT`` nodes), and writes the DOT."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Sequence
+
+from fxviz.analysis.strategy.choices import named
+from fxviz.analysis.strategy.partition import Partition
+from fxviz.core.errors import Blank, Do, InputError, RenderError, Say
+from fxviz.core.units import plural
+from fxviz.render.graph import dot
+from fxviz.render.graph import scene as sc
+from fxviz.render.graph.drawing import DEFAULT_TIMEOUT, Drawing
+from fxviz.render.graph.limits import NODE_LIMIT
+from fxviz.sources.graphs import JointGraph
+
+__all__ = ["draw", "openable", "box_name", "aspect_of", "level_order", "collapse_level", "NODE_LIMIT", "AUTO_UNITS",
+           "UNIT_LIMIT", "ASPECT", "GROUPS"]
+
+# When the default view collapses, it picks the deepest level of the model's structure with at
+# most AUTO_UNITS drawn units whose layout is between 1:3 and 3:1 (``ASPECT``); failing that, a
+# level of at most UNIT_LIMIT units.  About 60 boxes is what a laptop screen shows with every label
+# legible: on a 2-layer HF GPT-2 it is one box per attention, MLP and norm of each block (54);
+# the next level (118 units) draws every projection and reads as a 1:2.4 strip.
+AUTO_UNITS = 60
+UNIT_LIMIT = 150
+ASPECT = (1 / 3, 3.0)
+# The default view of more boxes than this draws its edges as straight lines (``splines=line``):
+# dot routes each curved edge through every rank it crosses, and a collapsed joint graph of a deep
+# model has long edges (each block's forward to its backward, across the whole stack).  A 60-layer
+# GPT's level-1 drawing (132 boxes, 250 ranks, 32k virtual nodes): 59 s of CPU in dot with curves,
+# 2.4 s with lines, the same layout; ``splines=polyline`` routes like curves (51 s).
+STRAIGHT_EDGES_ABOVE = 100
+GROUPS = (None, "module", "none")
+_COMPARE = ((None, "compare"), ("strategy", Blank("A", "A")), ("compare", Blank("B", "B")))
+"""What a comparison drawing takes: the view and the two strategies (a hint's ``Do`` arguments)."""
+
+
+def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None = None,
+         compare: Partition | None = None, group: str | None = None, depth: int | None = None,
+         highlight: str | Iterable[str] | None = None, name: str = "model", node_limit: int = NODE_LIMIT,
+         timeout: float = DEFAULT_TIMEOUT, expand: Sequence[str] = (), differences: bool = False,
+         names: dict[str, str] | None = None) -> Drawing:
+    """Draw ``graph`` (the joint graph, or one side of ``partition``) as a :class:`Drawing`.
+
+    ``compare``: a second partition; the joint graph is then marked with what ``partition`` (A)
+    and ``compare`` (B) save and recompute.  ``group``: ``"module"`` (clusters by module path,
+    boxes at ``depth``), ``"none"`` (every node, however many), or ``None`` (every node up to
+    ``node_limit``, module boxes above it, collapsed along the model's structure: see
+    ``scene.Structure``).  ``expand``: module paths (``"model.layers.0"``), function boxes
+    (``"masking_utils.sdpa_mask()"``) or ``scene.BOOKKEEPING``, whose box is opened to show the
+    boxes or ops inside (``openable`` lists them); it implies collapsing (at ``depth`` as a
+    structure level if given).  ``view="compare"`` is the joint view with ``compare``.
+
+    ``differences``: with ``compare``, draw only the nodes A and B treat differently
+    (``scene.differing``: saved, recomputed or removed by one only) with their direct producers and
+    users as faded context, every node drawn as itself (``group``, ``depth`` and ``expand`` do not
+    apply: the drawing is small by construction).  ``names``: what the user's step's strategy is
+    (``choices.step_names``), said beside its name in the title.
+    """
+    if view == "compare":
+        if compare is None:
+            raise InputError("the 'compare' view needs a second strategy",
+                             Say("call ", Do("draw", _COMPARE, on="")))
+        view = "joint"
+    if differences and compare is None:
+        raise InputError("differences=True shows what two strategies treat differently, and no compare=... "
+                         "strategy was given", Say("call ", Do("draw", ((None, "compare"), ("strategy", "default"),
+                                                                        ("compare", "min_cut"), ("differences", True)),
+                                                           on="")))
+    if view not in sc.VIEWS:
+        raise InputError(f"unknown view {view!r}", f"use one of {', '.join(sc.VIEWS)}")
+    if group not in GROUPS:
+        raise InputError(f"unknown group {group!r}", "use group='module', group='none' or leave it out")
+    if depth is not None and (not isinstance(depth, int) or depth < 1):
+        raise InputError(f"depth must be a positive integer, not {depth!r}", "depth=1 draws top-level modules")
+    if view == "backward" and graph.inference:  # before any strategy's error: none has a backward here
+        raise InputError("this graph has no backward: it was compiled for inference (nothing in it needed a "
+                         "gradient), a forward graph only",
+                         Say("draw it with ", Do("draw", ((None, "joint"),), on=""), " or ",
+                             Do("draw", ((None, "forward"),), on="")))
+    for p in (partition, compare):
+        if p is not None and p.error:
+            raise InputError(f"strategy {p.label!r} failed: {p.error}",
+                             Say("pick another strategy (see ", Do("partition", ((None, Blank("...", "")),),
+                                                                   then=".error"), ")"))
+    if compare is not None:
+        if view != "joint":
+            raise InputError(f"compare=... draws the joint graph, not the {view!r} view",
+                             Say("call ", Do("draw", ((None, "joint"),) + _COMPARE[1:], on="")))
+        if partition is None:
+            raise InputError("compare=... needs a strategy to compare with", "pass strategy='default'")
+        if differences:
+            return _differences(graph, partition, compare, name, timeout, highlight)
+        scene = sc.compare_scene(graph, partition, compare)
+        what = f"joint graph, strategy A = {_named(partition, names)} vs B = {_named(compare, names)}"
+    elif view == "joint":
+        scene = sc.joint_scene(graph, partition)
+        what = f"joint graph, strategy {_named(partition, names)}" if partition else "joint graph"
+    else:
+        if partition is None:
+            raise InputError(f"the {view!r} view needs a strategy",
+                             Say("call ", Do("draw", ((None, view), ("strategy", "default")), on="")))
+        if (partition.forward if view == "forward" else partition.backward) is None:
+            raise InputError(f"strategy {partition.name!r} has no {view} graph to draw",
+                             Say(Do("draw", ((None, "joint"), ("strategy", partition.name)), on=""),
+                                 " marks what it saves"))
+        scene = sc.partition_scene(graph, partition, view)
+        what = f"{view} graph of strategy {_named(partition, names)}"
+    n_nodes = len(scene.items)
+    capture = f"backend={graph.backend!r}" + (", dynamic shapes" if graph.dynamic else "")
+    scene.title = f"{name}: {what} ({n_nodes} nodes; {capture})"
+
+    if isinstance(highlight, str):
+        highlight = [highlight]
+    if highlight:
+        hits = sc.apply_highlight(scene, highlight)
+        scene.caption.append(f"highlighted: {', '.join(highlight)} ({plural(hits, 'node')})")
+
+    if isinstance(expand, str):
+        expand = [expand]
+    if expand and group == "none":
+        raise InputError("expand=... opens module boxes, but group='none' draws no boxes", "leave group out")
+    if depth is not None and group is None and not expand:
+        group = "module"
+    if group == "module" and not expand:
+        sc.group_scene(scene, depth)
+    elif expand or (group is None and n_nodes > node_limit):
+        structure = sc.Structure(scene, graph)
+        modules = {".".join(q) for q in structure.level}
+        boxes = structure.openable() if any(m not in modules for m in expand) else set()  # every level's units
+        expand = [m if m in modules else box_name(m, boxes) for m in expand]
+        return _auto_structure(scene, structure, depth, list(expand), n_nodes, node_limit, timeout)
+    units = len(set(scene.unit_of.values())) if scene.unit_of else n_nodes
+    return Drawing(dot.to_digraph(scene), nodes=units, timeout=timeout, caption=scene.title,
+                   boxes=[g.record() for g in scene.groups.values()])
+
+
+def _named(p: Partition, names: dict[str, str] | None) -> str:
+    return named(p.name, names or {}, "{name}, {words}")
+
+
+def _differences(graph: JointGraph, a: Partition, b: Partition, name: str, timeout: float,
+                 highlight: str | Iterable[str] | None) -> Drawing:
+    """The differences-only compare (``scene.differences_scene``), every node drawn as itself."""
+    scene = sc.differences_scene(graph, a, b)
+    marks = [highlight] if isinstance(highlight, str) else list(highlight or [])
+    if marks:
+        hits = sc.apply_highlight(scene, marks)
+        scene.caption.append(f"highlighted: {', '.join(marks)} ({plural(hits, 'node')})")
+    capture = f"backend={graph.backend!r}" + (", dynamic shapes" if graph.dynamic else "")
+    if scene.items:
+        n_diff = sum(1 for it in scene.items.values() if not it.context)
+        what = (f"differences only, A = {a.name} vs B = {b.name} ({plural(n_diff, 'node')} treated differently, "
+                f"{len(scene.items) - n_diff} neighbors)")
+        scene.title = f"{name}: {what} ({capture})"
+    else:
+        scene.title = f"{name}: {a.name} and {b.name} treat every node alike"
+    return Drawing(dot.to_digraph(scene), nodes=len(scene.items), timeout=timeout, caption=scene.title)
+
+
+def box_name(name: str, names: set[str]) -> str:
+    """The box ``name`` means: itself, or the one function box whose name ends with it (a function
+    box inside module ``transformer`` is ``transformer.masking_utils.sdpa_mask()``; its box reads
+    ``masking_utils.sdpa_mask()``, which opens it too)."""
+    if name in names:
+        return name
+    ending = sorted(n for n in names if n.endswith("." + name))
+    if len(ending) == 1:
+        return ending[0]
+    if ending:
+        raise InputError(f"expand={name!r} names {len(ending)} boxes of this graph: {', '.join(ending[:4])}",
+                         "pass one of them as written")
+    close = difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.5)
+    functions = sorted(n for n in names if n.endswith(")") or "() #" in n)
+    example = close or functions[:2] or sorted(names)[:2]
+    raise InputError(f"expand={name!r} is not a module or box of this graph",
+                     f"pass a module path or a box's name as the boxes show it, e.g. expand={example!r}")
+
+
+def openable(graph: JointGraph, view: str = "joint", partition: Partition | None = None, group: str | None = None,
+             node_limit: int = NODE_LIMIT) -> set[str]:
+    """The names ``draw(view, group=group, expand=[...])`` takes for this view: module paths,
+    function boxes and the bookkeeping box (``Structure.openable``); none where the view draws
+    no boxes (``group='none'``, or fewer than ``node_limit`` nodes and no grouping asked for),
+    so that a name kept from another view never collapses a view drawn node by node."""
+    if group == "none":
+        return set()
+    if view in ("joint", "compare"):
+        scene = sc.joint_scene(graph)
+    else:
+        if partition is None or (partition.forward if view == "forward" else partition.backward) is None:
+            return set()
+        scene = sc.partition_scene(graph, partition, view)
+    if group is None and len(scene.items) <= node_limit:
+        return set()
+    return sc.Structure(scene, graph).openable()
+
+
+def level_order(counts: dict[int, int]) -> list[int]:
+    """The structure levels the default drawing tries, best first, from the units each level draws:
+    the deepest with at most ``AUTO_UNITS`` units, then those up to ``UNIT_LIMIT`` (fewest units
+    first); failing both, the level with the fewest units."""
+    fitting = [lvl for lvl in sorted(counts, reverse=True) if counts[lvl] <= AUTO_UNITS]
+    fitting += sorted((lvl for lvl in counts if AUTO_UNITS < counts[lvl] <= UNIT_LIMIT), key=counts.__getitem__)
+    return fitting or [min(counts, key=counts.__getitem__)]
+
+
+def collapse_level(graph: JointGraph, structure: sc.Structure | None = None, node_limit: int = NODE_LIMIT) -> int:
+    """The structure level the default joint drawing collapses to (its first candidate, before the
+    layout's aspect check), or the deepest level when the drawing shows every node: the level a
+    per-module summary of the same graph reads at (``Trace.memory_by_module``)."""
+    scene = sc.joint_scene(graph)
+    structure = sc.Structure(scene, graph) if structure is None else structure
+    top = max(structure.max_level, 1)
+    if len(scene.items) <= node_limit:
+        return top
+    return level_order({lvl: structure.count(lvl) for lvl in range(1, top + 1)})[0]
+
+
+_SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
+
+
+def aspect_of(svg: str) -> float:
+    """Width / height of a laid-out SVG."""
+    m = _SIZE.search(svg)
+    return float(m.group(1)) / float(m.group(2)) if m else 1.0
+
+
+def _auto_structure(scene: sc.Scene, structure: sc.Structure, level: int | None, expand: list[str], n_nodes: int,
+                    node_limit: int, timeout: float) -> Drawing:
+    """Collapse along the model's structure: at ``level`` if given, else the deepest level with at
+    most ``AUTO_UNITS`` units whose layout is screen-shaped (``ASPECT``), laying out candidates
+    from the deepest fitting level up (each layout of ~60 units takes a fraction of a second);
+    if none is, the one closest to the bounds."""
+    opened = frozenset(expand)
+    top = max(structure.max_level, 1)
+    counts = {lvl: structure.count(lvl, opened) for lvl in range(1, top + 1)}
+    if level is not None:
+        order = [level]
+    else:  # the level is chosen as if nothing were opened: opening a box keeps the rest as it was
+        order = level_order({lvl: structure.count(lvl) for lvl in counts} if opened else counts)
+    # a model too deep for any level (a 300-layer stack: 600 block boxes, dot for minutes, a strip no
+    # screen shows): each container of blocks (``h``) becomes one box, opened by expand=['h']
+    containers = level is None and structure.count(order[0]) > UNIT_LIMIT and bool(structure.container)
+    if containers:
+        order = order[:1]
+        counts[order[0]] = structure.count(order[0], opened, containers=True)
+    best: tuple[float, Drawing] | None = None
+    caption = list(scene.caption)
+    for lvl in order:
+        scene.unit_of, scene.place, scene.groups, scene.caption = {}, {}, {}, list(caption)
+        sc.structure_scene(scene, structure, lvl, opened, containers)
+        why = (f"{n_nodes} nodes is more than {node_limit}: " if n_nodes > node_limit else "") + \
+            f"modules are collapsed into boxes at level {lvl} of the model's structure"
+        if containers:
+            lists = sorted({g.path for g in scene.groups.values() if tuple(g.path.split(".")) in structure.container})
+            why += (f" ({structure.count(lvl)} boxes at that level: each list of blocks is one box, "
+                    f"{', '.join(lists[:3])}{', ...' if len(lists) > 3 else ''}; expand=[{lists[0]!r}] opens it)"
+                    if lists else "")
+        scene.caption.append(Say(why + (f" (opened: {', '.join(expand)})" if expand else "") + ". ",
+                                 Do("draw", (("expand", Blank("['<module>']", "MODULE")),), on=""), " opens a box; ",
+                                 Do("draw", (("depth", Blank("k", "K")),), on=""), " picks the level; ",
+                                 Do("draw", (("group", "none"),), on=""), " draws every node (slow)."))
+        digraph = dot.to_digraph(scene)
+        if counts[lvl] > STRAIGHT_EDGES_ABOVE:
+            digraph.attr("graph", splines="line")
+        drawing = Drawing(digraph, nodes=counts[lvl], timeout=timeout, caption=scene.title,
+                          boxes=[g.record() for g in scene.groups.values()])
+        if len(order) == 1:
+            return drawing
+        try:
+            ratio = aspect_of(drawing.svg())
+        except RenderError:  # a layout that times out here fails the same way when shown
+            return drawing
+        off = max(ASPECT[0] / ratio, ratio / ASPECT[1])  # <= 1 inside the bounds
+        if off <= 1:
+            return drawing
+        if best is None or off < best[0]:
+            best = (off, drawing)
+    assert best is not None
+    return best[1]
