@@ -165,7 +165,7 @@ class Canary:
 
     def _facts(self) -> tuple[Any, ...]:
         tr = fxviz.trace(self.model, self.x)
-        return (len(tr.pieces), tuple(tr.graph_breaks), tuple(n.name for n in tr.joint.graph.nodes),
+        return (len(tr.pieces), tuple(tr.capture.graph_breaks), tuple(n.name for n in tr.joint.graph.nodes),
                 tuple(tr.partition("default").saved))
 
     def check(self) -> str:
@@ -256,25 +256,25 @@ def _sweep_op(op: Any, name: str) -> Result:
         return Result(name, "changed", "analysis changed the model, its inputs or the RNG")
     if err.getvalue().strip():
         return Result(name, "raw", "printed to stderr: " + err.getvalue().strip().splitlines()[-1][:200])
-    breaks = f", {len(tr.graph_breaks)} graph break(s)" if tr.graph_breaks else ""
+    breaks = f", {len(tr.capture.graph_breaks)} graph break(s)" if tr.capture.graph_breaks else ""
     return Result(name, "ok", f"{len(tr.pieces)} graph(s){breaks}")
 
 
 def _check_trace(tr: Any) -> str:
     for piece in tr.pieces:
-        if not piece.has_backward:
+        if not piece.graph.has_backward:
             continue
         for strategy in ("default", "min_cut"):
             p = piece.partition(strategy)
             if not p.ok:
-                return f"{strategy} failed on graph {piece.index}: {p.error}"
+                return f"{strategy} failed on graph {piece.graph.index}: {p.error}"
             want = direct_saved(piece.graph, strategy)
             if list(p.saved) != want:
                 return f"{strategy} saved {list(p.saved)} but torch's partitioner saves {want}"
     grads = check_gradients(tr.capture)
     # without graph breaks the graphs are the whole backward: a warning that no parameter gets a
     # gradient must then agree with the gradients (after a break, eager glue computes them instead)
-    if not tr.graph_breaks and tr.capture.warnings and grads["has_gradient"].any():
+    if not tr.capture.graph_breaks and tr.capture.warnings and grads["has_gradient"].any():
         return f"the capture warns '{tr.capture.warnings[0][:80]}...' yet the graphs compute a gradient"
     bad = grads[~grads["ok"]]
     if len(bad):

@@ -168,15 +168,15 @@ def test_a_real_compiled_step_saves_what_each_option_predicts(cases, applied, tm
     for model_name, (first, options) in jobs.items():
         tr = cases[first][2]
         steps = [(tr, "plain")] + [(applied[c, o.name][2], o.name) for c, o in options]
-        pieces = sum(len([p for p in t.pieces if p.has_backward]) for t, _ in steps)
+        pieces = sum(len([p for p in t.pieces if p.graph.has_backward]) for t, _ in steps)
         assert len(logged[model_name]) == pieces
         at = 0
         for t, name in steps:
             for p in t.pieces:
-                if not p.has_backward:
+                if not p.graph.has_backward:
                     continue
                 predicted = p.partition(step_strategy(t.capture)).saved
-                assert predicted == logged[model_name][at].saved, (model_name, name, p.index)
+                assert predicted == logged[model_name][at].saved, (model_name, name, p.graph.index)
                 at += 1
 
 
@@ -185,7 +185,7 @@ def test_the_peak_anatomy_adds_up_to_the_peak(cases, case):
     _model, _inputs, tr, advice, _ = cases[case]
     optimizer_state = 0
     if advice.target.kind == "peak":  # Adam: two moments as big as the parameters
-        optimizer_state = 2 * sum(p.numel() * p.element_size() for p in tr.model.parameters())
+        optimizer_state = 2 * sum(p.numel() * p.element_size() for p in tr.capture.model.parameters())
     for o in [*advice.options, *([advice.bound] if advice.bound else [])]:
         assert sum(o.peak.by_kind.values()) == o.peak_bytes
         assert o.peak.by_kind["optimizer state"] == optimizer_state
@@ -193,17 +193,18 @@ def test_the_peak_anatomy_adds_up_to_the_peak(cases, case):
         assert o.peak.biggest and all(t.label for t in o.peak.biggest)
     # the plain step's peak is the memory table's (its own liveness walk) and the timeline's top
     strategy = step_strategy(tr.capture)
-    pieces = [p for p in tr.pieces if p.has_backward]
+    pieces = [p for p in tr.pieces if p.graph.has_backward]
     tops = []
     for p in pieces:
-        row = p.memory_table([strategy]).iloc[0]
+        row = p.memory_table([strategy], scope="graph").iloc[0]
         tops.append(max(int(row["forward_peak_bytes"]), int(row["backward_peak_bytes"])))
         assert int(p.memory_timeline(strategy)["total_bytes"].max()) == tops[-1]
     plain = advice.plain
     assert [pk.phase for pk in plain.pieces] == ["forward"] * len(pieces) + ["backward"] * len(pieces)
-    assert [pk.piece for pk in plain.pieces] == [p.index for p in pieces] + [p.index for p in reversed(pieces)]
+    order = [p.graph.index for p in pieces]
+    assert [pk.piece for pk in plain.pieces] == order + order[::-1]
     outside = plain.by_kind["model state outside the graph"]
-    state = sum(t.untyped_storage().nbytes() for t in [*tr.model.parameters(), *tr.model.buffers()])
+    state = sum(t.untyped_storage().nbytes() for t in [*tr.capture.model.parameters(), *tr.capture.model.buffers()])
     assert 0 <= outside <= state
     if len(pieces) == 1:  # the graph's own peak, plus the state it does not read (an unused buffer)
         assert plain.peak_bytes == tops[0] + optimizer_state + outside
@@ -292,7 +293,7 @@ def test_saved_text_reads_like_print_saved_residuals():
 
     model, inputs = make_example("mini_gpt")
     tr = fxviz.trace(model, *inputs, backend="inductor")
-    text = tr.saved_text("min_cut")
+    text = tr.saved("min_cut").to_text()
     assert text == saved_text(tr.graph, tr.partition("min_cut"), tr.saved("min_cut", compare=[]), model)
     table = tr.saved("min_cut", compare=[])
     acts = int(tr.memory_table(["min_cut"]).iloc[0]["saved_activation_bytes"])

@@ -18,7 +18,8 @@ import fxviz
 from fxviz import _torch
 from fxviz.core.errors import FxvizError, FxvizWarning, NoFloatingOutputError, TraceError
 from fxviz.frontends.cli.entry import main
-from fxviz.payloads.views import ViewKey, view_payload
+from fxviz.payloads.views import view_payload
+from fxviz.render.graph.spec import DrawSpec
 from fxviz.render.page.embed import unpack_json
 
 from .awkward_models import FACTORIES, all_eager_scalar, int_only_function
@@ -61,9 +62,9 @@ def _eager_grads(name: str) -> dict[str, torch.Tensor | None]:
 def test_summary_table_and_doctor_words(traces, name):
     tr = traces[name]
     for piece in tr.pieces:
-        _clean(piece.summary(), f"{name} summary of graph {piece.index + 1}")
-        if not piece.has_backward:  # nothing to partition: said once, not a grid of "failed"
-            text = piece.memory_table(["default", "min_cut"]).to_text()
+        _clean(piece.summary(), f"{name} summary of graph {piece.graph.index + 1}")
+        if not piece.graph.has_backward:  # nothing to partition: said once, not a grid of "failed"
+            text = piece.memory_table(["default", "min_cut"], scope="graph").to_text()
             assert "failed" not in text and "no backward graph" in text, text
     table = tr.memory_table(["default", "min_cut"])
     _clean(table.to_text(), f"{name} memory table")
@@ -86,7 +87,7 @@ def test_doctor_agrees_with_eager_autograd(traces, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_saved_sets_are_torchs(traces, name):
     for piece in traces[name].pieces:
-        if not piece.has_backward:
+        if not piece.graph.has_backward:
             assert not piece.partition("min_cut").ok  # no backward: nothing to partition, said so
             continue
         g = piece.graph
@@ -101,18 +102,18 @@ def test_saved_sets_are_torchs(traces, name):
 def test_drawings_and_payloads(traces, name):
     tr = traces[name]
     for piece in tr.pieces:
-        views = ["joint", "forward", "backward"] if piece.has_backward else ["joint"]
+        views = ["joint", "forward", "backward"] if piece.graph.has_backward else ["joint"]
         for view in views:
-            strategy = "default" if piece.has_backward else None  # a forward-only graph: nothing to mark
+            strategy = "default" if piece.graph.has_backward else None  # a forward-only graph: nothing to mark
             drawing = piece.draw(view, strategy=strategy)
-            assert drawing.caption.strip(), f"{name} graph {piece.index + 1} {view}: empty caption"
+            assert drawing.caption.strip(), f"{name} graph {piece.graph.index + 1} {view}: empty caption"
             _clean(drawing.caption, f"{name} {view} caption")
-            payload = view_payload(piece, ViewKey(view, strategy)).to_json()
+            payload = view_payload(piece, DrawSpec.of(view, strategy)).to_json()
             assert payload["svg"] and not payload["error"], payload["error"]
             _clean(payload["caption"], f"{name} {view} payload caption")
-        if not piece.has_backward:  # no forward/backward split to draw: a clear error, said in the pane
+        if not piece.graph.has_backward:  # no forward/backward split to draw: a clear error, said in the pane
             for view in ("joint", "backward"):
-                payload = view_payload(piece, ViewKey(view, "default")).to_json()
+                payload = view_payload(piece, DrawSpec.of(view, "default")).to_json()
                 assert not payload["svg"] and "no backward graph" in payload["error"], payload["error"]
                 _clean(payload["error"], f"{name} {view} payload error")
 
@@ -136,7 +137,7 @@ def test_report(traces, name, tmp_path):
     assert m
     data = unpack_json(m.group(1))
     json.dumps(data, allow_nan=False)  # strict JSON: no NaN or infinity anywhere
-    if not traces[name].has_backward:  # the memory table's empty rows say why, under the table
+    if not traces[name].graph.has_backward:  # the memory table's empty rows say why, under the table
         assert any("no backward graph" in note for note in data["table"]["notes"]), data["table"]["notes"]
     for s in _strings(data):
         if not s.lstrip().startswith("<svg"):

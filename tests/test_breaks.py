@@ -21,6 +21,7 @@ from torch import nn
 import fxviz
 from fxviz import _torch
 from fxviz.core.graph_facts import joint_node_count
+from fxviz.payloads.pieces import summaries
 
 from .awkward_models import Router
 
@@ -132,7 +133,7 @@ def test_non_leaf_input_written_in_place_through_a_view() -> None:
     a = torch.ones(2, 2, requires_grad=True).clone()
     before = a.detach().clone()
     tr = fxviz.trace(_fill_row, a)
-    assert tr.has_backward
+    assert tr.graph.has_backward
     assert torch.equal(a.detach(), before) and not a.is_leaf  # the caller's tensor is untouched
     # the joint graph's input gradient equals torch.compile's (and eager autograd's) gradient; its
     # forward outputs are the mutated input, then the loss (num_fwd_outputs = mutations + outputs)
@@ -224,7 +225,7 @@ def _mixtral() -> tuple[MixtralStyle, torch.Tensor]:
 def test_doctor_over_pieces_agrees_with_eager_autograd() -> None:
     model, x = _mixtral()
     tr = fxviz.trace(model, x)
-    assert len(tr.pieces) > 1 and tr.graph_breaks
+    assert len(tr.pieces) > 1 and tr.capture.graph_breaks
     grads = tr.check_gradients().set_index("parameter")
     assert bool(grads["ok"].all()) and bool(grads["eager_has_gradient"].all())
 
@@ -256,7 +257,7 @@ def test_doctor_over_pieces_agrees_with_eager_autograd() -> None:
     assert all("layers.1" in f.message and "2 times" in f.message for f in reused)
     assert all("run 2" in table.loc[n, "in_graph"] for n in layer1)
     # the doctor counts graphs as the piece selector and --piece do: "graph 1" is tr.pieces[0]
-    labels = {p.label.split(" of ")[0] for p in tr.piece_summaries()}
+    labels = {p.label.split(" of ")[0] for p in summaries(tr)}
     assert all(f"graph {f.graph + 1} was compiled once" in f.message for f in reused)
     said = set(re.findall(r"graph \d+", " ".join([f.message for f in doc.findings] + list(table["in_graph"]))))
     assert said and said <= labels, said - labels
@@ -301,9 +302,9 @@ def test_pieces_in_draw_table_overview_and_report(tmp_path, monkeypatch) -> None
 
     # the per-piece memory table: each piece's rows are its own memory_table, totals sum runs x value
     strategies = ["default", "min_cut"]
-    by_piece = tr.memory_table_by_piece(strategies + ["eager"])
+    by_piece = tr.memory_table(strategies + ["eager"], scope="step")
     for i, piece in enumerate(tr.pieces):
-        own = piece.memory_table(strategies).set_index("strategy")
+        own = piece.memory_table(strategies, scope="graph").set_index("strategy")
         rows = by_piece[by_piece["piece"] == i].set_index("strategy")
         for s in strategies:
             mine, theirs = rows.loc[s, "saved_activation_bytes"], own.loc[s, "saved_activation_bytes"]
@@ -311,30 +312,30 @@ def test_pieces_in_draw_table_overview_and_report(tmp_path, monkeypatch) -> None
     runs = {g: len(tr.pieces[g].graph.runs) for g in range(n)}
     assert runs[0] == 2 and runs[1] == 2  # the block graphs ran once per layer
     for s in strategies:
-        want = sum(runs[p.index] * int(p.memory_table([s])["saved_activation_bytes"].iloc[0])
-                   for p in tr.pieces if p.has_backward)
+        want = sum(runs[p.graph.index] * int(p.memory_table([s], scope="graph")["saved_activation_bytes"].iloc[0])
+                   for p in tr.pieces if p.graph.has_backward)
         total = by_piece[(by_piece["piece"] == "total") & (by_piece["strategy"] == s)]
         assert int(total["saved_activation_bytes"].iloc[0]) == want
     eager_total = by_piece[by_piece["strategy"] == "eager"]
     assert list(eager_total["piece"]) == ["total"]
 
     # the overview: one box per piece, reused graphs double-bordered, execution edges numbered
-    src = tr.overview().source
+    src = tr.draw("overview").source
     assert all(f"piece{i} [" in src for i in range(n))
     assert src.count("peripheries=2") == 2
     assert 'piece0 -> piece1 [label=" 1, 3 "' in src and "embed" in src
-    tr.overview().svg()
+    tr.draw("overview").svg()
 
     # the report holds every piece's views and the whole-model overview
     path = fxviz.report(tr, tmp_path / "moe.html", strategies=strategies, views=("joint", "forward"))
     data = _report_json(path.read_text())
     assert [p["piece"] for p in data["pieces"]] == list(range(n))
     for p, piece in zip(data["pieces"], tr.pieces):
-        assert p["label"] == f"graph {piece.index + 1} of {n}"
+        assert p["label"] == f"graph {piece.graph.index + 1} of {n}"
         assert p["nodes"] == joint_node_count(piece.graph.info.values())
         payload = p.get("payload", data)
         assert set(payload["nodes"]) == {k for k, i in piece.graph.info.items() if i.op != "output"}
-        if piece.has_backward:
+        if piece.graph.has_backward:
             assert any(d["svg"] for d in payload["drawings"].values()), p["label"]
     assert data["overview"]["view"]["svg"].lstrip().startswith("<svg") and data["overview"]["table"]["rows"]
     assert all(p.summary() for p in tr.pieces) and len(tr.pieces[0].saved(run=1)) and len(made) == 1
@@ -350,7 +351,7 @@ def test_report_of_a_first_graph_without_backward_carries_no_nan(tmp_path) -> No
     assert model.gate.weight.grad is None and model.expert.weight.grad is not None  # torch's own answer
     model.zero_grad(set_to_none=True)
     tr = fxviz.trace(model, x)
-    assert len(tr.pieces) > 1 and not tr.pieces[0].has_backward
+    assert len(tr.pieces) > 1 and not tr.pieces[0].graph.has_backward
     text = fxviz.report(tr, tmp_path / "routed.html").read_text(encoding="utf-8")
     nodes = _report_json(text)["nodes"]
     gate = {n["gradient"]["parameter"]: n["gradient"] for n in nodes.values()

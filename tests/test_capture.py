@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.sources.roles import ROLES
+from fxviz.sources.roles import ROLES, role_counts
 
 from .conftest import SMALL, assert_unchanged, make_example, snapshot
 
@@ -23,13 +23,13 @@ def test_alexnet_lifted_roles_and_names(traces):
     assert set(df.columns) >= {"op", "target", "role", "phase", "qualname", "module", "shape", "dtype",
                                "bytes", "source"}
     assert len(df) == len(tr.joint.graph.nodes)
-    counts = tr.role_counts()
+    counts = role_counts(tr.graph.info.values())
     assert counts["primal"] == 1 and counts["tangent"] == 1
     assert counts["parameter"] == 16 and counts["gradient"] == 16
     params = df[df.role == "parameter"]
     assert sorted(params.qualname) == sorted(ALEXNET_PARAMS)
     assert sorted(df[df.role == "gradient"].qualname) == sorted(ALEXNET_PARAMS)
-    model = tr.model
+    model = tr.capture.model
     for _name, row in params.iterrows():
         assert row["shape"] == tuple(model.get_parameter(row["qualname"]).shape)
         assert row["bytes"] == model.get_parameter(row["qualname"]).numel() * 4
@@ -46,7 +46,7 @@ def test_alexnet_lifted_roles_and_names(traces):
 def test_alexnet_closure_parameters_are_constants(traces):
     tr = traces[("alexnet", "closure")]
     df = tr.nodes
-    counts = tr.role_counts()
+    counts = role_counts(tr.graph.info.values())
     assert counts["parameter"] == 0
     consts = df[df.role == "constant"]
     assert set(consts.qualname) == set(ALEXNET_PARAMS)
@@ -64,12 +64,12 @@ def test_alexnet_closure_parameters_are_constants(traces):
 def test_every_example_lifted_gradients_match_eager(traces, name):
     tr = traces[(name, "lifted")]
     check = tr.check_gradients()
-    assert len(check) == len(list(tr.model.parameters()))
+    assert len(check) == len(list(tr.capture.model.parameters()))
     assert check.ok.all(), check[~check.ok]
     assert check.has_gradient.all()
     # every parameter placeholder has a real name, and gets exactly one gradient output
     df = tr.nodes
-    names = [n for n, _ in tr.model.named_parameters()]
+    names = [n for n, _ in tr.capture.model.named_parameters()]
     assert sorted(df[df.role == "parameter"].qualname) == sorted(names)
     assert sorted(df[df.role == "gradient"].qualname) == sorted(names)
 
@@ -80,13 +80,13 @@ def test_buffers_named_and_batchnorm_mutation_is_output(traces):
     tr = traces[("resnet_block", "lifted")]
     df = tr.nodes
     buffers = set(df[df.role == "buffer"].qualname)
-    assert buffers == {n for n, _ in tr.model.named_buffers()}
-    wanted = sorted(f"{n} (updated in place)" for n, _ in tr.model.named_buffers())
+    assert buffers == {n for n, _ in tr.capture.model.named_buffers()}
+    wanted = sorted(f"{n} (updated in place)" for n, _ in tr.capture.model.named_buffers())
     updated = df[df.qualname.fillna("").str.endswith("(updated in place)")]
     assert sorted(updated.qualname) == wanted
     assert set(updated.short_op) == {"copy_"} and set(updated.role) == {"forward"}
     assert list(updated.module) == [q.rsplit(".", 1)[0] for q in updated.qualname]
-    eager_style = fxviz.trace(tr.model, *tr.capture.example_inputs, backend="aot_eager").nodes
+    eager_style = fxviz.trace(tr.capture.model, *tr.capture.example_inputs, backend="aot_eager").nodes
     returned = eager_style[(eager_style.role == "output")
                            & eager_style.qualname.fillna("").str.endswith("(updated in place)")]
     assert sorted(returned.qualname) == wanted
@@ -130,7 +130,7 @@ def test_graph_breaks_give_several_joint_graphs():
     x = torch.randn(3, 8)
     tr = fxviz.trace(model, x)
     assert len(tr.pieces) >= 2  # dynamo splits the caller frame too, so 2 or 3 graphs
-    assert tr.graph_breaks and "item" in " ".join(tr.graph_breaks).lower()
+    assert tr.capture.graph_breaks and "item" in " ".join(tr.capture.graph_breaks).lower()
     names = set()
     for piece in tr.pieces:
         names |= set(piece.nodes[piece.nodes.role == "parameter"].qualname)
@@ -165,12 +165,13 @@ def test_outputs_dict_tuple_dataclass_and_loss_fn():
     lin = nn.Linear(4, 4)
     x = torch.randn(2, 4)
     tr = fxviz.trace(lambda x: {"a": lin(x), "b": (lin(x) * 2, torch.ones(2, dtype=torch.long))}, x)
-    assert "2:" in tr.loss
+    assert "2:" in tr.capture.loss
     tr = fxviz.trace(lambda x: _Out(lin(x), lin(x).sum(), "hi"), x)
-    assert "logits" in tr.loss
+    assert "logits" in tr.capture.loss
     tr = fxviz.trace(lin, x, loss_fn=lambda y: y.pow(2).mean())
-    assert tr.loss.startswith("loss = loss_fn(outputs), applied outside the graph")
-    assert fxviz.trace(lin, x, loss_fn=lambda y: y.pow(2).mean(), compile_loss=True).loss == "loss = loss_fn(outputs)"
+    assert tr.capture.loss.startswith("loss = loss_fn(outputs), applied outside the graph")
+    inside = fxviz.trace(lin, x, loss_fn=lambda y: y.pow(2).mean(), compile_loss=True)
+    assert inside.capture.loss == "loss = loss_fn(outputs)"
 
 
 def test_bad_inputs_raise_fxviz_errors():
@@ -237,7 +238,7 @@ class _Outputs(nn.Module):
 
 
 def _joint_signature(tr):
-    return [(str(g.gm.graph), g.num_fwd_outputs) for g in tr.capture.graphs], tr.loss, tr.capture.warnings
+    return [(str(g.gm.graph), g.num_fwd_outputs) for g in tr.capture.graphs], tr.capture.loss, tr.capture.warnings
 
 
 @pytest.mark.parametrize("kind", ["tensor", "scalar", "complex", "structure", "input view", "loss_fn"])

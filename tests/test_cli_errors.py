@@ -1,6 +1,6 @@
 """Every CLI error is one line on stderr and a non-zero exit; ``--debug`` shows the traceback.
 
-Most cases call ``fxviz.frontends.cli.main`` in this process (fast); a few run the real ``python -m fxviz``
+Most cases call ``fxviz.frontends.cli.entry.main`` in this process (fast); a few run the real ``python -m fxviz``
 to check what a shell sees: the exit status and stderr of the process itself.
 """
 
@@ -14,13 +14,14 @@ import textwrap
 
 import pytest
 
-from fxviz.frontends import cli
+from fxviz.frontends.cli import entry as cli
+from fxviz.frontends.cli.specs import load_model_spec
 
 ROOT = __import__("pathlib").Path(__file__).parent.parent
 
 
 def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
-    """``fxviz.frontends.cli.main(argv)`` -> (exit status, stdout, stderr); argparse's exits included."""
+    """``fxviz.frontends.cli.entry.main(argv)`` -> (exit status, stdout, stderr); argparse's exits included."""
     try:
         code = cli.main(argv)
     except SystemExit as exc:
@@ -273,10 +274,10 @@ def test_the_summary_and_the_table_caption_name_the_doctor_command(capsys):
     code, out, err = run_main(["table", spec, "--strategies", "default"], capsys)
     assert code == 0, err
     assert "'fxviz doctor' names it" in " ".join(out.split()) and not PYTHON_CALL.search(out), out
-    model, inputs = cli.load_model_spec(spec)
+    model, inputs = load_model_spec(spec)
     tr = fxviz.trace(model, *inputs)
     assert "tr.doctor() says which" in tr.summary()
-    assert "(tr.doctor() names it)" in tr.memory_table_by_piece(["default"]).attrs["caption"]
+    assert "(tr.doctor() names it)" in tr.memory_table(["default"], scope="step").attrs["caption"]
 
 
 def test_warnings_spell_their_actions_as_options(capsys):
@@ -298,8 +299,8 @@ def test_hints_of_the_doctor_and_of_code_in_both_spellings():
     hint = Say("compare ", Do("check_gradients"), " and report this model to fxviz")
     assert str(hint) == "compare tr.check_gradients() and report this model to fxviz"
     assert cli_text(hint) == "compare fxviz.trace(model, x).check_gradients() in Python and report this model to fxviz"
-    hint = Say("check ", Do("has_backward", attr=True), ", or pick another strategy")
-    assert (str(hint), cli_text(hint)) == ("check tr.has_backward, or pick another strategy",
+    hint = Say("check ", Do("graph.has_backward", attr=True), ", or pick another strategy")
+    assert (str(hint), cli_text(hint)) == ("check tr.graph.has_backward, or pick another strategy",
                                            "check 'fxviz nodes', or pick another strategy")
 
 

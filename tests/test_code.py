@@ -165,9 +165,9 @@ def test_graph_breaks_each_piece_has_code():
     tr = fxviz.trace(Breaks(), torch.randn(3, 4))
     assert len(tr.pieces) > 1
     for piece in tr.pieces:
-        if piece.has_backward:
+        if piece.graph.has_backward:
             assert "def forward(" in str(piece.code("backward"))
-    grads = {v.name for p in tr.pieces if p.has_backward for v in p.code("backward").outputs if v.name}
+    grads = {v.name for p in tr.pieces if p.graph.has_backward for v in p.code("backward").outputs if v.name}
     assert {"grad_a_weight", "grad_b_weight"} <= grads
 
 
@@ -176,7 +176,7 @@ def test_bad_part_and_no_backward(traces):
     with pytest.raises(InputError):
         tr.code("sideways")
     no_bw = traces[("mini_gpt", "closure")]  # token ids only: nothing requires grad
-    assert not no_bw.has_backward
+    assert not no_bw.graph.has_backward
     with pytest.raises(InputError, match="no backward"):
         no_bw.code("backward")
     assert "def forward(" in str(no_bw.code("joint"))

@@ -108,8 +108,9 @@ def test_trace(name):
     before = snapshot(model)
     tr = fxviz.trace(model, *inputs)
     assert_unchanged(model, before)
-    assert tr.has_backward
-    assert bool(tr.graph_breaks) == (name == "graph_broken") and (len(tr.pieces) > 1) == (name == "graph_broken")
+    assert tr.graph.has_backward
+    broken = name == "graph_broken"
+    assert bool(tr.capture.graph_breaks) == broken and (len(tr.pieces) > 1) == broken
     grads = tr.check_gradients()
     assert grads["ok"].all(), grads[~grads["ok"]].to_string()
     if name == "checkpointed":
@@ -186,11 +187,11 @@ def test_strategies(name):
     partitioners save on the same joint graph."""
     _, _, tr = _traced(name)
     for piece in tr.pieces:
-        if not piece.has_backward:
+        if not piece.graph.has_backward:
             continue
         for strategy in piece.offered:
             p = piece.partition(strategy)
-            assert p.ok, f"{strategy.name} on graph {piece.index + 1}: {p.error}"
+            assert p.ok, f"{strategy.name} on graph {piece.graph.index + 1}: {p.error}"
         for strategy in ("default", "min_cut"):
             assert list(piece.partition(strategy).saved) == direct_saved(piece.graph, strategy), strategy
 
@@ -199,7 +200,7 @@ def test_strategies(name):
 def test_table(name):
     """One row per strategy, no errors; min-cut never saves more activation bytes than default."""
     _, _, tr = _traced(name)
-    table = tr.memory_table()
+    table = tr.memory_table(scope="graph")
     assert list(table["strategy"]) == [s.name for s in tr.offered]
     assert table["error"].isna().all(), table[["strategy", "error"]].to_string()
     rows = table.set_index("strategy")
@@ -248,13 +249,14 @@ def test_report(name, tmp_path):
 @pytest.mark.parametrize("name", MODELS)
 def test_explorer(name):
     """The explorer's payloads (the same front end as the report): every view of the first graph."""
-    from fxviz import payloads
+    from fxviz.payloads.panels import node_data
+    from fxviz.payloads.report import report_data
 
     _, _, tr = _traced(name)
     piece = tr.pieces[0]
-    data = payloads.report_data(piece, strategies=("default", "min_cut"))
+    data = report_data(piece, strategies=("default", "min_cut"))
     json.dumps(data, allow_nan=False)
-    assert set(payloads.node_data(piece)) == {n.name for n in piece.joint.graph.nodes if n.op != "output"}
+    assert set(node_data(piece)) == {n.name for n in piece.joint.graph.nodes if n.op != "output"}
     pytest.importorskip("anywidget")
     w = fxviz.explore(tr)
     assert set(w.pane.nodes) <= set(w.trace.graph.info)
@@ -265,7 +267,7 @@ def test_log(tmp_path):
     the run min-cut saved what fxviz's own trace's min-cut saves, and its joint graph rebuilds."""
     run = fxviz.load_logs(make_log(MINI_GPT, tmp_path / "trace", "aot_eager"))
     tr = run.trace()
-    assert tr.has_backward and int(run.graphs["nodes"].iloc[0]) == joint_node_count(tr.graph.info.values())
+    assert tr.graph.has_backward and int(run.graphs["nodes"].iloc[0]) == joint_node_count(tr.graph.info.values())
     model, (idx, tgt) = fxviz.examples.mini_gpt(n_layer=1, n_embd=16, n_head=2, vocab=32, block_size=16, batch=2,
                                                 seq=8, dropout=0.0)
     live = fxviz.trace(model, idx, tgt, backend="aot_eager")  # the log's backend

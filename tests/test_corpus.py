@@ -376,35 +376,35 @@ def _roles(tr: fxviz.Trace, role: str) -> list[str]:
 
 
 def _check_breaks(tr: fxviz.Trace) -> None:
-    if tr.params == "lifted":
-        assert len(tr.pieces) >= 2 and tr.graph_breaks, tr.summary()
+    if tr.capture.params == "lifted":
+        assert len(tr.pieces) >= 2 and tr.capture.graph_breaks, tr.summary()
         assert "graph break" in tr.summary()
 
 
 def _check_two_outputs(tr: fxviz.Trace) -> None:
-    assert "2:" in tr.loss, tr.loss  # logits and the nested norm; nothing else
+    assert "2:" in tr.capture.loss, tr.capture.loss  # logits and the nested norm; nothing else
 
 
 def _check_one_float_output(tr: fxviz.Trace) -> None:
-    assert "(1:" in tr.loss, tr.loss  # the int tensor and the Python int are left out
+    assert "(1:" in tr.capture.loss, tr.capture.loss  # the int tensor and the Python int are left out
 
 
 def _check_dataclass(tr: fxviz.Trace) -> None:
-    assert ".logits" in tr.loss and ".aux" in tr.loss, tr.loss
+    assert ".logits" in tr.capture.loss and ".aux" in tr.capture.loss, tr.capture.loss
 
 
 def _check_token_ids(tr: fxviz.Trace) -> None:
     df = tr.nodes
     primal = df[df.role == "primal"]
     assert list(primal.qualname) == ["idx"] and list(primal.dtype) == ["int64"]
-    if tr.params == "lifted":
+    if tr.capture.params == "lifted":
         assert sorted(_roles(tr, "gradient")) == ["emb.weight", "head.bias", "head.weight"]
     else:  # integer inputs and constant parameters: nothing requires grad, no backward at all
-        assert not tr.has_backward and "no backward graph" in tr.summary()
+        assert not tr.graph.has_backward and "no backward graph" in tr.summary()
 
 
 def _check_function_no_params(tr: fxviz.Trace) -> None:
-    if tr.params == "lifted":  # as torch.compile sees it: only `a` requires grad
+    if tr.capture.params == "lifted":  # as torch.compile sees it: only `a` requires grad
         assert _roles(tr, "gradient") == ["a"]
     else:  # closure mode marks every floating input as requiring grad
         assert sorted(_roles(tr, "gradient")) == ["a", "b"]
@@ -412,7 +412,7 @@ def _check_function_no_params(tr: fxviz.Trace) -> None:
     a, b = (t.detach().clone().requires_grad_() for t in tr.capture.example_inputs)
     ga, gb = torch.autograd.grad((a * b).sin().sum(), [a, b])
     assert torch.allclose(grads["a"], ga)
-    if tr.params == "closure":
+    if tr.capture.params == "closure":
         assert torch.allclose(grads["b"], gb)
 
 
@@ -425,13 +425,13 @@ def _joint_input_gradients(tr: fxviz.Trace) -> dict[str, torch.Tensor]:
 
 
 def _check_no_backward(tr: fxviz.Trace) -> None:
-    if tr.params == "lifted":
-        assert not tr.has_backward and "no backward graph" in tr.summary()
+    if tr.capture.params == "lifted":
+        assert not tr.graph.has_backward and "no backward graph" in tr.summary()
         assert not tr.capture.warnings  # nothing requires grad: nothing to warn about
 
 
 def _check_no_backward_at_all(tr: fxviz.Trace) -> None:
-    assert not tr.has_backward and "no backward graph" in tr.summary()
+    assert not tr.graph.has_backward and "no backward graph" in tr.summary()
 
 
 def _check_frozen_with_input_grad(tr: fxviz.Trace) -> None:
@@ -440,7 +440,7 @@ def _check_frozen_with_input_grad(tr: fxviz.Trace) -> None:
 
 
 def _check_tied(tr: fxviz.Trace) -> None:
-    if tr.params == "lifted":
+    if tr.capture.params == "lifted":
         assert _roles(tr, "parameter") == ["emb.weight"] and _roles(tr, "gradient") == ["emb.weight"]
     else:
         assert set(_roles(tr, "constant")) == {"emb.weight"}
@@ -454,7 +454,7 @@ def _updates(tr: fxviz.Trace) -> list[str]:
 
 
 def _check_batchnorm(tr: fxviz.Trace) -> None:
-    assert sorted(_updates(tr)) == sorted(f"{n} (updated in place)" for n, _ in tr.model.named_buffers())
+    assert sorted(_updates(tr)) == sorted(f"{n} (updated in place)" for n, _ in tr.capture.model.named_buffers())
 
 
 def _check_inplace(tr: fxviz.Trace) -> None:
@@ -479,7 +479,7 @@ def _check_custom_function(tr: fxviz.Trace) -> None:
 
 
 def _check_partial_no_grad(tr: fxviz.Trace) -> None:
-    if tr.params == "lifted":
+    if tr.capture.params == "lifted":
         assert sorted(_roles(tr, "gradient")) == ["b.bias", "b.weight"]
         assert not tr.capture.warnings
 
@@ -493,14 +493,14 @@ def _check_dtypes(*dtypes: str) -> Callable[[fxviz.Trace], None]:
 
 def _check_meta(tr: fxviz.Trace) -> None:
     assert tr.capture.route in ("aot", "closure")
-    if tr.params == "lifted":
-        assert sorted(_roles(tr, "gradient")) == sorted(n for n, _ in tr.model.named_parameters())
+    if tr.capture.params == "lifted":
+        assert sorted(_roles(tr, "gradient")) == sorted(n for n, _ in tr.capture.model.named_parameters())
 
 
 def _check_markup(tr: fxviz.Trace) -> None:
     names = set(tr.nodes.qualname.dropna())
     assert SCRIPT in names
-    if tr.params == "lifted":
+    if tr.capture.params == "lifted":
         assert {f"{MARKUP}.weight", f"{MARKUP}.bias"} <= names
         assert MARKUP in set(tr.nodes.module.dropna())
     else:
@@ -512,7 +512,7 @@ def _check_list_input(tr: fxviz.Trace) -> None:
 
 
 def _check_stateful(tr: fxviz.Trace) -> None:
-    assert tr.model.calls == 0 and float(tr.model.steps) == 0.0
+    assert tr.capture.model.calls == 0 and float(tr.capture.model.steps) == 0.0
 
 
 def _check_empty_batch(tr: fxviz.Trace) -> None:
@@ -520,11 +520,11 @@ def _check_empty_batch(tr: fxviz.Trace) -> None:
 
 
 def _check_training_graph(tr: fxviz.Trace) -> None:
-    assert tr.has_backward and torch.is_grad_enabled()  # and the caller's mode came back (checked outside)
+    assert tr.graph.has_backward and torch.is_grad_enabled()  # and the caller's mode came back (checked outside)
 
 
 def _check_uncompiled(tr: fxviz.Trace) -> None:
-    assert type(tr.model).__name__ == "Sequential"
+    assert type(tr.capture.model).__name__ == "Sequential"
     assert not any("_orig_mod" in str(q) for q in tr.nodes.qualname.dropna())
 
 
@@ -797,7 +797,7 @@ def test_corpus_case_every_view(case: Case, mode: str):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FxvizWarning)
             tr = fxviz.trace(target, *inputs, params=mode, **case.kwargs)
-    model = tr.model if isinstance(tr.model, nn.Module) and not _is_meta(tr.model) else None
+    model = tr.capture.model if isinstance(tr.capture.model, nn.Module) and not _is_meta(tr.capture.model) else None
     before = snapshot(model) if model is not None else None
     for piece in tr.pieces:
         for what, call in _views(piece):
@@ -806,10 +806,10 @@ def test_corpus_case_every_view(case: Case, mode: str):
                     result = call()
                 except fxviz.FxvizError as exc:
                     _check_error(exc, Err(fxviz.FxvizError, r"."))
-                    assert not piece.has_backward or what.startswith("draw(strategy"), (what, exc)
+                    assert not piece.graph.has_backward or what.startswith("draw(strategy"), (what, exc)
                     continue
             if what.startswith("partition"):
-                assert (result.error is None) == piece.has_backward, (what, result.error)
+                assert (result.error is None) == piece.graph.has_backward, (what, result.error)
     if before is not None:
         assert_unchanged(model, before)
 

@@ -17,6 +17,8 @@ import torch
 import fxviz
 from fxviz.core.graph_facts import graph_op_count, joint_node_count
 from fxviz.frontends.cli.entry import main
+from fxviz.payloads.pieces import summaries
+from fxviz.sources.roles import role_counts
 
 from .logs_util import MINI_GPT, make_log
 
@@ -31,7 +33,7 @@ def _summary_counts(text: str) -> tuple[int, int, int]:
 
 def _check_consistent(tr: fxviz.Trace, strategy: str) -> None:
     gm = tr.joint
-    counts = tr.role_counts()
+    counts = role_counts(tr.graph.info.values())
     nodes, fwd, bwd = _summary_counts(tr.summary())
     # nodes: torch's graph less its output node
     assert nodes == len(gm.graph.nodes) - 1 == joint_node_count(gm.graph.nodes)
@@ -44,7 +46,7 @@ def _check_consistent(tr: fxviz.Trace, strategy: str) -> None:
     # the roles line says the same numbers
     assert f"{counts['forward']} forward," in tr.summary() and f"{counts['backward']} backward" in tr.summary()
     # the piece overview's label
-    piece = tr.piece_summaries(strategy)[0]
+    piece = summaries(tr, strategy)[0]
     assert (piece.nodes, piece.forward_ops, piece.backward_ops) == (nodes, fwd, bwd)
     # the memory table counts the partition's graphs, under other names
     df = tr.memory_table([strategy])

@@ -335,14 +335,14 @@ def test_alexnet_closure_all_parameters_flagged_and_what_torch_computes(traces):
     f = dups["features.0.weight"]
     assert set(f.nodes) == {"_param_constant0", "_param_constant0_1"}
     held = {getattr(tr.joint, str(nodes[n].target)) for n in f.nodes}
-    assert len(held) == 1 and held.pop() is tr.model.features[0].weight
-    assert f.bytes == tr.model.features[0].weight.numel() * 4
+    assert len(held) == 1 and held.pop() is tr.capture.model.features[0].weight
+    assert f.bytes == tr.capture.model.features[0].weight.numel() * 4
     f = dups["classifier.1.weight"]
     const, saved = f.nodes
-    assert getattr(tr.joint, str(nodes[const].target)) is tr.model.classifier[1].weight
+    assert getattr(tr.joint, str(nodes[const].target)) is tr.capture.model.classifier[1].weight
     assert saved in tr.partition("default").saved and tr.nodes.loc[saved, "short_op"] == "t"
     assert nodes[saved].args[0] is nodes[const]  # the saved value is t(weight): a view, same storage
-    assert f.bytes == tr.model.classifier[1].weight.numel() * 4 and "transpose" in f.message
+    assert f.bytes == tr.capture.model.classifier[1].weight.numel() * 4 and "transpose" in f.message
 
 
 def test_alexnet_lifted_is_healthy(traces):

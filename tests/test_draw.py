@@ -552,7 +552,7 @@ def test_forward_only_graph_and_graph_breaks_draw():
     assert len(tr.pieces) > 1
     for piece in tr.pieces:
         text = "".join(parse(piece.draw(strategy="min_cut").svg()).itertext())
-        assert f"graph {piece.index + 1} of {len(tr.pieces)}" in text
+        assert f"graph {piece.graph.index + 1} of {len(tr.pieces)}" in text
 
 
 @pytest.mark.parametrize("strategy", ["default", "min_cut", "budget:0.5"])

@@ -136,7 +136,7 @@ def test_batchnorm_eager_saves_the_running_stat_buffers_the_graph_saves_new_copi
     tr = aot_traces["resnet_block"]
     table = tr.memory_table(["default", "eager"])
     d, e = table.iloc[0], table.iloc[1]
-    stats = sum(b.numel() * b.element_size() for n, b in tr.model.named_buffers() if "running" in n)
+    stats = sum(b.numel() * b.element_size() for n, b in tr.capture.model.named_buffers() if "running" in n)
     assert d["saved_activation_bytes"] - e["saved_activation_bytes"] == stats
     assert e["saved_param_bytes"] - d["saved_param_bytes"] == stats
 

@@ -313,7 +313,9 @@ def test_double_click_opens_a_box_in_chromium(gpt, tmp_path, artifacts):
 def test_report_ships_each_drawings_boxes(gpt_trace):
     """The report's page reads a box's members from its payload too (no module-path guess)."""
     tr = gpt_trace
-    data = fxviz.payloads.report_data(tr, strategies=["default"], views=("joint", "backward"))
+    from fxviz.payloads.report import report_data
+
+    data = report_data(tr, strategies=["default"], views=("joint", "backward"))
     assert data["drawings"]
     for key, d in data["drawings"].items():
         ids = {b["id"] for b in d["boxes"]}

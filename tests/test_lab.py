@@ -786,7 +786,7 @@ def test_projector_charts(notebook, fixture, strategies, request):
         assert sum(b.get_width() for b in container) * 1024 == pytest.approx(table[s])
     plt.close("all")
     if fixture == "gpt1":
-        per = {s: tr.memory_by_module(s, depth=2).set_index("module")["saved_activation_bytes"] for s in strategies}
+        per = {s: tr.saved(s).by_module(2).set_index("module")["saved_activation_bytes"] for s in strategies}
         assert abs(table["min_cut"] / table["default"] - 1) < 0.01
         for module in ("ln_f", "lm_head", "h.0.ln_1"):
             assert per["min_cut"][module] > per["default"].get(module, 0)

@@ -128,7 +128,7 @@ def test_one_process_mini_gpt(backend, request):
     assert {tr.graph.info[n].qualname for n in params} == {n for n, _ in model.named_parameters()}
     grads = {i.qualname for i in tr.graph.info.values() if i.role == "gradient"}
     assert grads == {n for n, _ in model.named_parameters()}
-    assert tr.title == f"forward [torch {torch.__version__}]"  # the frame, and the torch that wrote the log
+    assert tr.capture.title == f"forward [torch {torch.__version__}]"  # the frame, and the torch that wrote the log
     table = tr.memory_table()
     assert list(table["strategy"]) == [s.name for s in tr.offered] and "eager" not in list(table["strategy"])
     assert table["error"].isna().all()
@@ -202,7 +202,7 @@ def test_recompile_and_graph_break(break_log):
     assert tr.graph.info[x.name].shape == (6, 8)
     names = {i.qualname for i in run.trace(compile_id="0/0").graph.info.values() if i.role == "parameter"}
     assert names == {"a.weight", "a.bias"}
-    assert "Data-dependent branching" in run.trace(compile_id="0/0").graph_breaks[0]
+    assert "Data-dependent branching" in run.trace(compile_id="0/0").capture.graph_breaks[0]
 
 
 def test_a_step_runs_one_compile_per_frame(break_log):
@@ -211,7 +211,7 @@ def test_a_step_runs_one_compile_per_frame(break_log):
     from fxviz.frontends.cli.words import cli_text
 
     run = fxviz.load_logs(break_log)
-    assert [run.located(t)[1] for t in run.traces()] == ["0/1", "1/1"]
+    assert [t.capture.source.compile_id for t in run.traces()] == ["0/1", "1/1"]
     assert run.step_graph_count() == 2
     note = cli_text(run.step_note())
     assert "0/1 of frame 0 (its earlier compile 0/0 is a recompile" in note and note.endswith("--graph F/N")

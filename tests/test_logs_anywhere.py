@@ -234,8 +234,8 @@ def test_a_log_without_descriptors_from_an_older_torch(aot_log, tmp_path):
     for s in ("logged", "default", "min_cut"):
         assert tr.partition(s).saved == ref.partition(s).saved, s
     # the torch is in the title, not in the frame a whole-step diff pairs graphs by ("why does 2.13 save more?")
-    assert tr.title.endswith("[torch 2.7.1]") and ref.title.endswith(f"[torch {torch.__version__}]")
-    assert tr.capture.name == ref.capture.name == "forward"
+    assert tr.capture.title.endswith("[torch 2.7.1]") and ref.capture.title.endswith(f"[torch {torch.__version__}]")
+    assert tr.capture.source.frame == ref.capture.source.frame == "forward"
     d = fxviz.diff(run, fxviz.load_logs(aot_log), whole_step=True)
     assert d.totals[0] == d.totals[1] and (d.table["status"] == "both").all()
     assert [(p.a, p.b) for p in d.pairs] == [(0, 0)]

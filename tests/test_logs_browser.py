@@ -45,7 +45,7 @@ def test_two_rank_report_in_chromium(tmp_path, artifacts):
         assert page.eval_on_selector("#fxviz-rank", "s => s.value") == "1"
         assert page.eval_on_selector_all("#fxviz-rank option", "os => os.map(o => o.value)") == ["0", "1"]
         options = page.eval_on_selector_all("#fxviz-graph option", "os => os.map(o => o.textContent)")
-        assert options == [f"0/0 ({run.trace(rank=1).title})"] and "[torch " in options[0]  # the log's torch
+        assert options == [f"0/0 ({run.trace(rank=1).capture.title})"] and "[torch " in options[0]  # the log's torch
         assert _saved(page) == set(run.trace(rank=1).partition("logged").saved)
         assert "rank 1, compile 0/0" in page.text_content(".fxviz-summary")
         assert any("f32[6, 8]" in t for t in _x_shape(page))

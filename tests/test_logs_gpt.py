@@ -49,7 +49,7 @@ def test_inference_only_log_reads_as_a_forward_graph(logs, capsys, tmp_path):
     run = fxviz.load_logs(logs["infer"])
     assert run.graphs["inference"].tolist() == [True]
     tr = run.trace()
-    assert tr.graph.inference and not tr.has_backward
+    assert tr.graph.inference and not tr.graph.has_backward
     assert INFERENCE_NOTE in tr.summary()
     doc = tr.doctor()
     assert doc.healthy and not doc.findings and INFERENCE_NOTE in doc.headline()
@@ -358,7 +358,7 @@ def _check_rng_states(tr, strategy):
     # per module, an RNG state counts under the module of the op it replays (never "no module")
     from fxviz.analysis.memory.saved import NO_MODULE
 
-    per_module = tr.memory_by_module(strategy).set_index("module")["saved_activation_bytes"]
+    per_module = tr.saved(strategy).by_module().set_index("module")["saved_activation_bytes"]
     acts = table[table["kind"] == "activation"]
     assert int(per_module.get(NO_MODULE, 0)) == int(acts[acts["module"].isna()]["bytes"].sum())
     return p

@@ -138,7 +138,7 @@ def test_alexnet_twin_doctor_and_saved_marks(alexnet_inductor):
     found = diagnose(tr.capture, parts, measured).of_kind("measured_copies")
     assert len(found) == 1 and found[0].bytes == measured.copy_bytes
     assert "layout_optimization" in found[0].fix
-    marked = mark_saved(tr.saved(measured.strategy), measured)
+    marked = mark_saved(tr.saved(measured.strategy), measured, tr.graph)
     for _, row in measured.copies.iterrows():
         assert marked.loc[row["value"], "measured"].startswith("held as a copy")
     assert "not held" not in set(marked["measured"])  # every value min-cut saves, the step holds
@@ -184,7 +184,7 @@ def test_convbn_inductor_and_the_layout_knob():
 def test_a_log_has_no_model_to_measure():
     model, inputs = convbn()
     tr = fxviz.trace(model, *inputs)
-    log_like = dataclasses.replace(tr.capture, model=None, fn=None)
+    log_like = dataclasses.replace(tr.capture, source=dataclasses.replace(tr.capture.source, model=None, fn=None))
     from fxviz.analysis.real.measure import measure_step
 
     with pytest.raises(FxvizError, match="no model"):

@@ -91,9 +91,9 @@ def test_returns_of_another_length_are_not_called_an_agreement(steps_log, monkey
 
 
 def test_replaying_a_logs_partitions_is_refused_in_one_line(steps_log):
-    """``measure(strategies)`` runs partitions on the capture's tensors; a log holds none (it read as an
+    """``replay(strategies)`` runs partitions on the capture's tensors; a log holds none (it read as an
     embedding's "Expected a proper Tensor but got None" in the table's caption)."""
     tr = fxviz.load_logs(steps_log).trace(compile_id="1/0")
     with pytest.raises(fxviz.FxvizError, match="real tensors") as info:
-        tr.measure(["logged", "min_cut"])
+        tr.replay(["logged", "min_cut"])
     assert "\n" not in str(info.value) and "log" in info.value.hint

@@ -1,4 +1,4 @@
-"""``Trace.measure(strategies)``: each partition's graphs run on real tensors, the bytes alive by
+"""``Trace.replay(strategies)``: each partition's graphs run on real tensors, the bytes alive by
 storage after every node beside the memory table's liveness walk over fake tensors.  The saved
 bytes are checked against the test's own run of the forward graph module (storages by data pointer),
 and the model (batch-norm statistics included) is left as it was."""
@@ -45,7 +45,7 @@ def test_replayed_twins_equal_the_estimates(name):
     loss = (lambda out: out.sum()) if name == "convbn" else (lambda out: out)
     tr = fxviz.trace(model, *inputs, backend="aot_eager", loss_fn=loss)
     before = snapshot(model)
-    table = tr.measure(STRATEGIES)
+    table = tr.replay(STRATEGIES)
     assert_unchanged(model, before)  # the forward graph updates batch norm's statistics: on clones
     assert list(table.columns[-len(REPLAYED_COLUMNS):]) == REPLAYED_COLUMNS
     for _, row in table.iterrows():

@@ -231,7 +231,7 @@ def test_table_columns_and_caption(traces, tables):
         assert str(df[c].dtype) == "Int64"
     cap = df.attrs["caption"]
     assert f"num_fwd_outputs={tr.graph.num_fwd_outputs}" in cap
-    from fxviz.analysis.memory.storage import _index_list
+    from fxviz.analysis.memory.table import _index_list
 
     static = tr.graph.static_lifetime_input_indices
     assert f"static_lifetime_input_indices={_index_list(static)}" in cap  # a long list as runs: [1-28] (28 inputs)

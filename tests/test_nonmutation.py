@@ -180,7 +180,7 @@ def test_draw_leaves_model_alone(name, params):
     case = _traced(name, params)
     _check(case, "draw()", lambda: case.trace.draw())
     drawn = _check(case, "draw(strategy=...)", lambda: case.trace.draw(strategy="min_cut", compare="default"))
-    assert not isinstance(drawn, fxviz.FxvizError) or not case.trace.has_backward, drawn
+    assert not isinstance(drawn, fxviz.FxvizError) or not case.trace.graph.has_backward, drawn
 
 
 @pytest.mark.parametrize("params", PARAMS)

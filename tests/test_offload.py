@@ -72,8 +72,8 @@ def test_offloaded_bytes_are_not_the_devices_activations(logs):
         assert (off["kind"], off["default"]) == ("offloaded", "saved")  # default saves the value it holds
         assert tr.saved("default", compare=["logged"]).loc["relu", "logged"] == "offloaded"
         assert "offloaded_bytes (kind 'offloaded'" in saved.attrs["caption"]
-        assert tr.memory_by_module("logged")["saved_activation_bytes"].sum() == row["saved_activation_bytes"]
-        step = tr.memory_table_by_piece(["logged"])  # the whole step: the copies are a total of their own
+        assert tr.saved("logged").by_module()["saved_activation_bytes"].sum() == row["saved_activation_bytes"]
+        step = tr.memory_table(["logged"], scope="step")  # the whole step: the copies are a total of their own
         total = step[(step["piece"] == "total") & (step["strategy"] == "logged")].iloc[0]
         assert (total["offloaded_bytes"], total["saved_activation_bytes"]) == (nbytes, row["saved_activation_bytes"])
         # the listing reads the same split from the printed graphs alone (fxviz logs, Run.totals)

@@ -36,7 +36,7 @@ def test_sparse_input_trace_does_not_poison_later_traces():
     assert fresh[0] > 20 and fresh[1], fresh  # the reference: a real joint graph with saved values
     # dynamo cannot wrap a sparse input: it marks fxviz's wrapper frame "skip" (no cache entry)
     tr = fxviz.trace(lambda s: s.to_dense() * 2, torch.randn(4, 4).to_sparse().requires_grad_())
-    assert tr.graph_breaks and "sparse" in tr.graph_breaks[0].lower()
+    assert tr.capture.graph_breaks and "sparse" in tr.capture.graph_breaks[0].lower()
     assert _facts(fxviz.trace(model, x)) == fresh
 
 
@@ -48,7 +48,7 @@ def test_a_function_traced_with_a_sparse_input_traces_again_with_a_dense_one():
         fxviz.trace(double, torch.zeros(0, 0).to_sparse_csr().requires_grad_(), capture_route="aot")
     fxviz.trace(double, torch.randn(3, 3).to_sparse().requires_grad_())  # the user's frame skipped by dynamo
     tr = fxviz.trace(double, torch.randn(3, requires_grad=True))
-    assert not tr.graph_breaks and tr.has_backward
+    assert not tr.capture.graph_breaks and tr.graph.has_backward
     assert any(n.target == torch.ops.aten.mul.Tensor for n in tr.joint.graph.nodes)
 
 
@@ -57,7 +57,7 @@ def test_csr_input_on_dynamo_route_traces_and_is_left_untouched():
     csr = torch.randn(3, 3).to_sparse_csr().requires_grad_()
     before = csr.detach().to_dense().clone()
     tr = fxviz.trace(lambda s: s.to_dense() * 2, csr)
-    assert tr.graph_breaks  # dynamo runs the sparse op outside the graph, and says so
+    assert tr.capture.graph_breaks  # dynamo runs the sparse op outside the graph, and says so
     assert torch.equal(csr.detach().to_dense(), before)
 
 
@@ -181,7 +181,7 @@ def test_check_gradients_after_a_graph_break_with_nothing_requiring_grad():
 def test_default_loss_on_conjugated_complex_output(fn, x):
     inp = x()
     tr = fxviz.trace(fn, inp)
-    assert tr.has_backward
+    assert tr.graph.has_backward
     # the gradient equals eager autograd's of the same loss
     ref = inp.detach().clone().requires_grad_()
     torch.view_as_real(fn(ref).resolve_conj()).sum().backward()
@@ -202,7 +202,7 @@ def test_default_loss_on_conjugated_complex_output(fn, x):
 def test_scalar_output_that_views_an_input_gets_a_backward(fn, shape, route):
     x = torch.randn(*shape, requires_grad=True)
     tr = fxviz.trace(fn, x, capture_route=route)
-    assert tr.has_backward and not tr.capture.warnings, tr.summary()
+    assert tr.graph.has_backward and not tr.capture.warnings, tr.summary()
     from fxviz.analysis.real.gradients import gradient_outputs, run_joint
 
     ref = x.detach().clone().requires_grad_()
@@ -239,8 +239,8 @@ def test_graph_break_with_one_captured_graph_is_said_and_not_blamed_on_an_op():
     model, mask = _Masked(), torch.tensor([True, False, True, True, False])
     with pytest.warns(fxviz.core.errors.FxvizWarning, match="graph break"):
         tr = fxviz.trace(model, mask)
-    assert len(tr.pieces) == 1 and tr.graph_breaks == [tr.graph_breaks[0]]
-    assert "Dynamic shape operator" in tr.graph_breaks[0]
+    assert len(tr.pieces) == 1 and tr.capture.graph_breaks == [tr.capture.graph_breaks[0]]
+    assert "Dynamic shape operator" in tr.capture.graph_breaks[0]
     assert "graph break" in tr.summary()
     assert not any("L['" in i.qualname for i in tr.graph.info.values() if i.qualname)
     doc = tr.doctor()
@@ -261,7 +261,7 @@ def test_one_graph_break_is_reported_once():
         return y.cos()
 
     tr = fxviz.trace(fn, torch.randn(3, requires_grad=True))
-    assert len(tr.graph_breaks) == 1 and "graph_break()" in tr.graph_breaks[0]
+    assert len(tr.capture.graph_breaks) == 1 and "graph_break()" in tr.capture.graph_breaks[0]
     assert "1 graph break(s)" in tr.summary()
 
 

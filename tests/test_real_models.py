@@ -118,8 +118,9 @@ def test_bookkeeping_is_one_box(real):
             todo += n.all_input_nodes
     st = sc.Structure(sc.joint_scene(tr.graph), tr.graph)
     assert st.bookkeeping and not st.bookkeeping & live, sorted(st.bookkeeping & live)
+    buffers = tr.capture.model.named_buffers()
     counters = {f"{m}.num_batches_tracked" for m, _ in
-                ((k.rsplit(".", 1)[0], v) for k, v in tr.model.named_buffers() if k.endswith("num_batches_tracked"))}
+                ((k.rsplit(".", 1)[0], v) for k, v in buffers if k.endswith("num_batches_tracked"))}
     held = {tr.graph.info[i].qualname for i in st.bookkeeping if tr.graph.info[i].role == "buffer"}
     assert counters <= held and len(counters) == 20
     boxes = _boxes(tr.draw().svg())
@@ -157,7 +158,8 @@ def test_expand_takes_a_function_box_by_the_name_its_box_shows(real):
 
     tr = real("gpt2")
     names = openable(tr.graph, "joint")
-    inner = sorted(n for n in names if n.endswith(")") and n.split(".")[0] in {m for m, _ in tr.model.named_children()})
+    children = {m for m, _ in tr.capture.model.named_children()}
+    inner = sorted(n for n in names if n.endswith(")") and n.split(".")[0] in children)
     assert inner, sorted(names)
 
     def label(key: str) -> str:  # what the box reads: file.fn() (#k)

@@ -20,7 +20,9 @@ from fxviz import _torch
 from fxviz.core.errors import InputError, RenderError
 from fxviz.frontends.cli.entry import main
 from fxviz.frontends.report.page import build_report, report
-from fxviz.payloads.views import ViewKey, view_payload
+from fxviz.payloads.report import report_data
+from fxviz.payloads.views import ViewPayload, view_payload
+from fxviz.render.graph.spec import DrawSpec
 from fxviz.render.page.embed import clean_svg, packed_json, page_data, page_json, script_json, unpack_json
 
 from .conftest import assert_unchanged, snapshot
@@ -120,20 +122,20 @@ def test_report_data_is_the_analysis(alexnet_report):
     # one joint layout (in the fallback's markup) shared by the joint and compare views of every
     # strategy and pair: strategies are overlays from data["status"]; forward and backward views
     # are drawn per partitioning strategy; eager (measured, no graphs) has none
-    layout = ViewKey("joint", None).text()
+    layout = DrawSpec.of("joint", None).text()
     drawings = data["drawings"]
     assert data["drawing_in_fallback"] == layout and drawings[layout]["svg"] == ""  # not twice in the page
     assert drawings[layout]["overlay"] and drawings[layout]["strategy"] is None
     shared = [e for e in data["index"] if e["view"] in ("joint", "compare") and not e["differences"]]
     assert {e["drawing"] for e in shared} == {layout}
-    # every view the controls can ask for, named by ViewKey in Python (the page builds no key)
-    assert {e["key"] for e in shared} == {ViewKey("joint", a).text() for a in keys} | {
-        ViewKey("compare", a, b).text() for a in keys for b in keys if a != b}
+    # every view the controls can ask for, named by DrawSpec in Python (the page builds no key)
+    assert {e["key"] for e in shared} == {DrawSpec.of("joint", a).text() for a in keys} | {
+        DrawSpec.of("compare", a, b).text() for a in keys for b in keys if a != b}
     assert not any((d["view"] == "joint" and d["strategy"]) or (d["view"] == "compare" and not d["differences"])
                    for d in drawings.values())
     for k in keys:
         for side in ("forward", "backward"):
-            key = ViewKey(side, k).text()
+            key = DrawSpec.of(side, k).text()
             entry = next(e for e in data["index"] if e["view"] == side and e["strategy"] == k)
             assert entry["key"] == entry["drawing"] == key == drawings[key]["key"]
             if k == "eager":
@@ -203,7 +205,7 @@ def test_report_ships_each_pairs_differences_drawing_within_its_size(alexnet_rep
                                         for k in ("saved", "recomputed", "removed"))}
         near = {m.name for d in diff for m in [*joint[d].all_input_nodes, *joint[d].users] if m.op != "output"}
         key = differences[(a, b)]
-        assert key == ViewKey("compare", a, b, differences=True).text() == f"compare|{a}|{b}|-|-|differences"
+        assert key == DrawSpec.of("compare", a, b, differences=True).text() == f"compare|{a}|{b}|-|-|differences"
         assert set(title.findall(data["drawings"][key]["svg"])) == diff | near, (a, b)
         assert "treated differently" in data["drawings"][key]["caption"]
     assert path.stat().st_size <= 1_000_000, path.stat().st_size
@@ -322,14 +324,14 @@ def test_page_data_is_strict_json():
 
 def test_the_widget_and_the_report_show_the_same_view_dict(traces):
     """One view schema: the widget's one synced view trait and the report's embedded drawing of the
-    same ViewKey are the same dict, built by one function."""
+    same DrawSpec are the same dict, built by one function."""
     pytest.importorskip("anywidget")
     tr = traces[("mlp", "lifted")]
-    data = fxviz.payloads.report_data(tr, strategies=["default", "min_cut"], views=("forward", "joint"))
+    data = report_data(tr, strategies=["default", "min_cut"], views=("forward", "joint"))
     w = fxviz.explore(tr, view="forward", strategy="min_cut")
-    key = ViewKey("forward", "min_cut")
+    key = DrawSpec.of("forward", "min_cut")
     assert w.view_key == key and w.pane.view_key == key.text()
     synced = w.pane.get_state()["view_data"]  # what goes over the wire (through page_data)
     assert synced == data["drawings"][key.text()] == view_payload(tr, key).to_json()
-    assert set(synced) == {f.name for f in dataclasses.fields(fxviz.payloads.ViewPayload)}
+    assert set(synced) == {f.name for f in dataclasses.fields(ViewPayload)}
     assert w.pane.get_state()["constants"] == data["constants"]

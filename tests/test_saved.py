@@ -1,4 +1,4 @@
-"""tr.saved() and tr.memory_by_module(): the rows against the partition, the bytes against the memory
+"""tr.saved() and tr.saved().by_module(): the rows against the partition, the bytes against the memory
 table and against storages counted on real tensors, the modules against the model's own, the
 other-strategy columns against each Partition; on fxviz's examples, a graph-broken model and a log."""
 
@@ -69,7 +69,7 @@ def _check(tr: fxviz.Trace, strategy: str | None = None, model: nn.Module | None
     for n, first in df["shares_storage_with"].dropna().items():
         assert position[first] < position[n] and df.loc[n, "bytes"] == 0 and df.loc[first, "kind"] == df.loc[n, "kind"]
     # bytes by construction equal the memory table's
-    row = tr.memory_table([name]).iloc[0]
+    row = tr.memory_table([name], scope="graph").iloc[0]
     sums = df.groupby("kind")["bytes"].sum()
     assert sums.get("activation", 0) == row["saved_activation_bytes"]
     assert sums.get("parameter", 0) == row["saved_param_bytes"]
@@ -96,13 +96,13 @@ def _check(tr: fxviz.Trace, strategy: str | None = None, model: nn.Module | None
                 "recomputed" if n in q.recomputed else "not needed"
             assert fate == expected, (s, n)
     # per module: the activation rows, summed
-    by = tr.memory_by_module(name)
+    by = tr.saved(name).by_module()
     assert by["saved_activation_bytes"].sum() == row["saved_activation_bytes"]
     assert by["saved_activations"].sum() == (df["kind"] == "activation").sum()
     assert list(by["saved_activation_bytes"]) == sorted(by["saved_activation_bytes"], reverse=True)
     if model is not None:
         assert set(by["module"]) - {NO_MODULE} <= set(dict(model.named_modules()))
-    top = tr.memory_by_module(name, depth=1)
+    top = tr.saved(name).by_module(1)
     assert top["saved_activation_bytes"].sum() == row["saved_activation_bytes"]
 
 
@@ -133,7 +133,7 @@ def test_saved_rejects_a_measured_strategy_and_a_bad_depth(traces):
     with pytest.raises(FxvizError, match="measured"):
         tr.saved("eager")
     with pytest.raises(FxvizError, match="depth"):
-        tr.memory_by_module(depth=0)
+        tr.saved().by_module(0)
 
 
 class _Half(nn.Module):
@@ -166,7 +166,7 @@ def test_saved_table_on_every_piece_of_a_graph_broken_model():
     tr = fxviz.trace(model, torch.randn(4, 8))
     assert len(tr.pieces) >= 2
     for piece in tr.pieces:
-        if piece.has_backward:
+        if piece.graph.has_backward:
             _check(piece, model=model)
 
 
@@ -199,7 +199,7 @@ def test_cli_saved_fits_100_columns(aot_log, capsys):
     assert main(["saved", "--logs", str(aot_log), "--by-module", "--depth", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in out) <= 100
-    by = tr.memory_by_module(depth=1)
+    by = tr.saved().by_module(1)
     assert [line[:len(m)] for line, m in zip(out[2:], by["module"])] == list(by["module"])
     assert len(out) == 2 + len(by)
     assert main(["saved", "--logs", str(aot_log), "--top", "-1"]) == 2
@@ -212,7 +212,7 @@ def test_cli_saved_fits_100_columns(aot_log, capsys):
 
 def test_saved_per_run_of_a_reused_graph():
     """A graph dynamo ran for two layers: each run's rows name that run's modules, and the runs
-    together are the whole step's saved activation bytes (memory_table_by_piece)."""
+    together are the whole step's saved activation bytes (memory_table(scope="step"))."""
     from fxviz.analysis.graph.pieces import piece_facts
 
     from .test_breaks import MixtralStyle
@@ -222,15 +222,15 @@ def test_saved_per_run_of_a_reused_graph():
     tr = fxviz.trace(model, torch.randn(4, 8))
     facts = piece_facts(tr.capture)
     known = dict(model.named_modules())
-    totals = tr.memory_table_by_piece([tr.default_strategy])  # the strategy piece.saved() shows
+    totals = tr.memory_table([tr.default_strategy], scope="step")  # the strategy piece.saved() shows
     total = totals[totals["piece"] == "total"]["saved_activation_bytes"].iloc[0]
     summed = 0
-    reused = [p for p in tr.pieces if p.has_backward and len(facts.runs_of(p.index)) > 1]
+    reused = [p for p in tr.pieces if p.graph.has_backward and len(facts.runs_of(p.graph.index)) > 1]
     assert reused
     for piece in tr.pieces:
-        if not piece.has_backward:
+        if not piece.graph.has_backward:
             continue
-        runs = facts.runs_of(piece.index)
+        runs = facts.runs_of(piece.graph.index)
         for k, r in enumerate(runs):
             df = piece.saved(run=k)
             mods = set(df["module"].dropna())
@@ -241,13 +241,13 @@ def test_saved_per_run_of_a_reused_graph():
             params = df[df["kind"] == "parameter"]
             # a saved parameter (or a view of one) is one this run received
             assert all(any(p.startswith(m + ".") for p in r.parameters) for m in params["module"].dropna())
-            by = piece.memory_by_module(run=k)
+            by = piece.saved(run=k).by_module()
             assert set(by["module"]) - {NO_MODULE} <= set(known)
             summed += int(by["saved_activation_bytes"].sum())
         _check(piece, model=model, real=True)
     assert summed == total
     with pytest.raises(FxvizError, match="run"):
-        reused[0].saved(run=len(facts.runs_of(reused[0].index)))
+        reused[0].saved(run=len(facts.runs_of(reused[0].graph.index)))
 
 
 def test_saved_panel_data_travels_in_the_view_payload(traces):
@@ -256,14 +256,15 @@ def test_saved_panel_data_travels_in_the_view_payload(traces):
     partitions no strategy but the view's own (the first picture waits for nothing else)."""
     from fxviz.payloads.panels import saved_data
     from fxviz.payloads.report import report_data
-    from fxviz.payloads.views import ViewKey, view_payload
+    from fxviz.payloads.views import view_payload
+    from fxviz.render.graph.spec import DrawSpec
 
     model, inputs = examples.mlp()
     fresh = fxviz.trace(model, *inputs)
-    view_payload(fresh, ViewKey("forward", "min_cut"))
+    view_payload(fresh, DrawSpec.of("forward", "min_cut"))
     assert [k for k in fresh._cache if k[0] == "partition"] == [("partition", Strategy("min_cut"))]
     tr = traces[("mlp", "lifted")]
-    payload = view_payload(tr, ViewKey("forward", "min_cut")).to_json()
+    payload = view_payload(tr, DrawSpec.of("forward", "min_cut")).to_json()
     rows = payload["saved"]["min_cut"]["rows"]
     df = tr.saved("min_cut")
     assert [r["name"] for r in rows] == list(df.index)
@@ -304,10 +305,10 @@ def test_a_log_without_its_partitioned_graphs_defaults_to_torchs_default_everywh
     ``default``.  Every view asks one rule (``analysis.choices``): what torch.compile's step partitions
     with here, ``min_cut`` (issue 32), and no ``logged`` offered."""
     tr = fxviz.load_logs(_without_partitioned_graphs(pathlib.Path(aot_log), tmp_path / "joint_only")).trace()
-    assert tr.from_log and tr.graph.logged is None and tr.has_backward
+    assert tr.capture.from_log and tr.graph.logged is None and tr.graph.has_backward
     df = tr.saved()  # raised StrategyError "... this trace was not read from a log"
     assert df.attrs["strategy"] == tr.partition().name == "min_cut"
     assert set(df.index) == set(tr.partition("min_cut").saved)
     assert tr.default_strategy.name == "min_cut" and "logged" not in [s.name for s in tr.offered]
-    assert tr.memory_by_module().attrs["strategy"] == "min_cut"
+    assert tr.saved().by_module().attrs["strategy"] == "min_cut"
     assert list(tr.memory_table()["strategy"]) == [s.name for s in tr.offered]

@@ -91,7 +91,7 @@ def test_model_traces_give_the_runs_totals(runs: tuple[pathlib.Path, pathlib.Pat
     d = fxviz.diff(a, b, "min_cut")  # what torch.compile partitions with, aot_eager included
     assert isinstance(d, StepDiff)
     assert d.totals == (_logged_total(runs[0]), _logged_total(runs[1]))
-    by_piece = b.memory_table_by_piece(["min_cut"])
+    by_piece = b.memory_table(["min_cut"], scope="step")
     total = by_piece[(by_piece["piece"] == "total") & (by_piece["strategy"] == "min_cut")]
     assert d.totals[1] == int(total["saved_activation_bytes"].iloc[0])
     assert int(d.by_module["bytes_a"].sum()) == d.totals[0] and int(d.by_module["bytes_b"].sum()) == d.totals[1]
@@ -142,7 +142,7 @@ def test_a_graph_pairs_with_every_graph_that_holds_its_parts() -> None:
 
 def test_a_logged_steps_memory_table_covers_every_graph(runs: tuple[pathlib.Path, pathlib.Path]) -> None:
     run = fxviz.load_logs(runs[1])
-    table = run.memory_table_by_piece(strategies=["logged", "min_cut"])
+    table = run.memory_table(strategies=["logged", "min_cut"])
     per_graph = table[table["piece"] != "total"]
     assert set(per_graph["piece"]) == set(range(len(run.traces())))
     total = table[(table["piece"] == "total") & (table["strategy"] == "logged")]

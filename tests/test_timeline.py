@@ -136,5 +136,5 @@ def test_no_timeline_without_a_backward():
     from fxviz.payloads.panels import timeline_data
 
     tr = fxviz.trace(lambda x: torch.topk(x, 2).indices.float().sum(), torch.randn(6))
-    assert not tr.has_backward
+    assert not tr.graph.has_backward
     assert timeline_data(tr, ["default"]) is None

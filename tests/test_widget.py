@@ -185,7 +185,7 @@ def test_explore_a_model_switches_parameter_capture_without_touching_it():
     assert w.params_control in w.children[1].children and w.params_control.layout.display != "none"
     assert w.pane.doctor["healthy"] is True
     w.params_control.value = "closure"
-    assert w.trace.params == "closure"
+    assert w.trace.capture.params == "closure"
     assert w.pane.doctor["healthy"] is False and w.pane.doctor["findings"]
     assert any(n["role"] == "constant" for n in w.pane.nodes.values())
     w.params_control.value = "lifted"

@@ -63,12 +63,12 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("RawJoint", "SeededInterpreter", "capture_with_aot_function", "capture_with_dynamo",
                      "eager_random", "has_backend_random", "quiet_torch", "run_compiled_backward", "skipped_frames",
                      "unimplemented_count"), "tracing"),
-    **dict.fromkeys(("LAYOUT_KNOB", "StepRun", "layout_optimization", "run_compiled_step"),
+    **dict.fromkeys(("LAYOUT_KNOB", "StepRun", "layout_optimization", "run_compiled_step", "step_config_state"),
                     "compiled"),
 }
 
 if TYPE_CHECKING:
-    from fxviz._torch.compiled import LAYOUT_KNOB, StepRun, layout_optimization, run_compiled_step
+    from fxviz._torch.compiled import LAYOUT_KNOB, StepRun, layout_optimization, run_compiled_step, step_config_state
     from fxviz._torch.partitioners import (
         BUDGET_SETTING,
         budget_config,
@@ -184,6 +184,7 @@ __all__ = [
     "StepRun",
     "layout_optimization",
     "run_compiled_step",
+    "step_config_state",
     "step_budget",
 ]
 

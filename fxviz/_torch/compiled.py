@@ -34,6 +34,15 @@ channels-last copy.  Measured on AlexNet, batch 1, CPU (torch 2.13): on, the ste
 (five conv weights and the input copied, 10,476,288 B); off, 1,338,112 B, min-cut's own figure."""
 
 
+def step_config_state() -> bytes:
+    """The settings a compiled step runs under (functorch's config, the partitioner's; inductor's, its
+    layouts and fusions), as torch saves them: the same bytes then and now mean a step measured then
+    is the step that would run now (``Trace.measure`` caches by them)."""
+    from torch._functorch import config as functorch_config
+
+    return functorch_config.save_config() + inductor_config.save_config()
+
+
 def layout_optimization() -> bool:
     """Whether inductor may change convolution layouts (``LAYOUT_KNOB``) in this session."""
     return bool(inductor_config.layout_optimization)

@@ -30,7 +30,7 @@ from fxviz.api.facade import Trace
 from fxviz.api.run import Run
 from fxviz.core.errors import InputError
 from fxviz.core.units import format_bytes
-from fxviz.sources.graphs import graph_name
+from fxviz.sources.graphs import LogSource, graph_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.render.graph.drawing import Drawing
@@ -42,24 +42,24 @@ def _several(x: object) -> bool:
     """A side that is a whole step of more than one graph: a trace (not a piece) of a model with
     graph breaks, or a logged run or list of its traces with several graphs with a backward."""
     if isinstance(x, Trace):
-        return x.index == 0 and len(x.capture.graphs) > 1
+        return x.graph.index == 0 and len(x.capture.graphs) > 1
     if isinstance(x, Run):
         return x.step_graph_count() > 1
-    return isinstance(x, Sequence) and sum(isinstance(t, Trace) and t.has_backward for t in x) > 1
+    return isinstance(x, Sequence) and sum(isinstance(t, Trace) and t.graph.has_backward for t in x) > 1
 
 
 def _one_graph(x: Trace | Run | Sequence[Trace]) -> Trace:
     if isinstance(x, Run):
         return x.trace()
     if not isinstance(x, Trace) and isinstance(x, Sequence) and x and isinstance(x[0], Trace):
-        return next((t for t in x if t.has_backward), x[0])
+        return next((t for t in x if t.graph.has_backward), x[0])
     return x  # type: ignore[return-value]  # anything else is refused below, by name
 
 
 def _label(tr: Trace, strategy: Strategy) -> str:
     where = f" ({tr.capture.origin})" if tr.capture.origin else ""
-    backend = "" if tr.from_log else f", backend {tr.capture.backend}"
-    return f"{tr.title}{where}, strategy {strategy.name}{backend}"
+    backend = "" if tr.capture.from_log else f", backend {tr.capture.backend}"
+    return f"{tr.capture.title}{where}, strategy {strategy.name}{backend}"
 
 
 def diff(a: Trace | Run | Sequence[Trace], b: Trace | Run | Sequence[Trace], strategy: StrategyLike | None = None,
@@ -95,8 +95,8 @@ def diff(a: Trace | Run | Sequence[Trace], b: Trace | Run | Sequence[Trace], str
         if not isinstance(tr, Trace):
             raise InputError(f"fxviz.diff: {name} is a {type(tr).__name__}, not a Trace",
                              "pass Traces: fxviz.trace(model, *inputs) or fxviz.load_logs(dir).trace(rank=...)")
-        if not tr.has_backward:
-            raise InputError(f"fxviz.diff: {name} ({tr.title}) has no backward graph, so it saves nothing",
+        if not tr.graph.has_backward:
+            raise InputError(f"fxviz.diff: {name} ({tr.capture.title}) has no backward graph, so it saves nothing",
                              "trace a step whose loss depends on something that requires grad")
     sa = Strategy.parse(strategy) if strategy is not None else a.default_strategy
     sb = Strategy.parse(strategy_b if strategy_b is not None else strategy if strategy is not None and a is not b
@@ -191,15 +191,16 @@ class StepPair:
 def _pieces(x: Trace | Run | Sequence[Trace]) -> tuple[list[Trace], list[int], list[str | None]]:
     """A side's graphs with a backward, how often each ran, and the frame each compiled."""
     if isinstance(x, Run) or (isinstance(x, Sequence) and all(isinstance(t, Trace) for t in x)):
-        traces = [t for t in (x.traces() if isinstance(x, Run) else x) if t.has_backward]
-        return traces, [1] * len(traces), [t.capture.name for t in traces]
+        traces = [t for t in (x.traces() if isinstance(x, Run) else x) if t.graph.has_backward]
+        frames = [t.capture.source.frame if isinstance(t.capture.source, LogSource) else None for t in traces]
+        return traces, [1] * len(traces), frames
     if not isinstance(x, Trace):
         raise InputError(f"fxviz.diff: got a {type(x).__name__}, not a Trace or a Run",
                          "pass fxviz.trace(model, *inputs) or fxviz.load_logs(dir)")
-    pieces = [x] if x.index > 0 else x.pieces
+    pieces = [x] if x.graph.index > 0 else x.pieces
     facts = piece_facts(x.capture)
-    kept = [p for p in pieces if p.has_backward]
-    return kept, [max(1, len(facts.runs_of(p.index))) for p in kept], [None] * len(kept)
+    kept = [p for p in pieces if p.graph.has_backward]
+    return kept, [max(1, len(facts.runs_of(p.graph.index))) for p in kept], [None] * len(kept)
 
 
 def _side(letter: str, label: str, tr: Trace, prefix: str, strategy: Strategy) -> Side:
@@ -263,10 +264,11 @@ def _strategy(tr: Trace, strategy: StrategyLike | None) -> Strategy:
 def _step_label(x: Trace | Run | Sequence[Trace], traces: list[Trace], strategy: str) -> str:
     """What the summary calls a side: where its step came from, its graphs, the strategy compared."""
     if not isinstance(x, Trace):
-        where = f"log {x.path}" if isinstance(x, Run) else traces[0].title
+        where = f"log {x.path}" if isinstance(x, Run) else traces[0].capture.title
         return f"{where}, {len(traces)} graph(s) with a backward, strategy {strategy}"
     where = f" ({x.capture.origin})" if x.capture.origin else ""
-    return f"{x.title}{where}, backend {x.capture.backend}, {len(traces)} graph(s) with a backward, strategy {strategy}"
+    return (f"{x.capture.title}{where}, backend {x.capture.backend}, {len(traces)} graph(s) with a backward, "
+            f"strategy {strategy}")
 
 
 class StepDiff:

@@ -28,7 +28,8 @@ from fxviz.sources.log.index import (
     assign_ranks,
     graph_rows,
 )
-from fxviz.sources.log.reader import log_files, warn_other_torch
+from fxviz.sources.log.knapsack import KNAPSACK_COLUMNS, read_knapsack
+from fxviz.sources.log.reader import log_files, read_payload, warn_other_torch
 from fxviz.sources.log.totals import TOTAL_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -235,8 +236,8 @@ class Run:
                            Say("see ", _GRAPHS, " for what it compiled"))
         return 0 if 0 in having else having[0]
 
-    def memory_table_by_piece(self, rank: int | None = None, strategies: StrategiesLike | None = None) -> pd.DataFrame:
-        """The memory table of one rank's whole step, as ``Trace.memory_table_by_piece`` gives a
+    def memory_table(self, rank: int | None = None, strategies: StrategiesLike | None = None) -> pd.DataFrame:
+        """The memory table of one rank's whole step, as ``Trace.memory_table(scope="step")`` gives a
         model's: one row per graph with a backward (``piece``: its place in :meth:`traces`) and
         strategy (default each graph's offered ones, ``logged`` first), then one ``total`` row per
         strategy over every graph.  Each graph counted once: the log does not say how often it ran."""
@@ -245,7 +246,7 @@ class Run:
         traces = self.traces(rank)
         chosen = strategies if strategies is not None else list(dict.fromkeys(
             s.name for t in traces for s in t.offered))
-        return step_table([PieceTable(i, 1, True, t.memory_table(chosen)) for i, t in enumerate(traces)])
+        return step_table([PieceTable(i, 1, True, t.memory_table(chosen, scope="graph")) for i, t in enumerate(traces)])
 
     def knapsack(self, rank: int | None = None, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame | None:
         """The run's own knapsack for one graph (``logs.knapsack``: each value its activation-memory budget's
@@ -254,9 +255,6 @@ class Run:
         budget below 1 with ``AOT_PARTITIONER_DEBUG=1`` set)."""
         import pandas as pd
 
-        from fxviz.sources.log.knapsack import KNAPSACK_COLUMNS, read_knapsack
-        from fxviz.sources.log.reader import read_payload
-
         c, p, _ = self._find(rank, compile_id, piece)
         if p.min_cut_offset < 0:
             return None
@@ -264,13 +262,6 @@ class Run:
         df = pd.DataFrame(k.rows, columns=KNAPSACK_COLUMNS)
         df.attrs["caption"] = k.caption
         return df
-
-    def located(self, tr: Trace) -> tuple[int, str, int]:
-        """(rank, compile id, piece) of a ``Trace`` this run's ``trace`` returned."""
-        for key, known in self._cache.items():
-            if known is tr:
-                return key
-        raise LogError("this trace is not one of this run's graphs", Say("take it from ", Do("trace", on="run")))
 
     def compare_ranks(self, compile_id: str | None = None, piece: int = 0) -> pd.DataFrame:
         """Where the ranks' graphs of one compile differ: one row per difference (``what``:
@@ -302,7 +293,7 @@ class Run:
             add("shape", n, [i[n].shape if n in i else None for i in infos.values()])
         saved = []
         for t in traces.values():
-            table = t.memory_table(["logged"]) if t.graph.logged is not None else None
+            table = t.memory_table(["logged"], scope="graph") if t.graph.logged is not None else None
             saved.append(int(table["saved_activation_bytes"].iloc[0]) if table is not None
                          and "saved_activation_bytes" in table else None)
         add("saved_bytes", None, saved)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fxviz.api.facade import Trace
+from fxviz.core.errors import InputError
 from fxviz.sources.model.routes import capture
 
 __all__ = ["trace"]
@@ -54,12 +55,11 @@ def trace(model_or_fn: Callable, *example_inputs: Any, loss_fn: Callable | None 
     Returns:
         A :class:`Trace`.  With graph breaks, it is the first graph; ``tr.pieces`` has them all,
         ``tr.draw(piece=i)`` draws one, ``tr.overview()`` all of them in execution order,
-        ``tr.memory_table_by_piece()`` tabulates each and the whole step, and ``tr.doctor()``
+        ``tr.memory_table(scope="step")`` tabulates each and the whole step, and ``tr.doctor()``
         reasons over all of them (code that ran outside every graph, graphs reused for several modules).
 
     The model, its ``.grad`` fields, buffers, ``training`` flags and the RNG are left untouched.
     """
-    from fxviz.core.errors import InputError
 
     both = sorted(set(keyword_inputs) & set(inputs or {}))
     if both:

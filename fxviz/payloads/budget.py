@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.graph_facts import joint_node_count
 from fxviz.payloads.panels import Status
-from fxviz.payloads.views import ViewKey, ViewPayload, view_payload
+from fxviz.payloads.views import ViewPayload, view_payload
+from fxviz.render.graph.spec import DrawSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.api.facade import Trace
@@ -25,7 +26,7 @@ MIN_CUT_OVER_DEFAULT = 3.0
 the 10,282-node graph, issue 26): the estimate of the next strategy's cost, from the first one's."""
 
 
-def _left_out_error(tr: Trace, budget: float | None, subject: Strategy | ViewKey) -> str:
+def _left_out_error(tr: Trace, budget: float | None, subject: Strategy | DrawSpec) -> str:
     """Why a strategy's partition or a view's drawing (``subject``) was left out, and the commands and
     calls that compute it: the one place the CLI spellings are written on this floor."""
     if isinstance(subject, Strategy):
@@ -67,7 +68,7 @@ def statuses_within(tr: Trace, keys: Sequence[str], start: float, budget: float 
     return out
 
 
-def drawings_within(tr: Trace, todo: Sequence[ViewKey], first: ViewKey, start: float, budget: float | None,
+def drawings_within(tr: Trace, todo: Sequence[DrawSpec], first: DrawSpec, start: float, budget: float | None,
                     left_out: set[str], say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     """The payload of every view in ``todo``, by key, in order: ``first`` (the view the page opens
     with) always, the others while under ``budget`` seconds since ``start`` and their strategy was

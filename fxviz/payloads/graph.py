@@ -16,7 +16,8 @@ from fxviz.core.errors import FxvizError
 from fxviz.core.graph_facts import joint_node_count
 from fxviz.payloads.budget import drawings_within, statuses_within
 from fxviz.payloads.panels import Status, node_data, saved_data, table_data
-from fxviz.payloads.views import ViewKey, view_payload
+from fxviz.payloads.views import view_payload
+from fxviz.render.graph.spec import DrawSpec
 from fxviz.render.page.embed import page_data
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,8 +55,8 @@ def graph_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Sequ
     start = time.perf_counter()
     statuses = statuses_within(tr, keys, start, budget, say)
     left_out = {s for s in keys if statuses[s].state == "left_out"}
-    layout = ViewKey("joint", None, None, group, depth)
-    todo = [ViewKey(v, s, None, group, depth) for v in views if v in ("forward", "backward") for s in keys]
+    layout = DrawSpec.of("joint", None, None, group, depth)
+    todo = [DrawSpec.of(v, s, None, group, depth) for v in views if v in ("forward", "backward") for s in keys]
     if "joint" in views or "compare" in views:
         todo.insert(0, layout)
     drawn = drawings_within(tr, todo, todo[0] if todo else layout, start, budget, left_out, say)
@@ -65,7 +66,7 @@ def graph_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Sequ
     differences = _differences_drawings(tr, keys, statuses, views, drawn, say)
     say("memory table")
     try:
-        table = table_data(tr.memory_table([s for s in keys if s not in left_out]), tr)
+        table = table_data(tr.memory_table([s for s in keys if s not in left_out], scope="graph"), tr)
     except FxvizError as exc:
         table = {"message": f"no memory table: {exc.message}"}
     index = _index(keys, views, group, depth, layout.text(), differences)
@@ -115,12 +116,12 @@ def _initial(index: list[dict[str, Any]], views: Sequence[str], keys: Sequence[s
 
 def _index(keys: Sequence[str], views: Sequence[str], group: str | None, depth: int | None,
            layout: str, differences: dict[tuple[str, str], str]) -> list[dict[str, Any]]:
-    """Every view the report's controls can ask for: its ``ViewKey`` text (``key``) and the drawing
+    """Every view the report's controls can ask for: its ``DrawSpec`` text (``key``) and the drawing
     that shows it (``drawing``, a key of ``views``).  Joint and compare views share the layout;
     a pair's differences-only entry exists where its drawing was made."""
     out: list[dict[str, Any]] = []
 
-    def add(k: ViewKey, drawing: str) -> None:
+    def add(k: DrawSpec, drawing: str) -> None:
         out.append({"view": k.view, "strategy": k.strategy.name if k.strategy else None,
                     "compare": k.compare.name if k.compare else None, "differences": k.differences,
                     "key": k.text(), "drawing": drawing})
@@ -128,16 +129,16 @@ def _index(keys: Sequence[str], views: Sequence[str], group: str | None, depth: 
     for v in views:
         for a in keys:
             if v in ("forward", "backward"):
-                k = ViewKey(v, a, None, group, depth)
+                k = DrawSpec.of(v, a, None, group, depth)
                 add(k, k.text())
             elif v == "joint":
-                add(ViewKey("joint", a, None, group, depth), layout)
+                add(DrawSpec.of("joint", a, None, group, depth), layout)
             else:
                 for b in keys:
                     if a != b:
-                        add(ViewKey("compare", a, b, group, depth), layout)
+                        add(DrawSpec.of("compare", a, b, group, depth), layout)
                         if (a, b) in differences:
-                            add(ViewKey("compare", a, b, differences=True), differences[(a, b)])
+                            add(DrawSpec.of("compare", a, b, differences=True), differences[(a, b)])
     return out
 
 
@@ -154,7 +155,7 @@ def _differences_drawings(tr: Trace, keys: Sequence[str], statuses: dict[str, St
     out: dict[tuple[str, str], str] = {}
     spent, smallest = 0, DIFFERENCES_SVG_BUDGET
     for i, (a, b) in enumerate(pairs):
-        k = ViewKey("compare", a, b, differences=True)
+        k = DrawSpec.of("compare", a, b, differences=True)
         if DIFFERENCES_SVG_BUDGET - spent < smallest:  # no drawing seen so far would fit: stop laying them out
             say(f"left out: {len(pairs) - i} more differences drawings (the page's SVG budget is spent; the toggle "
                 "fades instead)")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fxviz.analysis.strategy.strategies import Strategy, StrategyLike
 from fxviz.core.errors import FxvizError
-from fxviz.core.units import format_bytes, format_flops, is_missing
+from fxviz.core.units import format_bytes, is_missing
 from fxviz.render import theme
 from fxviz.render.graph.scene import RECOMPUTED_SUFFIX, format_tensor
 from fxviz.render.page.embed import SVG_ELEMENTS, clean_svg
@@ -138,32 +138,6 @@ def status_data(p: Partition) -> dict[str, Any]:
     return Status.of(p).to_json()
 
 
-# the memory-table columns the side panel shows (the full table is tr.memory_table())
-# (column, short header that fits a 1024 px screen, tooltip saying what and in which unit)
-_TABLE_COLUMNS: list[tuple[str, str, str]] = [
-    ("strategy", "strategy", "the partition strategy"),
-    ("saved_activation_bytes", "saved", "saved activations, bytes of unique storages the backward keeps "
-     "(views and aliases count once; parameters and inputs excluded)"),
-    ("saved_tensors", "tensors", "saved tensors: values the forward hands to the backward (count)"),
-    ("recomputed_ops", "recomp.", "recomputed ops: forward ops the backward runs again (count)"),
-    ("recomputed_random_ops", "random", "recomputed random ops (dropout, rand): the backward redraws them, so "
-     "its mask differs from the forward's unless the RNG state is replayed (count)"),
-    ("recompute_flops", "FLOPs", "FLOPs of the recomputed ops (matmul/conv; pointwise ops count 0)"),
-    ("forward_peak_bytes", "fwd peak", "forward peak: live bytes while the forward runs, parameters included"),
-    ("backward_peak_bytes", "bwd peak", "backward peak: live bytes while the backward runs"),
-]
-# shown where a strategy offloads (torch's activation offloading), right after 'saved'
-_OFFLOADED_COLUMN = ("offloaded_bytes", "offloaded", "bytes activation offloading copied off the device for the "
-                     "backward (not in 'saved'; the peaks count a value only while it is on the device)")
-# with a measured step (Trace.measure()): its twin on the row of the strategy the step used (the
-# difference and its reason are under the table: one column more is what the side panel has room for)
-_MEASURED_COLUMNS: list[tuple[str, str, str]] = [
-    ("measured_saved_bytes", "measured", "what the real torch.compile step kept for its backward (saved-tensor "
-     "hooks), counted as 'saved' counts: parameters and inputs excluded, their copies included; the difference "
-     "and its reason are under the table"),
-]
-
-
 def table_notes(tr: Trace, keys: Sequence[str]) -> list[str]:
     """Why a row's numbers are what they are, where a reader is surprised: what each strategy
     recomputes (the default recomputes too), and what recompute-all still saves (the outputs of
@@ -194,29 +168,23 @@ def table_data(df: pd.DataFrame, tr: Trace | None = None, measured: Measured | N
     and best-marked exactly as ``fxviz.render.text.table`` does for the notebook table; given the
     ``Trace``, with :func:`table_notes`.  A table with the measured twin (``memory_table(measured=m)``)
     shows its two columns; ``measured`` adds the step itself (``render.measured_view.measured_data``)."""
-    from fxviz.render.text.table import best_rows
+    from fxviz.render.text.table import COLUMN_WORDS, PANEL_COLUMNS, best_rows, format_cell
 
     best = best_rows(df)
-    columns = _TABLE_COLUMNS + [c for c in _MEASURED_COLUMNS if c[0] in df.columns]
-    if "offloaded_bytes" in df and df["offloaded_bytes"].fillna(0).astype(bool).any():  # beside 'saved'
-        columns.insert(2, _OFFLOADED_COLUMN)
+    # a measured step's twin (its difference and reason are under the table: one column more is what the
+    # panel has room for); offloaded bytes beside 'saved' where a strategy offloads
+    columns = [*PANEL_COLUMNS, *(c for c in ("measured_saved_bytes",) if c in df.columns)]
+    if "offloaded_bytes" in df and df["offloaded_bytes"].fillna(0).astype(bool).any():
+        columns.insert(2, "offloaded_bytes")
     rows = []
     for idx, rec in zip(df.index, df.to_dict("records")):
-        cells, marks = [], []
-        for col, _, _ in columns:
-            v = rec.get(col)
-            if col.endswith("_bytes"):
-                text = format_bytes(v, missing=MISSING)
-            elif col.endswith("_flops"):
-                text = format_flops(v, missing=MISSING)
-            else:
-                text = MISSING if is_missing(v) else str(v)
-            cells.append(text)
-            marks.append(idx in best.get(col, ()))
+        cells = [format_cell(col, rec.get(col), MISSING) for col in columns]
+        marks = [idx in best.get(col, ()) for col in columns]
         err = rec.get("error")
         rows.append({"key": str(rec["strategy"]), "cells": cells, "best": marks,
                      "error": None if is_missing(err) else str(err)})
-    out = {"columns": [c[1] for c in columns], "tips": [c[2] for c in columns], "rows": rows,
+    out = {"columns": [COLUMN_WORDS[c][0] for c in columns], "tips": [COLUMN_WORDS[c][1] for c in columns],
+           "rows": rows,
            "best_note": "bold: the best (lowest) value of each column",
            "notes": table_notes(tr, [str(k) for k in df["strategy"]]) if tr is not None else [],
            "caption": df.attrs.get("caption", "").strip()}
@@ -262,7 +230,7 @@ def timeline_data(tr: Trace, strategies: Sequence[str]) -> dict[str, Any] | None
     graph breaks (the page swaps pieces, and one piece's timeline would stand for all of them)."""
     from fxviz.render.charts.timeline_svg import timeline_svg
 
-    if not tr.has_backward or len(tr.pieces) > 1:
+    if not tr.graph.has_backward or len(tr.pieces) > 1:
         return None
     chosen = [s for s in strategies if (p := tr.partition(s)).error is None and not p.measured]
     if not chosen:
@@ -295,7 +263,7 @@ def doctor_data(tr: Trace, strategy: StrategyLike | None = None, measured: Measu
     for (severity, kind, fix), fs in groups.items():
         nodes: list[str] = []
         for f in fs:
-            if f.graph in (None, tr.index):
+            if f.graph in (None, tr.graph.index):
                 nodes += [n for n in f.nodes if n not in nodes]
         items = [_segments(f.message, names) for f in fs]
         for item in items:  # nodes named in the text (where the path is cut) are nodes of the finding too

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from fxviz.api.run import Run
 from fxviz.core.errors import InputError
+from fxviz.render.page.embed import clean_svg
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -29,7 +31,6 @@ RunsLike = Mapping[str, Any] | Iterable[Any]
 
 
 def _named_runs(runs: RunsLike | None) -> list[tuple[str, Any]]:
-    from fxviz.api.run import Run
 
     if runs is None:
         return []
@@ -58,7 +59,7 @@ def budget_points(runs: RunsLike | None = None, advice: Advice | None = None, *,
 
     rows: list[dict[str, Any]] = []
     for k, (name, run) in enumerate(_named_runs(runs), start=1):
-        traces = [t for t in run.traces(rank) if t.has_backward]
+        traces = [t for t in run.traces(rank) if t.graph.has_backward]
         if not traces:
             raise InputError(f"runs: {name} logged no graph with a backward", "pass a run of a training step")
         if graph is not None:
@@ -112,14 +113,13 @@ def pareto_data(tr: Trace, runs: RunsLike | None = None, advice: Advice | None =
     """The report's budget curve (``{"svg", "caption"}``): ``tr.memory_sweep()`` with the points of
     ``runs`` and ``advice`` (``budget_points``); None when neither is given or the trace has no backward."""
     from fxviz.render.charts.pareto_svg import pareto_svg
-    from fxviz.render.page.embed import clean_svg
 
-    if (runs is None and advice is None) or not tr.has_backward:
+    if (runs is None and advice is None) or not tr.graph.has_backward:
         return None
     sweep = tr.memory_sweep(progress=False)
-    shown = [p for p in tr.pieces if p.has_backward]
+    shown = [p for p in tr.pieces if p.graph.has_backward]
     points = budget_points(runs, advice, graph=shown.index(tr) if tr in shown else 0)
-    which = f" (graph {tr.index + 1} of {len(shown)}: every point is of that graph)" if len(shown) > 1 else ""
+    which = f" (graph {tr.graph.index + 1} of {len(shown)}: every point is of that graph)" if len(shown) > 1 else ""
     caption = ("The plain run's budget curve: min-cut under activation_memory_budget 0 to 1 on this graph"
                f"{which} (dots; the line: the Pareto front; labels: budgets). " + points.attrs["caption"])
     return {"svg": clean_svg(pareto_svg(sweep, points)), "caption": caption}

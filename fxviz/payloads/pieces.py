@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fxviz.analysis.strategy.strategies import StrategyLike
+from fxviz.analysis.graph.pieces import piece_facts, piece_summaries
+from fxviz.analysis.strategy.strategies import Strategy, StrategyLike
 from fxviz.core.errors import FxvizError
 from fxviz.core.units import format_bytes
 from fxviz.payloads.graph import PIECE_FIELDS, graph_data
@@ -38,17 +39,17 @@ def pieces_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Seq
     if len(pieces) < 2:
         return []
     out = []
-    for summary, piece in zip(tr.piece_summaries(keys[0]), pieces):
+    for summary, piece in zip(summaries(tr, keys[0]), pieces):
         option = piece_option(summary)
         entry: dict[str, Any] = {
-            "piece": piece.index, "label": summary.label, "reason": summary.reason, "nodes": summary.nodes,
+            "piece": piece.graph.index, "label": summary.label, "reason": summary.reason, "nodes": summary.nodes,
             "forward_ops": summary.forward_ops, "backward_ops": summary.backward_ops,
             "has_backward": summary.has_backward, "saved": format_bytes(summary.saved_bytes, missing=MISSING),
             "saved_bytes": summary.saved_bytes, "strategy": summary.strategy, "runs": summary.runs,
             "modules": [list(m) for m in summary.modules], "option": option, "short": short_option(option),
         }
-        if piece.index:
-            say(graph_of(piece.index, len(pieces)))
+        if piece.graph.index:
+            say(graph_of(piece.graph.index, len(pieces)))
             data = graph_data(piece, keys, views, pairs, group, depth, budget, say)
             entry["payload"] = {k: data[k] for k in PIECE_FIELDS}
         out.append(entry)
@@ -57,9 +58,9 @@ def pieces_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Seq
 
 def overview_data(tr: Trace, keys: Sequence[str]) -> dict[str, Any]:
     """The whole-model view: the overview drawing and the per-piece memory table with totals."""
-    drawing = tr.overview(keys[0])
+    drawing = tr.draw("overview", keys[0])
     try:
-        df = tr.memory_table_by_piece(keys)
+        df = tr.memory_table(keys, scope="step")
         shown = df.copy()
         shown["strategy"] = [f"{'whole model' if p == 'total' else graph_name(int(p))}: {s}"
                              + (f" (x{r} runs)" if p != "total" and r > 1 else "")
@@ -80,9 +81,16 @@ def piece_options(tr: Trace, strategy: StrategyLike | None = None) -> list[tuple
     if len(pieces) < 2:
         return [("graph 1", 0)]
     options = [(whole_model_option(len(pieces)), -1)]
-    for p in tr.piece_summaries(strategy):
+    for p in summaries(tr, strategy):
         options.append((short_option(piece_option(p)), p.index))
     return options
+
+
+def summaries(tr: Trace, strategy: StrategyLike | None = None) -> list[PieceSummary]:
+    """One ``PieceSummary`` per piece (counts, saved activation bytes under ``strategy``, runs): the
+    pieces' rows of the step's memory table, as the piece selector and the overview say them."""
+    s = tr.default_strategy if strategy is None else Strategy.parse(strategy)
+    return piece_summaries(tr.capture, tr.memory_table([s], scope="step"), s.name, piece_facts(tr.capture))
 
 
 def short_option(text: str) -> str:

@@ -15,8 +15,8 @@ from fxviz.payloads.graph import PIECE_FIELDS, doctor_strategy, graph_data
 from fxviz.payloads.panels import doctor_data, legend_data, page_constants, table_data, timeline_data
 from fxviz.payloads.pareto import RunsLike, pareto_data
 from fxviz.payloads.pieces import overview_data, pieces_data, whole_model_option
-from fxviz.payloads.views import VIEWS
 from fxviz.render.graph.limits import REPORT_BUDGET
+from fxviz.render.graph.spec import PAGE_VIEWS
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.analysis.real.measure import Measured
@@ -50,9 +50,9 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     keys = [s.name for s in parse_list(list(tr.offered if strategies is None else strategies)) or []]
     if not keys:
         raise InputError("the report needs at least one strategy", "pass strategies=('default', 'min_cut')")
-    views = [v for v in views if v in VIEWS]
+    views = [v for v in views if v in PAGE_VIEWS]
     if not views:
-        raise InputError("the report needs at least one view", f"use views from {', '.join(VIEWS)}")
+        raise InputError("the report needs at least one view", f"use views from {', '.join(PAGE_VIEWS)}")
     pairs = [(Strategy.parse(a).name, Strategy.parse(b).name) for a, b in compare] if compare else []
     pairs = [(a, b) for a, b in pairs if a in keys and b in keys and a != b]
     say = progress or (lambda _m: None)
@@ -63,8 +63,8 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     data = graph_data(tr, keys, views, pairs, group, depth, budget, say)
     if measured is not None and data["table"].get("rows"):  # the table's own rows, with the twin
         shown = [str(r["key"]) for r in data["table"]["rows"]]
-        data["table"] = table_data(tr.memory_table(shown, measured=measured), tr, measured)
-    root = tr.index == 0
+        data["table"] = table_data(tr.memory_table(shown, scope="graph", measured=measured), tr, measured)
+    root = tr.graph.index == 0
     # what the budget left out is computed by nothing else in the report: the timeline and the
     # overview show the strategies its graphs partitioned
     computed = [s for s in keys if data["status"][s]["state"] != "left_out"]
@@ -73,8 +73,8 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
         status = piece.get("payload", {}).get("status", {})
         computed = [s for s in computed if status.get(s, {}).get("state") != "left_out"]
     return {
-        "title": title or f"fxviz report: {tr.title}",
-        "name": tr.title,
+        "title": title or f"fxviz report: {tr.capture.title}",
+        "name": tr.capture.title,
         **data,
         "views": list(views),
         "doctor": doctor_data(tr, doctor_strategy(tr, keys, computed), measured=measured),
@@ -110,7 +110,7 @@ def run_report_data(graphs: Sequence[tuple[int, str, Trace]], initial: int = 0, 
         if run_summary:
             data["summary"] = f"{run_summary}\n\nthis graph: {data['summary']}"
         entries.append({"id": f"{rank}|{compile_id}", "rank": rank, "compile_id": compile_id,
-                        "label": f"{compile_id} ({tr.title})", "data": data})
+                        "label": f"{compile_id} ({tr.capture.title})", "data": data})
     first: dict[str, Any] = entries[initial]["data"]
     # "first" feeds the script-free fallback and is not written into the page's data
     return {"title": title or f"fxviz report: a logged run ({len(entries)} graphs)", "summary": first["summary"],

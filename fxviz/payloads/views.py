@@ -1,61 +1,24 @@
-"""The view schema and its one builder: :class:`ViewKey` (everything that decides one drawing),
-:class:`ViewPayload` (one rendered view, the shape both front ends read) and :func:`view_payload`.
+"""One rendered view and its one builder: :class:`ViewPayload` (the shape both front ends read) made by
+:func:`view_payload` from a ``DrawSpec`` (``fxviz.render.graph.spec``: everything that decides one
+drawing, the cache key, and ``text()``, the key a page names a view by).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fxviz.analysis.strategy.strategies import Strategy, StrategyLike
-from fxviz.core.errors import FxvizError, InputError
+from fxviz.analysis.strategy.strategies import StrategyLike
+from fxviz.core.errors import FxvizError
 from fxviz.payloads.panels import saved_data
+from fxviz.render.graph.spec import DrawSpec
 from fxviz.render.page.embed import clean_svg, page_data
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.api.facade import Trace
 
-__all__ = ["VIEWS", "ViewKey", "ViewPayload", "view_payload", "openable_boxes"]
-
-VIEWS = ("joint", "forward", "backward", "compare")
-
-
-@dataclass(frozen=True)
-class ViewKey:
-    """Everything that decides one drawing (and nothing else): the cache key of a view, and the
-    only builder of its text (``text()``: the widget's cache, the report's keys, the page's
-    ``data-view-key``; no front end rebuilds or parses it).  ``strategy`` and ``compare`` are
-    ``Strategy`` values, parsed once here at the door; ``strategy=None`` is the joint layout drawn
-    without any strategy's marks (the report draws every strategy on it as an overlay)."""
-
-    view: str
-    strategy: Strategy | None
-    compare: Strategy | None
-    group: str | None
-    depth: int | None
-    expand: tuple[str, ...]  # the boxes opened (names ``draw(expand=...)`` takes), sorted
-    differences: bool  # the compare view: only the nodes the two strategies treat differently
-
-    def __init__(self, view: str = "joint", strategy: StrategyLike | None = "default",
-                 compare: StrategyLike | None = None, group: str | None = None, depth: int | None = None,
-                 expand: Sequence[str] = (), differences: bool = False) -> None:
-        set_ = object.__setattr__  # frozen: the one place the fields are written
-        set_(self, "view", view)
-        set_(self, "strategy", None if strategy is None else Strategy.parse(strategy))
-        set_(self, "compare", None if compare is None else Strategy.parse(compare))
-        set_(self, "group", group)
-        set_(self, "depth", depth)
-        set_(self, "expand", tuple(expand))
-        set_(self, "differences", bool(differences))
-
-    def text(self) -> str:
-        """``view|strategy|compare|group|depth``, then ``|+opened,boxes`` and ``|differences``."""
-        names = (self.strategy.name if self.strategy else None, self.compare.name if self.compare else None)
-        base = "|".join(str(x) if x is not None else "-" for x in (self.view, *names, self.group, self.depth))
-        return base + ("|+" + ",".join(self.expand) if self.expand else "") + \
-            ("|differences" if self.differences else "")
+__all__ = ["ViewPayload", "view_payload", "openable_boxes"]
 
 
 @dataclass(frozen=True)
@@ -65,7 +28,7 @@ class ViewPayload:
     ``explorer.js`` reads its fields in ``showView``.  Built by :func:`view_payload` (from
     :meth:`head`; the whole-model overview: ``pieces.overview_data``).
 
-    ``key``: ``ViewKey.text()``.  ``strategy`` / ``compare``: the strategies' names (``None``: none;
+    ``key``: ``DrawSpec.text()``.  ``strategy`` / ``compare``: the strategies' names (``None``: none;
     the page finds their marks in the statuses it holds, by these names).  ``svg``: the cleaned
     drawing ("" when it failed: ``error`` says why, with what to do).  ``boxes``: the drawn boxes'
     records (``Group.record``: id, key, label, kind, side, members); ``expanded``: the boxes open.
@@ -89,12 +52,12 @@ class ViewPayload:
     saved: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def head(cls, key: ViewKey) -> ViewPayload:
-        """The fields ``key`` decides, nothing drawn yet: the one place a payload's head is made
+    def head(cls, spec: DrawSpec) -> ViewPayload:
+        """The fields ``spec`` decides, nothing drawn yet: the one place a payload's head is made
         (:func:`view_payload` fills in the drawing; a view the report leaves out, its ``error``)."""
-        return cls(key=key.text(), view=key.view, strategy=key.strategy.name if key.strategy else None,
-                   compare=key.compare.name if key.compare and key.view == "compare" else None,
-                   expanded=list(key.expand), differences=key.differences, overlay=key.strategy is None)
+        return cls(key=spec.text(), view=spec.view, strategy=spec.strategy.name if spec.strategy else None,
+                   compare=spec.compare.name if spec.compare and spec.view == "compare" else None,
+                   expanded=list(spec.expand), differences=spec.differences, overlay=spec.strategy is None)
 
     def to_json(self) -> dict[str, Any]:
         """The payload as page data (``render.embed.page_data``: strict JSON values)."""
@@ -102,39 +65,15 @@ class ViewPayload:
         return data
 
 
-def _check_view(tr: Trace, key: ViewKey) -> None:
-    """Refuse a view that cannot be drawn, with what to do instead (partitions cached on the Trace)."""
-    if key.view not in VIEWS:
-        raise InputError(f"unknown view {key.view!r}", f"use one of {', '.join(VIEWS)}")
-    if key.strategy is None:
-        if key.view not in ("joint", "compare") or key.differences:
-            raise InputError(f"the {key.view} view needs a strategy", "pass strategy='default'")
-        return
-    p = tr.partition(key.strategy)
-    q = tr.partition(key.compare) if key.view == "compare" and key.compare else None
-    if p.error:
-        raise InputError(f"strategy {p.label!r} failed: {p.error}", "pick another strategy")
-    if q is not None and q.error:
-        raise InputError(f"strategy {q.label!r} failed: {q.error}", "pick another strategy")
-    if key.view in ("forward", "backward") and (p.forward is None or p.backward is None):
-        raise InputError(f"{p.label} has no {key.view} graph to draw: it is measured, not partitioned",
-                         "look at the joint view, which marks what it saves")
-    if key.differences and q is None:
-        raise InputError("differences only needs the compare view and a strategy to compare with",
-                         "pick the compare view and a 'compare with' strategy")
-
-
-def view_payload(tr: Trace, key: ViewKey, timeout: float | None = None) -> ViewPayload:
-    """Partition (cached on the Trace), draw and lay out the view ``key`` names: the one builder of
+def view_payload(tr: Trace, spec: DrawSpec, timeout: float | None = None) -> ViewPayload:
+    """Partition (cached on the Trace), draw and lay out the view ``spec`` names: the one builder of
     a :class:`ViewPayload`.  A view that cannot be drawn (or a bug) comes back with ``error`` set
-    and no SVG, so one view's failure never sinks the page that shows the others."""
-    head = ViewPayload.head(key)
+    (what the drawing refused, with what to do) and no SVG, so one view's failure never sinks the
+    page that shows the others."""
+    head = ViewPayload.head(spec)
     try:
-        _check_view(tr, key)
-        drawing = tr.draw("joint" if key.view == "compare" else key.view, strategy=key.strategy,
-                          compare=key.compare if key.view == "compare" else None, group=key.group,
-                          depth=key.depth, expand=list(key.expand), timeout=timeout, differences=key.differences)
-        saved = {key.strategy.name: saved_data(tr, key.strategy)} if key.strategy is not None else {}
+        drawing = tr.draw(spec if timeout is None else spec.replace(timeout=timeout))
+        saved = {spec.strategy.name: saved_data(tr, spec.strategy)} if spec.strategy is not None else {}
         return dataclasses.replace(head, svg=clean_svg(drawing.svg()), caption=drawing.caption, boxes=drawing.boxes,
                                    saved=saved)
     except FxvizError as exc:

@@ -30,6 +30,8 @@ class JointGraph:
     constant_values: dict[str, torch.Tensor]  # get_attr target -> the real tensor it stands for
     index: int = 0
     partitioner_caller: str = "torch.compile"  # whose partitioner arguments were recorded
+    # where the arguments came from when not traced now ("read from the log; the run's functorch config: ...")
+    partitioner_note: str = ""
     # every time the compiled graph ran during capture (dynamo reuses one graph for each call its
     # guards accept): (run number across all graphs, the model state / user input each graph
     # input received, None for a tensor computed at run time).  Empty when not recorded.
@@ -48,21 +50,53 @@ class JointGraph:
     inference: bool = False
 
 
-@dataclass
-class Capture:
-    """The result of capturing: the graphs in execution order and how they were made."""
+@dataclass(frozen=True)
+class ModelSource:
+    """A model (or a function) traced now, with the inputs fxviz called it with: what can be run again
+    (a measurement, an eager probe, advice's changed models)."""
 
-    graphs: list[JointGraph]
-    route: str
-    params: str
-    loss: str
-    graph_breaks: list[str]
     model: nn.Module | None
-    fn: Callable | None  # None when the graphs came from somewhere without the model (a log)
+    fn: Callable | None
     example_inputs: tuple[Any, ...]
     loss_fn: Callable | None
     reduce: Callable[[Any], torch.Tensor] | None
     input_names: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LogSource:
+    """One graph of a ``TORCH_TRACE`` log: which file, rank, compile and piece it is, and what the log
+    said of its frame.  A view of a log knows where its graph lies without asking the ``Run`` it came
+    from (the CLI names it, ``--measure`` reads the same file's records)."""
+
+    file: str
+    rank: int
+    compile_id: str
+    piece: int = 0
+    pieces: int = 1  # how many graphs (DDP buckets, graph-break pieces) the compile logged
+    frame: str = "compiled frame"  # the frame's name, as dynamo logged it
+    torch_version: str | None = None  # the torch that wrote the log
+    input_names: list[str] = field(default_factory=list)
+
+    @property
+    def origin(self) -> str:
+        """``rank 0, compile 1/0`` (and `` piece 2`` when the compile logged several graphs)."""
+        return f"rank {self.rank}, compile {self.compile_id}" + (f" piece {self.piece}" if self.pieces > 1 else "")
+
+
+Source = ModelSource | LogSource
+
+
+@dataclass
+class Capture:
+    """The result of capturing: the graphs in execution order, how they were made, and their source."""
+
+    graphs: list[JointGraph]
+    source: ModelSource | LogSource
+    route: str
+    params: str
+    loss: str
+    graph_breaks: list[str]
     warnings: list[str] = field(default_factory=list)  # things a user must know to read the graph
     # Python frames dynamo skipped and ran as plain eager code (``forward (model.py:20)``): what
     # they compute is in no captured graph
@@ -78,6 +112,44 @@ class Capture:
     # the loss is applied outside the graph (a loss_fn, or the model's own .loss): the graph is the
     # model's, its tangents the gradients of the loss w.r.t. the model's outputs
     loss_outside: bool = False
+    # a log: the parameters its graphs name, as meta tensors with the logged shape, dtype and
+    # requires_grad (what the doctor and the parameter table read when there is no model)
+    state: list[tuple[str, torch.Tensor]] = field(default_factory=list)
+
+    # --- the source's facts, read through one door each ---------------------------------------------
+    @property
+    def from_log(self) -> bool:
+        """A graph read from a log of a real run: no model, nothing can be run."""
+        return isinstance(self.source, LogSource)
+
+    @property
+    def model(self) -> nn.Module | None:
+        return self.source.model if isinstance(self.source, ModelSource) else None
+
+    @property
+    def fn(self) -> Callable | None:
+        return self.source.fn if isinstance(self.source, ModelSource) else None
+
+    @property
+    def example_inputs(self) -> tuple[Any, ...]:
+        return self.source.example_inputs if isinstance(self.source, ModelSource) else ()
+
+    @property
+    def loss_fn(self) -> Callable | None:
+        return self.source.loss_fn if isinstance(self.source, ModelSource) else None
+
+    @property
+    def reduce(self) -> Callable[[Any], torch.Tensor] | None:
+        return self.source.reduce if isinstance(self.source, ModelSource) else None
+
+    @property
+    def input_names(self) -> list[str]:
+        return list(self.source.input_names)
+
+    @property
+    def origin(self) -> str | None:
+        """A log's graph: which rank and compile it came from (None for a model)."""
+        return self.source.origin if isinstance(self.source, LogSource) else None
 
     @property
     def backend_label(self) -> str:
@@ -85,12 +157,6 @@ class Capture:
         label = ("backend='inductor' (torch.compile's default: inductor decompositions and joint-graph passes)"
                  if self.backend == "inductor" else "backend='aot_eager' (AOTAutograd's graph, no inductor passes)")
         return label + (", dynamic shapes" if self.dynamic else "")
-    name: str | None = None  # a log's frame name (no model, no function to name it after)
-    origin: str | None = None  # a log: which rank and compile the graph came from
-    torch_version: str | None = None  # a log: the torch that wrote it (titles say it; the frame ``name`` does not)
-    # a log: the parameters its graphs name, as meta tensors with the logged shape, dtype and
-    # requires_grad (what the doctor and the parameter table read when there is no model)
-    state: list[tuple[str, torch.Tensor]] = field(default_factory=list)
 
     def named_parameters(self) -> list[tuple[str, torch.Tensor]]:
         """The model's parameters, or (a log) the parameters the log describes."""
@@ -101,8 +167,9 @@ class Capture:
         """What views call the model: its class, the traced function's name, or a log's frame."""
         if self.model is not None:
             return type(self.model).__name__
-        if self.name is not None:
-            return self.name + (f" [torch {self.torch_version}]" if self.torch_version else "")
+        if isinstance(self.source, LogSource):
+            version = self.source.torch_version
+            return self.source.frame + (f" [torch {version}]" if version else "")
         return getattr(self.fn, "__name__", None) or "function"
 
 

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fxviz import _torch
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch.nn as nn
 
@@ -89,7 +91,6 @@ class Change:
 
 def budget_change(budget: float) -> Change:
     """torch.compile's min-cut as a knapsack under ``activation_memory_budget=budget``."""
-    from fxviz import _torch
 
     return Change("budget", f"activation_memory_budget={budget:g}", _torch.budget_setting_code(budget),
                   {_torch.BUDGET_SETTING: budget}, budget=budget)

@@ -9,6 +9,7 @@ import torch
 import torch.fx as fx
 
 from fxviz import _torch
+from fxviz._torch import pytree
 from fxviz.analysis.doctor.findings import FIX_LIFT, Finding, Param
 from fxviz.analysis.doctor.gradient_paths import resolve_state
 from fxviz.analysis.real.gradients import gradient_outputs
@@ -25,7 +26,6 @@ def _state_name(graph: JointGraph, node: str) -> str:
 
 
 def _tensor_args(node: fx.Node) -> list[fx.Node]:
-    from fxviz._torch import pytree
 
     return [a for a in pytree.tree_leaves((node.args, node.kwargs))
             if isinstance(a, fx.Node) and isinstance(_torch.meta_val(a), torch.Tensor)]

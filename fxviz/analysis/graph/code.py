@@ -203,7 +203,7 @@ def graph_code(graph: JointGraph, part: str, partition: Partition | None, title:
         if partition is None or not partition.ok:
             why = partition.error if partition is not None else "no partition"
             raise InputError(f"there is no {part} graph to show: {why}",
-                             Say("check ", Do("has_backward", attr=True), ", or pick another strategy"))
+                             Say("check ", Do("graph.has_backward", attr=True), ", or pick another strategy"))
         gm = partition.forward if part == "forward" else partition.backward
         if gm is None:
             raise InputError(f"the partition has no {part} graph", "pick another strategy")

@@ -14,10 +14,15 @@ Plain data; no drawing, no eager run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from fxviz.core.errors import InputError
 from fxviz.core.graph_facts import joint_node_count
 from fxviz.sources.graphs import Capture, graph_of
 from fxviz.sources.roles import role_counts
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 __all__ = ["PieceRun", "PieceFacts", "PieceSummary", "piece_facts", "piece_summaries", "modules_of",
            "collapse_modules", "ROOT", "run_modules", "run_renames", "check_piece",
@@ -155,11 +160,17 @@ class PieceSummary:
     modules: tuple[tuple[str, ...], ...]  # per run, the modules whose parameters it received
 
 
-def piece_summaries(cap: Capture, saved: list[int | None], strategy: str,
+def piece_summaries(cap: Capture, step: pd.DataFrame, strategy: str,
                     facts: PieceFacts | None = None) -> list[PieceSummary]:
-    """One summary per graph of ``cap``; ``saved`` holds each graph's saved activation bytes;
-    ``facts``: ``piece_facts(cap)`` when the caller holds it."""
+    """One summary per graph of ``cap``; ``step``: the step's memory table of ``strategy`` (its graphs'
+    rows give each graph's saved activation bytes); ``facts``: ``piece_facts(cap)`` when the caller
+    holds it."""
+    import pandas as pd
+
     facts = piece_facts(cap) if facts is None else facts
+    rows = step[(step["piece"] != "total") & (step["strategy"] == strategy)]
+    by_graph = {int(p): None if pd.isna(v) else int(v) for p, v in zip(rows["piece"], rows["saved_activation_bytes"])}
+    saved = [by_graph.get(g.index) if g.has_backward else None for g in cap.graphs]
     total = len(cap.graphs)
     out = []
     for g in cap.graphs:
@@ -176,7 +187,6 @@ def piece_summaries(cap: Capture, saved: list[int | None], strategy: str,
 
 def check_piece(index: int, cap: Capture) -> int:
     """``index`` when it is a piece (graph) of ``cap`` (0-based), else an ``InputError`` naming the pieces."""
-    from fxviz.core.errors import InputError
 
     n = len(cap.graphs)
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < n:
@@ -189,7 +199,6 @@ def check_piece(index: int, cap: Capture) -> int:
 def run_renames(facts: PieceFacts, graph: int, run: int) -> dict[str, str]:
     """:func:`run_modules` for a run a user named (``run=k``); an ``InputError`` naming the runs there
     are when ``graph`` has no run ``run``.  A graph whose runs were not recorded renames nothing."""
-    from fxviz.core.errors import InputError
 
     runs = len(facts.runs_of(graph))
     if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run < max(runs, 1):

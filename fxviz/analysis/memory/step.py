@@ -1,5 +1,5 @@
 """The memory table of the whole training step: one row per piece (graph) and strategy, then one
-``total`` row per strategy (``Trace.memory_table_by_piece``).
+``total`` row per strategy (``Trace.memory_table(scope="step")``).
 
 A graph dynamo reused for several modules runs once per module, each run holding its own saved
 values: the totals of count, byte and FLOP columns are sums of ``runs`` x the piece's value.  Peaks

@@ -144,9 +144,8 @@ def caption(graph: JointGraph, symbolic: bool = False, notes: Sequence[str] = ()
     static = list(graph.static_lifetime_input_indices)
     why = ("the parameter inputs: torch.compile treats them as free to save" if static
            else "none: aot_function / aot_module pass []")
-    # "torch.compile (read from the log; ...)": the remark goes after "calls them", so the sentence reads
-    caller, _, remark = graph.partitioner_caller.partition(" (")
-    how = f" ({remark}" if remark else ""
+    caller, note = graph.partitioner_caller, graph.partitioner_note
+    how = f" ({note})" if note else ""
     parts = [
         f"Joint graph of backend={graph.backend!r}.",
         f"Partitioners called as {caller} calls them{how}: num_fwd_outputs={graph.num_fwd_outputs}, "

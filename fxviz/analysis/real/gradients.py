@@ -12,11 +12,13 @@ import torch
 from torch import nn
 
 from fxviz import _torch
+from fxviz._torch import pytree
 from fxviz.analysis.real.runtime_args import backward_args, forward_args, is_token, token
-from fxviz.core.errors import FxvizError
+from fxviz.core.errors import FxvizError, FxvizWarning
 from fxviz.core.fx_facts import output_node
 from fxviz.core.state import preserved, restore_rng, rng_state
 from fxviz.sources.graphs import Capture, JointGraph
+from fxviz.sources.model.routes import recapture
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -154,20 +156,14 @@ def _with_eager_random(cap: Capture) -> JointGraph:
     masks as eager autograd (the graph shown draws with inductor's seeds: no eager reference exists)."""
     import warnings
 
-    from fxviz.core.errors import FxvizWarning
-    from fxviz.sources.model.routes import capture
-
     assert cap.fn is not None  # a model's capture (check_gradients refuses the others)
     with _torch.eager_random(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FxvizWarning)  # said once, by the capture being checked
-        again = capture(cap.fn, cap.example_inputs, loss_fn=cap.loss_fn, params=cap.params, route=cap.route,
-                        backend=cap.backend, dynamic=cap.dynamic,
-                        compile_loss=cap.loss_fn is not None and not cap.loss_outside)
+        again = recapture(cap)
     return again.graphs[0]
 
 
 def _tensors(x: Any) -> list[torch.Tensor]:
-    from fxviz._torch import pytree
 
     return [t for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
 

@@ -50,8 +50,8 @@ if TYPE_CHECKING:
 __all__ = ["Measured", "MEASURED_COLUMNS", "MEASURED_KINDS", "MEASURED_TABLE_COLUMNS", "measure_step",
            "session_step_strategy", "mark_saved", "add_measured"]
 
-MEASURED_COLUMNS: list[str] = ["bytes", "kind", "value", "graph", "what", "source", "shape", "dtype", "layout",
-                               "matched_by", "views"]
+MEASURED_COLUMNS: list[str] = ["bytes", "kind", "value", "values", "graph", "what", "source", "shape", "dtype",
+                               "layout", "matched_by", "views"]
 MEASURED_KINDS = ("activation", "parameter", "input", "parameter copy", "input copy")
 COPY_KINDS = ("parameter copy", "input copy")
 MEASURED_TABLE_COLUMNS: list[str] = ["measured_saved_bytes", "measured_difference_bytes", "measured_reason"]
@@ -408,18 +408,21 @@ def _what(views: list[torch.Tensor], owner: tuple[str, str] | None, sources: _So
     if owner is not None:
         kind, name = owner
         primal = sources.primal.get(name)
-        return {"kind": kind, "value": primal, "source": name, "matched_by": "storage",
+        return {"kind": kind, "value": primal, "values": (primal,) if primal else (), "source": name,
+                "matched_by": "storage",
                 "what": f"{kind} `{name}`" + (f" ({primal})" if primal else "") + ", saved as itself"}
     copied = _copy_of(views[0], sources)
     if copied is not None:
         kind, name, how = copied
         primal = sources.primal.get(name)
         whose = f"{sources.label.get(name, 'parameter')} `{name}`" if kind == "parameter" else f"input `{name}`"
-        out = {"kind": f"{kind} copy", "value": primal, "source": name, "matched_by": "values",
+        out = {"kind": f"{kind} copy", "value": primal, "values": (primal,) if primal else (), "source": name,
+               "matched_by": "values",
                "what": f"a copy of `{primal or name}` ({whose}) {how}, made by {backend}"}
         return out | ({"layout": "transposed"} if how == "transposed" else {})
     found, matched_by = _match(views, held, used)
-    return {"kind": "activation", "value": ", ".join(h.name for h in found) or None, "matched_by": matched_by,
+    return {"kind": "activation", "value": ", ".join(h.name for h in found) or None,
+            "values": tuple(h.name for h in found), "matched_by": matched_by,
             "graph": found[0].graph if found else None,
             "what": (f"the partition's `{found[0].name}` ({found[0].what})" if found else
                      f"a value the partition does not save (made by {backend}'s compiled code)")}
@@ -499,9 +502,9 @@ def _caption(m: Measured) -> str:
 
 
 # --- the saved table, marked ---------------------------------------------------------------------
-def mark_saved(table: pd.DataFrame, measured: Measured, graph: int = 0) -> pd.DataFrame:
-    """``tr.saved()`` of graph ``graph`` with a ``measured`` column: what the real step holds for each
-    value (``held``, ``held as a copy (channels_last, 90.8 KiB)``, ``not held``)."""
+def mark_saved(table: pd.DataFrame, measured: Measured, graph: JointGraph) -> pd.DataFrame:
+    """``tr.saved()`` of ``graph`` with a ``measured`` column: what the real step holds for each value
+    (``held``, ``held as a copy (channels_last, 90.8 KiB)``, ``not held``)."""
     import pandas as pd
 
     out = table.copy()
@@ -512,14 +515,13 @@ def mark_saved(table: pd.DataFrame, measured: Measured, graph: int = 0) -> pd.Da
         """Whether ``name`` in this graph is the row's value: an activation of this graph, or this
         graph's placeholder of the row's parameter or input (placeholder names repeat across graphs)."""
         if not pd.isna(row["graph"]):
-            return int(row["graph"]) == graph
-        if row["kind"] == "activation" or not isinstance(row["source"], str) or name not in out.index:
+            return int(row["graph"]) == graph.index
+        if row["kind"] == "activation" or not isinstance(row["source"], str) or name not in graph.info:
             return True
-        return f"`{row['source']}`" in str(out.loc[name, "what"])
+        return graph.info[name].qualname == row["source"]
 
     for _, row in measured.saved.iterrows():
-        names = [] if pd.isna(row["value"]) else [v.strip() for v in str(row["value"]).split(",")]
-        for name in (n for n in names if here(n, row)):
+        for name in (n for n in row["values"] if here(n, row)):
             if row["kind"] in COPY_KINDS:
                 held[name] = f"held as a copy ({row['layout']}, {format_bytes(int(row['bytes']))})"
             else:
@@ -533,7 +535,7 @@ _Frame = TypeVar("_Frame", bound="pd.DataFrame")
 def add_measured(table: _Frame, measured: Measured) -> _Frame:
     """``table`` with the measured twin (``MEASURED_TABLE_COLUMNS``) on the row of the strategy the
     real step used (``measured.strategy``), empty on the others.  A step of several graphs is
-    measured whole: its twin belongs beside ``memory_table_by_piece``'s total row, not one graph's."""
+    measured whole: its twin belongs beside ``memory_table(scope="step")``'s total row, not one graph's."""
     import pandas as pd
 
     out = table.copy()

@@ -1,4 +1,4 @@
-"""``Trace.measure(strategies)``: each partition's forward and backward graphs run on real tensors,
+"""``Trace.replay(strategies)``: each partition's forward and backward graphs run on real tensors,
 the bytes alive by storage recorded at every node, so each estimate of the memory table has a
 measured twin (``replayed_*`` columns) and a wall time.
 
@@ -144,7 +144,7 @@ def _forward_args(graph: JointGraph, part: Partition) -> list[Any]:
     values = graph.placeholder_values
     if not values or any(isinstance(v, torch.Tensor) and (_torch.is_fake(v) or v.device.type == "meta")
                          for v in values.values()):
-        raise FxvizError("measure(strategies) runs the partitions on real tensors, and this trace holds none",
+        raise FxvizError("replay(strategies) runs the partitions on real tensors, and this trace holds none",
                          "trace the model itself on a real device (a log's graphs have no tensors)")
 
     def prepare(joint: str, v: Any) -> Any:
@@ -192,7 +192,7 @@ def add_replayed(table: _Frame, replays: Iterable[tuple[Strategy, Replayed | str
     for c, vs in cols.items():
         out[c] = pd.array(vs, dtype="Float64" if c.endswith("_seconds") else "Int64")
     out.attrs["caption"] = (str(out.attrs.get("caption", "")) + " replayed_*: each partition's forward and "
-                            "backward graphs run on the capture's real tensors (Trace.measure(strategies)), the "
+                            "backward graphs run on the capture's real tensors (Trace.replay(strategies)), the "
                             "storages alive after every node counted once, parameters and inputs resident; the "
                             "unfused graphs, not a compiled step."
                             + (f" Not replayed: {'; '.join(failed)}." if failed else "")).strip()

@@ -46,6 +46,7 @@ import torch
 from torch import fx
 
 from fxviz import _torch
+from fxviz.analysis.strategy.recompute_all import drop_dead_random
 from fxviz.core.fx_facts import ancestors
 from fxviz.core.graph_facts import (
     Storages,
@@ -552,7 +553,6 @@ def fraction_budget(model: OptimalModel, fraction: float, reference: int,
 def extract(gm: fx.GraphModule, model: OptimalModel, solution: Solution,
             num_fwd_outputs: int) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Forward and backward graphs for a solution, cut by torch's own extraction helper."""
-    from fxviz.analysis.strategy.recompute_all import drop_dead_random
 
     by_name = {n.name: n for n in gm.graph.nodes}
     wanted = set(solution.saved) - set(model.sym_values)

@@ -9,11 +9,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fxviz import _torch
 from fxviz.analysis.advice.anatomy import StepPeak
 from fxviz.analysis.advice.changes import Change
 from fxviz.analysis.advice.target import Target
 from fxviz.core.errors import Do, InputError, spelled
 from fxviz.core.units import format_bytes, format_flops
+from fxviz.sources.model.routes import recapture
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -110,27 +112,20 @@ class Option:
             raise InputError(f"{self.name}: this advice has no model to apply it to (advice on a log, or an Option "
                              "made by hand)", f"set opt.config in the training script and compile the model there; "
                              f"the trace advised on shows it as tr.memory_table([{self._strategy_name()!r}])")
-        from fxviz.sources.model.routes import capture as capture_model
-
         model = self.apply(cap.model)
         given = bool(inputs or keyword_inputs)
         with self._config():
-            new = capture_model(model, tuple(inputs) if given else cap.example_inputs, loss_fn=cap.loss_fn,
-                                params=cap.params, route=cap.route if cap.route in ("dynamo", "aot") else "auto",
-                                backend=cap.backend, dynamic=cap.dynamic, keyword_inputs=keyword_inputs,
-                                compile_loss=cap.loss_fn is not None and not cap.loss_outside)
+            new = recapture(cap, model, tuple(inputs) if given else None, keyword_inputs)
         return self.as_trace(new)
 
     def _strategy_name(self) -> str:
         """The strategy that partitions as this option's torch config does (``budget:0.2``)."""
-        from fxviz import _torch
 
         b = self.config.get(_torch.BUDGET_SETTING)
         return f"budget:{float(b):g}" if b is not None else "min_cut"
 
     def _config(self) -> contextlib.AbstractContextManager[None]:
         """torch's config as :attr:`config` says, for one trace (restored on exit)."""
-        from fxviz import _torch
 
         unknown = set(self.config) - {_torch.BUDGET_SETTING}
         if unknown:

@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from fxviz import _torch
 from fxviz.analysis.advice.anatomy import StepPeak, step_peak
 from fxviz.analysis.advice.changes import Change, budget_change, checkpoint_change, repeated_blocks
 from fxviz.analysis.advice.target import Target, optimizer_bytes
@@ -27,12 +28,12 @@ from fxviz.core.errors import Blank, Do, InputError, Say
 from fxviz.core.graph_facts import input_devices
 from fxviz.core.units import format_bytes
 from fxviz.sources.graphs import Capture
-from fxviz.sources.model.routes import capture as capture_model
+from fxviz.sources.model.routes import recapture
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch.nn as nn
 
-__all__ = ["advise", "step_of", "retrace", "BUDGETS", "FLOPS_PER_S", "BYTES_PER_S"]
+__all__ = ["advise", "step_of", "BUDGETS", "FLOPS_PER_S", "BYTES_PER_S"]
 
 BUDGETS: tuple[float, ...] = tuple(round(1 - i / 20, 2) for i in range(1, 21))  # 0.95 ... 0
 FLOPS_PER_S = 100e12  # the time estimate's device: 100 TFLOP/s ...
@@ -74,13 +75,6 @@ def step_of(cap: Capture, strategy: Strategy | None = None, optimizer: str | int
     trained = sum(t.numel() * t.element_size() for t in cap.model.parameters() if t.requires_grad) \
         if cap.model is not None else 0
     return step_peak(pieces, model_state_bytes(cap.model), optimizer_bytes(optimizer, trained))
-
-
-def retrace(cap: Capture, model: nn.Module) -> Capture:
-    """``model`` captured as ``cap`` was (inputs, loss, backend, dynamic)."""
-    return capture_model(model, cap.example_inputs, loss_fn=cap.loss_fn, params=cap.params,
-                         route=cap.route if cap.route in ("dynamo", "aot") else "auto", backend=cap.backend,
-                         dynamic=cap.dynamic, compile_loss=cap.loss_fn is not None and not cap.loss_outside)
 
 
 class _Search:
@@ -126,7 +120,7 @@ class _Search:
                 change = checkpoint_change(prefix, range(k), selective)
                 key = (change.code, self.optimizer)  # the step's figures, not the changed model's capture:
                 if key not in self.memo:  # a memo of captures kept a copy of the model per change alive
-                    self.memo[key] = step_of(retrace(self.cap, change.apply(model)), optimizer=self.optimizer)
+                    self.memo[key] = step_of(recapture(self.cap, change.apply(model)), optimizer=self.optimizer)
                 steps[k] = self.option(change, self.memo[key])
             return steps[k]
 
@@ -208,7 +202,6 @@ def advise(cap: Capture, target: Target, optimizer: str | int | None = None, *, 
 
 
 def _offload_note(cap: Capture) -> str:
-    from fxviz import _torch
 
     if not _torch.has_activation_offloading():
         return "offloading: this torch has no activation offloading; not offered"

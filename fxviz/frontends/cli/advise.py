@@ -7,9 +7,10 @@ import argparse
 import sys
 from typing import Any
 
+from fxviz.analysis.advice.target import optimizer_bytes, parse_target
 from fxviz.core.errors import FxvizError, InputError, LogError
 from fxviz.frontends.cli.options import SOURCE, command, opt
-from fxviz.frontends.cli.source import from_log, open_trace, where_in_run
+from fxviz.frontends.cli.source import from_log, logged_at, open_trace, where_in_run
 from fxviz.frontends.cli.words import option_words, wrap
 
 __all__ = ["cmd_advise"]
@@ -46,7 +47,6 @@ def cmd_advise(args: argparse.Namespace) -> int:
     optimizer: str | int | None = args.optimizer
     if isinstance(optimizer, str) and optimizer.isdigit():
         optimizer = int(optimizer)
-    from fxviz.analysis.advice.target import optimizer_bytes, parse_target
 
     saved: str | int | None = int(args.saved) if args.saved and args.saved.isdigit() else args.saved
     peak: str | int | None = int(args.peak) if args.peak and args.peak.isdigit() else args.peak
@@ -62,7 +62,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     if is_log:  # one graph of the run: which one, and that the advice is of it alone
         print(wrap(where_in_run(args.run, tr, args.rank)))
         print(wrap(_one_graph(args.run, tr)) + "\n")
-    print(f"{tr.title}: tracing each option ...", file=sys.stderr)
+    print(f"{tr.capture.title}: tracing each option ...", file=sys.stderr)
     advice = tr.advise(saved=saved, peak=peak, optimizer=optimizer,
                        progress=lambda what: print(f"  {what}", file=sys.stderr))
     print(advice.text(option_words))
@@ -80,7 +80,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
 def _refuse_inference(run: Any, tr: Any) -> None:
     """A log's graph with no backward: the log has none (inference only: the words ``fxviz diff``
     uses), or other graphs of it have one, named for ``--graph``."""
-    rank, compile_id, _piece = run.located(tr)
+    src = logged_at(tr)
+    rank, compile_id = src.rank, src.compile_id
     g = run.graphs
     having = g[g["backward"].astype(bool)]
     if having.empty:
@@ -97,7 +98,8 @@ def _refuse_inference(run: Any, tr: Any) -> None:
 def _one_graph(run: object, tr: object) -> str:
     """What a log's advice covers: the one graph (``--graph``), not the run's whole step; the other
     graphs with a backward on its rank, by compile id, to advise in turn."""
-    rank, compile_id, _piece = run.located(tr)  # type: ignore[attr-defined]
+    src = logged_at(tr)  # type: ignore[arg-type]
+    rank, compile_id = src.rank, src.compile_id
     g = run.graphs  # type: ignore[attr-defined]
     others = [str(c) for c in g[(g["rank"] == rank) & g["backward"].astype(bool)]["compile_id"] if str(c) != compile_id]
     if not others:

@@ -11,9 +11,11 @@ from typing import Any
 
 from fxviz.analysis.strategy.strategies import Strategy, parse_list
 from fxviz.core.errors import FxvizError
+from fxviz.core.units import format_bytes
 from fxviz.frontends.cli.options import MEASURE, SOURCE, STRATEGIES, command, opt, strategy
-from fxviz.frontends.cli.source import open_trace, refuse_measure_log, where_in_run
+from fxviz.frontends.cli.source import logged_at, open_trace, refuse_measure_log, where_in_run
 from fxviz.frontends.cli.words import WIDTH, cli_text, fitted, wrap
+from fxviz.sources.log.layout import read_logged_layout
 
 __all__ = ["cmd_nodes", "cmd_table", "cmd_saved", "cmd_doctor", "cmd_code", "cmd_demo", "doctor_text"]
 
@@ -39,7 +41,7 @@ def _measure(tr: Any, args: argparse.Namespace) -> Any:
     """``--measure``: the real step, measured (``Trace.measure()``); None without the flag."""
     if not getattr(args, "measure", False):
         return None
-    if tr.from_log:
+    if tr.capture.from_log:
         print(wrap(_logged_layout(tr, args.run)))
         return None
     print(wrap(f"measuring: torch.compile(backend={tr.capture.backend!r}) of a copy of the model, one training "
@@ -50,14 +52,9 @@ def _measure(tr: Any, args: argparse.Namespace) -> Any:
 def _logged_layout(tr: Any, run: Any) -> str:
     """``--measure --logs``: no model to run; what the log's inductor forward (post-grad graph and
     output code) says of copies it returns for the backward, or a refusal where the log has neither."""
-    from fxviz.sources.log.layout import read_logged_layout
 
-    rank, compile_id, piece = run.located(tr)
-    rows = run.graphs
-    rows = rows[(rows["rank"] == rank) & (rows["compile_id"] == compile_id)]
-    where = run.path if run.path.is_file() else None  # one file given, or a directory of them
-    path = str(where or run.path / str(rows["file"].iloc[0])) if len(rows) else ""
-    found = read_logged_layout(path, compile_id, piece) if path else None
+    src = logged_at(tr)
+    found = read_logged_layout(src.file, src.compile_id, src.piece)
     if found is None:
         refuse_measure_log()
     assert found is not None
@@ -89,16 +86,17 @@ def cmd_table(args: argparse.Namespace) -> int:
         print(wrap(where_in_run(args.run, tr, args.rank)))
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
-            print(f"== {graph_of(piece.index, len(tr.pieces))}")
+            print(f"== {graph_of(piece.graph.index, len(tr.pieces))}")
         if piece.graph.inference:  # a forward graph only: no strategy has anything to partition
-            print(wrap(f"{piece.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
+            print(wrap(f"{piece.capture.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
                        f"{INFERENCE_NOTE}"))
             continue
-        _print_table(piece.memory_table(strategies, measured=measured if len(tr.pieces) == 1 else None), args.exact)
+        _print_table(piece.memory_table(strategies, scope="graph", measured=measured if len(tr.pieces) == 1 else None),
+                     args.exact)
     if getattr(args, "run", None) is not None:
         _print_knapsack(args.run, tr)
     if len(tr.pieces) > 1:
-        whole = tr.memory_table_by_piece(strategies, measured=measured)
+        whole = tr.memory_table(strategies, scope="step", measured=measured)
         totals = whole[whole["piece"] == "total"].drop(columns=["piece", "runs"]).reset_index(drop=True)
         totals.attrs = dict(whole.attrs)
         print(f"== whole model: {len(tr.pieces)} graphs, each counted as often as it ran")
@@ -111,11 +109,11 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 def _print_knapsack(run: Any, tr: Any) -> None:
     """The run's own knapsack under the table, when its log holds one (``Run.knapsack``)."""
-    rank, compile_id, piece = run.located(tr)
+    src = logged_at(tr)
+    rank, compile_id, piece = src.rank, src.compile_id, src.piece
     df = run.knapsack(rank, compile_id, piece)
     if df is None:
         return
-    from fxviz.core.units import format_bytes
     from fxviz.render.text.table import fitted_text
 
     print()
@@ -169,14 +167,15 @@ def cmd_saved(args: argparse.Namespace) -> int:
 
     facts = piece_facts(tr.capture)
     for piece in tr.pieces:
-        name = tr.title if len(tr.pieces) == 1 else f"{tr.title}, {graph_name(piece.index)} of {len(tr.pieces)}"
-        runs = len(facts.runs_of(piece.index))
+        title = tr.capture.title
+        name = title if len(tr.pieces) == 1 else f"{title}, {graph_name(piece.graph.index)} of {len(tr.pieces)}"
+        runs = len(facts.runs_of(piece.graph.index))
         name += f" (ran {runs} times: one such set per run)" if runs > 1 else ""
-        if not piece.has_backward:
+        if not piece.graph.has_backward:
             print(f"{name}: no backward graph: nothing is saved")
             continue
         if args.by_module:
-            print(by_module_text(piece.memory_by_module(args.strategy, depth=args.depth), name))
+            print(by_module_text(piece.saved(args.strategy, compare=[]).by_module(args.depth), name))
         else:
             df = piece.saved(chosen, measured=measured)
             if args.kind:
@@ -216,7 +215,7 @@ def cmd_code(args: argparse.Namespace) -> int:
 
     for piece in tr.pieces:
         if len(tr.pieces) > 1:
-            print(f"# ===== {graph_of(piece.index, len(tr.pieces))}")
+            print(f"# ===== {graph_of(piece.graph.index, len(tr.pieces))}")
         # an inference-only graph has no backward: its forward graph is what there is to print
         part = args.part or ("forward" if piece.graph.inference else "backward")
         print(piece.code(part, strategy=args.strategy))

@@ -9,7 +9,7 @@ from typing import Any
 
 from fxviz.core.errors import Blank, Do, FxvizError, ModelSpecError, spelled
 from fxviz.frontends.cli.options import DYNAMIC, backend, command, opt, params
-from fxviz.frontends.cli.source import open_run, trace_model
+from fxviz.frontends.cli.source import logged_at, open_run, trace_model
 from fxviz.frontends.cli.words import option_words, wrap
 
 __all__ = ["cmd_diff", "Sides"]
@@ -87,7 +87,7 @@ class Sides:
             return f"model {self.model[s]}"
         traced, run = self.trace(s), self._cache["run", self.log[s]]
         if isinstance(traced, list) and len(traced) > 1 and len(run.ranks) > 1:
-            return f"log {self.log[s]}, rank {run.located(traced[0])[0]}"
+            return f"log {self.log[s]}, rank {logged_at(traced[0]).rank}"
         return f"log {self.log[s]}"
 
     def step_note(self, s: str) -> Any:

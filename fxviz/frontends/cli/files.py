@@ -13,10 +13,10 @@ from fxviz.frontends.cli.options import DEPTH, GROUP, MEASURE, SOURCE, STRATEGIE
 from fxviz.frontends.cli.source import from_log, open_run, open_trace, other_compiles, stem
 from fxviz.frontends.cli.words import wrap
 from fxviz.render.graph.limits import REPORT_BUDGET
+from fxviz.render.graph.spec import VIEWS
 
 __all__ = ["cmd_draw", "cmd_report", "piece_number"]
 
-VIEWS = ("joint", "forward", "backward", "compare", "flow")
 
 
 @command("draw", "draw the joint graph or a partition to SVG/PNG/DOT (needs graphviz's dot)", *SOURCE,
@@ -25,7 +25,7 @@ VIEWS = ("joint", "forward", "backward", "compare", "flow")
          output("file to write: .svg, .png, .dot or .pdf (default MODEL_VIEW.svg)"),
          opt("--view", choices=VIEWS, default="joint",
              help="the joint graph, or the forward/backward graph of --strategy, or the joint graph compared "
-                  "(needs --compare), or the flow network min-cut cuts"),
+                  "(needs --compare), or the flow network min-cut cuts, or every graph as one box (overview)"),
          strategy("mark what this strategy saves/recomputes"),
          opt("--compare", help="a second strategy: mark what each saves that the other does not"),
          opt("--differences", action="store_true",
@@ -42,8 +42,8 @@ def cmd_draw(args: argparse.Namespace) -> int:
         check_writable(args.output)
     tr = open_trace(args)
     name = stem(args)
-    if args.piece == "overview":
-        drawing = tr.overview(strategy=args.strategy)
+    if args.piece == "overview" or args.view == "overview":
+        drawing = tr.draw("overview", args.strategy)
         path = drawing.save(args.output or f"{name}_overview.svg")
         print(wrap(f"{path}: {drawing!r}"))
         return 0

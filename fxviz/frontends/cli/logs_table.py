@@ -6,9 +6,11 @@ import argparse
 import sys
 from typing import Any, ClassVar
 
+from fxviz.api.run import graph_rows
 from fxviz.frontends.cli.options import command, opt
 from fxviz.frontends.cli.source import open_run
 from fxviz.frontends.cli.words import wrap
+from fxviz.sources.log.totals import guard_failures  # loaded with the log anyway; not at the CLI's start-up
 
 __all__ = ["cmd_logs", "StreamedTable"]
 
@@ -21,7 +23,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
     table = StreamedTable(sys.stdout, args.dir)
 
     def show(compile_: Any) -> None:  # imported here: a missing path is said before torch loads
-        from fxviz.api.run import graph_rows
 
         table.rows(graph_rows(compile_), compile_.torch_version)
 
@@ -113,7 +114,6 @@ def _newest_guard_failure(reason: str) -> str:
     >>> _newest_guard_failure("0/1: tensor 'x' size mismatch; 0/0: tensor 'x' size mismatch")
     "0/1: tensor 'x' size mismatch (and the guards of 1 earlier compile(s) of the frame failed too)"
     """
-    from fxviz.sources.log.totals import guard_failures  # loaded with the log anyway; not at the CLI's start-up
 
     parts = guard_failures(reason)
     if len(parts) <= 1:

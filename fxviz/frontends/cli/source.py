@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from fxviz.api.run import load_logs
 from fxviz.core.errors import FxvizError, ModelSpecError
 from fxviz.frontends.cli.specs import load_spec, parse_spec
 from fxviz.sources.log.reader import log_files
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fxviz.api.facade import Trace
+    from fxviz.sources.graphs import LogSource
 
 __all__ = ["open_run", "from_log", "open_trace", "trace_model", "where_in_run", "other_compiles", "stem",
            "refuse_measure_log"]
@@ -21,7 +26,6 @@ __all__ = ["open_run", "from_log", "open_trace", "trace_model", "where_in_run", 
 def open_run(path: str, on_compile: Callable[[Any], None] | None = None) -> Any:
     """The ``Run`` of a ``TORCH_TRACE`` directory or file; a missing path is said before torch loads."""
     log_files(path)
-    from fxviz.api.run import load_logs
 
     return load_logs(path, on_compile=on_compile)
 
@@ -47,7 +51,7 @@ def open_trace(args: argparse.Namespace) -> Any:
         return trace_model(args.model, args.params, args.backend, args.dynamic, args.spec)
     run = args.run = open_run(args.logs)
     tr = run.trace(rank=args.rank, compile_id=args.graph)
-    args.found_rank = run.located(tr)[0]  # with no --rank: the rank the graph was found on
+    args.found_rank = logged_at(tr).rank  # with no --rank: the rank the graph was found on
     if args.backend is not None and args.backend != tr.graph.backend:
         raise FxvizError(f"--backend {args.backend}: the run compiled this graph with {tr.graph.backend} (its log "
                          "says so), and fxviz reads it as the run did", "drop --backend with --logs")
@@ -67,11 +71,11 @@ def where_in_run(run: Any, tr: Any, rank: int | None = None) -> str:
     graph of many: never picked silently); ``rank``: the one asked for (None: none was)."""
     from fxviz.core.graph_facts import input_devices
 
-    found = run.located(tr)[0]
+    found = logged_at(tr).rank
     rest = other_compiles(run, tr)
     eager = run.eager_frames(found)
     on = [d for d in input_devices(tr.graph.gm) if d != "cpu"]  # a run's device, when not this CPU
-    line = (f"{tr.title}, {tr.capture.origin} ({', '.join([tr.graph.backend, *on])}): 1 of {len(rest) + 1} "
+    line = (f"{tr.capture.title}, {tr.capture.origin} ({', '.join([tr.graph.backend, *on])}): 1 of {len(rest) + 1} "
             f"compile(s) on rank {found}")
     if rank is None and len(run.ranks) > 1:
         which = "rank 0's" if found == 0 else "rank 0 has no such graph; the first rank that has it"
@@ -85,9 +89,18 @@ def where_in_run(run: Any, tr: Any, rank: int | None = None) -> str:
     return line
 
 
+def logged_at(tr: Trace) -> LogSource:
+    """Where a log's graph lies (its ``Capture.source``): a view of a log names it without asking the run."""
+    source = tr.capture.source
+    if not tr.capture.from_log:
+        raise FxvizError("this trace was made from a model, not read from a log", "pass --logs DIR")
+    return cast("LogSource", source)
+
+
 def other_compiles(run: Any, tr: Any) -> list[str]:
     """The compile ids of the run on ``tr``'s rank other than ``tr``'s own, in the log's order."""
-    found, compile_id, _piece = run.located(tr)
+    src = logged_at(tr)
+    found, compile_id = src.rank, src.compile_id
     ids = dict.fromkeys(str(c) for c in run.graphs[run.graphs["rank"] == found]["compile_id"])
     return [c for c in ids if c != compile_id]
 

@@ -22,7 +22,7 @@ WIDTH = 100
 COMMAND_FOR: dict[str, str] = {
     "graphs": "'fxviz logs DIR'",
     "doctor": "'fxviz doctor'",
-    "has_backward": "'fxviz nodes'",
+    "graph.has_backward": "'fxviz nodes'",
     "partition": "'fxviz table'",
     "memory_table": "'fxviz table'",
     "check_gradients": "fxviz.trace(model, x).check_gradients() in Python",  # a model run: no command does it

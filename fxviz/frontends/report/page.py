@@ -16,6 +16,7 @@ import pathlib
 from typing import TYPE_CHECKING, Any
 
 from fxviz.analysis.strategy.choices import shown_graphs
+from fxviz.api.run import Run
 from fxviz.core.atomic import write_atomic
 from fxviz.core.collector import old_objects_frozen
 from fxviz.core.errors import RenderError
@@ -113,7 +114,6 @@ def report(tr: Any, path: str | os.PathLike[str], *, rank: int | None = None, co
     warnings say).
     """
     from fxviz.api.diffing import Diff, StepDiff
-    from fxviz.api.run import Run
 
     if isinstance(tr, (Diff, StepDiff)):  # a diff of two traces: one page, no script
         from fxviz.frontends.report.diff_page import build_diff_report

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fxviz.core.errors import FxvizError, InputError
-from fxviz.payloads.views import ViewKey, openable_boxes
+from fxviz.payloads.views import openable_boxes
+from fxviz.render.graph.spec import DrawSpec
 from fxviz.render.graph.views import box_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,7 +23,7 @@ class OpenBoxes:
         self.names: list[str] = []
         self._openable: dict[tuple[Any, ...], set[str]] = {}
 
-    def openable(self, tr: Trace, trace_id: tuple[Any, ...], vk: ViewKey) -> set[str]:
+    def openable(self, tr: Trace, trace_id: tuple[Any, ...], vk: DrawSpec) -> set[str]:
         """What ``expand`` takes in the view ``vk`` of ``tr`` describes (empty: it draws no boxes)."""
         side = vk.view if vk.view in ("forward", "backward") else "joint"
         key = (*trace_id, side, vk.strategy if side != "joint" else None, vk.group)
@@ -59,5 +60,5 @@ class OpenBoxes:
         return changed
 
     def within(self, known: set[str]) -> tuple[str, ...]:
-        """The open boxes a view that can open ``known`` draws open, sorted (a ``ViewKey``'s ``expand``)."""
+        """The open boxes a view that can open ``known`` draws open, sorted (a ``DrawSpec``'s ``expand``)."""
         return tuple(sorted(e for e in self.names if e in known))

@@ -11,7 +11,7 @@ import ipywidgets as widgets
 
 from fxviz.analysis.strategy.strategies import SOLVERS
 from fxviz.frontends.widgets.strategy_map import reads_slider
-from fxviz.payloads.views import VIEWS
+from fxviz.render.graph.spec import PAGE_VIEWS
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.api.facade import Trace
@@ -46,8 +46,8 @@ class Controls:
         self.piece = widgets.Dropdown(options=[("graph 1", 0)], value=0, description="graph", style=_STYLE,
                                       layout=_wide())
         # ToggleButtons put their description above the buttons: a Label beside them instead
-        self.view = widgets.ToggleButtons(options=list(VIEWS), value=view, style={**_STYLE, "button_width": "92px"},
-                                          layout=_wide())
+        self.view = widgets.ToggleButtons(options=list(PAGE_VIEWS), value=view,
+                                          style={**_STYLE, "button_width": "92px"}, layout=_wide())
         self.strategy = widgets.Dropdown(options=list(choices), value=strategy, description="strategy", style=_STYLE,
                                          layout=_wide())
         self.compare = widgets.Dropdown(options=list(choices), value=compare, description="compare with",

@@ -2,7 +2,7 @@
 (``pane.GraphPane``, whose front-end is ``fxviz/frontends/static/explorer.js``, shared with the HTML report).
 
 Every partition and drawing is computed once (partitions and drawings are cached on the
-``Trace``; each view's ``payloads.ViewPayload`` is cached here by ``ViewKey``), so switching back
+``Trace``; each view's ``payloads.ViewPayload`` is cached here by ``DrawSpec``), so switching back
 to a view already seen only sends its payload to the browser: one trait, ``GraphPane.view_data``,
 the same dict the HTML report embeds for that view.  A first computation shows a progress note in the pane.
 The first picture comes first: the memory table fills in after it (``table_fill``).
@@ -45,7 +45,8 @@ from fxviz.frontends.widgets.table_fill import TableFill
 from fxviz.frontends.widgets.tracing_note import tracing_note
 from fxviz.payloads.panels import doctor_data, legend_data, node_data
 from fxviz.payloads.pieces import overview_data, piece_options
-from fxviz.payloads.views import VIEWS, ViewKey, ViewPayload, view_payload
+from fxviz.payloads.views import ViewPayload, view_payload
+from fxviz.render.graph.spec import PAGE_VIEWS, DrawSpec
 from fxviz.render.page.static_html import static_html
 
 __all__ = ["Explorer", "GraphPane", "SwitchTiming", "STRATEGY_CHOICES"]
@@ -73,8 +74,8 @@ class Explorer(MeasuredView, BudgetCurveView, widgets.VBox):
         if tr is None and model is None:
             raise InputError("explore needs a model (with example inputs) or a Trace",
                              "call fxviz.explore(model, x) or fxviz.explore(fxviz.trace(model, x))")
-        if view not in VIEWS:
-            raise InputError(f"unknown view {view!r}", f"use one of {', '.join(VIEWS)}")
+        if view not in PAGE_VIEWS:
+            raise InputError(f"unknown view {view!r}", f"use one of {', '.join(PAGE_VIEWS)}")
         self._t_start = time.perf_counter()
         self._choices = strategy_choices(tr)
         kinds = [v for _, v in self._choices]
@@ -85,8 +86,8 @@ class Explorer(MeasuredView, BudgetCurveView, widgets.VBox):
         self._model, self._inputs, self._trace_kwargs = model, tuple(inputs), dict(trace_kwargs or {})
         self._traces: dict[str, Trace] = {}
         if tr is not None:
-            self._traces[tr.params] = tr
-            params = tr.params
+            self._traces[tr.capture.params] = tr
+            params = tr.capture.params
         else:
             with tracing_note(model, params):
                 self._traces[params] = trace(model, *self._inputs, params=params, **self._trace_kwargs)
@@ -151,23 +152,23 @@ class Explorer(MeasuredView, BudgetCurveView, widgets.VBox):
         return self._key(self.strategy_control.value)
 
     @property
-    def view_key(self) -> ViewKey:
+    def view_key(self) -> DrawSpec:
         """The view the controls describe.  A graph without a backward (inference only) has no
         partition to mark: its joint view is the graph itself, as the report's shared layout."""
         view = self.view_control.value
         group = self.group_control.value
-        marked = view != "joint" or self.trace.has_backward
-        vk = ViewKey(
+        marked = view != "joint" or self.trace.graph.has_backward
+        vk = DrawSpec.of(
             view=view, strategy=self._strategy(self.strategy_control.value) if marked else None,
             compare=self._strategy(self.compare_control.value) if view == "compare" else None,
             group=None if group == "auto" else group,
             depth=self.depth_control.value if group == "module" else None,
             differences=self._differences and view == "compare")
         if vk.differences:  # drawn node by node, never in boxes: grouping and opened boxes do not apply
-            return dataclasses.replace(vk, group=None, depth=None)
+            return vk.replace(group=None, depth=None)
         if not self._boxes.names or self.piece_control.value == -1:
             return vk
-        return dataclasses.replace(vk, expand=self._boxes.within(self._openable_now(vk)))
+        return vk.replace(expand=self._boxes.within(self._openable_now(vk)))
 
     @property
     def expanded(self) -> list[str]:
@@ -199,7 +200,7 @@ class Explorer(MeasuredView, BudgetCurveView, widgets.VBox):
             self._differences = bool(on)
             self._refresh()
 
-    def _openable_now(self, vk: ViewKey) -> set[str]:
+    def _openable_now(self, vk: DrawSpec) -> set[str]:
         """What ``expand`` takes in the view ``vk`` describes."""
         return self._boxes.openable(self.trace, (self.params_control.value, self.piece_control.value), vk)
 
@@ -322,7 +323,7 @@ class Explorer(MeasuredView, BudgetCurveView, widgets.VBox):
         if not payload.error:
             self.timings.append(SwitchTiming(vk.text(), time.perf_counter() - t0, cached))
 
-    def _compute(self, tr: Trace, vk: ViewKey, key: tuple[Any, ...]) -> ViewPayload:
+    def _compute(self, tr: Trace, vk: DrawSpec, key: tuple[Any, ...]) -> ViewPayload:
         """The payload of a view not seen before, with a busy note while it is drawn."""
         self.pane.busy = f"computing the {vk.view} view of {names(vk)}: partition and layout (first time only)…"
         try:
@@ -337,7 +338,7 @@ class Explorer(MeasuredView, BudgetCurveView, widgets.VBox):
         """Whether the front-end keeps its window: the same graph, view and grouping (one box more
         or less open); a differences drawing is another layout for every pair: its own fit."""
         previous, vk = self._shown, key[2]
-        return bool(previous and previous[:2] == key[:2] and isinstance(previous[2], ViewKey)
+        return bool(previous and previous[:2] == key[:2] and isinstance(previous[2], DrawSpec)
                     and previous[2].view == vk.view and previous[2].group == vk.group
                     and previous[2].depth == vk.depth and not vk.differences and not previous[2].differences)
 

@@ -12,7 +12,7 @@ from fxviz.analysis.strategy.choices import compare_partner, named, offered, ste
 from fxviz.analysis.strategy.strategies import KINDS, OFFERED, Strategy, StrategyLike
 from fxviz.core.errors import FxvizError, InputError
 from fxviz.payloads.panels import status_data
-from fxviz.payloads.views import ViewKey
+from fxviz.render.graph.spec import DrawSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.api.facade import Trace
@@ -71,14 +71,14 @@ def partner_choice(kind: str, offered: Sequence[str]) -> str | None:
     return partner.kind if partner else None
 
 
-def names(vk: ViewKey) -> str:
+def names(vk: DrawSpec) -> str:
     """``A``, or ``A vs B`` in the compare view, as the busy note says it."""
     a = vk.strategy.name if vk.strategy else "the layout"
     label = f"{a} vs {vk.compare.name}" if vk.view == "compare" and vk.compare else a
     return label + (" (differences only)" if vk.differences else "")
 
 
-def statuses_of(tr: Trace, vk: ViewKey) -> dict[str, Any]:
+def statuses_of(tr: Trace, vk: DrawSpec) -> dict[str, Any]:
     """What the view's strategies did, by name (partitions cached on the Trace): the pane's ``statuses``."""
     shown = [s for s in (vk.strategy, vk.compare if vk.view == "compare" else None) if s is not None]
     return {s.name: status_data(tr.partition(s)) for s in shown}

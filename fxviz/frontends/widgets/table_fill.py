@@ -98,7 +98,7 @@ class TableFill:
 
 def _table_now(tr: Trace, strategies: Sequence[str], measured: Measured | None = None) -> dict[str, Any]:
     try:
-        return table_data(tr.memory_table(list(strategies), measured=measured), tr, measured)
+        return table_data(tr.memory_table(list(strategies), scope="graph", measured=measured), tr, measured)
     except FxvizError as exc:
         return {"message": f"no memory table: {exc.message}"}
 

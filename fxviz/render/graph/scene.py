@@ -16,20 +16,21 @@ from typing import TYPE_CHECKING
 
 import torch.fx as fx
 
+from fxviz._torch import meta_val
+from fxviz.analysis.memory.storage import offloads, saved_memory
 from fxviz.analysis.strategy.partition import Partition
 from fxviz.core.units import format_bytes, plural
 from fxviz.render.graph.grouping import auto_depth, group_scene, module_path
-from fxviz.render.graph.scene_types import RECOMPUTED_SUFFIX, VIEWS, Group, Item, Scene, format_tensor
+from fxviz.render.graph.scene_types import RECOMPUTED_SUFFIX, Group, Item, Scene, format_tensor
 from fxviz.render.graph.structure import BOOKKEEPING, OPENED_FUNCTION, Structure, function_key, structure_scene
 from fxviz.sources.graphs import JointGraph
-from fxviz.sources.roles import CALLER_INPUT_ROLES, NodeInfo
+from fxviz.sources.roles import CALLER_INPUT_ROLES, NodeInfo, short_op, tensor_facts
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.analysis.memory.storage import SavedMemory
 
 __all__ = [
     "RECOMPUTED_SUFFIX",
-    "VIEWS",
     "Item",
     "Group",
     "Scene",
@@ -60,8 +61,6 @@ def _real_nodes(gm: fx.GraphModule) -> list[fx.Node]:
 
 
 def _fallback_info(n: fx.Node, side: str) -> NodeInfo:
-    from fxviz._torch import meta_val
-    from fxviz.sources.roles import short_op, tensor_facts
 
     shape, dtype, nbytes = tensor_facts(meta_val(n))
     role = "primal" if n.op == "placeholder" else "constant" if n.op == "get_attr" else side
@@ -98,7 +97,6 @@ def _saved_memory(graph: JointGraph, partition: Partition | None) -> SavedMemory
     scene, read by the saved badges and the totals line (twice was 6 of a 60-layer GPT's 16 s)."""
     if partition is None or partition.forward is None or partition.error:
         return None
-    from fxviz.analysis.memory.storage import saved_memory
 
     return saved_memory(partition, graph)
 
@@ -143,7 +141,6 @@ def offloaded(partition: Partition | None) -> dict[str, tuple[str, str]]:
     the copy went to); the forward graph's copy and the backward's input share that node name."""
     if partition is None or partition.forward is None or partition.error:
         return {}
-    from fxviz.analysis.memory.storage import offloads
 
     return {o.wraps: (partition.made[o.name].node, o.target) for o in offloads(partition) if o.wraps is not None}
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from fxviz.sources.roles import NodeInfo
 
 RECOMPUTED_SUFFIX = "~recomputed"
-VIEWS = ("joint", "forward", "backward")
 
 _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int64": "i64",
            "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool",

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import torch.fx as fx
 
+from fxviz._torch import module_path_from_stack_entry, module_stack, stack_trace
 from fxviz.core.graph_facts import stack_frames
 from fxviz.render.graph.grouping import find_patterns, module_path
 from fxviz.render.graph.scene_types import Group, Scene
@@ -24,7 +25,6 @@ _FN_BOX_MIN = 2  # one op of a function is drawn as itself; two or more share th
 def _source_function(node: fx.Node | None, memo: dict[str, str | None]) -> str | None:
     """``masking_utils.sdpa_mask``: the innermost function of a node's recorded stack trace
     (``memo``: by the trace's text, which every layer of a stack repeats)."""
-    from fxviz._torch import stack_trace
 
     trace = stack_trace(node) if node is not None else None
     if not trace:
@@ -44,7 +44,6 @@ def _innermost_function(trace: str) -> str | None:
 
 def _module_kinds(graph: JointGraph) -> dict[str, str]:
     """Module path -> class name, from dynamo's module stacks of the forward ops."""
-    from fxviz._torch import module_path_from_stack_entry, module_stack
 
     kinds: dict[str, str] = {}
     for n in graph.gm.graph.nodes:

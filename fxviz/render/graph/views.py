@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from fxviz.analysis.strategy.choices import named
 from fxviz.analysis.strategy.partition import Partition
@@ -15,7 +15,8 @@ from fxviz.render.graph import dot
 from fxviz.render.graph import scene as sc
 from fxviz.render.graph.drawing import DEFAULT_TIMEOUT, Drawing
 from fxviz.render.graph.limits import NODE_LIMIT
-from fxviz.sources.graphs import JointGraph
+from fxviz.render.graph.spec import GROUPS, PAGE_VIEWS, SIDES, DrawSpec
+from fxviz.sources.graphs import INFERENCE_NOTE, JointGraph
 
 __all__ = ["draw", "openable", "box_name", "aspect_of", "level_order", "collapse_level", "NODE_LIMIT", "AUTO_UNITS",
            "UNIT_LIMIT", "ASPECT", "GROUPS"]
@@ -34,94 +35,41 @@ ASPECT = (1 / 3, 3.0)
 # GPT's level-1 drawing (132 boxes, 250 ranks, 32k virtual nodes): 59 s of CPU in dot with curves,
 # 2.4 s with lines, the same layout; ``splines=polyline`` routes like curves (51 s).
 STRAIGHT_EDGES_ABOVE = 100
-GROUPS = (None, "module", "none")
 _COMPARE = ((None, "compare"), ("strategy", Blank("A", "A")), ("compare", Blank("B", "B")))
 """What a comparison drawing takes: the view and the two strategies (a hint's ``Do`` arguments)."""
 
 
-def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None = None,
-         compare: Partition | None = None, group: str | None = None, depth: int | None = None,
-         highlight: str | Iterable[str] | None = None, name: str = "model", node_limit: int = NODE_LIMIT,
-         timeout: float = DEFAULT_TIMEOUT, expand: Sequence[str] = (), differences: bool = False,
-         names: dict[str, str] | None = None) -> Drawing:
-    """Draw ``graph`` (the joint graph, or one side of ``partition``) as a :class:`Drawing`.
+def draw(graph: JointGraph, spec: DrawSpec, partition: Partition | None = None, compare: Partition | None = None,
+         name: str = "model", names: dict[str, str] | None = None) -> Drawing:
+    """Draw ``graph`` (the joint graph, or one side of ``partition``) as ``spec`` says.
 
-    ``compare``: a second partition; the joint graph is then marked with what ``partition`` (A)
-    and ``compare`` (B) save and recompute.  ``group``: ``"module"`` (clusters by module path,
-    boxes at ``depth``), ``"none"`` (every node, however many), or ``None`` (every node up to
-    ``node_limit``, module boxes above it, collapsed along the model's structure: see
-    ``scene.Structure``).  ``expand``: module paths (``"model.layers.0"``), function boxes
+    ``partition`` and ``compare`` are ``spec.strategy``'s and ``spec.compare``'s partitions (the joint
+    graph is then marked with what A and B save and recompute).  ``spec.group``: ``"module"`` (clusters
+    by module path, boxes at ``depth``), ``"none"`` (every node, however many), or ``None`` (every node
+    up to ``node_limit``, module boxes above it, collapsed along the model's structure: see
+    ``scene.Structure``).  ``spec.expand``: module paths (``"model.layers.0"``), function boxes
     (``"masking_utils.sdpa_mask()"``) or ``scene.BOOKKEEPING``, whose box is opened to show the
-    boxes or ops inside (``openable`` lists them); it implies collapsing (at ``depth`` as a
-    structure level if given).  ``view="compare"`` is the joint view with ``compare``.
-
-    ``differences``: with ``compare``, draw only the nodes A and B treat differently
-    (``scene.differing``: saved, recomputed or removed by one only) with their direct producers and
-    users as faded context, every node drawn as itself (``group``, ``depth`` and ``expand`` do not
-    apply: the drawing is small by construction).  ``names``: what the user's step's strategy is
-    (``choices.step_names``), said beside its name in the title.
+    boxes or ops inside (``openable`` lists them); it implies collapsing (at ``depth`` as a structure
+    level if given).  ``spec.differences``: only the nodes A and B treat differently
+    (``scene.differing``) with their direct producers and users as faded context, every node drawn as
+    itself.  ``names``: what the user's step's strategy is (``choices.step_names``), said beside its
+    name in the title.
     """
-    if view == "compare":
-        if compare is None:
-            raise InputError("the 'compare' view needs a second strategy",
-                             Say("call ", Do("draw", _COMPARE, on="")))
-        view = "joint"
-    if differences and compare is None:
-        raise InputError("differences=True shows what two strategies treat differently, and no compare=... "
-                         "strategy was given", Say("call ", Do("draw", ((None, "compare"), ("strategy", "default"),
-                                                                        ("compare", "min_cut"), ("differences", True)),
-                                                           on="")))
-    if view not in sc.VIEWS:
-        raise InputError(f"unknown view {view!r}", f"use one of {', '.join(sc.VIEWS)}")
-    if group not in GROUPS:
-        raise InputError(f"unknown group {group!r}", "use group='module', group='none' or leave it out")
-    if depth is not None and (not isinstance(depth, int) or depth < 1):
-        raise InputError(f"depth must be a positive integer, not {depth!r}", "depth=1 draws top-level modules")
-    if view == "backward" and graph.inference:  # before any strategy's error: none has a backward here
-        raise InputError("this graph has no backward: it was compiled for inference (nothing in it needed a "
-                         "gradient), a forward graph only",
-                         Say("draw it with ", Do("draw", ((None, "joint"),), on=""), " or ",
-                             Do("draw", ((None, "forward"),), on="")))
-    for p in (partition, compare):
-        if p is not None and p.error:
-            raise InputError(f"strategy {p.label!r} failed: {p.error}",
-                             Say("pick another strategy (see ", Do("partition", ((None, Blank("...", "")),),
-                                                                   then=".error"), ")"))
-    if compare is not None:
-        if view != "joint":
-            raise InputError(f"compare=... draws the joint graph, not the {view!r} view",
-                             Say("call ", Do("draw", ((None, "joint"),) + _COMPARE[1:], on="")))
-        if partition is None:
-            raise InputError("compare=... needs a strategy to compare with", "pass strategy='default'")
-        if differences:
-            return _differences(graph, partition, compare, name, timeout, highlight)
-        scene = sc.compare_scene(graph, partition, compare)
-        what = f"joint graph, strategy A = {_named(partition, names)} vs B = {_named(compare, names)}"
-    elif view == "joint":
-        scene = sc.joint_scene(graph, partition)
-        what = f"joint graph, strategy {_named(partition, names)}" if partition else "joint graph"
-    else:
-        if partition is None:
-            raise InputError(f"the {view!r} view needs a strategy",
-                             Say("call ", Do("draw", ((None, view), ("strategy", "default")), on="")))
-        if (partition.forward if view == "forward" else partition.backward) is None:
-            raise InputError(f"strategy {partition.name!r} has no {view} graph to draw",
-                             Say(Do("draw", ((None, "joint"), ("strategy", partition.name)), on=""),
-                                 " marks what it saves"))
-        scene = sc.partition_scene(graph, partition, view)
-        what = f"{view} graph of strategy {_named(partition, names)}"
+    _refuse(graph, spec, partition, compare)
+    timeout = DEFAULT_TIMEOUT if spec.timeout is None else spec.timeout
+    if compare is not None and partition is not None and spec.differences:
+        return _differences(graph, partition, compare, name, timeout, spec.highlight)
+    scene, what = _scene(graph, spec, partition, compare, names)
     n_nodes = len(scene.items)
     capture = f"backend={graph.backend!r}" + (", dynamic shapes" if graph.dynamic else "")
     scene.title = f"{name}: {what} ({n_nodes} nodes; {capture})"
 
-    if isinstance(highlight, str):
-        highlight = [highlight]
+    highlight, expand, group, depth = list(spec.highlight), list(spec.expand), spec.group, spec.depth
+    node_limit = NODE_LIMIT if spec.node_limit is None else spec.node_limit
     if highlight:
         hits = sc.apply_highlight(scene, highlight)
         scene.caption.append(f"highlighted: {', '.join(highlight)} ({plural(hits, 'node')})")
 
-    if isinstance(expand, str):
-        expand = [expand]
     if expand and group == "none":
         raise InputError("expand=... opens module boxes, but group='none' draws no boxes", "leave group out")
     if depth is not None and group is None and not expand:
@@ -139,15 +87,59 @@ def draw(graph: JointGraph, *, view: str = "joint", partition: Partition | None 
                    boxes=[g.record() for g in scene.groups.values()])
 
 
+def _refuse(graph: JointGraph, spec: DrawSpec, partition: Partition | None, compare: Partition | None) -> None:
+    """What ``spec`` cannot draw on this graph with these partitions, refused with what to do instead
+    (what no graph could draw is refused when the spec is made: ``DrawSpec.check``)."""
+    view = "joint" if spec.view == "compare" else spec.view
+    if spec.view == "compare" and compare is None:
+        raise InputError("the 'compare' view needs a second strategy", Say("call ", Do("draw", _COMPARE, on="")))
+    if view not in SIDES:
+        raise InputError(f"the {spec.view!r} view is not a drawing of one graph's nodes",
+                         f"use one of {', '.join(PAGE_VIEWS)}")
+    if view == "backward" and graph.inference:  # before any strategy's error: none has a backward here
+        raise InputError(f"this graph has no backward: {INFERENCE_NOTE} (it was compiled for inference: nothing "
+                         "in it needed a gradient; a forward graph only)",
+                         Say("draw it with ", Do("draw", ((None, "joint"),), on=""), " or ",
+                             Do("draw", ((None, "forward"),), on="")))
+    for p in (partition, compare):
+        if p is not None and p.error:
+            raise InputError(f"strategy {p.label!r} failed: {p.error}",
+                             Say("pick another strategy (see ", Do("partition", ((None, Blank("...", "")),),
+                                                                   then=".error"), ")"))
+    if compare is not None and partition is None:
+        raise InputError("compare=... needs a strategy to compare with", "pass strategy='default'")
+    if view in ("forward", "backward") and compare is None:
+        if partition is None:
+            raise InputError(f"the {view!r} view needs a strategy",
+                             Say("call ", Do("draw", ((None, view), ("strategy", "default")), on="")))
+        if (partition.forward if view == "forward" else partition.backward) is None:
+            why = ": it is measured, not partitioned" if partition.measurement is not None else ""
+            raise InputError(f"{partition.label} has no {view} graph to draw{why}",
+                             Say(Do("draw", ((None, "joint"), ("strategy", partition.name)), on=""),
+                                 " marks what it saves"))
+
+
+def _scene(graph: JointGraph, spec: DrawSpec, partition: Partition | None, compare: Partition | None,
+           names: dict[str, str] | None) -> tuple[sc.Scene, str]:
+    """The scene ``spec`` draws (after ``_refuse``), and what its title says it is."""
+    if compare is not None and partition is not None:
+        what = f"joint graph, strategy A = {_named(partition, names)} vs B = {_named(compare, names)}"
+        return sc.compare_scene(graph, partition, compare), what
+    if spec.side == "joint" or partition is None:
+        what = f"joint graph, strategy {_named(partition, names)}" if partition else "joint graph"
+        return sc.joint_scene(graph, partition), what
+    return sc.partition_scene(graph, partition, spec.side), f"{spec.side} graph of strategy {_named(partition, names)}"
+
+
 def _named(p: Partition, names: dict[str, str] | None) -> str:
     return named(p.name, names or {}, "{name}, {words}")
 
 
 def _differences(graph: JointGraph, a: Partition, b: Partition, name: str, timeout: float,
-                 highlight: str | Iterable[str] | None) -> Drawing:
+                 highlight: Iterable[str]) -> Drawing:
     """The differences-only compare (``scene.differences_scene``), every node drawn as itself."""
     scene = sc.differences_scene(graph, a, b)
-    marks = [highlight] if isinstance(highlight, str) else list(highlight or [])
+    marks = list(highlight)
     if marks:
         hits = sc.apply_highlight(scene, marks)
         scene.caption.append(f"highlighted: {', '.join(marks)} ({plural(hits, 'node')})")

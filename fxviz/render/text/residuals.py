@@ -14,7 +14,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from fxviz import _torch
+from fxviz.analysis.advice.changes import repeated_blocks
+from fxviz.analysis.memory.storage import storage_owners
 from fxviz.analysis.strategy.partition import Partition
+from fxviz.core.graph_facts import Storages, tensors
 from fxviz.core.units import format_bytes
 from fxviz.sources.graphs import JointGraph
 
@@ -36,9 +40,6 @@ def dtype_code(dtype: Any) -> str:
 def forward_bytes(graph: JointGraph, p: Partition) -> int:
     """Bytes of every tensor the forward makes (storages counted once; parameters and inputs left
     out): what the step could save at most."""
-    from fxviz import _torch
-    from fxviz.analysis.memory.storage import storage_owners
-    from fxviz.core.graph_facts import Storages, tensors
 
     assert p.forward is not None
     storages = Storages(graph.gm, p.forward, p.backward)
@@ -88,7 +89,6 @@ def _held_anyway(rows: list[Any]) -> str:
 def saved_text(graph: JointGraph, p: Partition, table: pd.DataFrame, model: nn.Module | None) -> str:
     """The headline, then every row of ``table`` (``analysis.saved.saved_table`` of ``p``); consecutive
     layers of the model's stack (``changes.repeated_blocks``) that save the same values fold into one."""
-    from fxviz.analysis.advice.changes import repeated_blocks
 
     blocks = repeated_blocks(model) if model is not None else None
     total = forward_bytes(graph, p)

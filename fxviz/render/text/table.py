@@ -15,9 +15,10 @@ import pandas as pd
 
 from fxviz.core.units import format_bytes, format_flops, is_missing
 from fxviz.render.theme import EDGE_COLOR, ROLE_COLORS, STATUS, faded
+from fxviz.sources.graphs import graph_name
 
-__all__ = ["MemoryTable", "best_rows", "shown_columns", "style_memory_table",
-           "memory_table_text", "LOWER_IS_BETTER"]
+__all__ = ["MemoryTable", "best_rows", "shown_columns", "style_memory_table", "memory_table_text", "format_cell",
+           "PANEL_COLUMNS", "COLUMN_WORDS", "LOWER_IS_BETTER"]
 
 # columns where a smaller number is plainly better (the ones whose best value is marked)
 LOWER_IS_BETTER: tuple[str, ...] = (
@@ -28,22 +29,51 @@ BEST_FILL = faded(ROLE_COLORS["gradient"])  # mint, at 25%: the same palette as 
 ERROR_COLOR = STATUS["removed"].color
 
 
-def _signed_bytes(v: Any) -> str:
-    return "" if is_missing(v) else ("+" if int(v) > 0 else "") + format_bytes(v)
+# the columns a narrow table shows (the explorer's and the report's side panel; the full table is
+# tr.memory_table()), and each column's short header (fits a 1024 px screen) and what it means, in which unit
+PANEL_COLUMNS: tuple[str, ...] = ("strategy", "saved_activation_bytes", "saved_tensors", "recomputed_ops",
+                                  "recomputed_random_ops", "recompute_flops", "forward_peak_bytes",
+                                  "backward_peak_bytes")
+COLUMN_WORDS: dict[str, tuple[str, str]] = {
+    "strategy": ("strategy", "the partition strategy"),
+    "saved_activation_bytes": ("saved", "saved activations, bytes of unique storages the backward keeps (views and "
+                               "aliases count once; parameters and inputs excluded)"),
+    "saved_tensors": ("tensors", "saved tensors: values the forward hands to the backward (count)"),
+    "recomputed_ops": ("recomp.", "recomputed ops: forward ops the backward runs again (count)"),
+    "recomputed_random_ops": ("random", "recomputed random ops (dropout, rand): the backward redraws them, so its "
+                              "mask differs from the forward's unless the RNG state is replayed (count)"),
+    "recompute_flops": ("FLOPs", "FLOPs of the recomputed ops (matmul/conv; pointwise ops count 0)"),
+    "forward_peak_bytes": ("fwd peak", "forward peak: live bytes while the forward runs, parameters included"),
+    "backward_peak_bytes": ("bwd peak", "backward peak: live bytes while the backward runs"),
+    "offloaded_bytes": ("offloaded", "bytes activation offloading copied off the device for the backward (not in "
+                        "'saved'; the peaks count a value only while it is on the device)"),
+    "measured_saved_bytes": ("measured", "what the real torch.compile step kept for its backward (saved-tensor "
+                             "hooks), counted as 'saved' counts: parameters and inputs excluded, their copies "
+                             "included; the difference and its reason are under the table"),
+}
+
+
+def format_cell(column: str, value: Any, missing: str = "") -> str:
+    """One cell of the memory table as people read it, by its column: sizes in B/KiB/MiB/GiB, FLOPs in
+    units, seconds, the measured difference signed; ``missing`` where there is no value.  The one
+    formatter of the notebook table, the terminal table and the pages' panel."""
+    if is_missing(value):
+        return missing
+    if column == "measured_difference_bytes":  # measured minus estimated: the sign is the news
+        return ("+" if int(value) > 0 else "") + format_bytes(value)
+    if column.endswith("_bytes"):
+        return format_bytes(value)
+    if column.endswith("_flops"):
+        return format_flops(value)
+    if column == "seconds":
+        return f"{value:.2f}"
+    if column.endswith("_seconds"):  # a replay's forward/backward: milliseconds mostly
+        return f"{value:.2f} s" if value >= 1 else f"{value * 1e3:.2f} ms"
+    return str(value)
 
 
 def _formatter(column: str) -> Any:
-    if column == "measured_difference_bytes":  # measured minus estimated: the sign is the news
-        return _signed_bytes
-    if column.endswith("_bytes"):
-        return format_bytes
-    if column.endswith("_flops"):
-        return format_flops
-    if column == "seconds":
-        return lambda v: "" if is_missing(v) else f"{v:.2f}"
-    if column.endswith("_seconds"):  # a replay's forward/backward: milliseconds mostly
-        return lambda v: "" if is_missing(v) else f"{v:.2f} s" if v >= 1 else f"{v * 1e3:.2f} ms"
-    return lambda v: "" if is_missing(v) else str(v)
+    return lambda v: format_cell(column, v)
 
 
 def best_rows(df: pd.DataFrame) -> dict[str, set[Any]]:
@@ -163,6 +193,16 @@ def fitted_text(df: pd.DataFrame, width: int = 100, drop: tuple[str, ...] = ()) 
     return "\n".join(line if len(line) <= width else line[:width - 1] + "…" for line in text.splitlines())
 
 
+def _row_label(df: pd.DataFrame, r: Any) -> str:
+    """A row's column header in the terminal table: its strategy, after its graph in a step's table
+    (``graph 2 min_cut``, ``step min_cut``)."""
+    strategy = str(df.loc[r, "strategy"]) if "strategy" in df else str(r)
+    if "piece" not in df:
+        return strategy
+    piece = df.loc[r, "piece"]
+    return f"{'step' if piece == 'total' else graph_name(int(piece))} {strategy}"
+
+
 def memory_table_text(df: pd.DataFrame, width: int = 100) -> str:
     """The table for a terminal, one column per strategy (so it fits): human units, ``*`` after
     each row's best value, failures listed, then the caption wrapped to ``width``."""
@@ -175,10 +215,11 @@ def memory_table_text(df: pd.DataFrame, width: int = 100) -> str:
     df = shown_columns(df)
     best = best_rows(df)
     empty = _empty_columns(df)
-    metrics = [c for c in df.columns if c not in ("strategy", "error", "seconds", "measured_reason") and c not in empty]
+    metrics = [c for c in df.columns
+               if c not in ("piece", "strategy", "error", "seconds", "measured_reason") and c not in empty]
     shown = pd.DataFrame(index=pd.Index(metrics))
     for r in df.index:
-        label = str(df.loc[r, "strategy"]) if "strategy" in df else str(r)
+        label = _row_label(df, r)
         if errors[r]:
             shown[label] = ["failed"] + [""] * (len(metrics) - 1)
             continue
@@ -188,8 +229,8 @@ def memory_table_text(df: pd.DataFrame, width: int = 100) -> str:
         lines.append(f"{df.loc[r, 'strategy']} failed: {df.loc[r, 'error']}")
     if "measured_reason" in df:  # the measured twin's difference, in words, under its column
         for r in df.index[df["measured_reason"].notna()]:
-            lines += textwrap.wrap(f"measured - estimated ({df.loc[r, 'strategy']}): "
-                                   f"{_signed_bytes(df.loc[r, 'measured_difference_bytes'])}; "
+            difference = format_cell("measured_difference_bytes", df.loc[r, "measured_difference_bytes"])
+            lines += textwrap.wrap(f"measured - estimated ({df.loc[r, 'strategy']}): {difference}; "
                                    f"{df.loc[r, 'measured_reason']}", width, subsequent_indent="  ")
     caption = df.attrs.get("caption")
     if caption:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -77,22 +78,32 @@ _OUTSIDE_DESC = ("loss = loss_fn(outputs), applied outside the graph as torch.co
                  "loss_fn(out).backward() does (compile_loss=True traces it into the graph)")
 
 
-def make_reducer(out: Any, loss_fn: Callable | None, inputs: Any = (), compile_loss: bool = False
-                  ) -> tuple[Callable[[Any], torch.Tensor], str]:
+@dataclass(frozen=True)
+class LossPlan:
+    """The loss fxviz differentiates: how the outputs are reduced to it, how every view says it, and
+    whether the user's step applies it outside the compiled graph (the model's own ``.loss``, or a
+    ``loss_fn`` without ``compile_loss``: the graph is then the model's, its tangents the gradients
+    of the loss w.r.t. the model's outputs)."""
+
+    reduce: Callable[[Any], torch.Tensor]
+    desc: str
+    outside: bool = False
+
+
+def make_reducer(out: Any, loss_fn: Callable | None, inputs: Any = (), compile_loss: bool = False) -> LossPlan:
     """The loss: ``loss_fn``, the model's own ``.loss``, the output itself when it is a scalar,
     else the sum of every floating output.  ``inputs`` are the tensors ``out`` was computed from
-    (to spot a loss that is a view of one of them).  Whether the loss is outside the graph:
-    ``loss_outside(desc)``."""
+    (to spot a loss that is a view of one of them)."""
     if loss_fn is None and own_loss(out) is not None:
-        return _own, _OWN_DESC
+        return LossPlan(_own, _OWN_DESC, outside=True)
     reduce, desc = _reducer(out, loss_fn)
     if loss_fn is not None and not compile_loss:
-        return reduce, _OUTSIDE_DESC
+        return LossPlan(reduce, _OUTSIDE_DESC, outside=True)
     if loss_fn is not None or _is_scalar_loss(out):
         loss = loss_fn(out) if loss_fn is not None else out
         if isinstance(loss, torch.Tensor) and _storages(loss) & _storages(inputs):
-            return _own_copy(reduce), desc
-    return reduce, desc
+            return LossPlan(_own_copy(reduce), desc)
+    return LossPlan(reduce, desc)
 
 
 def _reducer(out: Any, loss_fn: Callable | None) -> tuple[Callable[[Any], torch.Tensor], str]:
@@ -165,23 +176,16 @@ def _floating_sum(o: Any) -> tuple[torch.Tensor | None, list[str]]:
     return total, paths
 
 
-def loss_outside(desc: str) -> bool:
-    """Whether the loss so described is applied outside the captured graph (the model's own
-    ``.loss``, or a ``loss_fn`` without ``compile_loss``): the graph is then the model's."""
-    return desc in (_OWN_DESC, _OUTSIDE_DESC)
-
-
 class LazyLoss:
     """The default loss, built from the output of the first call (made by the tracer itself)."""
 
     def __init__(self) -> None:
-        self.reduce: Callable[[Any], torch.Tensor] | None = None
-        self.desc = ""
+        self.plan: LossPlan | None = None
 
     def __call__(self, out: Any) -> torch.Tensor:
-        if self.reduce is None:
-            self.reduce, self.desc = make_reducer(out, None)
-        return self.reduce(out)
+        if self.plan is None:
+            self.plan = make_reducer(out, None)
+        return self.plan.reduce(out)
 
 
 class TracedLoss:
@@ -227,7 +231,14 @@ class TracedLoss:
         seen["paths"] = tuple(paths)
         return total
 
-    def desc(self) -> str | None:
+    def plan(self) -> LossPlan | None:
+        """The loss the traced call chose (None where the probe route must decide: see the class)."""
+        desc = self._desc()
+        if desc is None:
+            return None
+        return LossPlan(self.reducer(), desc, outside=bool(self.seen.get("own") or self.seen.get("outside")))
+
+    def _desc(self) -> str | None:
         if self.seen.get("own"):
             return _OWN_DESC
         if self.seen.get("outside"):

@@ -18,7 +18,7 @@ from fxviz.core.errors import FxvizWarning, InputError, TraceError
 from fxviz.core.fx_facts import output_node, output_values
 from fxviz.core.graph_facts import gradient_slots
 from fxviz.core.state import Snapshot, preserved, private_copy
-from fxviz.sources.graphs import Capture, JointGraph, graph_name
+from fxviz.sources.graphs import Capture, JointGraph, ModelSource, graph_name
 from fxviz.sources.model.inputs import (
     all_meta,
     any_meta,
@@ -33,7 +33,7 @@ from fxviz.sources.model.inputs import (
     refuse_compressed,
     uncompiled,
 )
-from fxviz.sources.model.loss import LazyLoss, TracedLoss, differentiable, loss_outside, make_reducer, one_line
+from fxviz.sources.model.loss import LazyLoss, LossPlan, TracedLoss, differentiable, make_reducer, one_line
 from fxviz.sources.roles import InputName, classify_nodes
 
 
@@ -53,6 +53,22 @@ def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: 
     with torch.inference_mode(False), torch.enable_grad():
         return _capture(model_or_fn, example_inputs, loss_fn, params, route, backend, dynamic,
                         keyword_inputs or {}, compile_loss)
+
+
+def recapture(cap: Capture, model_or_fn: Callable | None = None, example_inputs: tuple[Any, ...] | None = None,
+              keyword_inputs: dict[str, Any] | None = None) -> Capture:
+    """``model_or_fn`` (default: the one ``cap`` traced) captured again as ``cap`` was: its loss and where
+    the step applies it, parameter mode, route, backend and dynamic shapes, on ``example_inputs``
+    (default: ``cap``'s; keywords bound as ``capture`` binds them).  Advice's changed models and the
+    gradient check trace through here, so a re-capture never drifts from the first."""
+    fn = cap.fn if model_or_fn is None else model_or_fn
+    if fn is None:
+        raise InputError("this graph was not traced from a model here (a log's graph): there is nothing to trace "
+                         "again", "trace the model with fxviz.trace(model, *inputs)")
+    return capture(fn, cap.example_inputs if example_inputs is None else tuple(example_inputs), loss_fn=cap.loss_fn,
+                   params=cap.params, route=cap.route if cap.route in ("dynamo", "aot") else "auto",
+                   backend=cap.backend, dynamic=cap.dynamic, keyword_inputs=keyword_inputs,
+                   compile_loss=cap.loss_fn is not None and not cap.loss_outside)
 
 
 def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Callable | None, params: str,
@@ -81,38 +97,36 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
     if route in ("aot", "closure"):
         refuse_compressed(model, inputs, names, route)
 
-    reduce: Callable[[Any], torch.Tensor]
     with preserved(model, inputs) as snapshot, _torch.quiet_torch():
         found = None
         if route == "dynamo" and not dynamic:
             found = _dynamo_without_probe(fn, inputs, model, names, loss_fn, snapshot, compile_loss, backend)
         if found is not None:
-            reduce, loss_desc, graphs, breaks, eager_frames = found
+            plan, graphs, breaks, eager_frames = found
         else:
-            reduce, loss_desc, graphs, breaks, eager_frames = _probe_then_capture(
+            plan, graphs, breaks, eager_frames = _probe_then_capture(
                 fn, inputs, model, names, loss_fn, route, backend, dynamic, on_meta, snapshot, compile_loss)
     notes = _gradient_warnings(graphs, model, params, on_meta, breaks)
     for note in notes:
         warnings.warn(note, FxvizWarning, stacklevel=3)
-    return Capture(graphs=graphs, route=route, params=params, loss=loss_desc, graph_breaks=breaks,
-                   model=model, fn=fn, example_inputs=inputs, loss_fn=loss_fn, reduce=reduce,
-                   input_names=names, warnings=notes, eager_frames=eager_frames, backend=backend, dynamic=dynamic,
-                   torch_budget=_torch.step_budget(), loss_outside=loss_outside(loss_desc))
+    source = ModelSource(model=model, fn=fn, example_inputs=inputs, loss_fn=loss_fn, reduce=plan.reduce,
+                         input_names=names)
+    return Capture(graphs=graphs, source=source, route=route, params=params, loss=plan.desc, graph_breaks=breaks,
+                   warnings=notes, eager_frames=eager_frames, backend=backend, dynamic=dynamic,
+                   torch_budget=_torch.step_budget(), loss_outside=plan.outside)
 
 
 def _probe_then_capture(fn: Callable, inputs: tuple[Any, ...], model: nn.Module | None, names: list[str],
                         loss_fn: Callable | None, route: str, backend: str, dynamic: bool, on_meta: bool,
                         snapshot: Snapshot, compile_loss: bool = False
-                        ) -> tuple[Callable[[Any], torch.Tensor], str, list[JointGraph], list[str], list[str]]:
+                        ) -> tuple[LossPlan, list[JointGraph], list[str], list[str]]:
     """Learn the output's structure first (a forward on fxviz's own copy of the inputs, fake for
     a meta model), choose the loss from it, restore, then capture by ``route``."""
     # a meta model's default loss is chosen inside aot_function's own first (fake) pass: a
     # separate fake forward first would cost as much again (15% of a 1e9-parameter trace)
     lazy = LazyLoss() if on_meta and loss_fn is None and all_meta(model, inputs) else None
-    reduce: Callable[[Any], torch.Tensor]
     if lazy is not None:
-        reduce = lazy
-        loss_desc = ""
+        plan = LossPlan(lazy, "")  # chosen inside aot_function's first pass; never outside the graph
     else:
         sources: Any = ()  # what the probe's output may be a view of
         try:
@@ -124,9 +138,9 @@ def _probe_then_capture(fn: Callable, inputs: tuple[Any, ...], model: nn.Module 
                 sources = (probe, list(model.parameters()) + list(model.buffers()) if model is not None else [])
         finally:
             snapshot.restore()  # the traced run starts from the state the user handed us
-        reduce, loss_desc = make_reducer(out, loss_fn, sources, compile_loss)
-    outside = loss_outside(loss_desc)
-    in_graph: Callable[[Any], Any] = (lambda o: o) if outside else reduce  # outside: the graph is the model's
+        plan = make_reducer(out, loss_fn, sources, compile_loss)
+    outside = plan.outside
+    in_graph: Callable[[Any], Any] = (lambda o: o) if outside else plan.reduce  # outside: the graph is the model's
 
     def step(*args: Any) -> Any:
         return in_graph(fn(*args))
@@ -143,7 +157,7 @@ def _probe_then_capture(fn: Callable, inputs: tuple[Any, ...], model: nn.Module 
         else:
             graphs, breaks = _via_closure(step, inputs, model, names, in_graph)
     except TraceError as exc:
-        if lazy is None or lazy.reduce is not None:
+        if lazy is None or lazy.plan is not None:
             raise
         failed = exc
     if failed is not None:
@@ -152,15 +166,15 @@ def _probe_then_capture(fn: Callable, inputs: tuple[Any, ...], model: nn.Module 
         make_reducer(_fake_output(fn, inputs), None)
         raise failed
     if lazy is not None:
-        assert lazy.reduce is not None
-        reduce, loss_desc = lazy.reduce, lazy.desc
-    return reduce, loss_desc, graphs, breaks, eager_frames
+        assert lazy.plan is not None
+        plan = lazy.plan
+    return plan, graphs, breaks, eager_frames
 
 
 def _dynamo_without_probe(fn: Callable, inputs: tuple[Any, ...], model: nn.Module | None, names: list[str],
                           loss_fn: Callable | None, snapshot: Snapshot, compile_loss: bool = False,
                           backend: str = "aot_eager"
-                          ) -> tuple[Callable[[Any], Any], str, list[JointGraph], list[str], list[str]] | None:
+                          ) -> tuple[LossPlan, list[JointGraph], list[str], list[str]] | None:
     """The dynamo route with the loss chosen inside the traced step (``TracedLoss``):
     no eager probe forward, and no restore of every tensor between a probe and the traced run.
 
@@ -183,15 +197,15 @@ def _dynamo_without_probe(fn: Callable, inputs: tuple[Any, ...], model: nn.Modul
     except Exception:  # the probe route runs the model again and says why
         snapshot.restore()
         return None
-    desc = traced.desc()
+    plan = traced.plan()
     state = list(model.parameters()) + list(model.buffers()) if model is not None else []
-    if desc is None or traced.aliases(result, (inputs, state)) or not traced.checked(result):
+    if plan is None or traced.aliases(result, (inputs, state)) or not traced.checked(result):
         snapshot.restore()
         return None
-    if loss_outside(desc) and not outside:  # the model's own loss: its outputs are no loss
+    if plan.outside and not outside:  # the model's own loss: its outputs are no loss
         for g in graphs:
             g.info = _renamed_outputs(g)
-    return traced.reducer(), desc, graphs, breaks, _torch.skipped_frames(before)
+    return plan, graphs, breaks, _torch.skipped_frames(before)
 
 
 def _renamed_outputs(g: JointGraph) -> dict[str, Any]:
@@ -323,9 +337,9 @@ def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None
             known = by_id.get(id(t))
             input_names[i] = known or InputName("primal", _source_label(src, i, k))
         user_names = {0: "loss"} if k == last and not outside else {}
-        caller = "torch.compile (inductor)" if backend == "inductor" else "torch.compile"
-        g = _joint_graph(raw, input_names, {}, {}, model, k, caller, user_names)
+        g = _joint_graph(raw, input_names, {}, {}, model, k, "torch.compile", user_names)
         g.backend, g.dynamic = backend, dynamic
+        g.partitioner_note = "inductor" if backend == "inductor" else ""
         g.runs = [(seq, [by_id[i].qualname if i in by_id else None for i in ids]) for seq, ids in raw.calls]
         graphs.append(g)
     return graphs, breaks, result

@@ -23,7 +23,7 @@ from fxviz import _torch
 from fxviz.core.errors import LogError
 from fxviz.core.fx_facts import output_values
 from fxviz.core.graph_facts import tangent_dependent, tangents, traced_phases
-from fxviz.sources.graphs import Capture, JointGraph
+from fxviz.sources.graphs import Capture, JointGraph, LogSource
 from fxviz.sources.log.guards import Guards, allgathered_note, read_guards
 from fxviz.sources.log.index import Compile, Piece
 from fxviz.sources.log.reader import read_payload
@@ -86,20 +86,20 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
     graph = JointGraph(gm=gm, has_backward=has_backward, num_fwd_outputs=num_fwd,
                        static_lifetime_input_indices=list(p.static or []), joint_inputs=[], info=info,
                        placeholder_values={}, constant_values={}, index=0,
-                       partitioner_caller=f"torch.compile (read from the log{run_config_text(c.functorch)})",
+                       partitioner_caller="torch.compile",
+                       partitioner_note=f"read from the log{run_config_text(c.functorch)}",
                        logged=logged,
                        inference=not has_backward, backend=backend, before_joint_passes=before,
                        compiler="inductor" if backend == "inductor" else None)
     if has_backward and logged is None:
         warnings_.append("the log has the joint graph but not the forward/backward graphs the run used: "
                          "strategy 'logged' is unavailable")
-    origin = f"rank {c.rank}, compile {c.compile_id}" + (f" piece {c.pieces.index(p)}" if len(c.pieces) > 1 else "")
-    return Capture(graphs=[graph], route="log", params="lifted",
+    source = LogSource(file=c.file, rank=c.rank, compile_id=c.compile_id, piece=c.pieces.index(p),
+                       pieces=len(c.pieces), frame=c.frame or "compiled frame", torch_version=c.torch_version or None,
+                       input_names=[i.qualname for i in names.values()])
+    return Capture(graphs=[graph], source=source, route="log", params="lifted",
                    loss="loss: what the run's compiled frame returned (read from the log)",
-                   graph_breaks=[c.graph_break_reason] if c.graph_break_reason else [],
-                   model=None, fn=None, example_inputs=(), loss_fn=None, reduce=None,
-                   input_names=[i.qualname for i in names.values()], warnings=warnings_,
-                   name=c.frame or "compiled frame", torch_version=c.torch_version or None, origin=origin,
+                   graph_breaks=[c.graph_break_reason] if c.graph_break_reason else [], warnings=warnings_,
                    state=_state(c), backend=backend, torch_budget=_budget(c.functorch),
                    log_config=dict(c.functorch))
 
