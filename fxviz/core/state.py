@@ -140,14 +140,7 @@ class Snapshot:
     def restore(self) -> None:
         """Put back every binding, flag, value (only where the bits differ) and the RNG."""
         for m, flag, stores, plain in self.modules:
-            for store, before in stores:
-                if not _same_entries(store, before):
-                    store.clear()
-                    store.update(before)
-            for k, v in plain.items():
-                if k not in vars(m) or vars(m)[k] is not v:
-                    setattr(m, k, v)
-            m.training = flag
+            _restore_module(m, flag, stores, plain)
         with torch.no_grad():
             for t, saved in self.tensors:
                 if not same_bits(t, saved):
@@ -175,3 +168,16 @@ def preserved(model: nn.Module | None, inputs: Any = ()) -> Iterator[Snapshot]:
         yield snapshot
     finally:
         snapshot.restore()
+
+
+def _restore_module(m: nn.Module, flag: bool, stores: list[tuple[dict[str, Any], dict[str, Any]]],
+                    plain: dict[str, Any]) -> None:
+    """One module's parameter/buffer/submodule bindings, plain attributes and ``training`` as they were."""
+    for store, before in stores:
+        if not _same_entries(store, before):
+            store.clear()
+            store.update(before)
+    for k, v in plain.items():
+        if k not in vars(m) or vars(m)[k] is not v:
+            setattr(m, k, v)
+    m.training = flag

@@ -85,6 +85,18 @@ def _inputs(graph: JointGraph) -> dict[tuple[str, str], str]:
     return out
 
 
+def _match_in_order(m: Matching, seq_a: list[NodeInfo], seq_b: list[NodeInfo]) -> None:
+    """One module's forward ops of A and B paired in order where their ops and dtypes run alike."""
+    tokens_a = [(i.short_op, i.dtype) for i in seq_a]
+    tokens_b = [(i.short_op, i.dtype) for i in seq_b]
+    matcher = difflib.SequenceMatcher(None, tokens_a, tokens_b, autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            x, y = seq_a[block.a + k], seq_b[block.b + k]
+            same = x.name == y.name and x.shape == y.shape
+            m.add(x.name, y.name, "name" if same else "module+op+position")
+
+
 def match_graphs(a: JointGraph, b: JointGraph) -> Matching:
     """Match the forward values of ``a`` and ``b`` (see the module docstring for the rules)."""
     m = Matching()
@@ -99,15 +111,13 @@ def match_graphs(a: JointGraph, b: JointGraph) -> Matching:
             m.add(name, inputs_b[key], "name")
     ops_a, ops_b = _forward_ops(a), _forward_ops(b)
     for module, seq_a in ops_a.items():
-        seq_b = ops_b.get(module, [])
-        tokens_a = [(i.short_op, i.dtype) for i in seq_a]
-        tokens_b = [(i.short_op, i.dtype) for i in seq_b]
-        matcher = difflib.SequenceMatcher(None, tokens_a, tokens_b, autojunk=False)
-        for block in matcher.get_matching_blocks():
-            for k in range(block.size):
-                x, y = seq_a[block.a + k], seq_b[block.b + k]
-                same = x.name == y.name and x.shape == y.shape
-                m.add(x.name, y.name, "name" if same else "module+op+position")
+        _match_in_order(m, seq_a, ops_b.get(module, []))
+    _match_by_op_and_shape(m, a, b)
+    return m
+
+
+def _match_by_op_and_shape(m: Matching, a: JointGraph, b: JointGraph) -> None:
+    """Values still unmatched paired by op, shape and dtype, in run order (the last rule)."""
     taken = set(m.a_to_b.values())
     left: dict[tuple[object, ...], list[str]] = defaultdict(list)
     for info in _in_order(b):
@@ -117,4 +127,3 @@ def match_graphs(a: JointGraph, b: JointGraph) -> Matching:
         candidates = left.get((info.short_op, info.shape, info.dtype))
         if info.name not in m.a_to_b and candidates:
             m.add(info.name, candidates.pop(0), "op+shape")
-    return m

@@ -121,6 +121,25 @@ def _after(edges: list[tuple[int | None, int | None]], e: tuple[int | None, int 
     return max(prev) + 0.5 if prev else -0.5
 
 
+def _lone_rows(rows: list[dict[str, Any]], used: set[tuple[str, Any, Any]],
+               modules: tuple[Sequence[frozenset[str]], Sequence[frozenset[str]]]) -> list[dict[str, Any]]:
+    """Each value one side alone saves, once: the row of the pair whose other graph holds its module,
+    else its first (``join_step_rows``)."""
+    lone: dict[tuple[str, Any, Any], dict[str, Any]] = {}
+    for r in rows:
+        if r["status"] == "both":
+            continue
+        s = "a" if r["status"] == "only A" else "b"
+        key = (s, r[f"graph_{s}"], r[f"name_{s}"])
+        if key in used:
+            continue
+        other = modules[1 if s == "a" else 0]
+        holds = r["_other"] is not None and r["module"] in other[r["_other"]]
+        if key not in lone or (holds and not lone[key]["_holds"]):
+            lone[key] = {**r, "_holds": holds}
+    return list(lone.values())
+
+
 def join_step_rows(tables: Sequence[tuple[int | None, int | None, pd.DataFrame]],
                    modules: tuple[Sequence[frozenset[str]], Sequence[frozenset[str]]]) -> pd.DataFrame:
     """The pairs' diff tables as one, each saved value of either step once, with ``graph_a``/
@@ -145,19 +164,7 @@ def join_step_rows(tables: Sequence[tuple[int | None, int | None, pd.DataFrame]]
                 and ("b", r["graph_b"], r["name_b"]) not in used:
             used |= {("a", r["graph_a"], r["name_a"]), ("b", r["graph_b"], r["name_b"])}
             kept.append(r)
-    lone: dict[tuple[str, Any, Any], dict[str, Any]] = {}
-    for r in rows:
-        if r["status"] == "both":
-            continue
-        s = "a" if r["status"] == "only A" else "b"
-        key = (s, r[f"graph_{s}"], r[f"name_{s}"])
-        if key in used:
-            continue
-        other = modules[1 if s == "a" else 0]
-        holds = r["_other"] is not None and r["module"] in other[r["_other"]]
-        if key not in lone or (holds and not lone[key]["_holds"]):
-            lone[key] = {**r, "_holds": holds}
-    kept = sorted(kept + list(lone.values()), key=lambda r: int(r["_order"]))
+    kept = sorted(kept + _lone_rows(rows, used, modules), key=lambda r: int(r["_order"]))
     if not kept:
         return pd.DataFrame()
     df = pd.DataFrame(_across(kept)).drop(columns=["_other", "_holds", "_order"], errors="ignore")

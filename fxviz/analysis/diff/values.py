@@ -148,15 +148,9 @@ def why(value: SavedValue, counterpart: str | None, mine: Side, other: Side, cov
     p = other.partition
     if counterpart in p.recomputed:
         return f"{x} recomputes it" + (f" (checkpoint policy {policy})" if policy else "")
-    node = next((n for n in other.graph.gm.graph.nodes if n.name == counterpart), None)
-    saved = other.saved_names - covered
-    if node is not None:
-        users = [u.name for u in node.users if u.name in saved]
-        if users:
-            return f"{x} saves {', '.join(users[:3])}, computed from it, instead"
-        inputs = [a.name for a in node.all_input_nodes if a.name in saved]
-        if inputs:
-            return f"{x} saves its input instead ({', '.join(inputs)})"
+    instead = _saved_instead(other, counterpart, other.saved_names - covered)
+    if instead is not None:
+        return instead
     if counterpart in p.removed:
         return f"{x}'s partition drops it (dead code)"
     if policy:
@@ -164,6 +158,18 @@ def why(value: SavedValue, counterpart: str | None, mine: Side, other: Side, cov
     if p.measurement is not None:
         return f"{x} (eager autograd) does not keep it for the backward"
     return f"{x}'s backward does not read it"
+
+
+def _saved_instead(other: Side, counterpart: str, saved: set[str]) -> str | None:
+    """``other`` saves a value computed from ``counterpart``, or its input, instead of it (None: neither)."""
+    node = next((n for n in other.graph.gm.graph.nodes if n.name == counterpart), None)
+    if node is None:
+        return None
+    users = [u.name for u in node.users if u.name in saved]
+    if users:
+        return f"{other.letter} saves {', '.join(users[:3])}, computed from it, instead"
+    inputs = [a.name for a in node.all_input_nodes if a.name in saved]
+    return f"{other.letter} saves its input instead ({', '.join(inputs)})" if inputs else None
 
 
 def _row(status: str, a: SavedValue | None, b: SavedValue | None, rule: str, reason: str) -> dict[str, object]:

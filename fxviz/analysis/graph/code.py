@@ -23,7 +23,7 @@ from fxviz.analysis.strategy.partition import Partition, made_name
 from fxviz.core.errors import Do, InputError, Say
 from fxviz.core.fx_facts import output_node, output_values
 from fxviz.sources.graphs import INFERENCE_NOTE, JointGraph
-from fxviz.sources.roles import CALLER_INPUT_ROLES
+from fxviz.sources.roles import CALLER_INPUT_ROLES, NodeInfo
 
 __all__ = ["GraphCode", "CodeValue", "graph_code", "python_name", "real_names", "PARTS"]
 
@@ -96,6 +96,28 @@ def _output_names(graph: JointGraph) -> dict[int, str]:
     return names
 
 
+def _wanted_name(n: fx.Node, info: NodeInfo, user_outputs: dict[int, str], tangent_i: int) -> tuple[str, str] | None:
+    """(Python name, role) a node asks for by its role (``real_names`` makes them unique)."""
+    if info.role == "tangent":
+        desc = _torch.node_desc(n)
+        kind = _torch.describe_input(desc) if desc is not None else None
+        of = _torch.describe_output(kind.tangent_of) if kind is not None and kind.tangent_of is not None else None
+        base = user_outputs.get(of.index) if of is not None and of.kind == "user" and of.index is not None else None
+        return "tangent_" + python_name(base or f"output_{tangent_i}"), "tangent"
+    if not info.qualname:
+        return None
+    if info.role in CALLER_INPUT_ROLES or info.role == "constant":
+        return python_name(info.qualname), info.role
+    if info.role == "output" and n.op != "output":
+        qual = info.qualname
+        if qual.endswith("(updated in place)"):
+            return "new_" + python_name(qual.replace("(updated in place)", "")), "output"
+        return python_name(qual), "output"
+    if info.role == "gradient":
+        return "grad_" + python_name(info.qualname), "gradient"
+    return None
+
+
 def real_names(graph: JointGraph) -> dict[str, tuple[str, str]]:
     """Joint node name -> (Python name, role) for every node that gets a real name; unique, and
     never equal to another joint node's name."""
@@ -105,27 +127,11 @@ def real_names(graph: JointGraph) -> dict[str, tuple[str, str]]:
     tangent_i = 0
     for n in graph.gm.graph.nodes:
         info = graph.info.get(n.name)
-        if info is None:
+        want = None if info is None else _wanted_name(n, info, user_outputs, tangent_i)
+        if want is None:
             continue
-        if info.role == "tangent":
-            desc = _torch.node_desc(n)
-            kind = _torch.describe_input(desc) if desc is not None else None
-            of = _torch.describe_output(kind.tangent_of) if kind is not None and kind.tangent_of is not None else None
-            base = user_outputs.get(of.index) if of is not None and of.kind == "user" and of.index is not None else None
-            wanted[n.name] = ("tangent_" + python_name(base or f"output_{tangent_i}"), "tangent")
-            tangent_i += 1
-        elif info.role in CALLER_INPUT_ROLES and info.qualname:
-            wanted[n.name] = (python_name(info.qualname), info.role)
-        elif info.role == "constant" and info.qualname:
-            wanted[n.name] = (python_name(info.qualname), "constant")
-        elif info.role == "output" and info.qualname and n.op != "output":
-            qual = info.qualname
-            if qual.endswith("(updated in place)"):
-                wanted[n.name] = ("new_" + python_name(qual.replace("(updated in place)", "")), "output")
-            else:
-                wanted[n.name] = (python_name(qual), "output")
-        elif info.role == "gradient" and info.qualname:
-            wanted[n.name] = ("grad_" + python_name(info.qualname), "gradient")
+        wanted[n.name] = want
+        tangent_i += want[1] == "tangent"
     result: dict[str, tuple[str, str]] = {}
     taken: set[str] = set()
     for joint, (name, role) in wanted.items():
@@ -149,34 +155,26 @@ def _rebuild(gm: fx.GraphModule, to_joint: dict[str, str], names: dict[str, tupl
             return "saved"
         return names[joint][1] if joint in names else default
 
-    def joint_of(n: fx.Node) -> str | None:
-        # a partition node the partitioner made (an RNG state) has no joint node, whatever its name
-        return to_joint.get(n.name)
+    def output_value(a: Any) -> CodeValue:
+        if not isinstance(a, fx.Node):
+            return CodeValue(None, None, "none")
+        j = to_joint.get(a.name)  # a node the partitioner made (an RNG state) has no joint node
+        made = made_saved and j is None and made_name(a.name) in saved
+        return CodeValue(env[a].name, j, "saved" if made else role_of(j, "output") if j else "output")
 
     taken = {v[0] for v in names.values()}
     for n in gm.graph.nodes:
-        joint = joint_of(n)
-        if joint is not None:
-            want = names[joint][0] if joint in names else n.name
-        else:  # a name no joint value is printed under
-            want = n.name
-            while want in taken:
-                want = f"{want}_"
+        joint = to_joint.get(n.name)
+        want = names[joint][0] if joint is not None and joint in names else n.name
+        while joint is None and want in taken:  # a name no joint value is printed under
+            want = f"{want}_"
         if n.op == "placeholder":
             env[n] = new.placeholder(want)
             inputs.append(CodeValue(env[n].name, joint, role_of(joint, "input") if joint else "input"))
         elif n.op == "output":
             out_args = n.args[0]
             new.output(fx.map_arg(out_args, lambda a: env[a]))
-            flat = list(out_args) if isinstance(out_args, (tuple, list)) else [out_args]
-            for a in flat:
-                if isinstance(a, fx.Node):
-                    j = joint_of(a)
-                    made = made_saved and j is None and made_name(a.name) in saved
-                    role = "saved" if made else role_of(j, "output") if j else "output"
-                    outputs.append(CodeValue(env[a].name, j, role))
-                else:
-                    outputs.append(CodeValue(None, None, "none"))
+            outputs += [output_value(a) for a in (out_args if isinstance(out_args, (tuple, list)) else [out_args])]
         else:
             args = fx.map_arg(n.args, lambda a: env[a])
             kwargs = fx.map_arg(n.kwargs, lambda a: env[a])

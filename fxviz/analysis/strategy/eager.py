@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import nn
 
 from fxviz import _torch
 from fxviz._torch import pytree
@@ -222,6 +223,21 @@ def _placeholder_of(graph: JointGraph | None) -> dict[int, str]:
     return placeholder_of
 
 
+def _state_copies(model: nn.Module | None, rec: _Recorder, placeholder_of: dict[int, str],
+                  closure: bool) -> dict[str, torch.Tensor]:
+    """Copies of the model's parameters and buffers the eager run swaps in, each owned by ``rec``."""
+    state: dict[str, torch.Tensor] = {}
+    if model is None:
+        return state
+    for qual, p in model.named_parameters():
+        state[qual] = _clone(p, p.requires_grad and not closure)
+        rec.own(state[qual], "parameter", placeholder_of, p)
+    for qual, b in model.named_buffers():
+        state[qual] = _clone(b, False)
+        rec.own(state[qual], "parameter", placeholder_of, b)
+    return state
+
+
 def _run(cap: Capture, rec: _Recorder, placeholder_of: dict[int, str]
          ) -> list[tuple[int, tuple[_torch.StorageProbe, int, tuple[int, ...], str, int]]]:
     """Run the model once eagerly on copies, forward and backward, recording into ``rec``; returns
@@ -229,14 +245,7 @@ def _run(cap: Capture, rec: _Recorder, placeholder_of: dict[int, str]
     closure = cap.params == "closure"
     model = cap.model
     with preserved(model), _torch.quiet_torch():
-        state: dict[str, torch.Tensor] = {}
-        if model is not None:
-            for qual, p in model.named_parameters():
-                state[qual] = _clone(p, p.requires_grad and not closure)
-                rec.own(state[qual], "parameter", placeholder_of, p)
-            for qual, b in model.named_buffers():
-                state[qual] = _clone(b, False)
-                rec.own(state[qual], "parameter", placeholder_of, b)
+        state = _state_copies(model, rec, placeholder_of, closure)
 
         def input_copy(x: Any) -> Any:
             if not isinstance(x, torch.Tensor):
