@@ -95,7 +95,7 @@ def test_eager_row_in_closure_mode_mirrors_the_capture(traces, example_models):
 def test_every_saved_tensor_maps_to_a_joint_node_of_its_shape(aot_traces, name):
     tr = aot_traces[name]
     p = tr.partition("eager")
-    assert p.measured and p.measurement is not None and p.forward is None and p.backward is None
+    assert p.reference and p.measurement is not None and p.forward is None and p.backward is None
     assert p.unmapped == []
     nodes = {n.name: n for n in tr.joint.graph.nodes}
     for s in p.measurement.saved:

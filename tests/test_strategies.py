@@ -91,7 +91,7 @@ def test_the_registry_is_the_one_place_a_strategy_lives():
         assert kind.forms and kind.describe
         s = Strategy.parse(lambda *a, **k: None) if kind.name == "callable" else Strategy.parse(kind.forms[0]
                                                                                                .replace(":B", ":0.5"))
-        if kind.measured:  # the dispatcher runs it itself; it has no partitioner
+        if kind.from_real_run:  # the dispatcher runs it itself; it has no partitioner
             with pytest.raises(fxviz.StrategyError, match="not a partitioner"):
                 partitioner(s)
         else:

@@ -232,7 +232,7 @@ def timeline_data(tr: Trace, strategies: Sequence[str]) -> dict[str, Any] | None
 
     if not tr.graph.has_backward or len(tr.pieces) > 1:
         return None
-    chosen = [s for s in strategies if (p := tr.partition(s)).error is None and not p.measured]
+    chosen = [s for s in strategies if (p := tr.partition(s)).error is None and not p.reference]
     if not chosen:
         return None
     timeline = tr.memory_timeline(chosen)

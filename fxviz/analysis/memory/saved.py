@@ -192,7 +192,7 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
     if p.error is not None:
         raise StrategyError(f"strategy {p.name!r} failed on this graph: {p.error}",
                             "pick another strategy (tr.memory_table() lists which work)")
-    if p.measured or p.forward is None:
+    if p.reference or p.forward is None:
         raise StrategyError(f"strategy {p.name!r} is measured on the model's eager run and has no graphs whose "
                             "saved values could be listed",
                             f"pass a graph strategy (default, min_cut, ...); {p.name!r} can be a comparison column")

@@ -84,7 +84,7 @@ def memory_timeline(graph: JointGraph, partitions: Iterable[Partition]) -> pd.Da
     rows: list[dict[str, object]] = []
     skipped: list[str] = []
     for p in partitions:
-        if p.error is not None or p.forward is None or p.backward is None or p.measured:
+        if p.error is not None or p.forward is None or p.backward is None or p.reference:
             skipped.append(p.name)
             continue
         rows += _rows(graph, p)

@@ -102,8 +102,9 @@ class Partition:
         return self.strategy.label
 
     @property
-    def measured(self) -> bool:
-        """True for a reference measured on the model (no forward/backward graphs)."""
+    def reference(self) -> bool:
+        """True for a reference measured by running the model (eager autograd): no forward/backward
+        graphs, only what the run held (``measurement``)."""
         return self.measurement is not None
 
 

@@ -181,8 +181,9 @@ def _unparsable(args: list[str], spec: str) -> Strategy:
 @dataclass(frozen=True)
 class Kind:
     """One kind of strategy: how it is written (``forms``) and read (``label``; ``short`` in choice
-    lists).  ``measured``: the kind builds its ``Partition`` itself (running the model, or reading
-    a log) rather than handing torch's partitioner signature a joint graph.  What runs each kind
+    lists).  ``from_real_run``: the kind builds its ``Partition`` from a real run (eager: running
+    the model; logged: reading a run's log) rather than handing torch's partitioner signature a joint
+    graph.  What runs each kind
     lives with the partitioner (``partition.py``), which imports the implementations; this
     registry imports none of them."""
 
@@ -192,7 +193,7 @@ class Kind:
     label: str
     short: str
     parse_args: Callable[[list[str], str], Strategy]
-    measured: bool = False
+    from_real_run: bool = False
     needs_model: bool = False
     needs_log: bool = False
 
@@ -215,10 +216,10 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "optimal", "optimal (MILP)", _optimal_args),
     Kind("eager", ("eager",), "what eager autograd saves for the same model and inputs (measured)",
          "eager autograd (measured with saved_tensors_hooks)", "eager autograd", _no_args("eager"),
-         measured=True, needs_model=True),
+         from_real_run=True, needs_model=True),
     Kind("logged", ("logged",), "what the real run saved: its logged forward and backward graphs",
          "logged (what the run's partitioner chose)", "logged (the run)", _no_args("logged"),
-         measured=True, needs_log=True),
+         from_real_run=True, needs_log=True),
     Kind("callable", ("<callable>",), "your function with a torch partitioner's signature",
          "", "your partitioner", _unparsable),
 )}
