@@ -227,3 +227,16 @@ def test_only_the_rebuild_classifies_logged_nodes():
                if name.startswith("sources.log") and name != "sources.log.rebuild.from_log"
                and "classify_nodes" in p.read_text()]
     assert not callers, f"the log index classifies nodes: {callers}"
+
+
+def test_only_the_api_floor_builds_a_trace():
+    """A ``Trace`` is what users hold: the api floor builds it (``fxviz.trace``, ``Run.trace``, advice's
+    ``Option.trace`` through the class the facade hands it); no floor below or above constructs one."""
+    builders = []
+    for name, path in MODULES.items():
+        if name.startswith("api.") or name == "api":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Trace":
+                builders.append(f"fxviz/{path.relative_to(ROOT)}:{node.lineno}")
+    assert not builders, f"a Trace built outside fxviz/api/: {builders}"
