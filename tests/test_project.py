@@ -36,8 +36,8 @@ def test_readme_starts_with_the_two_commands_and_ci_uses_the_second():
 
 
 def test_pyproject_torch_range_matches_internals_module():
-    from fxviz import _torch
+    from fxviz.core.supported import TORCH_RANGE
 
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     torch_req = next(d for d in pyproject["project"]["dependencies"] if d.startswith("torch"))
-    assert _norm(torch_req) == _norm("torch" + _torch.SUPPORTED_TORCH)
+    assert _norm(torch_req) == _norm("torch" + TORCH_RANGE)

@@ -48,7 +48,6 @@ from fxviz._torch.meta import (
     seq_nr,
     stack_trace,
 )
-from fxviz.core.supported import TORCH_RANGE
 
 # ``partitioners`` and ``tracing`` import torch._functorch.partitioners (which loads inductor and
 # dynamo: 3.5 of import fxviz's 4.4 s in issue 26) and dynamo's backends: they load when a name of
@@ -117,7 +116,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "SUPPORTED_TORCH",
     "RawJoint",
     "SeededInterpreter",
     "capture_with_dynamo",
@@ -188,7 +186,6 @@ __all__ = [
     "step_budget",
 ]
 
-SUPPORTED_TORCH = TORCH_RANGE  # one home: fxviz/core/supported.py
 
 CAPTURE_BACKENDS: tuple[str, ...] = ("aot_eager", "inductor")
 """torch.compile backends whose joint graph fxviz records: ``aot_eager`` (AOTAutograd's own

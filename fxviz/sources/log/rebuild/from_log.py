@@ -23,6 +23,7 @@ from fxviz import _torch
 from fxviz.core.errors import LogError
 from fxviz.core.fx_facts import output_values
 from fxviz.core.graph_facts import tangent_dependent, tangents, traced_phases
+from fxviz.core.supported import TORCH_RANGE
 from fxviz.sources.graphs import Capture, JointGraph, LogSource
 from fxviz.sources.log.guards import Guards, allgathered_note, read_guards
 from fxviz.sources.log.index import Compile, Piece
@@ -51,7 +52,7 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
             logged = (_share_values(fwd, joint), _share_values(bwd, joint))
     if not any(_torch.node_desc(n) is not None for n in joint.graph.nodes if n.op == "placeholder"):
         raise LogError("this log's graphs carry no AOT descriptors (# PlainAOTInput...): it was written by a torch "
-                       "older than fxviz reads", f"fxviz reads logs of torch {_torch.SUPPORTED_TORCH}")
+                       "older than fxviz reads", f"fxviz reads logs of torch {TORCH_RANGE}")
     warnings_ = list(notes or [])
     dynamo_names, user_names = _dynamo_names(c, warnings_)
     phases = {n.name: phase for n, phase in traced_phases(joint).items()}
