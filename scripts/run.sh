@@ -10,13 +10,15 @@ VENV="${FXVIZ_VENV:-.venv}"
 
 need_apt=()
 command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
+# the drawings' font (fxviz/render/theme.py FONT): dot measures text with it, the golden report pins the sizes
+[[ "$(fc-match -f '%{family}' 'DejaVu Sans' 2>/dev/null)" == *"DejaVu Sans"* ]] || need_apt+=(fonts-dejavu-core)
 if [ "${1:-}" = "test" ] && ! command -v chromium >/dev/null 2>&1; then need_apt+=(chromium); fi
 # tests/test_inductor.py runs a real torch.compile (inductor, CPU) step: it compiles C++ kernels
 if [ "${1:-}" = "test" ] && ! command -v g++ >/dev/null 2>&1; then need_apt+=(g++); fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${need_apt[*]} with apt-get"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" fonts-dejavu-core >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
     echo "!! please install: ${need_apt[*]} (Debian/Ubuntu: apt-get install ${need_apt[*]}; conda: environment.yml)" >&2
   fi
