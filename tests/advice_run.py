@@ -5,19 +5,15 @@ forward is read back from the log (``compile_log``)."""
 
 from __future__ import annotations
 
-import os
 import pathlib
-import subprocess
-import sys
-import textwrap
 
 from .compile_log import LoggedStep, read_log
+from .logs_util import cached_log, make_log
 
 __all__ = ["run_options"]
 
 _SCRIPT = """
-import copy, sys, torch
-sys.path.insert(0, {root!r})
+import copy, torch
 import torch._functorch.config as functorch_config
 from tests.real_models import MODELS
 model, inputs = MODELS[{model!r}]()
@@ -30,20 +26,16 @@ for i, code in enumerate({codes!r}):
 """
 
 
-def run_options(model: str, codes: list[str], directory: pathlib.Path, timeout: float = 1200) -> list[LoggedStep]:
+def run_options(model: str, codes: list[str], directory: pathlib.Path | None = None,
+                timeout: float = 1200) -> list[LoggedStep]:
     """The logged graphs with a backward, in run order (one per piece of each option's step, the
     options in order): ``tests.real_models`` builds the model, each option's copy
-    is compiled as ``torch.compile(model)`` and stepped with ``labels=ids`` (its own loss)."""
-    root = str(pathlib.Path(__file__).resolve().parent.parent)
-    env = dict(os.environ, TORCH_TRACE=str(directory), TORCHINDUCTOR_AUTOGRAD_CACHE="0",
-               TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO="0", TORCHINDUCTOR_COMPILE_THREADS="1", PYTHONPATH=root)
-    script = textwrap.dedent(_SCRIPT.format(root=root, model=model, codes=codes))
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout,
-                          cwd=root)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the real torch.compile step failed:\n{proc.stderr[-4000:]}")
+    is compiled as ``torch.compile(model)`` and stepped with ``labels=ids`` (its own loss).  The log is
+    ``logs_util.cached_log``'s (made once, shared; ``directory`` gets a copy)."""
+    script = _SCRIPT.format(model=model, codes=codes)
+    log = make_log(script, directory, timeout=timeout) if directory is not None else cached_log(script, timeout=timeout)
     steps: list[LoggedStep] = []
-    for r in read_log(directory):  # log order: each joint graph starts a compile (frame ids restart on reset)
+    for r in read_log(log):  # log order: each joint graph starts a compile (frame ids restart on reset)
         if r.kind == "aot_joint_graph":
             steps.append(LoggedStep())
         if steps:

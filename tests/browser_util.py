@@ -1,6 +1,7 @@
 """Real-browser harness for the browser tests: Playwright driving Debian's ``/usr/bin/chromium``
 (no browser download), a fresh profile per browser, every request outside localhost refused and
-recorded, console errors collected; and a JupyterLab server on 127.0.0.1 that is always stopped.
+recorded, console errors collected; and a JupyterLab server on 127.0.0.1 that is always stopped (the
+session shares one: the ``jupyter`` fixture of ``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import pathlib
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +23,8 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from .logs_util import free_port
 
 __all__ = ["CHROMIUM", "LAUNCH_ARGS", "chromium_path", "BrowserSession", "browser", "JupyterServer",
            "jupyter_server", "free_port"]
@@ -106,12 +108,6 @@ def browser(viewport: tuple[int, int] = (1500, 950)) -> Iterator[BrowserSession]
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class JupyterServer:
     url: str
@@ -130,10 +126,32 @@ class JupyterServer:
             text = r.read().decode()
         return json.loads(text) if text else None
 
-    def lab_url(self, notebook: str) -> str:
-        """The notebook's page: JupyterLab's ``/lab/tree/...`` or Notebook 7's ``/notebooks/...``."""
-        where = "lab/tree" if self.app == "jupyterlab" else "notebooks"
-        return f"{self.url}/{where}/{urllib.parse.quote(notebook)}?token={self.token}"
+    def lab_url(self, notebook: str, app: str | None = None) -> str:
+        """The notebook's page (``notebook`` relative to ``root``): JupyterLab's, in a workspace of its own
+        (no other test's notebook restored beside it), or Notebook 7's ``/notebooks/...`` (``app="notebook"``:
+        a JupyterLab server serves Notebook 7 too, its server extension is on by default)."""
+        path = urllib.parse.quote(notebook)
+        if (app or self.app) == "jupyterlab":
+            workspace = "".join(c if c.isalnum() else "-" for c in notebook)
+            return f"{self.url}/lab/workspaces/{workspace}/tree/{path}?token={self.token}"
+        return f"{self.url}/notebooks/{path}?token={self.token}"
+
+    @contextlib.contextmanager
+    def kernels_stopped(self) -> Iterator[None]:
+        """Stop every kernel when the block ends (the server goes on for the next test)."""
+        try:
+            yield
+        finally:
+            self.stop_kernels()
+
+    def stop_kernels(self) -> None:
+        """Shut down every kernel the server runs (a test's notebook leaves its kernel running)."""
+        for session in self.api("/api/sessions") or []:
+            with contextlib.suppress(urllib.error.URLError, OSError):
+                self.api(f"/api/sessions/{session['id']}", method="DELETE")
+        for kernel in self.api("/api/kernels") or []:
+            with contextlib.suppress(urllib.error.URLError, OSError):
+                self.api(f"/api/kernels/{kernel['id']}", method="DELETE")
 
 
 @contextlib.contextmanager

@@ -1,5 +1,5 @@
-"""Run a real ``torch.compile`` training step in a subprocess with ``TORCH_TRACE`` set, and read
-the graphs it logged: the reference fxviz's ``backend="inductor"`` capture is checked against.
+"""Read the graphs a real ``torch.compile`` training step logged (``TORCH_TRACE``, made by
+``logs_util.cached_log``): the reference fxviz's ``backend="inductor"`` capture is checked against.
 
 Self-contained on purpose (the full log reader lives in ``fxviz/logs``, written separately): a
 record is a glog line whose JSON envelope names its kind (``{"aot_joint_graph": {}, "frame_id": 0,
@@ -9,14 +9,12 @@ record is a glog line whose JSON envelope names its kind (``{"aot_joint_graph": 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import re
-import subprocess
-import sys
-import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
+
+from .logs_util import cached_log, make_log
 
 __all__ = ["LoggedGraph", "LoggedStep", "read_log", "run_real_steps", "ops_of_code", "saved_of_backward"]
 
@@ -105,7 +103,6 @@ def saved_of_backward(code: str) -> list[str]:
 
 _SCRIPT = """
 import sys, torch
-sys.path.insert(0, {root!r})
 from tests.compile_models import MODELS
 BUDGET = {budget!r}
 if BUDGET is not None:  # the user's own knob: torch.compile's min-cut becomes a knapsack
@@ -121,10 +118,11 @@ for name in {names!r}:
 """
 
 
-def run_real_steps(names: list[str], dynamic: bool, directory: pathlib.Path, timeout: float = 1200,
+def run_real_steps(names: list[str], dynamic: bool, directory: pathlib.Path | None = None, timeout: float = 1200,
                    budget: float | None = None) -> dict[str, LoggedStep]:
     """One real ``torch.compile`` (inductor, CPU) training step per model of ``tests/compile_models``
-    in a fresh process with ``TORCH_TRACE=directory``; the graphs it logged, by model name.
+    in a fresh process with ``TORCH_TRACE`` set (``logs_util.cached_log``: made once, shared; ``directory``
+    gets a copy); the graphs it logged, by model name.
 
     Each model is compiled once; frames are logged in model order.  The AOTAutograd cache is
     off (a cache hit logs no joint graph), and so is profile-guided dynamism (the sizes torch saw
@@ -132,17 +130,9 @@ def run_real_steps(names: list[str], dynamic: bool, directory: pathlib.Path, tim
     stays on (it only saves C++ compile time, never changes a graph).  ``budget``: the step runs with
     ``torch._functorch.config.activation_memory_budget`` set to it, as a user's script would.
     """
-    root = str(pathlib.Path(__file__).resolve().parent.parent)
-    # no profile-guided dynamism from earlier runs (torch keeps it on disk per code location)
-    env = dict(os.environ, TORCH_TRACE=str(directory), TORCHINDUCTOR_AUTOGRAD_CACHE="0",
-               TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO="0",
-               TORCHINDUCTOR_COMPILE_THREADS="1", PYTHONPATH=root)
-    script = textwrap.dedent(_SCRIPT.format(root=root, names=list(names), dynamic=dynamic, budget=budget))
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=root)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the real torch.compile step failed:\n{proc.stderr[-4000:]}")
-    records = read_log(directory)
+    script = _SCRIPT.format(names=list(names), dynamic=dynamic, budget=budget)
+    log = make_log(script, directory, timeout=timeout) if directory is not None else cached_log(script, timeout=timeout)
+    records = read_log(log)
     frames: list[tuple[int, int]] = []
     by_frame: dict[tuple[int, int], LoggedStep] = {}
     for r in records:

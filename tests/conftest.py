@@ -1,9 +1,40 @@
-"""Shared fixtures: traces are expensive-ish, so each example is traced once per session."""
+"""Shared fixtures of the suite: what is expensive is made once per session and shared, so reach for these
+before making your own.
+
+- ``traces`` (session): traces of fxviz's examples at the small sizes below, made on first use and shared
+  by every test of the session:
+    ``traces[(name, params)]`` / ``traces[(name, params, backend)]``: ``examples.<name>(**SMALL[name])``
+        traced with ``params`` ("lifted" or "closure") and ``backend`` (None, "aot_eager", "inductor");
+    ``traces[name]``: ``traces[(name, "lifted")]``;
+    ``traces["by_hand"]``: ``sin(x * w).sum()`` of two 4-vectors (a function, not a module);
+    ``traces.of(key, make)``: any other trace, ``make()`` called once for ``key`` (a tuple naming the
+        module that makes it, e.g. ``("awkward", name)``), for traces a file of tests shares.
+  Traces are shared: never change one (its model, its config) in a test; trace your own for that.
+- ``logged`` (session): ``logged(script, *args)`` is the ``TORCH_TRACE`` directory of a real run of
+  ``script`` (``tests/logs_util.py``: made once, cached under ``test-artifacts/logs/`` by script,
+  arguments and torch version); read it, never write into it.  ``logs_util.make_log(script, dir,
+  *args)`` gives a private copy instead, for a test that prints paths or changes files.  Helper
+  modules call ``logs_util.cached_log`` directly; never run a ``TORCH_TRACE`` subprocess of your own.
+- ``jupyter`` (session): one JupyterLab server (Notebook 7 served by it too: ``server.lab_url(nb,
+  app="notebook")``) rooted at a fresh directory, for every browser and notebook test; write your
+  notebook under ``jupyter.root``.
+- ``artifacts`` (session): ``test-artifacts/`` (``FXVIZ_TEST_ARTIFACTS``), for screenshots and files a
+  person looks at after a run.
+- ``example_models`` (session): the examples' ``(model, inputs)`` at ``SMALL`` sizes.
+
+Markers and workers (``pyproject.toml``): ``bash scripts/run.sh test`` runs ``pytest -n 2 --dist loadgroup
+-m "not sweep"`` (pytest-xdist, one worker a core).  Every ``browser`` or ``notebook`` test joins the xdist group
+``"browser"`` (the hook below): one worker runs them one after another, beside the other worker's tests.
+Mark a test ``@pytest.mark.xdist_group("browser")`` too when it must not share the machine with them.
+``sweep`` marks a long sweep's full run (the op database, the corpus, the lab's notebooks): ``bash
+scripts/run.sh sweeps`` runs those, while the default run keeps a representative subset of each.
+"""
 
 from __future__ import annotations
 
-import os
 import pathlib
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -11,8 +42,7 @@ import torch
 import fxviz
 from fxviz import examples
 
-ARTIFACTS = pathlib.Path(os.environ.get("FXVIZ_TEST_ARTIFACTS",
-                                        pathlib.Path(__file__).parent.parent / "test-artifacts"))
+from .logs_util import ARTIFACTS, cached_log
 
 # Small but faithful sizes for the suite (AlexNet stays full size: it is the story).
 SMALL = {
@@ -28,6 +58,19 @@ def make_example(name: str):
     return getattr(examples, name)(**SMALL[name])
 
 
+def _by_hand(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x * w).sum()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``) every browser and notebook test runs on one worker, one after
+    another: Chromium and Jupyter kernels each want a core, and they share the session's ``jupyter`` server."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and (
+                item.get_closest_marker("browser") or item.get_closest_marker("notebook")):
+            item.add_marker(pytest.mark.xdist_group("browser"))
+
+
 @pytest.fixture(scope="session")
 def artifacts() -> pathlib.Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -39,19 +82,54 @@ def example_models():
     return {name: make_example(name) for name in SMALL}
 
 
+class Traces(dict):
+    """The session's traces, made on first use (see the module docstring for the keys)."""
+
+    def __init__(self, models: dict[str, Any]) -> None:
+        super().__init__()
+        self._models = models
+
+    def __missing__(self, key: Hashable) -> fxviz.Trace:
+        if isinstance(key, str) and key in SMALL:  # a bare example name: its lifted trace
+            tr = self[(key, "lifted")]
+        elif key == "by_hand":
+            x, w = torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)
+            tr = fxviz.trace(_by_hand, x, w)
+        elif isinstance(key, tuple) and len(key) in (2, 3) and key[0] in SMALL:
+            name, params, *backend = key
+            model, inputs = self._models[name]
+            tr = fxviz.trace(model, *inputs, params=params, backend=backend[0] if backend else None)
+        else:
+            raise KeyError(f"{key!r}: traces[(example, params[, backend])], traces['by_hand'] or traces.of(key, make)")
+        self[key] = tr
+        return tr
+
+    def of(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """``make()``'s trace (or anything it returns), made once per session for ``key``."""
+        if key not in self:
+            self[key] = make()
+        return self[key]
+
+
 @pytest.fixture(scope="session")
-def traces(example_models):
-    """Lazily traced examples: traces[(name, params)]."""
+def traces(example_models) -> Traces:
+    return Traces(example_models)
 
-    class _Lazy(dict):
-        def __missing__(self, key):
-            name, params = key
-            model, inputs = example_models[name]
-            tr = fxviz.trace(model, *inputs, params=params)
-            self[key] = tr
-            return tr
 
-    return _Lazy()
+@pytest.fixture(scope="session")
+def logged() -> Callable[..., pathlib.Path]:
+    """``logged(script, *args, env=None)``: the shared ``TORCH_TRACE`` directory of a real run."""
+    return cached_log
+
+
+@pytest.fixture(scope="session")
+def jupyter(tmp_path_factory) -> Iterator[Any]:
+    """One Jupyter server for the session (JupyterLab, and Notebook 7 through it), always stopped."""
+    from .browser_util import jupyter_server
+
+    root = tmp_path_factory.mktemp("jupyter")
+    with jupyter_server(root) as server:
+        yield server
 
 
 def snapshot(model: torch.nn.Module) -> dict:

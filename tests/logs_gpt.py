@@ -2,20 +2,15 @@
 issue 23: plain and checkpointed (non-reentrant, and a selective policy), aot_eager and inductor,
 an inference-only run, a graph break in the top-level forward.
 
-One Python process imports torch once and forks one child per log; each child points torch's
-structured trace at its own directory (``TORCH_TRACE``) and compiles one step, so the logs are
-real and independent while the suite pays for one torch import.
+Each variant is one run of ``_SCRIPT`` (its name the argument) through ``logs_util.cached_log``: made
+once, shared by every test that reads it.
 """
 
 from __future__ import annotations
 
-import os
 import pathlib
-import subprocess
-import sys
-import textwrap
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from .logs_util import cached_log, make_log
 
 VARIANTS = ("plain_aot", "ckpt_aot", "sac_aot", "plain_ind", "ckpt_ind", "infer", "break")
 """name -> (backend, what the step does): see ``_SCRIPT``."""
@@ -73,12 +68,8 @@ CASES = {
     "break": ("aot_eager", None, True, True),
 }
 
-def one(name, directory):
+def one(name):
     backend, ckpt, brk, train = CASES[name]
-    os.environ["TORCH_TRACE"] = directory
-    import torch._logging._internal as li
-    li.LOG_TRACE_HANDLER = None
-    li._init_logs()
     torch.manual_seed(0)
     model = GPT(ckpt=ckpt, brk=brk)
     idx = torch.randint(0, 32, (2, 8))
@@ -90,32 +81,19 @@ def one(name, directory):
         with torch.no_grad():
             step(idx, tgt)
 
-root = sys.argv[1]
-pids = []
-for name in sys.argv[2:]:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            one(name, os.path.join(root, name))
-            os._exit(0)
-        except BaseException:
-            import traceback; traceback.print_exc()
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)  # one at a time: the machine has two cores
-    if status:
-        sys.exit(f"{name} failed")
+one(sys.argv[1])
 '''
 
 
-def make_gpt_logs(root: pathlib.Path, names: tuple[str, ...] = VARIANTS, timeout: float = 900
+def gpt_log(name: str) -> pathlib.Path:
+    """The shared ``TORCH_TRACE`` directory of one variant (``VARIANTS``): read it, never write into it."""
+    assert name in VARIANTS, name
+    return cached_log(_SCRIPT, name)
+
+
+def make_gpt_logs(root: pathlib.Path | None = None, names: tuple[str, ...] = VARIANTS, timeout: float = 900
                   ) -> dict[str, pathlib.Path]:
-    """Write one ``TORCH_TRACE`` directory per variant under ``root`` (one torch import for all)."""
-    root.mkdir(parents=True, exist_ok=True)
-    script = root / "gpt_logs.py"
-    script.write_text(textwrap.dedent(_SCRIPT))
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", TORCHINDUCTOR_AUTOGRAD_CACHE="0",
-               TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO="0", TORCHINDUCTOR_COMPILE_THREADS="1")
-    proc = subprocess.run([sys.executable, str(script), str(root), *names], env=env, capture_output=True,
-                          text=True, timeout=timeout, cwd=str(root))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return {n: root / n for n in names}
+    """The logs of ``names`` by name: shared (``gpt_log``), or copied under ``root`` (``root/<name>``)."""
+    if root is None:
+        return {n: gpt_log(n) for n in names}
+    return {n: make_log(_SCRIPT, root / n, n, timeout=timeout) for n in names}

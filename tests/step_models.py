@@ -55,7 +55,12 @@ def stack(split: bool) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
 def tiny_llama(checkpointed: bool) -> tuple[nn.Module, torch.Tensor]:
     """A two-layer Llama from a small config (``transformers``), in training mode, with Hugging Face's
     gradient checkpointing when ``checkpointed`` (enabled as users do: the model then warns once that
-    ``use_cache`` is off, and that warning is where dynamo breaks the step in two); and token ids."""
+    ``use_cache`` is off, and that warning is where dynamo breaks the step in two); and token ids.
+
+    With ``kernels`` installed (transformers >= 5.x depends on it) each attention layer's forward is wrapped
+    by the hub-kernel layer, whose context variable dynamo refuses to trace inside a checkpoint unless
+    ``torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint`` is set: a script compiling the
+    checkpointed model sets it (``tests/test_step_diff.py``), or each decoder layer runs eagerly."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,

@@ -34,15 +34,17 @@ def _clean(text: str, what: str) -> None:
     assert not ARTEFACT.search(text), f"{what}: {ARTEFACT.findall(text)} in\n{text}"
 
 
-@pytest.fixture(scope="module")
-def traces() -> dict[str, fxviz.Trace]:
-    out = {}
+def _trace(name: str) -> fxviz.Trace:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FxvizWarning)
-        for name in NAMES:
-            model, inputs = FACTORIES[name]()
-            out[name] = fxviz.trace(model, *inputs)
-    return out
+        model, inputs = FACTORIES[name]()
+        return fxviz.trace(model, *inputs)
+
+
+@pytest.fixture(scope="module")
+def awkward(traces):
+    """``awkward(name)``: the model's trace, made once per session (the session's ``traces.of``)."""
+    return lambda name: traces.of(("awkward", name), lambda: _trace(name))
 
 
 def _eager_grads(name: str) -> dict[str, torch.Tensor | None]:
@@ -59,8 +61,8 @@ def _eager_grads(name: str) -> dict[str, torch.Tensor | None]:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_summary_table_and_doctor_words(traces, name):
-    tr = traces[name]
+def test_summary_table_and_doctor_words(awkward, name):
+    tr = awkward(name)
     for piece in tr.pieces:
         _clean(piece.summary(), f"{name} summary of graph {piece.graph.index + 1}")
         if not piece.graph.has_backward:  # nothing to partition: said once, not a grid of "failed"
@@ -75,18 +77,18 @@ def test_summary_table_and_doctor_words(traces, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_doctor_agrees_with_eager_autograd(traces, name):
+def test_doctor_agrees_with_eager_autograd(awkward, name):
     grads = _eager_grads(name)
-    table = traces[name].doctor().table.set_index("parameter")
+    table = awkward(name).doctor().table.set_index("parameter")
     for param, grad in grads.items():
         assert bool(table.loc[param, "gets_gradient"]) == (grad is not None), param
-    checked = traces[name].check_gradients()
+    checked = awkward(name).check_gradients()
     assert checked["ok"].all(), checked
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_saved_sets_are_torchs(traces, name):
-    for piece in traces[name].pieces:
+def test_saved_sets_are_torchs(awkward, name):
+    for piece in awkward(name).pieces:
         if not piece.graph.has_backward:
             assert not piece.partition("min_cut").ok  # no backward: nothing to partition, said so
             continue
@@ -99,8 +101,8 @@ def test_saved_sets_are_torchs(traces, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_drawings_and_payloads(traces, name):
-    tr = traces[name]
+def test_drawings_and_payloads(awkward, name):
+    tr = awkward(name)
     for piece in tr.pieces:
         views = ["joint", "forward", "backward"] if piece.graph.has_backward else ["joint"]
         for view in views:
@@ -129,15 +131,15 @@ def _strings(data) -> list[str]:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_report(traces, name, tmp_path):
-    path = fxviz.report(traces[name], tmp_path / f"{name}.html", strategies=["default", "min_cut"],
+def test_report(awkward, name, tmp_path):
+    path = fxviz.report(awkward(name), tmp_path / f"{name}.html", strategies=["default", "min_cut"],
                         views=("joint", "forward"))
     text = path.read_text(encoding="utf-8")
     m = re.search(r'<script type="application/json" id="fxviz-data">(.*?)</script>', text, re.S)
     assert m
     data = unpack_json(m.group(1))
     json.dumps(data, allow_nan=False)  # strict JSON: no NaN or infinity anywhere
-    if not traces[name].graph.has_backward:  # the memory table's empty rows say why, under the table
+    if not awkward(name).graph.has_backward:  # the memory table's empty rows say why, under the table
         assert any("no backward graph" in note for note in data["table"]["notes"]), data["table"]["notes"]
     for s in _strings(data):
         if not s.lstrip().startswith("<svg"):
@@ -145,8 +147,8 @@ def test_report(traces, name, tmp_path):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_cli(traces, name, capsys):
-    tr = traces[name]
+def test_cli(awkward, name, capsys):
+    tr = awkward(name)
     spec = f"{HERE / 'awkward_models.py'}:{name}"
     for argv in (["doctor", spec], ["table", spec, "--strategies", "default,min_cut"], ["nodes", spec]):
         with warnings.catch_warnings():
@@ -173,11 +175,11 @@ def test_no_graph_at_all_is_a_clear_error(capsys):
     assert err and "captured no graph" in err[0] and "Traceback" not in "\n".join(err)
 
 
-def test_reused_graphs_name_their_graph_and_modules(traces):
+def test_reused_graphs_name_their_graph_and_modules(awkward):
     """The HF Mixtral case (issue 27 item 3): many graphs reused across layers, one of them without
     any parameter.  Every reused graph is named ("graph k", 1-based) with the modules it ran for; the
     list of findings past the first two ("likewise: ...") names them too, never "None"."""
-    tr = traces["moe_stack"]
+    tr = awkward("moe_stack")
     doc = tr.doctor()
     reused = doc.diagnosis.of_kind("reused_graph")
     runs = {g.index: len(g.runs) for g in tr.capture.graphs}

@@ -13,7 +13,7 @@ import pytest
 import fxviz
 from fxviz.render import theme
 
-from .browser_util import browser, chromium_path, jupyter_server
+from .browser_util import browser, chromium_path
 
 pytestmark = [
     pytest.mark.browser,
@@ -286,27 +286,28 @@ def _run_all(page, attempts: int = 3) -> None:
 
 
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
-def test_explorer_in_jupyter(app, traces, tmp_path, artifacts):
+def test_explorer_in_jupyter(app, traces, jupyter, artifacts):
     pytest.importorskip(app)
     tr = traces[("alexnet", "lifted")]  # the reference: the same model traced in this process
-    root = tmp_path / "lab"
-    root.mkdir()
-    _write_notebook(root / "explore.ipynb")
-    with jupyter_server(root, app=app) as server, browser(viewport=(1600, 1000)) as b:
+    (jupyter.root / app).mkdir()
+    _write_notebook(jupyter.root / app / "explore.ipynb")
+    with browser(viewport=(1600, 1000)) as b:
         page = b.new_page()
         page.add_init_script(_WATCH_PROGRESS_JS)
         try:
-            _drive_explorer(app, server, b, page, tr, artifacts)
+            _drive_explorer(app, jupyter, b, page, tr, artifacts)
         except BaseException:
             page.screenshot(path=str(artifacts / f"explorer-{app}-FAILED.png"))
-            print(f"--- {app} server log (tail) ---\n{server.log.read_text(errors='replace')[-4000:]}")
+            print(f"--- server log (tail) ---\n{jupyter.log.read_text(errors='replace')[-4000:]}")
             print(f"--- console errors: {b.console_errors}\n--- page errors: {b.page_errors}")
             raise
+        finally:
+            jupyter.stop_kernels()
 
 
 def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
     """Open the notebook, run all cells, and use the explorer as a reader would."""
-    page.goto(server.lab_url("explore.ipynb"), timeout=LONG)
+    page.goto(server.lab_url(f"{app}/explore.ipynb", app=app), timeout=LONG)
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell .jp-InputArea", timeout=LONG)
     _wait_kernel_idle(page, app)
     if app == "jupyterlab":  # more room for the notebook: fold the file browser away

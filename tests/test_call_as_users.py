@@ -10,12 +10,7 @@ the comparison is exact and fast.
 
 from __future__ import annotations
 
-import os
-import pathlib
 import re
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -25,6 +20,7 @@ import fxviz
 from fxviz.core.errors import InputError
 
 from .compile_log import read_log, saved_of_backward
+from .logs_util import cached_log
 
 
 class KeywordModel(nn.Module):
@@ -78,26 +74,20 @@ STEPS = {
 }
 
 _SCRIPT = """
-import sys, torch
-sys.path.insert(0, {root!r})
+import torch
 from tests.test_call_as_users import {factory} as factory
 model, ids = factory()
 {step}
 """
 
 
-def _real_step(factory: str, step: str, directory: pathlib.Path) -> list[tuple[list[str], list[tuple[str, str]]]]:
-    """Run the user's step for real with TORCH_TRACE; for each backward graph in compile order (a
-    graph break makes several), what its forward saved and its tangents as (name, "dtype[shape]")."""
-    root = str(pathlib.Path(__file__).resolve().parent.parent)
-    env = dict(os.environ, TORCH_TRACE=str(directory), TORCHINDUCTOR_AUTOGRAD_CACHE="0",
-               TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO="0", PYTHONPATH=root)
-    script = textwrap.dedent(_SCRIPT.format(root=root, factory=factory, step=STEPS[step]))
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600,
-                          cwd=root)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def _real_step(factory: str, step: str) -> list[tuple[list[str], list[tuple[str, str]]]]:
+    """Run the user's step for real with TORCH_TRACE (``logs_util.cached_log``); for each backward graph in
+    compile order (a graph break makes several), what its forward saved and its tangents as (name,
+    "dtype[shape]")."""
+    log = cached_log(_SCRIPT.format(factory=factory, step=STEPS[step]))
     out = []
-    for g in read_log(directory):
+    for g in read_log(log):
         if g.kind == "aot_backward_graph":
             # "f32[2, 5, 16][80, 16, 1]cpu": dtype and shape (then strides and device)
             tangents = [(name, re.match(r"\w+\[[^\]]*\]", t).group(0))
@@ -124,10 +114,10 @@ def _trace(model: nn.Module, ids: torch.Tensor, step: str) -> fxviz.Trace:
 
 @pytest.mark.parametrize("factory", ["_keyword_model", pytest.param("_gpt2", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("step", sorted(STEPS))
-def test_saved_set_and_tangents_are_the_real_steps(tmp_path, factory, step):
+def test_saved_set_and_tangents_are_the_real_steps(factory, step):
     model, ids = globals()[factory]()
     tr = _trace(model, ids, step)
-    real = _real_step(factory, step, tmp_path)
+    real = _real_step(factory, step)
     pieces = [p for p in tr.pieces if p.graph.has_backward]
     assert len(pieces) == len(real) >= 1
     for piece, (saved, tangents) in zip(pieces, real):

@@ -241,9 +241,9 @@ def test_aot_eager_vs_inductor_logs(logs):
 
 @pytest.fixture(scope="module")
 def ddp_log(tmp_path_factory):
-    from .logs_util import DISTRIBUTED, free_port, make_log
+    from .logs_util import DISTRIBUTED, make_log
 
-    return make_log(DISTRIBUTED, tmp_path_factory.mktemp("ddp") / "trace", "ddp", str(free_port()))
+    return make_log(DISTRIBUTED, tmp_path_factory.mktemp("ddp") / "trace", "ddp")
 
 
 def test_two_ranks_of_a_ddp_run(ddp_log):

@@ -48,11 +48,10 @@ def scene_groups(tr: fxviz.Trace, svg: str, expand: tuple[str, ...] = ()) -> dic
 
 
 @pytest.fixture(scope="module")
-def gpt_trace(example_models) -> fxviz.Trace:
+def gpt_trace(traces) -> fxviz.Trace:
     """mini_gpt as AOTAutograd traces it (backend="aot_eager"): the loss's backward is one
     ``nll_loss_backward`` op (inductor decomposes it), the box records below name it."""
-    model, inputs = example_models["mini_gpt"]
-    return fxviz.trace(model, *inputs, backend="aot_eager")
+    return traces[("mini_gpt", "lifted", "aot_eager")]
 
 
 @pytest.fixture()
@@ -328,14 +327,13 @@ def test_report_ships_each_drawings_boxes(gpt_trace):
 @pytest.mark.notebook
 @pytest.mark.slow
 @pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed (apt-get install chromium)")
-def test_double_click_opens_a_box_in_jupyterlab(tmp_path, artifacts):
+def test_double_click_opens_a_box_in_jupyterlab(jupyter, artifacts):
     """The same through JupyterLab's real widget comm (about a minute: a server and a kernel)."""
     pytest.importorskip("jupyterlab")
     pytest.importorskip("playwright.sync_api")
     from . import test_browser as tb
-    from .browser_util import jupyter_server
 
-    root = tmp_path / "lab"
+    root = jupyter.root / "expand"
     root.mkdir()
     cells = ["import fxviz\nfrom tests.conftest import make_example\nmodel, inputs = make_example('mini_gpt')",
              "explorer = fxviz.explore(fxviz.trace(model, *inputs, backend='aot_eager'))\nexplorer"]
@@ -350,9 +348,9 @@ def test_double_click_opens_a_box_in_jupyterlab(tmp_path, artifacts):
             " && document.querySelector('.fxviz-chip')")
     back = ("id => [...document.querySelectorAll('.fxviz-viewport g.node > title')].some(t => t.textContent === id)"
             " && !document.querySelector('.fxviz-chip')")
-    with jupyter_server(root, app="jupyterlab") as server, browser(viewport=(1600, 1000)) as b:
+    with browser(viewport=(1600, 1000)) as b, jupyter.kernels_stopped():
         page = b.new_page()
-        page.goto(server.lab_url("explore.ipynb"), timeout=tb.LONG)
+        page.goto(jupyter.lab_url("expand/explore.ipynb"), timeout=tb.LONG)
         page.wait_for_selector(".jp-NotebookPanel .jp-Cell .jp-InputArea", timeout=tb.LONG)
         tb._wait_kernel_idle(page, "jupyterlab")
         tb._run_all(page)

@@ -8,30 +8,9 @@ import math
 
 import networkx as nx
 import pytest
-import torch
 
-import fxviz
 from fxviz import _torch
 from fxviz.core.errors import StrategyError
-
-
-def _by_hand(x, w):
-    return torch.sin(x * w).sum()
-
-
-def _traces():
-    x, w = torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)
-    yield "by_hand", fxviz.trace(_by_hand, x, w)
-    for name in ("pointwise_chain", "mlp", "resnet_block"):
-        model, inputs = fxviz.examples.get_example(name)
-        yield name, fxviz.trace(model, *inputs)
-    model, inputs = fxviz.examples.mini_gpt(n_layer=1, n_embd=16, n_head=2, vocab=32, block_size=8, seq=8)
-    yield "mini_gpt", fxviz.trace(model, *inputs)
-
-
-@pytest.fixture(scope="module")
-def traces():
-    return dict(_traces())
 
 
 @pytest.mark.parametrize("name", ["by_hand", "pointwise_chain", "mlp", "resnet_block", "mini_gpt"])

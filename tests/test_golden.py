@@ -35,16 +35,24 @@ def _summed(model):
     return model
 
 
-@pytest.fixture(scope="module")
-def chain():
+def _chain() -> fxviz.Trace:
     model, inputs = get_example("pointwise_chain", batch=4, features=8, depth=2)
     return fxviz.trace(_summed(model), *inputs)
 
 
-@pytest.fixture(scope="module")
-def gpt():
+def _gpt() -> fxviz.Trace:
     model, inputs = get_example("mini_gpt", n_layer=1, n_embd=16, n_head=2, vocab=32)
     return fxviz.trace(_summed(model), *inputs)
+
+
+@pytest.fixture(scope="module")
+def chain(traces):
+    return traces.of(("golden", "chain"), _chain)
+
+
+@pytest.fixture(scope="module")
+def gpt(traces):
+    return traces.of(("golden", "mini_gpt"), _gpt)
 
 
 def check_golden(file: str, text: str, what: str) -> None:
@@ -90,3 +98,18 @@ def test_golden_files_hold_no_checkout_path():
     for path in GOLDEN.glob("*.dot"):
         text = path.read_text()
         assert not re.search(r"0x[0-9a-f]{6,}|/(work|home|tmp|Users)/", text), path.name
+
+
+def test_the_drawings_font_is_installed():
+    """The drawings name DejaVu Sans first (``render.theme.FONT``) so that ``dot`` measures their text the
+    same on every machine: the golden report's SVG sizes hold only where it is installed."""
+    import shutil
+    import subprocess
+
+    from fxviz.render.theme import FONT
+
+    assert FONT.split(",")[0] == "DejaVu Sans"
+    if shutil.which("fc-match") is None:
+        pytest.skip("no fontconfig (fc-match) to ask")
+    found = subprocess.run(["fc-match", "-f", "%{family}", "DejaVu Sans"], capture_output=True, text=True).stdout
+    assert "DejaVu Sans" in found, f"fontconfig gives {found!r} for DejaVu Sans: apt-get install fonts-dejavu-core"

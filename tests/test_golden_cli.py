@@ -18,7 +18,7 @@ import pytest
 
 from fxviz.frontends.cli.entry import main
 
-from .logs_util import BREAK_AND_RECOMPILE, make_log
+from .logs_util import BREAK_AND_RECOMPILE, fresh_log
 from .test_golden import check_golden
 
 
@@ -40,7 +40,7 @@ def _stdout(argv: list[str], capsys) -> str:
 def break_log():
     where = pathlib.Path(tempfile.mkdtemp(prefix="fxviz"))  # the same length every run: wrapping stays put
     try:
-        yield make_log(BREAK_AND_RECOMPILE, where / "trace")
+        yield fresh_log(BREAK_AND_RECOMPILE, where / "trace")  # the script's path is in the pinned output
     finally:
         shutil.rmtree(where, ignore_errors=True)
 

@@ -35,25 +35,25 @@ BUDGET = 0.3  # a user's torch._functorch.config.activation_memory_budget in the
 
 
 @pytest.fixture(scope="module")
-def real_runs(tmp_path_factory) -> dict[bool | str, dict[str, LoggedStep]]:
+def real_runs() -> dict[bool | str, dict[str, LoggedStep]]:
     """{dynamic: {model: logged graphs}}: the static and the dynamic run, side by side; under
     ``"budget"``, the attention model's static step with the user's budget set in torch's config."""
-    dirs = {d: tmp_path_factory.mktemp(f"torch_trace_{'dynamic' if d else 'static'}") for d in (False, True)}
     with ThreadPoolExecutor(2) as pool:
-        futures: dict[bool | str, Any] = {d: pool.submit(run_real_steps, NAMES, d, dirs[d]) for d in (False, True)}
-        futures["budget"] = pool.submit(run_real_steps, ["two_blocks"], False,
-                                        tmp_path_factory.mktemp("torch_trace_budget"), budget=BUDGET)
+        futures: dict[bool | str, Any] = {d: pool.submit(run_real_steps, NAMES, d) for d in (False, True)}
+        futures["budget"] = pool.submit(run_real_steps, ["two_blocks"], False, budget=BUDGET)
         return {d: f.result() for d, f in futures.items()}
 
 
+def _inductor_trace(name: str, dynamic: bool) -> fxviz.Trace:
+    model, inputs = MODELS[name]()
+    return fxviz.trace(model, *inputs, backend="inductor", dynamic=dynamic)
+
+
 @pytest.fixture(scope="module")
-def traces() -> dict[tuple[str, bool], fxviz.Trace]:
-    out = {}
-    for name, make in MODELS.items():
-        for dynamic in (False, True):
-            model, inputs = make()
-            out[name, dynamic] = fxviz.trace(model, *inputs, backend="inductor", dynamic=dynamic)
-    return out
+def traced(traces):
+    """``traced(name, dynamic)``: the model's inductor capture, made once per session (``traces.of``)."""
+    return lambda name, dynamic: traces.of(("compile_models", name, "inductor", dynamic),
+                                           lambda: _inductor_trace(name, dynamic))
 
 
 def _ops(gm: fx.GraphModule) -> Counter:
@@ -81,9 +81,9 @@ IDS = [f"{name}-{'dynamic' if d else 'static'}" for name, d in CASES]
 
 
 @pytest.mark.parametrize("name,dynamic", CASES, ids=IDS)
-def test_joint_graph_is_the_real_runs(real_runs, traces, name, dynamic):
+def test_joint_graph_is_the_real_runs(real_runs, traced, name, dynamic):
     logged = real_runs[dynamic][name]
-    tr = traces[name, dynamic]
+    tr = traced(name, dynamic)
     traced = tr.graph.before_joint_passes
     assert traced is not None
     assert _ops(traced) == logged.joint_ops
@@ -94,9 +94,9 @@ def test_joint_graph_is_the_real_runs(real_runs, traces, name, dynamic):
 
 
 @pytest.mark.parametrize("name,dynamic", CASES, ids=IDS)
-def test_min_cut_is_the_real_runs(real_runs, traces, name, dynamic):
+def test_min_cut_is_the_real_runs(real_runs, traced, name, dynamic):
     logged = real_runs[dynamic][name]
-    tr = traces[name, dynamic]
+    tr = traced(name, dynamic)
     p = tr.partition("min_cut")
     assert p.ok, p.error
     assert _ops(p.forward) == logged.forward_ops
@@ -108,7 +108,7 @@ def test_min_cut_is_the_real_runs(real_runs, traces, name, dynamic):
 
 
 @pytest.mark.parametrize("name,dynamic", CASES, ids=IDS)
-def test_min_cut_reuses_the_captures_own_and_a_fresh_one_agrees(real_runs, traces, name, dynamic):
+def test_min_cut_reuses_the_captures_own_and_a_fresh_one_agrees(real_runs, traced, name, dynamic):
     """Inductor's capture already ran min-cut on the graph with the same arguments: ``min_cut`` is
     that result (no second solve); a fresh min-cut of the same graph gives the same graphs, and any
     change to torch's functorch config since the capture means a fresh one."""
@@ -118,7 +118,7 @@ def test_min_cut_reuses_the_captures_own_and_a_fresh_one_agrees(real_runs, trace
 
     from fxviz.analysis.strategy.partition import partition
 
-    graph = traces[name, dynamic].graph
+    graph = traced(name, dynamic).graph
     assert graph.captured_min_cut is not None
     reused = partition(graph, "min_cut")
     assert reused.seconds == graph.captured_min_cut[2]  # the capture's own solve, not a second one
@@ -138,10 +138,10 @@ def test_min_cut_reuses_the_captures_own_and_a_fresh_one_agrees(real_runs, trace
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_the_step_strategy_is_the_real_step(real_runs, traces, name):
+def test_the_step_strategy_is_the_real_step(real_runs, traced, name):
     """``choices.step_strategy``: what torch.compile(model)'s training step saves (issue 32)."""
     logged = real_runs[False][name]
-    tr = traces[name, False]
+    tr = traced(name, False)
     s = step_strategy(tr.capture)
     assert s.name == "min_cut"
     assert tr.partition(s).saved == logged.saved
@@ -177,8 +177,8 @@ def test_the_default_follows_the_users_budget(real_runs):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_partitioner_called_as_inductor_calls_it(traces, name):
-    tr = traces[name, False]
+def test_partitioner_called_as_inductor_calls_it(traced, name):
+    tr = traced(name, False)
     assert tr.graph.compiler == "inductor"
     caption = tr.memory_table(["min_cut"]).attrs["caption"]
     assert "backend='inductor'" in caption and "compiler='inductor'" in caption
@@ -202,11 +202,11 @@ def test_gelu_aot_eager_is_not_what_inductor_runs(real_runs):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_dynamic_symints_listed_and_counted(real_runs, traces, name):
+def test_dynamic_symints_listed_and_counted(real_runs, traced, name):
     import re
 
     logged = real_runs[True][name]
-    tr = traces[name, True]
+    tr = traced(name, True)
     sym_saved = [s for s in logged.saved
                  if re.search(rf'^\s*{s}: "Sym\(', logged.graphs["aot_backward_graph"], re.M)]
     row = tr.memory_table(["min_cut"]).iloc[0]

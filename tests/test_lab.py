@@ -25,6 +25,8 @@ from torch import nn
 import fxviz
 from fxviz import _torch
 
+from .conftest import SMALL
+
 ROOT = pathlib.Path(__file__).parent.parent
 pytestmark = pytest.mark.slow
 
@@ -126,15 +128,13 @@ def test_00_a_cut_through_an_intermediate_and_its_max_flow():
 
 # --- 01: partitioning explained (the graph torch.compile partitions: inductor) ---------------------
 @pytest.fixture(scope="module")
-def chain():
-    model, (x,) = fxviz.examples.pointwise_chain()
-    return fxviz.trace(model, x, backend="inductor")
+def chain(traces):
+    return traces[("pointwise_chain", "lifted", "inductor")]  # examples.pointwise_chain() as the notebook has it
 
 
 @pytest.fixture(scope="module")
-def chain_aot_eager():
-    model, (x,) = fxviz.examples.pointwise_chain()
-    return fxviz.trace(model, x, backend="aot_eager")
+def chain_aot_eager(traces):
+    return traces[("pointwise_chain", "lifted", "aot_eager")]
 
 
 def _no_materialized_ban(joint, inputs, **kwargs):
@@ -294,9 +294,9 @@ BUDGETS = [0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
 
 
 @pytest.fixture(scope="module")
-def gpt():
-    model, inputs = fxviz.examples.mini_gpt(**GPT_SIZES)
-    return fxviz.trace(model, *inputs, backend="inductor")
+def gpt(traces):
+    assert SMALL["mini_gpt"] == GPT_SIZES  # the session's mini_gpt is the notebook's
+    return traces[("mini_gpt", "lifted", "inductor")]
 
 
 def _short_ops(tr, names):

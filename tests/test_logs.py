@@ -28,7 +28,6 @@ from .logs_util import (
     MINI_GPT,
     MISSING_GRADIENTS,
     backward_by_rank,
-    free_port,
     make_log,
 )
 
@@ -381,7 +380,7 @@ _JOINT_AND_BACKWARD = ("aot_joint_graph", "aot_backward_graph")
 
 @pytest.fixture(scope="module")
 def ddp_log(tmp_path_factory):
-    return make_log(DISTRIBUTED, tmp_path_factory.mktemp("ddp") / "trace", "ddp", str(free_port()))
+    return make_log(DISTRIBUTED, tmp_path_factory.mktemp("ddp") / "trace", "ddp")
 
 
 def test_two_ranks_ddp(ddp_log):
@@ -422,7 +421,7 @@ def test_fsdp2_compiled_root_logs_only_the_glue(tmp_path):
     are the code between the sharded blocks (the ReLU, the sum), not the blocks' Linear layers,
     whose parameters never enter a compiled graph.  fxviz lists every compile with its break
     and rebuilds each AOT graph there is."""
-    log = make_log(DISTRIBUTED, tmp_path / "fsdp", "fsdp", str(free_port()))
+    log = make_log(DISTRIBUTED, tmp_path / "fsdp", "fsdp")
     run = fxviz.load_logs(log)
     assert run.ranks == [0, 1]
     g = run.graphs
@@ -471,7 +470,7 @@ def test_fsdp2_compiled_block_forwards_log_the_blocks(tmp_path):
     """FSDP2 with each block's ``forward`` compiled (not the module call, so FSDP's hooks stay
     eager around it): every block is an AOT graph holding its all-gathered (unsharded)
     parameters, on both ranks, and the ranks differ by their batch."""
-    log = make_log(DISTRIBUTED, tmp_path / "fsdpf", "fsdp_forward", str(free_port()))
+    log = make_log(DISTRIBUTED, tmp_path / "fsdpf", "fsdp_forward")
     run = fxviz.load_logs(log)
     g = run.graphs
     assert run.ranks == [0, 1] and g["joint"].all() and len(g) == 4  # fc1 and fc2 on each rank
@@ -496,7 +495,7 @@ def test_fsdp2_compiled_blocks_save_all_gathered_parameters(tmp_path):
     parameters in the saved table and the doctor, with their bytes per rank beside the activations.
     Checked against the block's eager parameters (full shapes: all-gathered) and the backward graph
     the run logged (which of them it reads)."""
-    log = make_log(FSDP_BLOCKS, tmp_path / "titan", str(free_port()))
+    log = make_log(FSDP_BLOCKS, tmp_path / "titan")
     space: dict = {}
     exec(compile(FSDP_BLOCKS.split("def main")[0], "<fsdp blocks>", "exec"), space)
     full = {n: p.numel() * p.element_size() for n, p in space["Block"](16).named_parameters()}

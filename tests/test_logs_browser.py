@@ -12,7 +12,7 @@ import pytest
 import fxviz
 
 from .browser_util import browser, chromium_path
-from .logs_util import DISTRIBUTED, free_port, make_log
+from .logs_util import DISTRIBUTED, make_log
 
 pytestmark = [
     pytest.mark.browser,
@@ -33,7 +33,7 @@ def _x_shape(page):
 
 
 def test_two_rank_report_in_chromium(tmp_path, artifacts):
-    log = make_log(DISTRIBUTED, tmp_path / "ddp", "ddp", str(free_port()))
+    log = make_log(DISTRIBUTED, tmp_path / "ddp", "ddp")
     run = fxviz.load_logs(log)
     path = fxviz.report(run, tmp_path / "run.html", rank=1)
     with browser() as b:
@@ -65,10 +65,10 @@ def test_two_rank_report_in_chromium(tmp_path, artifacts):
 def test_log_report_opens_fitted_and_readable_at_1024(tmp_path, artifacts):
     """Issue 23: the report of a checkpointed GPT's log opens readable at 1024x768 (median label
     >= 10 px), on the drawing's top left (its title and legend not cut off), with graph boxes in view."""
-    from .logs_gpt import make_gpt_logs
+    from .logs_gpt import gpt_log
     from .test_browser import SMALL_SCREEN, _median_label_px
 
-    log = make_gpt_logs(tmp_path / "gpt", ("ckpt_aot",))["ckpt_aot"]
+    log = gpt_log("ckpt_aot")
     path = fxviz.report(fxviz.load_logs(log), tmp_path / "gpt.html")
     with browser(viewport=SMALL_SCREEN) as b:
         page = b.new_page()

@@ -22,8 +22,8 @@ NAMES = ("ckpt_aot", "sac_aot", "ckpt_ind", "infer", "break")
 
 
 @pytest.fixture(scope="module")
-def logs(tmp_path_factory):
-    return make_gpt_logs(tmp_path_factory.mktemp("gpt"), NAMES)
+def logs():
+    return make_gpt_logs(names=NAMES)
 
 
 _OPS = re.compile(r"torch\.ops\.aten\.[\w.]+")

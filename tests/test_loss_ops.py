@@ -9,12 +9,8 @@ logged ``aot_joint_graph`` must be fxviz's joint graph, op for op and in order. 
 
 from __future__ import annotations
 
-import os
-import pathlib
+import re
 import shutil
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -23,13 +19,11 @@ import torch.fx as fx
 import fxviz
 
 from .compile_log import read_log
+from .logs_util import cached_log
 from .loss_models import CASES, build
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
 _SCRIPT = """
-import sys, torch
-sys.path.insert(0, {root!r})
+import torch
 from tests.loss_models import build
 for name in {names!r}:
     model, inputs, _, user_step = build(name)
@@ -40,23 +34,16 @@ for name in {names!r}:
 """
 
 
-def _logged_joints(names: list[str], backend: str, directory: pathlib.Path) -> dict[str, list[str]]:
-    """The ops of each case's logged ``aot_joint_graph``, in graph order, from a real run."""
-    env = dict(os.environ, TORCH_TRACE=str(directory), TORCHINDUCTOR_AUTOGRAD_CACHE="0",
-               TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO="0", TORCHINDUCTOR_COMPILE_THREADS="1",
-               PYTHONPATH=str(ROOT))
-    script = textwrap.dedent(_SCRIPT.format(root=str(ROOT), names=names, backend=backend))
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                          timeout=900, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    joints = [r for r in read_log(directory) if r.kind == "aot_joint_graph"]
+def _logged_joints(names: list[str], backend: str) -> dict[str, list[str]]:
+    """The ops of each case's logged ``aot_joint_graph``, in graph order, from a real run
+    (``logs_util.cached_log``)."""
+    log = cached_log(_SCRIPT.format(names=names, backend=backend))
+    joints = [r for r in read_log(log) if r.kind == "aot_joint_graph"]
     assert len(joints) == len(names), f"one joint graph per case expected, the log has {len(joints)}"
     return {name: _ops_of_code(r.code) for name, r in zip(names, joints)}
 
 
 def _ops_of_code(code: str) -> list[str]:
-    import re
-
     pattern = re.compile(r"^\s*\w+(?::\s*\"[^\"]*\")? = torch\.ops\.([\w.]+)\(")
     return [m.group(1) for m in map(pattern.match, code.splitlines()) if m]
 
@@ -67,24 +54,24 @@ def _ops(gm: fx.GraphModule) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def logged(tmp_path_factory) -> dict[str, list[str]]:
-    return _logged_joints(list(CASES), "aot_eager", tmp_path_factory.mktemp("torch_trace_loss"))
+def joints() -> dict[str, list[str]]:
+    return _logged_joints(list(CASES), "aot_eager")
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_joint_graph_is_the_user_steps(logged, name):
+def test_joint_graph_is_the_user_steps(joints, name):
     model, inputs, loss_fn, _ = build(name)
     # the user's step computes the loss inside the compiled function: compile_loss=True; the log's
     # backend (aot_eager: its joint graph is the one AOTAutograd traced, before inductor's passes)
     tr = fxviz.trace(model, *inputs, loss_fn=loss_fn, compile_loss=loss_fn is not None, backend="aot_eager")
-    assert _ops(tr.graph.gm) == logged[name]
+    assert _ops(tr.graph.gm) == joints[name]
 
 
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                     reason="a real inductor compile needs a C++ compiler (scripts/run.sh installs g++)")
-def test_inductor_joint_graph_is_the_user_steps(tmp_path):
+def test_inductor_joint_graph_is_the_user_steps():
     name = "mse_0dim"
-    logged = _logged_joints([name], "inductor", tmp_path)
+    logged = _logged_joints([name], "inductor")
     model, inputs, loss_fn, _ = build(name)
     tr = fxviz.trace(model, *inputs, loss_fn=loss_fn, backend="inductor", compile_loss=loss_fn is not None)
     assert tr.graph.before_joint_passes is not None

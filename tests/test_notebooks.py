@@ -14,12 +14,12 @@ import pathlib
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
-import nbformat
 import pytest
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
-from nbclient import NotebookClient
+
+if TYPE_CHECKING:  # imported where used: nbformat loads jsonschema's format checkers (seconds of the
+    import nbformat  # whole suite's collection, for the few tests here that read a notebook)
 
 ROOT = pathlib.Path(__file__).parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -30,6 +30,8 @@ CELL_TIMEOUT = 300  # seconds; each notebook takes well under a minute on 2 idle
 
 
 def _load(name: str) -> nbformat.NotebookNode:
+    import nbformat
+
     return nbformat.read(NOTEBOOK_DIR / name, as_version=4)
 
 
@@ -46,6 +48,8 @@ def test_notebooks_are_committed_stripped():
 
 def test_strip_script_removes_outputs(tmp_path):
     """The --check above can only be trusted if the script does notice outputs."""
+    import nbformat
+
     nb = _load(NOTEBOOKS[0])
     code = next(c for c in nb.cells if c.cell_type == "code")
     code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="hi\n")]
@@ -116,6 +120,11 @@ def _save_images(nb: nbformat.NotebookNode, stem: str, out: pathlib.Path) -> lis
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_top_to_bottom(name, kernel_dirs, artifacts):
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+
     nb = _load(name)
     n_cells = len(nb.cells)
     nb.cells.append(nbformat.v4.new_code_cell("import sys; print(sys.prefix)"))

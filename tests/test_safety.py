@@ -159,9 +159,8 @@ def markup_trace():
 
 
 @pytest.fixture(scope="module")
-def mlp_trace():
-    model, inputs = fxviz.examples.mlp()
-    return fxviz.trace(model, *inputs)
+def mlp_trace(traces):
+    return traces[("mlp", "lifted")]
 
 
 def _writers(tr):

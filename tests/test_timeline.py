@@ -11,20 +11,6 @@ import fxviz
 STRATEGIES = ["default", "min_cut", "budget:0.5", "budget:0", "recompute_all"]
 
 
-def _by_hand(x, w):
-    return torch.sin(x * w).sum()
-
-
-@pytest.fixture(scope="module")
-def traces():
-    x, w = torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)
-    out = {"by_hand": fxviz.trace(_by_hand, x, w)}
-    for name in ("pointwise_chain", "mlp", "resnet_block"):
-        model, inputs = fxviz.examples.get_example(name)
-        out[name] = fxviz.trace(model, *inputs)
-    model, inputs = fxviz.examples.mini_gpt(n_layer=1, n_embd=16, n_head=2, vocab=32, block_size=8, seq=8)
-    out["mini_gpt"] = fxviz.trace(model, *inputs)
-    return out
 
 
 @pytest.mark.parametrize("name", ["by_hand", "pointwise_chain", "mlp", "resnet_block", "mini_gpt"])

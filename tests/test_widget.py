@@ -320,7 +320,7 @@ def test_differences_only_is_the_kernels_drawing_cached_and_kept_across_strategi
     assert not w.pane.view_key.endswith("|differences")
 
 
-def test_a_logged_runs_explorer_offers_its_inference_only_graph(tmp_path):
+def test_a_logged_runs_explorer_offers_its_inference_only_graph():
     """The explorer of a run offers the graphs ``choices.shown_graphs`` does, as the report: an
     inference-only run's one forward graph (before, it offered none and failed).  Its joint view is
     the logged graph itself (nothing to mark: no partition exists), every node of it drawn; a view
@@ -328,9 +328,9 @@ def test_a_logged_runs_explorer_offers_its_inference_only_graph(tmp_path):
     from fxviz.analysis.strategy.choices import shown_graphs
     from fxviz.frontends.widgets.run_explorer import RunExplorer
 
-    from .logs_gpt import make_gpt_logs
+    from .logs_gpt import gpt_log
 
-    run = fxviz.load_logs(make_gpt_logs(tmp_path, ("infer",))["infer"])
+    run = fxviz.load_logs(gpt_log("infer"))
     assert list(shown_graphs(run.graphs)["inference"]) == [True]
     rex = fxviz.explore(run)
     assert isinstance(rex, RunExplorer)

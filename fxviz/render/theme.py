@@ -41,7 +41,11 @@ __all__ = [
     "faded",
 ]
 
-FONT = "Helvetica,Arial,sans-serif"
+# Every drawing's font (graph, node and edge labels, the SVG charts): DejaVu Sans, which the setup installs
+# (scripts/run.sh: fonts-dejavu-core), named first so that dot measures text with the same font on every machine
+# whatever other fonts it has (a bare "Helvetica" is Liberation Sans, Nimbus Sans or DejaVu Sans by what is
+# installed, and a drawing's size with it); the rest is the fallback where DejaVu Sans is missing.
+FONT = "DejaVu Sans,Helvetica,Arial,sans-serif"
 
 # Paul Tol, "light" scheme (https://personal.sron.nl/~pault/): nine colors, all readable under
 # black text, distinguishable with the common color-vision deficiencies.  Forward is blue and

@@ -13,13 +13,13 @@ import pandas as pd
 
 from fxviz.core.units import byte_unit, format_bytes, format_flops
 from fxviz.render.charts.plots import POINT_STYLE, point_tags
-from fxviz.render.theme import EDGE_COLOR, ROLE_COLORS, STATUS
+from fxviz.render.theme import EDGE_COLOR, FONT, ROLE_COLORS, STATUS
 
 __all__ = ["pareto_svg"]
 
 _W, _H = 420, 220  # the plot area, px
 _LEFT, _TOP, _BOTTOM = 70, 24, 40
-_FONT = 'font-family="Helvetica,Arial,sans-serif"'
+_FONT = f'font-family="{FONT}"'
 
 
 def _marker(kind: str, cx: float, cy: float, tip: str) -> str:

@@ -11,13 +11,13 @@ from html import escape
 import pandas as pd
 
 from fxviz.core.units import byte_unit
-from fxviz.render.theme import EDGE_COLOR, TIMELINE_COLORS
+from fxviz.render.theme import EDGE_COLOR, FONT, TIMELINE_COLORS
 
 __all__ = ["timeline_svg"]
 
 _PANEL_W, _PANEL_H = 400, 150  # one panel's plot area, px: the two stack, to fit a side panel
 _LEFT, _TOP, _GAP, _BOTTOM = 64, 22, 52, 30
-_FONT = 'font-family="Helvetica,Arial,sans-serif"'
+_FONT = f'font-family="{FONT}"'
 # what the curves count, said under them (analysis.timeline's docstring): not what a fused step holds
 _COUNTED = "one storage per node of the unfused graph; a fusing backend (inductor) peaks lower"
 

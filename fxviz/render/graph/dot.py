@@ -359,7 +359,7 @@ def to_digraph(scene: Scene, name: str = "fxviz") -> graphviz.Digraph:
            ranksep="0.2" if scene.compact else "0.28", fontname=theme.FONT,
            labelloc="t", labeljust="l", outputorder="edgesfirst", tooltip=" ", **LAYOUT_ATTRS)
     g.attr("node", shape="box", fontname=theme.FONT, fontsize="11", margin="0.08,0.03", height="0.3")
-    g.attr("edge", color=theme.EDGE_COLOR, arrowsize="0.6", penwidth="0.8", tooltip=" ")
+    g.attr("edge", color=theme.EDGE_COLOR, fontname=theme.FONT, arrowsize="0.6", penwidth="0.8", tooltip=" ")
     g.attr(label=_legend_and_caption(scene))
 
     unit_of = scene.unit_of or {i: i for i in scene.items}
