@@ -7,7 +7,7 @@ itself folded), the memory table is ``memory_table()`` at the scope asked for, a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch.fx as fx
@@ -21,6 +21,7 @@ from fxviz.analysis.strategy.cache import Cache, GraphCache
 from fxviz.analysis.strategy.strategies import StrategiesLike, Strategy, StrategyLike, parse_list
 from fxviz.core.collector import old_objects_frozen
 from fxviz.core.errors import InputError
+from fxviz.core.units import is_missing
 from fxviz.render.graph.spec import DrawSpec
 from fxviz.render.text.summary import summary_text
 from fxviz.sources.graphs import Capture, JointGraph, graph_of
@@ -64,9 +65,13 @@ class Trace:
         self.capture = captured
         self.graph: JointGraph = captured.graphs[index]
         self._pieces = pieces
-        self._cache = GraphCache(self.graph, captured)  # facts of this graph, partitions included
         # facts of the whole model (piece facts, overview, doctor, the measurement): one cache every piece shares
         self._model_cache = Cache() if model_cache is None else model_cache
+        self._cache = self._graph_cache(index)  # facts of this graph, partitions included
+
+    def _graph_cache(self, index: int) -> GraphCache:
+        """The facts of graph ``index`` (partitions, compiled code), one cache per graph that every piece reaches."""
+        return self._model_cache.get(("graph", index), lambda: GraphCache(self.capture.graphs[index], self.capture))
 
     # --- the captured data -----------------------------------------------------------------------
     @property
@@ -144,14 +149,22 @@ class Trace:
             return self.measure()
         return measured
 
-    def _graph_table(self, chosen: tuple[Strategy, ...], gaps: bool | None = None) -> MemoryTable:
-        """This graph's memory table for ``chosen`` (cached)."""
+    def _graph_table(self, chosen: tuple[Strategy, ...], gaps: bool | None = None,
+                     compiled: tuple[Strategy, ...] | None = None, index: int | None = None) -> MemoryTable:
+        """Graph ``index``'s (default: this one's) memory table for ``chosen`` (cached); the compiled code's
+        peaks for the rows of ``compiled`` (default: every row), each lowered once."""
         from fxviz.analysis.memory.table import memory_table
         from fxviz.render.text.table import MemoryTable
 
-        step = {} if self.graph.logged is not None else choices.step_names(self.capture)
-        return self._cache.frame(("memory_table", chosen, gaps), lambda: memory_table(
-            self.graph, self._cache.partition, chosen, gaps=gaps, step=step), MemoryTable)
+        cache = self._cache if index is None else self._graph_cache(index)
+        step = {} if cache.graph.logged is not None else choices.step_names(self.capture)
+        lowered = chosen if compiled is None else compiled
+
+        def peaks(s: Strategy) -> Any:
+            return cache.row_peaks(s) if s in lowered else None
+
+        return cache.frame(("memory_table", chosen, gaps, lowered), lambda: memory_table(
+            cache.graph, cache.partition, chosen, gaps=gaps, step=step, get_peaks=peaks), MemoryTable)
 
     def memory_table(self, strategies: StrategiesLike | None = None, gaps: bool | None = None, *,
                      scope: Literal["graph", "step"] | None = None,
@@ -174,21 +187,54 @@ class Trace:
         if scope not in (None, "graph", "step"):
             raise InputError(f"unknown scope {scope!r}", "use scope='graph' (this graph) or scope='step' (every graph)")
         whole = scope == "step" or (scope is None and len(self.capture.graphs) > 1)
-        out = self._step_table(strategies) if whole else self._graph_table(chosen, gaps)
+        # the compiled peaks of the rows asked for: every named strategy, else the one the step runs
+        lowered = chosen if strategies is not None else (self.default_strategy,)
+        out = self._step_table(chosen, lowered) if whole else self._graph_table(chosen, gaps, lowered)
         measurement = self._measured(measured)
         return out if measurement is None else add_measured(out, measurement)
 
-    def _step_table(self, strategies: StrategiesLike | None) -> pd.DataFrame:
-        """Every graph's rows, then one ``total`` row per strategy (``analysis.memory.step``)."""
+    def _step_table(self, chosen: tuple[Strategy, ...], lowered: tuple[Strategy, ...]) -> pd.DataFrame:
+        """Every graph's rows, then one ``total`` row per strategy (``analysis.memory.step``), the whole
+        step's peaks from its compiled code for the strategies of ``lowered``."""
         from fxviz.analysis.memory.step import PieceTable, step_table
         from fxviz.render.text.table import MemoryTable
 
-        table = step_table([PieceTable(p.graph.index, len(self._piece_facts.runs_of(p.graph.index)),
-                                       p.graph.has_backward, p.memory_table(strategies, scope="graph"))
-                            for p in self.pieces])
+        tables = {g.index: self._graph_table(chosen, None, lowered, g.index) for g in self.capture.graphs}
+        totals = {s.name: self._step_totals(s, tables, s in lowered) for s in chosen if s.kind != "eager"}
+        table = step_table([PieceTable(g.index, len(self._piece_facts.runs_of(g.index)), g.has_backward,
+                                       tables[g.index]) for g in self.capture.graphs], totals)
         out = MemoryTable(table)
         out.attrs = dict(table.attrs)
         return out
+
+    def _step_totals(self, s: Strategy, tables: Mapping[int, pd.DataFrame], lowered: bool) -> Any:
+        """The whole step's figures under ``s`` (``analysis.memory.step_totals``)."""
+        from fxviz.analysis.memory.program import compiles, whole_step
+        from fxviz.analysis.memory.step_totals import StepPart, step_resident, step_totals
+
+        caches = [self._graph_cache(g.index) for g in self.capture.graphs if g.has_backward]
+        parts = []
+        for cache in caches:
+            rows = tables[cache.graph.index]
+            parts.append(StepPart(cache.graph, cache.partition(s), rows[rows["strategy"] == s.name].iloc[0].to_dict(),
+                                  max(1, len(self._piece_facts.runs_of(cache.graph.index)))))
+        compiled = compiles(self.graph)
+        whole = self._model_cache.get(("whole_step", s), lambda: whole_step(self.capture, [
+            (c.graph, c.partition(s), c.compiled(s)) for c in caches], self._eager_tape())) \
+            if lowered and compiled else None
+        copies: list[Any] = [part.row.get("layout_copy_bytes") for part in parts]
+        known = [int(c) for c in copies if not is_missing(c)]
+        total_copies = sum(c * part.runs for c, part in zip(known, parts)) if len(known) == len(copies) else None
+        return step_totals(parts, step_resident(self.capture, parts), whole, compiled, total_copies)
+
+    def _eager_tape(self) -> Any:
+        """What the step does outside its graphs, measured once (``analysis.real.eager_tape``); None
+        where nothing runs there or there is no model to run (a log)."""
+        from fxviz.analysis.real.eager_tape import eager_tape, needs_tape
+
+        if self.capture.fn is None or not needs_tape(self.capture):
+            return None
+        return self._model_cache.get(("eager_tape",), lambda: eager_tape(self.capture))
 
     def saved(self, strategy: StrategyLike | None = None, compare: StrategiesLike | None = None, *,
               run: int | None = None, measured: Measured | bool | None = None) -> SavedTable:

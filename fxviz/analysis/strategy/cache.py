@@ -15,6 +15,8 @@ from fxviz.analysis.strategy.strategies import Strategy, StrategyLike
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from fxviz.analysis.memory.inductor_code import CompiledGraph
+    from fxviz.analysis.memory.program import RowPeaks
     from fxviz.analysis.strategy.partition import Partition
     from fxviz.sources.graphs import Capture, JointGraph
 
@@ -67,3 +69,20 @@ class GraphCache(Cache):
 
         s = Strategy.parse(strategy)
         return self.get(("partition", s), lambda: partition(self.graph, s, self.capture))
+
+    def compiled(self, strategy: StrategyLike) -> CompiledGraph:
+        """The partition under ``strategy`` as inductor's code (``analysis.memory.program.compiled_for``:
+        lowered now, seconds per graph, or a logged run's own code), once per strategy."""
+        from fxviz.analysis.memory.program import compiled_for
+
+        s = Strategy.parse(strategy)
+        return self.get(("compiled", s), lambda: compiled_for(self.graph, self.capture, self.partition(s)))
+
+    def row_peaks(self, strategy: StrategyLike) -> RowPeaks:
+        """This graph's own step under ``strategy`` as its compiled code runs it: the memory table's
+        program peaks (``analysis.memory.program.row_peaks``), once per strategy."""
+        from fxviz.analysis.memory.program import row_peaks
+
+        s = Strategy.parse(strategy)
+        last = self.graph.index == len(self.capture.graphs) - 1
+        return self.get(("row_peaks", s), lambda: row_peaks(self.graph, self.partition(s), self.compiled(s), last))
