@@ -24,6 +24,7 @@ generation and scheduling (the time grows with the number of fused kernels).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import time
@@ -252,10 +253,49 @@ def _restrided(values: list[Any], fwd: fx.GraphModule, strides: list[tuple[int, 
     return out
 
 
+def _value_key(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        return (tuple(str(s) for s in v.shape), tuple(str(s) for s in v.stride()), str(v.dtype), str(v.device))
+    if isinstance(v, (list, tuple)):
+        return tuple(_value_key(x) for x in v)
+    return str(v) if v is not None else None
+
+
+def _graph_key(gm: fx.GraphModule | None) -> Any:
+    """A graph as what its lowering depends on: its code, and every value's shape, strides and dtype."""
+    if gm is None:
+        return None
+    return gm.code, tuple((n.name, _value_key(n.meta.get("val"))) for n in gm.graph.nodes)
+
+
+_LOWERED: collections.OrderedDict[Any, tuple[LoweredGraph, LoweredGraph | None]] = collections.OrderedDict()
+_KEEP = 32
+"""Partitions lowered in this process, by graph and config (a trace made again, a partition several
+strategies share): the latest ``_KEEP``.  Lowering is inductor's own, deterministic in these."""
+
+
 def lower_partition(fwd: fx.GraphModule, bwd: fx.GraphModule | None, num_fwd_outputs: int,
                     static_input_idxs: Sequence[int] = ()) -> tuple[LoweredGraph, LoweredGraph | None]:
     """The forward, then the backward with its saved inputs restrided as the forward's code left them
-    and the donated buffers AOTAutograd would hand inductor.  Raises ``LoweringFailed``."""
+    and the donated buffers AOTAutograd would hand inductor.  Raises ``LoweringFailed``.  A partition
+    lowered before in this process, under the same configs, is not lowered again."""
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
+
+    key = (_graph_key(fwd), _graph_key(bwd), num_fwd_outputs, tuple(static_input_idxs),
+           functorch_config.save_config(), inductor_config.save_config())
+    if key in _LOWERED:
+        _LOWERED.move_to_end(key)
+        return _LOWERED[key]
+    result = _lower_partition(fwd, bwd, num_fwd_outputs, static_input_idxs)
+    _LOWERED[key] = result
+    while len(_LOWERED) > _KEEP:
+        _LOWERED.popitem(last=False)
+    return result
+
+
+def _lower_partition(fwd: fx.GraphModule, bwd: fx.GraphModule | None, num_fwd_outputs: int,
+                     static_input_idxs: Sequence[int]) -> tuple[LoweredGraph, LoweredGraph | None]:
     with torch.random.fork_rng(devices=[]):  # nothing here draws; kept so nothing can
         fw = _lower(fwd, _placeholder_values(fwd), is_backward=False, user_outputs=num_fwd_outputs,
                     static_input_idxs=static_input_idxs)

@@ -168,7 +168,7 @@ class Trace:
 
     def memory_table(self, strategies: StrategiesLike | None = None, gaps: bool | None = None, *,
                      scope: Literal["graph", "step"] | None = None,
-                     measured: Measured | bool | None = None) -> pd.DataFrame:
+                     measured: Measured | bool | None = None, compiled: bool = False) -> pd.DataFrame:
         """One row per strategy (a list or a comma-separated string; default :attr:`offered`): saved
         activation / parameter / input bytes (storage-aware), recompute FLOPs and bytes, op counts,
         peaks, torch's own estimate; ``error`` where a strategy fails on this graph.  Exact integers,
@@ -176,19 +176,25 @@ class Trace:
         counted.  ``gaps``: how far each row is from the exact optimum (two MILP solves per row;
         default: when an ``optimal:B`` strategy is listed).
 
+        Peaks (``forward_peak_bytes``, ``backward_peak_bytes``) are the program's the step runs: under
+        inductor its generated code's (lowered by inductor, seconds per graph: the row of the strategy
+        the step runs, every row with ``compiled=True``, the others empty), under ``aot_eager`` the
+        graphs' op by op; ``unfused_*``: the liveness walk over the unfused graphs, every row.
+
         ``scope``: ``"graph"`` (this graph alone) or ``"step"`` (every graph of the training step: a row
-        per graph and strategy, then the whole step's ``total`` row per strategy, each graph counted as
-        often as it ran); default: the step where the model has several graphs, else the graph.
-        ``measured``: ``measure()``'s result, or True to measure now: its twin columns ``measured_*``
-        beside the row of the strategy the real step used."""
+        per graph and strategy, each as that graph alone, then the whole step's ``total`` row per
+        strategy: its peaks in run order, a value crossing a graph break counted once as an activation,
+        what eager code between graphs holds); default: the step where the model has several graphs,
+        else the graph.  ``measured``: ``measure()``'s result, or True to measure now: its twin
+        columns ``measured_*`` (saved bytes, each phase's peak) beside the row of the strategy the real
+        step used."""
         from fxviz.analysis.real.measure import add_measured
 
         chosen = tuple(parse_list(strategies) or self.offered)
         if scope not in (None, "graph", "step"):
             raise InputError(f"unknown scope {scope!r}", "use scope='graph' (this graph) or scope='step' (every graph)")
         whole = scope == "step" or (scope is None and len(self.capture.graphs) > 1)
-        # the compiled peaks of the rows asked for: every named strategy, else the one the step runs
-        lowered = chosen if strategies is not None else (self.default_strategy,)
+        lowered = chosen if compiled else (self.default_strategy,)  # each costs inductor's lowering
         out = self._step_table(chosen, lowered) if whole else self._graph_table(chosen, gaps, lowered)
         measurement = self._measured(measured)
         return out if measurement is None else add_measured(out, measurement)
@@ -298,16 +304,26 @@ class Trace:
         return self._cache.frame(("memory_sweep", tuple(chosen), str(solver), optimal), lambda: memory_sweep(
             self.graph, self._cache.partition, chosen, solver=solver, progress=wrap, optimal=optimal), MemorySweep)
 
-    def memory_timeline(self, strategy: StrategiesLike | None = None) -> MemoryTimeline:
-        """Bytes held while each node of the forward and backward graph runs, for one strategy or a
-        list (default: the offered ones that have graphs); each curve's top is the memory table's
-        peak.  ``.peaks`` names each peak's node and module; ``.plot()`` draws the curves."""
+    def memory_timeline(self, strategy: StrategiesLike | None = None, *, unfused: bool = False) -> MemoryTimeline:
+        """Bytes held at each step of the forward and backward, for one strategy or a list (default: the
+        step's under inductor, each other one lowered when named; every offered one with graphs under
+        ``aot_eager``): each line of inductor's code that allocates or frees, or each node of the graphs
+        run op by op (``unfused=True``: the unfused walk under inductor too).  Each curve's top is the
+        memory table's peak; ``.peaks`` names each peak's node and module; ``.plot()`` draws the curves."""
+        from fxviz.analysis.memory.program import compiles
         from fxviz.analysis.memory.timeline import memory_timeline
         from fxviz.render.charts.plots import MemoryTimeline
 
-        chosen = tuple(parse_list(strategy) or choices.drawable(self.offered))
-        return self._cache.frame(("memory_timeline", chosen), lambda: memory_timeline(
-            self.graph, [self.partition(s) for s in chosen]), MemoryTimeline)
+        code = compiles(self.graph) and not unfused
+        default = (self.default_strategy,) if code else tuple(choices.drawable(self.offered))
+        chosen = tuple(parse_list(strategy) or default)
+        cache = self._cache
+
+        def compiled(p: Partition) -> Any:
+            return cache.compiled(p.strategy), cache.graph_step(p.strategy)
+
+        return self._cache.frame(("memory_timeline", chosen, code), lambda: memory_timeline(
+            self.graph, [self.partition(s) for s in chosen], compiled if code else None), MemoryTimeline)
 
     def advise(self, saved: str | int | None = None, peak: str | int | None = None, optimizer: str | int | None = None,
                **options: Any) -> Advice:

@@ -230,16 +230,23 @@ def timeline_data(tr: Trace, strategies: Sequence[str]) -> dict[str, Any] | None
     graph breaks (the page swaps pieces, and one piece's timeline would stand for all of them)."""
     from fxviz.render.charts.timeline_svg import timeline_svg
 
+    from fxviz.analysis.memory.program import compiles
+
     if not tr.graph.has_backward or len(tr.pieces) > 1:
         return None
     chosen = [s for s in strategies if (p := tr.partition(s)).error is None and not p.measured]
+    code = compiles(tr.graph)
+    if code:  # inductor's code: the step's own strategy (each other costs a lowering)
+        chosen = [s for s in chosen if tr.partition(s).strategy == tr.default_strategy]
     if not chosen:
         return None
     timeline = tr.memory_timeline(chosen)
     if timeline.empty:
         return None
     skipped = timeline.attrs.get("skipped") or []
-    caption = ("Memory held while each node runs, parameters and inputs included: the top of each curve is the "
+    what = ("each line of inductor's generated code that allocates or frees (the step's strategy)" if code
+            else "each node runs")
+    caption = (f"Memory held while {what}, parameters and inputs included: the top of each curve is the "
                "memory table's forward or backward peak (dots; hover for the node and module)."
                + (f" No timeline for {', '.join(skipped)}." if skipped else ""))
     return {"svg": clean_svg(timeline_svg(timeline, timeline.peaks)), "caption": caption}

@@ -85,6 +85,7 @@ class StepMemory:
     # bytes code outside the graphs holds when the backward begins (an eager layer's saved input, a
     # graph output it keeps), beyond what the graphs save and the loss: known only with a tape
     outside_held: int | None = None
+    gradients: frozenset[int] = frozenset()  # the storages AccumulateGrad keeps (parameters' gradients)
 
     @property
     def forward_peak(self) -> Peak:
@@ -121,6 +122,7 @@ class _Step:
         self.returned: dict[int, list[int | None]] = {}
         self.frame: dict[tuple[int, int], int] = {}
         self.gradients: dict[tuple[int, int], int] = {}
+        self.kept: set[int] = set()  # parameters' gradients
         self.root: int | None = None
 
     def code(self, r: int) -> GraphCode:
@@ -209,8 +211,10 @@ class _Step:
         outs = simulate(text, pool, run=r, inputs=inputs, sizes=code.backward_sizes, line_peaks=code.backward_peaks)
         for i, sid in enumerate(outs):
             source = self.runs[r].links.get(i)
+            if sid is not None and source is None:
+                self.kept.add(sid)  # a parameter's (or a leaf input's) gradient: AccumulateGrad keeps it
             if sid is None or source is None:
-                continue  # a parameter's (or a leaf input's) gradient: AccumulateGrad keeps it
+                continue
             if source in self.gradients:  # two consumers' gradients meet: the engine adds them out of place
                 first = self.gradients.pop(source)
                 total = pool.new(pool.storages[sid].nbytes, "gradient sum", "grad sum", r, refs=1)
@@ -226,7 +230,8 @@ class _Step:
 
     def result(self, after_forward: int, held: tuple[int, ...], outside_held: int | None = None) -> StepMemory:
         self.pool.note(-1, -1, "(backward returned)", keep=False)
-        return StepMemory(self.pool, after_forward, held, self.pool.live, self.returned, outside_held)
+        return StepMemory(self.pool, after_forward, held, self.pool.live, self.returned, outside_held,
+                          frozenset(self.kept))
 
     def held_outside(self) -> int:
         """Bytes alive now that eager code made or keeps (a graph output past its graph), beyond what

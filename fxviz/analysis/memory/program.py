@@ -24,7 +24,8 @@ from fxviz.analysis.strategy.partition import Partition
 from fxviz.sources.graphs import Capture, JointGraph, LogSource
 from fxviz.sources.log.output_code import read_output_code
 
-__all__ = ["compiles", "compiled_for", "RowPeaks", "row_peaks", "step_runs", "whole_step", "PROGRAM_WORDS"]
+__all__ = ["compiles", "compiled_for", "RowPeaks", "graph_step", "row_peaks", "step_runs", "whole_step",
+           "PROGRAM_WORDS"]
 
 PROGRAM_WORDS = {
     True: "the code inductor generates for the row's partition (fused, buffers reused, layout copies and its "
@@ -66,16 +67,23 @@ def _made_outside(graph: JointGraph, p: Partition, compiled: CompiledGraph) -> f
                      if p.fw_to_joint.get(name, name) in crossing)
 
 
-def row_peaks(graph: JointGraph, p: Partition, compiled: CompiledGraph, last: bool) -> RowPeaks:
-    """The graph's own step under ``p`` (its forward, then its backward, nothing else running): the
-    peaks of its compiled code, or why there are none."""
+def graph_step(graph: JointGraph, p: Partition, compiled: CompiledGraph, last: bool) -> StepMemory | None:
+    """The graph's own step under ``p`` as its compiled code runs it: its forward, then its backward,
+    nothing else running (None without code).  The loss is its output where a run of it returns the
+    step's loss (a log's last graph: its first output)."""
     if compiled.code is None:
-        return RowPeaks(None, None, None, compiled.error)
+        return None
     if graph.loss_output is not None:
         loss: tuple[int, int] | None = (0, graph.loss_output[1])
     else:
         loss = (0, 0) if last and graph.logged is not None else None
-    step = step_memory([compiled.code], [StepRun(0, {}, _made_outside(graph, p, compiled))], loss)
+    return step_memory([compiled.code], [StepRun(0, {}, _made_outside(graph, p, compiled))], loss)
+
+
+def row_peaks(step: StepMemory | None, compiled: CompiledGraph) -> RowPeaks:
+    """The memory table's program peaks of a graph's own step, or why there are none."""
+    if step is None:
+        return RowPeaks(None, None, None, compiled.error)
     return RowPeaks(step.forward_peak.nbytes, step.backward_peak.nbytes, compiled.layout_copy_bytes)
 
 

@@ -266,8 +266,8 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partitio
                         + ", ".join(redraws) + ".")
     if skipped:
         notes.append(f"forward_peak_bytes, backward_peak_bytes: not computed for {', '.join(skipped)} (inductor "
-                     "lowers each row's partition, seconds per graph): name the strategies to have them, "
-                     f"memory_table({[*skipped][:2]!r}); their unfused_* walk is there.")
+                     "lowers each row's partition, seconds per graph): memory_table(compiled=True) computes "
+                     "every row's; their unfused_* walk is there.")
     if gaps or (gaps is None and any(s.kind == "optimal" for s in chosen)):
         notes += gaps_to_optimal(graph, rows)
     df = _frame(rows)
