@@ -228,9 +228,8 @@ def timeline_data(tr: Trace, strategies: Sequence[str]) -> dict[str, Any] | None
     its SVG (``render.timeline_svg``, sanitizer-safe) and a caption naming each peak.  ``None``
     where there is nothing to plot (no backward, every strategy measured or failed) and after
     graph breaks (the page swaps pieces, and one piece's timeline would stand for all of them)."""
-    from fxviz.render.charts.timeline_svg import timeline_svg
-
     from fxviz.analysis.memory.program import compiles
+    from fxviz.render.charts.timeline_svg import timeline_svg
 
     if not tr.graph.has_backward or len(tr.pieces) > 1:
         return None
