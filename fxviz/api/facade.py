@@ -7,13 +7,13 @@ itself folded), the memory table is ``memory_table()`` at the scope asked for, a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch.fx as fx
 
 from fxviz import _torch
-from fxviz.analysis.advice.target import parse_target
+from fxviz.analysis.advice.target import optimizer_bytes, parse_target
 from fxviz.analysis.graph.pieces import PieceFacts, check_piece, piece_facts, piece_summaries, renamed, run_renames
 from fxviz.analysis.graph.tables import gradient_counts, node_table, parameter_table
 from fxviz.analysis.strategy import choices
@@ -21,7 +21,6 @@ from fxviz.analysis.strategy.cache import Cache, GraphCache
 from fxviz.analysis.strategy.strategies import StrategiesLike, Strategy, StrategyLike, parse_list
 from fxviz.core.collector import old_objects_frozen
 from fxviz.core.errors import InputError
-from fxviz.core.units import is_missing
 from fxviz.render.graph.spec import DrawSpec
 from fxviz.render.text.summary import summary_text
 from fxviz.sources.graphs import Capture, JointGraph, graph_of
@@ -30,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from fxviz.analysis.graph.code import GraphCode
+    from fxviz.analysis.memory.whole import WholeStep
     from fxviz.analysis.real.measure import Measured
     from fxviz.analysis.strategy.flow import FlowNetwork
     from fxviz.analysis.strategy.partition import Partition
@@ -206,41 +206,20 @@ class Trace:
         from fxviz.render.text.table import MemoryTable
 
         tables = {g.index: self._graph_table(chosen, None, lowered, g.index) for g in self.capture.graphs}
-        totals = {s.name: self._step_totals(s, tables, s in lowered) for s in chosen if s.kind != "eager"}
+        totals = {s.name: self._whole.totals(s, tables, s in lowered) for s in chosen if s.kind != "eager"}
         table = step_table([PieceTable(g.index, len(self._piece_facts.runs_of(g.index)), g.has_backward,
                                        tables[g.index]) for g in self.capture.graphs], totals)
         out = MemoryTable(table)
         out.attrs = dict(table.attrs)
         return out
 
-    def _step_totals(self, s: Strategy, tables: Mapping[int, pd.DataFrame], lowered: bool) -> Any:
-        """The whole step's figures under ``s`` (``analysis.memory.step_totals``)."""
-        from fxviz.analysis.memory.program import compiles, whole_step
-        from fxviz.analysis.memory.step_totals import StepPart, step_resident, step_totals
+    @property
+    def _whole(self) -> WholeStep:
+        """The training step over every graph (``analysis.memory.whole``), one per model."""
+        from fxviz.analysis.memory.whole import WholeStep
 
-        caches = [self._graph_cache(g.index) for g in self.capture.graphs if g.has_backward]
-        parts = []
-        for cache in caches:
-            rows = tables[cache.graph.index]
-            parts.append(StepPart(cache.graph, cache.partition(s), rows[rows["strategy"] == s.name].iloc[0].to_dict(),
-                                  max(1, len(self._piece_facts.runs_of(cache.graph.index)))))
-        compiled = compiles(self.graph)
-        whole = self._model_cache.get(("whole_step", s), lambda: whole_step(self.capture, [
-            (c.graph, c.partition(s), c.compiled(s)) for c in caches], self._eager_tape())) \
-            if lowered and compiled else None
-        copies: list[Any] = [part.row.get("layout_copy_bytes") for part in parts]
-        known = [int(c) for c in copies if not is_missing(c)]
-        total_copies = sum(c * part.runs for c, part in zip(known, parts)) if len(known) == len(copies) else None
-        return step_totals(parts, step_resident(self.capture, parts), whole, compiled, total_copies)
-
-    def _eager_tape(self) -> Any:
-        """What the step does outside its graphs, measured once (``analysis.real.eager_tape``); None
-        where nothing runs there or there is no model to run (a log)."""
-        from fxviz.analysis.real.eager_tape import eager_tape, needs_tape
-
-        if self.capture.fn is None or not needs_tape(self.capture):
-            return None
-        return self._model_cache.get(("eager_tape",), lambda: eager_tape(self.capture))
+        return self._model_cache.get(("whole",), lambda: WholeStep(self.capture, self._graph_cache,
+                                                                   self._model_cache))
 
     def saved(self, strategy: StrategyLike | None = None, compare: StrategiesLike | None = None, *,
               run: int | None = None, measured: Measured | bool | None = None) -> SavedTable:
@@ -291,32 +270,76 @@ class Trace:
         return saved_text(self.graph, self.partition(strategy), table, self.capture.model)
 
     def memory_sweep(self, budgets: Iterable[float] | None = None, solver: str | Sequence[str] = "dp",
-                     progress: bool | None = None, optimal: bool = False) -> MemorySweep:
+                     progress: bool | None = None, optimal: bool = False, *, compiled: bool = False) -> MemorySweep:
         """Min-cut under ``activation_memory_budget`` for each of ``budgets`` (default 0, 0.1, ..., 1)
         with ``solver`` (``dp``, ``greedy``, ``ilp`` or a list), identical partitions in one row;
         ``optimal=True`` adds the exact optimum and torch's ``default`` and ``min_cut`` points;
-        ``progress``: a tqdm bar (default: over five budgets).  ``.pareto_plot()`` draws it."""
+        ``progress``: a tqdm bar (default: over five budgets).  ``backward_peak_bytes`` under inductor:
+        ``compiled=True`` lowers each distinct partition (seconds each), else empty (``unfused_*``: the
+        walk).  ``.pareto_plot()`` draws it."""
         from fxviz.analysis.memory.sweep import DEFAULT_BUDGETS, memory_sweep
         from fxviz.render.charts.plots import MemorySweep, sweep_progress
 
         chosen = sorted({float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)})
         wrap = sweep_progress(solver, len(chosen), progress)
-        return self._cache.frame(("memory_sweep", tuple(chosen), str(solver), optimal), lambda: memory_sweep(
-            self.graph, self._cache.partition, chosen, solver=solver, progress=wrap, optimal=optimal), MemorySweep)
+        peaks = self._cache.row_peaks if compiled else None
+        return self._cache.frame(("memory_sweep", tuple(chosen), str(solver), optimal, compiled), lambda: memory_sweep(
+            self.graph, self._cache.partition, chosen, solver=solver, progress=wrap, optimal=optimal,
+            get_peaks=peaks), MemorySweep)
 
-    def memory_timeline(self, strategy: StrategiesLike | None = None, *, unfused: bool = False) -> MemoryTimeline:
+    def memory_timeline(self, strategy: StrategiesLike | None = None, *, unfused: bool = False,
+                        scope: Literal["graph", "step"] | None = None,
+                        optimizer: str | int | None = None, measured: Measured | bool | None = None
+                        ) -> MemoryTimeline:
         """Bytes held at each step of the forward and backward, for one strategy or a list (default: the
         step's under inductor, each other one lowered when named; every offered one with graphs under
         ``aot_eager``): each line of inductor's code that allocates or frees, or each node of the graphs
-        run op by op (``unfused=True``: the unfused walk under inductor too).  Each curve's top is the
-        memory table's peak; ``.peaks`` names each peak's node and module; ``.plot()`` draws the curves."""
+        run op by op (``unfused=True``: the unfused walk under inductor too).  ``scope`` as in
+        :meth:`memory_table`: a model of several graphs gives the whole step in run order (``piece``
+        names each row's graph).  Each curve's top is the memory table's peak (the total row's for the
+        step); ``.peaks`` names each peak's node and module; ``.plot()`` draws the curves.  Parameters and
+        inputs are ``resident_bytes``, gradients are on the curve from the line that makes them;
+        ``optimizer`` (``"adam"``, ``"sgd"`` or its state's bytes) adds its state, held throughout
+        (``optimizer_bytes``, in ``total_bytes``).  ``measured`` (``measure()``'s result, or True): the
+        real step's peaks beside the curves (``attrs["measured"]``, drawn by ``.plot()``)."""
+        frame = self._timeline(strategy, unfused, scope)
+        measurement = self._measured(measured)
+        if measurement is not None and measurement.forward_peak_bytes is not None and len(frame):
+            held = int(frame["resident_bytes"].max())
+            frame.attrs["measured"] = {phase: value + held for phase, value in (
+                ("forward", measurement.forward_peak_bytes), ("backward", measurement.backward_peak_bytes))
+                if value is not None}
+        if optimizer is None:
+            return frame
+        trained = sum(t.numel() * t.element_size() for _, t in self.capture.named_parameters() if t.requires_grad)
+        extra = optimizer_bytes(optimizer, trained)
+        frame["optimizer_bytes"] = extra
+        frame["total_bytes"] = frame["total_bytes"] + extra
+        frame.attrs["measured"] = {k: v + extra for k, v in frame.attrs.get("measured", {}).items()}
+        return frame
+
+    def _timeline(self, strategy: StrategiesLike | None, unfused: bool, scope: str | None) -> MemoryTimeline:
         from fxviz.analysis.memory.program import compiles
         from fxviz.analysis.memory.timeline import memory_timeline
+        from fxviz.analysis.memory.whole import timeline_frame
         from fxviz.render.charts.plots import MemoryTimeline
 
         code = compiles(self.graph) and not unfused
         default = (self.default_strategy,) if code else tuple(choices.drawable(self.offered))
         chosen = tuple(parse_list(strategy) or default)
+        if scope == "step" or (scope is None and len(self.capture.graphs) > 1):
+            def step() -> pd.DataFrame:
+                rows, skipped = [], []
+                for s in chosen:
+                    tables = {g.index: self._graph_table((s,), None, (s,) if code else (), g.index)
+                              for g in self.capture.graphs}
+                    more = self._whole.timeline_rows(s, tables, unfused) if s.kind != "eager" else []
+                    rows += more
+                    skipped += [] if more else [s.name]
+                how = "inductor's code" if code else "node by node"
+                return timeline_frame(rows, skipped, f"the whole step, {how}")
+
+            return self._model_cache.frame(("step_timeline", chosen, code), step, MemoryTimeline)
         cache = self._cache
 
         def compiled(p: Partition) -> Any:

@@ -194,6 +194,18 @@ class CodeText:
         return [(k, found.get(k, f"{name}[{k}]")) for k in range(max(found) + 1)]
 
     @cached_property
+    def device(self) -> str:
+        """The device the code's inputs are on (``get_args``), ``cpu`` when it does not say."""
+        m = re.search(r"device='(\w+)", self._get_args)
+        return m.group(1) if m else "cpu"
+
+    @property
+    def granule(self) -> int:
+        """What the device's allocator rounds a block up to: CUDA's caching allocator 512 B (its
+        ``kMinBlockSize``: ``torch.cuda.max_memory_allocated`` counts the rounded blocks), CPU 1."""
+        return 512 if self.device == "cuda" else 1
+
+    @cached_property
     def returned(self) -> list[str]:
         """The expressions ``call`` returns, in order."""
         for line in self.body:

@@ -74,12 +74,15 @@ class Pool:
     storages: dict[int, Storage] = field(default_factory=dict)
     live: int = 0
     phase: str = "forward"
+    granule: int = 1  # what the allocator rounds every block up to (CUDA's caching allocator: 512 B)
     peaks: dict[str, Peak] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     _alive: set[int] = field(default_factory=set)
 
     def new(self, nbytes: int, name: str, made: str, run: int, *, counted: bool = True, refs: int = 0) -> int:
         sid = len(self.storages) + 1
+        if nbytes > 0 and self.granule > 1:
+            nbytes = -(-nbytes // self.granule) * self.granule
         self.storages[sid] = Storage(sid, nbytes, name, made, run, self.phase, refs, counted)
         if counted and refs > 0:
             self.live += nbytes

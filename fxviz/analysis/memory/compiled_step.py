@@ -118,7 +118,7 @@ class _Step:
 
     def __init__(self, codes: Sequence[GraphCode], runs: Sequence[StepRun], loss: tuple[int, int] | None) -> None:
         self.codes, self.runs, self.loss = codes, runs, loss
-        self.pool = Pool()
+        self.pool = Pool(granule=max((c.forward.granule for c in codes), default=1))
         self.returned: dict[int, list[int | None]] = {}
         self.frame: dict[tuple[int, int], int] = {}
         self.gradients: dict[tuple[int, int], int] = {}

@@ -10,7 +10,6 @@ caller caches one ``CompiledGraph`` per graph and strategy.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import torch
@@ -100,8 +99,7 @@ def _layout_copies(graph: JointGraph, p: Partition, forward: CodeText) -> int:
 
 def _device_here(text: CodeText) -> str | None:
     """The device the code runs on, when this process has it (then its extern calls can be probed)."""
-    m = re.search(r"device='(\w+)", text.code[text.code.find("def get_args"):])
-    device = m.group(1) if m else "cpu"
+    device = text.device
     if device == "cpu" or (device == "cuda" and torch.cuda.is_available()):
         return device
     return None

@@ -26,14 +26,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["PieceTable", "STEP_COLUMNS", "step_table"]
 
-STEP_COLUMNS: list[str] = ["piece", "runs", *COLUMNS[:COLUMNS.index("layout_copy_bytes") + 1], "eager_saved_bytes",
+STEP_COLUMNS: list[str] = ["piece", "runs", *COLUMNS[:COLUMNS.index("layout_copy_bytes") + 1], "eager_held_bytes",
                            *COLUMNS[COLUMNS.index("layout_copy_bytes") + 1:]]
-"""``eager_saved_bytes`` (total rows): what code outside the compiled graphs holds for the backward when it
-begins (an eager layer's saved input, a graph output it keeps), measured with the model (the eager tape);
-empty on a log, which does not hold it, and where no code runs outside the graphs."""
+"""``eager_held_bytes`` (total rows): what code outside the compiled graphs holds when the backward begins
+(an eager layer's saved input, a graph output or a routing index its Python frames keep), measured with the
+model (the eager tape); empty on a log, which does not hold it, and where no code runs outside the graphs."""
 
 _NOT_ADDITIVE = ("strategy", "error", "forward_peak_bytes", "backward_peak_bytes", "resident_bytes",
-                 "unfused_forward_peak_bytes", "unfused_backward_peak_bytes", "eager_saved_bytes")
+                 "unfused_forward_peak_bytes", "unfused_backward_peak_bytes", "eager_held_bytes")
 
 CAPTION = Say(
     "One row per piece (graph) and strategy, each as that graph alone; then the whole step per strategy: "
@@ -85,7 +85,7 @@ def step_table(pieces: Sequence[PieceTable], totals: Mapping[str, StepTotals] | 
         df = pd.DataFrame(piece.table)
         df.insert(0, "runs", max(1, piece.runs))
         df.insert(0, "piece", piece.index)
-        df["eager_saved_bytes"] = pd.array([None] * len(df), dtype="Int64")  # a graph alone: no eager code
+        df["eager_held_bytes"] = pd.array([None] * len(df), dtype="Int64")  # a graph alone: no eager code
         frames.append(df)
     rows = pd.concat(frames, ignore_index=True)
     eager = rows["strategy"] == Strategy("eager").name
@@ -96,7 +96,7 @@ def step_table(pieces: Sequence[PieceTable], totals: Mapping[str, StepTotals] | 
     whole_eager = rows[eager].head(1).assign(piece="total", runs=pd.NA)
     out = pd.concat([per_piece, pd.DataFrame(rows_total), whole_eager], ignore_index=True)
     out = out[STEP_COLUMNS]
-    for c in [*INT_COLUMNS, "eager_saved_bytes"]:
+    for c in [*INT_COLUMNS, "eager_held_bytes"]:
         out[c] = pd.array(out[c].tolist(), dtype="Int64")
     out.attrs["caption"] = CAPTION
     return out

@@ -51,7 +51,7 @@ class StepTotals:
     resident_bytes: int | None
     saved_activation_bytes: int | None
     layout_copy_bytes: int | None
-    eager_saved_bytes: int | None = None
+    eager_held_bytes: int | None = None
 
 
 def gradient_bytes(graph: JointGraph, p: Partition) -> int:

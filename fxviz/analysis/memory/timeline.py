@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 import pandas as pd
 import torch.fx as fx
 
+from fxviz.analysis.memory.compiled import Event
 from fxviz.analysis.memory.compiled_step import StepMemory
 from fxviz.analysis.memory.inductor_code import CompiledGraph
 from fxviz.analysis.memory.storage import elsewhere, live_bytes, storage_owners
@@ -30,9 +31,9 @@ from fxviz.analysis.strategy.partition import Partition
 from fxviz.core.graph_facts import Storages
 from fxviz.sources.graphs import JointGraph
 
-__all__ = ["TIMELINE_COLUMNS", "memory_timeline", "compiled_rows", "timeline_peaks"]
+__all__ = ["TIMELINE_COLUMNS", "memory_timeline", "compiled_rows", "walk_rows", "named_event", "timeline_peaks"]
 
-TIMELINE_COLUMNS: list[str] = ["strategy", "phase", "step", "node", "joint_node", "op", "module", "line",
+TIMELINE_COLUMNS: list[str] = ["strategy", "phase", "step", "piece", "node", "joint_node", "op", "module", "line",
                                "live_bytes", "resident_bytes", "total_bytes"]
 
 
@@ -57,7 +58,8 @@ def _inputs_held_from_the_start(gm: fx.GraphModule, curve: list[int]) -> list[in
     return [curve[leading - 1]] * leading + curve[leading:]
 
 
-def _rows(graph: JointGraph, p: Partition) -> list[dict[str, object]]:
+def walk_rows(graph: JointGraph, p: Partition) -> list[dict[str, object]]:
+    """One row per node of ``p``'s forward then backward graph: the unfused walk."""
     assert p.forward is not None and p.backward is not None
     storages = Storages(graph.gm, p.forward, p.backward)  # as memory.memory_row builds them
     resident = {k: storages.nbytes(k) for k in storage_owners(graph, storages)}
@@ -71,7 +73,8 @@ def _rows(graph: JointGraph, p: Partition) -> list[dict[str, object]]:
         for step, (node, live) in enumerate(zip(gm.graph.nodes, curve)):
             joint = to_joint.get(node.name)
             info = graph.info.get(joint) if joint is not None else None
-            rows.append({"strategy": p.name, "phase": phase, "step": step, "node": node.name, "joint_node": joint,
+            rows.append({"strategy": p.name, "phase": phase, "step": step, "piece": graph.index, "node": node.name,
+                         "joint_node": joint,
                          "op": _op(node), "module": info.module if info is not None else None, "line": None,
                          "live_bytes": live, "resident_bytes": held, "total_bytes": live + held})
     return rows
@@ -92,28 +95,34 @@ def _kernel(line: str) -> str:
     return head.rsplit(".", 2)[-2] if head.endswith(".default") else head.rsplit(".", 1)[-1] or line[:30]
 
 
+def named_event(graph: JointGraph, p: Partition, compiled: CompiledGraph, step: StepMemory, e: Event
+                ) -> dict[str, object]:
+    """What a code line made, as a timeline row names it: the FX node its buffer computes (primary
+    origin), that node in the joint graph, its op (or the line's kernel) and its module."""
+    made = step.pool.storages[e.made] if e.made is not None else None
+    gm = p.forward if e.phase == "forward" else p.backward
+    nodes = {n.name: n for n in gm.graph.nodes} if gm is not None else {}
+    to_joint = p.fw_to_joint if e.phase == "forward" else p.bw_to_joint
+    names = compiled.origins[0 if e.phase == "forward" else 1].get(made.name, ()) if made is not None else ()
+    node = next((n for n in names if n in nodes), names[0] if names else None)
+    joint = to_joint.get(node, node) if node is not None else None
+    info = graph.info.get(joint) if joint is not None else None
+    fx_node = nodes.get(node) if node is not None else None
+    return {"node": node, "joint_node": joint if info is not None else None,
+            "op": _op(fx_node) if fx_node is not None else _kernel(e.line),
+            "module": info.module if info is not None else None}
+
+
 def compiled_rows(graph: JointGraph, p: Partition, compiled: CompiledGraph, step: StepMemory
                   ) -> list[dict[str, object]]:
     """One row per line of ``p``'s compiled code that changed memory (or held more inside a kernel)."""
     held = _resident(graph, p)
-    nodes = {phase: {n.name: n for n in gm.graph.nodes} if gm is not None else {}
-             for phase, gm in (("forward", p.forward), ("backward", p.backward))}
-    to_joint = {"forward": p.fw_to_joint, "backward": p.bw_to_joint}
-    origins = {"forward": compiled.origins[0], "backward": compiled.origins[1]}
     rows: list[dict[str, object]] = []
     counter = {"forward": 0, "backward": 0}
     for e in step.pool.events:
-        made = step.pool.storages[e.made] if e.made is not None else None
-        names = origins[e.phase].get(made.name, ()) if made is not None else ()
-        node = next((n for n in names if n in nodes[e.phase]), names[0] if names else None)
-        joint = to_joint[e.phase].get(node, node) if node is not None else None
-        info = graph.info.get(joint) if joint is not None else None
-        fx_node = nodes[e.phase].get(node) if node is not None else None
-        rows.append({"strategy": p.name, "phase": e.phase, "step": counter[e.phase], "node": node,
-                     "joint_node": joint if info is not None else None,
-                     "op": _op(fx_node) if fx_node is not None else _kernel(e.line),
-                     "module": info.module if info is not None else None, "line": e.line,
-                     "live_bytes": e.high, "resident_bytes": held, "total_bytes": e.high + held})
+        rows.append({"strategy": p.name, "phase": e.phase, "step": counter[e.phase], "piece": graph.index,
+                     **named_event(graph, p, compiled, step, e), "line": e.line, "live_bytes": e.high,
+                     "resident_bytes": held, "total_bytes": e.high + held})
         counter[e.phase] += 1
     return rows
 
@@ -135,7 +144,7 @@ def memory_timeline(graph: JointGraph, partitions: Iterable[Partition],
             continue
         code = compiled(p) if compiled is not None else None
         if code is None:
-            rows += _rows(graph, p)
+            rows += walk_rows(graph, p)
         elif code[1] is None:
             skipped.append(p.name)
         else:
@@ -143,6 +152,7 @@ def memory_timeline(graph: JointGraph, partitions: Iterable[Partition],
     df = pd.DataFrame(rows, columns=TIMELINE_COLUMNS)
     for c in ("step", "live_bytes", "resident_bytes", "total_bytes"):
         df[c] = df[c].astype("int64")
+    df["piece"] = pd.array(df["piece"].tolist(), dtype="Int64")
     df.attrs["skipped"] = skipped
     df.attrs["program"] = "inductor's code, line by line" if compiled is not None else "the graphs, node by node"
     return df

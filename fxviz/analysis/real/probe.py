@@ -52,7 +52,7 @@ def _call_peak(expr: str, layouts: Mapping[str, Layout], device: str) -> int | N
             namespace[name] = _tensor(layouts[name], device)
         with torch.no_grad():
             eval(expr, namespace)
-            return high_water(lambda: eval(expr, namespace))
+            return high_water(lambda: eval(expr, namespace), device)
     except Exception:
         return None
 

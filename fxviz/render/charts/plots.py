@@ -248,6 +248,10 @@ def timeline_plot(df: pd.DataFrame, title: str | None = None) -> Any:
         resident = df["resident_bytes"].max() if len(df) else 0
         ax.axhline(resident / scale, color=EDGE_COLOR, linewidth=0.8, linestyle=":",
                    label="parameters + inputs (resident)")
+        measured = (df.attrs.get("measured") or {}).get(phase)
+        if measured is not None:  # the real step's peak (Trace.measure), beside the predicted ones
+            ax.axhline(measured / scale, color="#000000", linewidth=1.0, linestyle="--",
+                       label=f"measured peak of the real step {measured / scale:.4g} {unit}")
         ax.set_title(f"{phase} graph", fontsize=10)
         ax.set_xlabel("node (graph order)")
         ax.grid(True, color="#DDDDDD", linewidth=0.6)
