@@ -271,7 +271,10 @@ def compiled_step_peak(step: StepMemory, graph_of_run: Sequence[int],
         more_flops, more_bytes = recompute_cost(parts[r][1])
         flops, traffic = flops + more_flops, traffic + more_bytes
     graph, p, _ = parts[piece]
-    at = PiecePeak(graph.index, phase, peak.index, peak.line.split("(", 1)[0][:60], sum(kinds.values()),
+    made = next((e.made for e in step.pool.events if e.run == peak.run and e.index == peak.index
+                 and e.phase == phase and e.made is not None), None)
+    where = _origin(parts, graph_of_run, step.pool.storages[made])[0] if made is not None else peak.line[:60]
+    at = PiecePeak(graph.index, phase, peak.index, where, sum(kinds.values()),
                    saved_memory(p, graph).activation_bytes, sum(step.pool.storages[s].nbytes for s in step.gradients),
                    model_param_bytes, flops, traffic, live)
     total_saved = sum(step.pool.storages[s].nbytes for s in saved)
