@@ -243,9 +243,9 @@ def timeline_data(tr: Trace, strategies: Sequence[str]) -> dict[str, Any] | None
     if timeline.empty:
         return None
     skipped = timeline.attrs.get("skipped") or []
-    what = ("each line of inductor's generated code that allocates or frees (the step's strategy)" if code
-            else "each node runs")
-    caption = (f"Memory held while {what}, parameters and inputs included: the top of each curve is the "
+    what = ("at each line of inductor's generated code that allocates or frees (the step's strategy)" if code
+            else "while each node runs")
+    caption = (f"Memory held {what}, parameters and inputs included: the top of each curve is the "
                "memory table's forward or backward peak (dots; hover for the node and module)."
                + (f" No timeline for {', '.join(skipped)}." if skipped else ""))
     return {"svg": clean_svg(timeline_svg(timeline, timeline.peaks)), "caption": caption}
