@@ -486,7 +486,10 @@ class Trace:
         torch config; model, ``.grad``, RNG, dynamo caches left as they were) and catch what it saves for
         the backward: ``.saved`` (a row per storage, named: the partition's value, or a copy of a parameter
         in another layout made by inductor), ``.saved_bytes`` beside ``.estimated_bytes``, ``.reason()``;
-        shown by ``memory_table/saved/doctor(measured=m)`` (or ``measured=True``).  Measured once per
+        and each phase's peak above the state before the step (``.forward_peak_bytes``,
+        ``.backward_peak_bytes``, ``.after_forward_bytes``; ``.peak_method``: on CPU the profiler's
+        allocation events in time order, on CUDA ``max_memory_allocated`` per phase, blocks of 512 B);
+        shown by ``memory_table/saved/doctor/memory_timeline(measured=m)`` (or ``measured=True``).  Measured once per
         model and torch config (functorch's and inductor's, as torch saves them): a changed setting
         measures again."""
         from fxviz.analysis.real.measure import measure_step, session_step_strategy
