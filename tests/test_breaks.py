@@ -300,7 +300,8 @@ def test_pieces_in_draw_table_overview_and_report(tmp_path, monkeypatch) -> None
     with pytest.raises(InputError):
         tr.draw(piece=n)
 
-    # the per-piece memory table: each piece's rows are its own memory_table, totals sum runs x value
+    # the per-piece memory table: each piece's rows are its own memory_table; the totals sum runs x value,
+    # a value crossing a break that two graphs save counted once (tests/test_compiled_step: the real step's)
     strategies = ["default", "min_cut"]
     by_piece = tr.memory_table(strategies + ["eager"], scope="step")
     for i, piece in enumerate(tr.pieces):
@@ -315,7 +316,7 @@ def test_pieces_in_draw_table_overview_and_report(tmp_path, monkeypatch) -> None
         want = sum(runs[p.graph.index] * int(p.memory_table([s], scope="graph")["saved_activation_bytes"].iloc[0])
                    for p in tr.pieces if p.graph.has_backward)
         total = by_piece[(by_piece["piece"] == "total") & (by_piece["strategy"] == s)]
-        assert int(total["saved_activation_bytes"].iloc[0]) == want
+        assert 0 < int(total["saved_activation_bytes"].iloc[0]) <= want
     eager_total = by_piece[by_piece["strategy"] == "eager"]
     assert list(eager_total["piece"]) == ["total"]
 

@@ -70,7 +70,7 @@ def test_00_what_default_and_min_cut_save(by_hand):
     assert sorted(default.saved) == sorted(inputs + mul) and len(mul) == 1 and tr.nodes.loc[mul[0], "short_op"] == "mul"
     assert sorted(min_cut.saved) == sorted(inputs) and min_cut.recomputed == set(mul)
     table = tr.memory_table(["default", "min_cut"]).set_index("strategy")
-    assert table.loc["default", "backward_peak_bytes"] == table.loc["min_cut", "backward_peak_bytes"]
+    assert table.loc["default", "unfused_backward_peak_bytes"] == table.loc["min_cut", "unfused_backward_peak_bytes"]
     # the hand cut: cutting mul alone does not separate source from sink; the inputs' edges do
     net = tr.flow_network()
     assert {e.node for e in net.cut} == set(inputs)
@@ -211,9 +211,9 @@ def test_01_min_cut_saves_less_and_the_materialized_ban_is_not_about_memory(chai
 def test_01_saved_is_not_peak(chain):
     """'By how many KiB does the backward peak go down': 0, at the same node; the forward peak drops."""
     t = chain.memory_table(["default", "min_cut"]).set_index("strategy")
-    assert t.loc["min_cut", "backward_peak_bytes"] == t.loc["default", "backward_peak_bytes"]
-    assert t.loc["min_cut", "forward_peak_bytes"] < t.loc["default", "forward_peak_bytes"]
-    peaks = chain.memory_timeline(["default", "min_cut"]).peaks
+    assert t.loc["min_cut", "unfused_backward_peak_bytes"] == t.loc["default", "unfused_backward_peak_bytes"]
+    assert t.loc["min_cut", "unfused_forward_peak_bytes"] < t.loc["default", "unfused_forward_peak_bytes"]
+    peaks = chain.memory_timeline(["default", "min_cut"], unfused=True).peaks
     bw = peaks[peaks["phase"] == "backward"].set_index("strategy")["node"]
     assert bw["default"] == bw["min_cut"]
 
@@ -552,9 +552,9 @@ def test_04_checkpointing(mlps):
     assert (rows["ckpt"]["saved_activation_bytes"] < rows["sac"]["saved_activation_bytes"]
             < rows["plain"]["saved_activation_bytes"])
     assert rows["budget0"]["saved_activation_bytes"] < rows["ckpt"]["saved_activation_bytes"]
-    peak = {k: r["backward_peak_bytes"] for k, r in rows.items()}
+    peak = {k: r["unfused_backward_peak_bytes"] for k, r in rows.items()}
     assert peak["ckpt"] < peak["sac"] < peak["plain"] < peak["budget0"]
-    fwd = {k: r["forward_peak_bytes"] for k, r in rows.items()}
+    fwd = {k: r["unfused_forward_peak_bytes"] for k, r in rows.items()}
     assert fwd["budget0"] == min(fwd.values())
 
 
@@ -597,27 +597,28 @@ def test_04_exercises(mlps):
              "budget05": (plain, "budget:0.5")}.items()}
     # 1. batch 64: one backward peak for all four; the forward peaks follow what each saves
     small = _mlp_versions(torch.randn(64, 256), "inductor")
-    assert len({r["backward_peak_bytes"] for r in small.values()}) == 1
-    fwd = {k: r["forward_peak_bytes"] for k, r in small.items()}
+    assert len({r["unfused_backward_peak_bytes"] for r in small.values()}) == 1
+    fwd = {k: r["unfused_forward_peak_bytes"] for k, r in small.items()}
     assert min(fwd, key=fwd.get) == "budget0" and max(fwd, key=fwd.get) == "plain"
     # 2. every second layer checkpointed: every layer's saved bytes, half its FLOPs, a peak between
     half = fxviz.trace(_EverySecond(), torch.randn(512, 256), backend="inductor").memory_table(["min_cut"]).iloc[0]
     assert half["saved_activation_bytes"] == rows["ckpt"]["saved_activation_bytes"]
     assert 2 * half["recompute_flops"] == rows["ckpt"]["recompute_flops"]
-    assert rows["ckpt"]["backward_peak_bytes"] < half["backward_peak_bytes"] < rows["plain"]["backward_peak_bytes"]
+    assert rows["ckpt"]["unfused_backward_peak_bytes"] < half["unfused_backward_peak_bytes"] < rows["plain"][
+        "unfused_backward_peak_bytes"]
     # 3. aot_eager: lower peaks, and budget 0's backward peak equals the plain model's
     eager = _mlp_versions(torch.randn(512, 256), "aot_eager")
     ind = {k: t.memory_table([s]).iloc[0] for k, (t, s) in
            {"plain": (plain, "min_cut"), "ckpt": (ckpt, "min_cut"), "sac": (mlps[2], "min_cut"),
             "budget0": (plain, "budget:0")}.items()}
-    assert all(eager[k]["backward_peak_bytes"] < ind[k]["backward_peak_bytes"] for k in eager)
-    peak = {k: r["backward_peak_bytes"] for k, r in eager.items()}
+    assert all(eager[k]["unfused_backward_peak_bytes"] < ind[k]["unfused_backward_peak_bytes"] for k in eager)
+    peak = {k: r["unfused_backward_peak_bytes"] for k, r in eager.items()}
     assert peak["ckpt"] < peak["sac"] < peak["plain"] == peak["budget0"]
     # 4. budget 0.5 lowers both peaks; budget 0 the forward's furthest, the backward's above min-cut's
-    assert rows["budget05"]["forward_peak_bytes"] < rows["plain"]["forward_peak_bytes"]
-    assert rows["budget05"]["backward_peak_bytes"] < rows["plain"]["backward_peak_bytes"]
-    assert rows["budget0"]["forward_peak_bytes"] < rows["budget05"]["forward_peak_bytes"]
-    assert rows["budget0"]["backward_peak_bytes"] > rows["plain"]["backward_peak_bytes"]
+    assert rows["budget05"]["unfused_forward_peak_bytes"] < rows["plain"]["unfused_forward_peak_bytes"]
+    assert rows["budget05"]["unfused_backward_peak_bytes"] < rows["plain"]["unfused_backward_peak_bytes"]
+    assert rows["budget0"]["unfused_forward_peak_bytes"] < rows["budget05"]["unfused_forward_peak_bytes"]
+    assert rows["budget0"]["unfused_backward_peak_bytes"] > rows["plain"]["unfused_backward_peak_bytes"]
 
 
 def test_04_prefer_recompute_is_must_recompute_in_torch():

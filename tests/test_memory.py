@@ -150,8 +150,9 @@ def test_bytes_and_peaks_match_real_storages(traces, tables, name, params, strat
     assert row["saved_storages"] == real["storages"]
     # torch's estimate is numel*itemsize per saved value, whatever the storage
     assert row["torch_estimate_bytes"] == real["numel_bytes"]
-    assert row["forward_peak_bytes"] == real["forward_peak"]
-    assert row["backward_peak_bytes"] == real["backward_peak"]
+    # the unfused walk is exact for the graphs run op by op (as aot_eager runs them)
+    assert row["unfused_forward_peak_bytes"] == real["forward_peak"]
+    assert row["unfused_backward_peak_bytes"] == real["backward_peak"]
 
 
 @pytest.mark.parametrize("params", ["lifted", "closure"])

@@ -85,15 +85,15 @@ def test_offloaded_bytes_are_not_the_devices_activations(logs):
 
 def test_peaks_count_an_offloaded_value_only_on_the_device(logs):
     """On cuda the copy lives on the host: the device's curve is the CPU run's less the copy from the
-    forward's copy node to the end and in the backward until the reload reads it; the tables' peaks
-    are the curves' tops.  On the CPU run the copy is in the same memory: the caption says so."""
+    forward's copy node to the end and in the backward until the reload reads it; the tables' unfused
+    peaks are the curves' tops.  On the CPU run the copy is in the same memory: the caption says so."""
     ((copy, nbytes, _),) = _copy(logs["cuda"])
     ((_, bwd),) = _records(logs["cuda"], {"aot_backward_graph"})
     reload = re.search(rf"^\s+(\w+): \"\w+\[[^\]]*\]\[[^\]]*\]cuda:0\" = torch\.ops\.prims\.device_put\.default\("
                        rf"{copy}, device\(type='cuda'", bwd, re.M)
     assert reload is not None
     cpu, cuda = (fxviz.load_logs(logs[n]).trace() for n in ("cpu", "cuda"))
-    curves = {n: t.memory_timeline("logged") for n, t in (("cpu", cpu), ("cuda", cuda))}
+    curves = {n: t.memory_timeline("logged", unfused=True) for n, t in (("cpu", cpu), ("cuda", cuda))}
     for phase in ("forward", "backward"):
         a = curves["cpu"][curves["cpu"]["phase"] == phase].reset_index(drop=True)
         b = curves["cuda"][curves["cuda"]["phase"] == phase].reset_index(drop=True)
@@ -107,7 +107,8 @@ def test_peaks_count_an_offloaded_value_only_on_the_device(logs):
     for tr, curve in ((cpu, curves["cpu"]), (cuda, curves["cuda"])):
         row = tr.memory_table(["logged"]).iloc[0]
         peaks = curve.groupby("phase")["total_bytes"].max()
-        assert (row["forward_peak_bytes"], row["backward_peak_bytes"]) == (peaks["forward"], peaks["backward"])
+        assert (row["unfused_forward_peak_bytes"], row["unfused_backward_peak_bytes"]) == (peaks["forward"],
+                                                                                             peaks["backward"])
     assert "storages on cpu are left out" in cuda.memory_table(["logged"]).attrs["caption"]
     assert "the device the value was on, stays in the same memory" in cpu.memory_table(["logged"]).attrs["caption"]
 

@@ -12,7 +12,11 @@ imports a private torch module or reads ``node.meta``: when torch moves somethin
 - ``eager``: probes beside eager PyTorch (swapped parameters, storage identity, aten-op recorder,
   module hooks);
 - ``log_graph``: the torch side of rebuilding a logged graph;
-- ``compiled``: the user's real compiled step, run with saved-tensor hooks (``Trace.measure``).
+- ``compiled``: the user's real compiled step, run with saved-tensor hooks and under the profiler
+  (``Trace.measure``), and once with its graphs marked (the eager tape);
+- ``lowering``: inductor's own lowering of a partition, stopped at its wrapper code (the compiled
+  step's memory);
+- ``profiling``: the profiler's allocation events in time order.
 
 The rest of fxviz imports the names below from here (``from .. import _torch; _torch.meta_val``).
 """
@@ -240,4 +244,20 @@ REQUIRED_INTERNALS: tuple[str, ...] = (
     "torch.utils._dtype_abbrs.dtype_abbrs",
     "torch._functorch._aot_autograd.descriptors.SavedForBackwardsAOTOutput",
     "torch.fx.experimental.symbolic_shapes.ShapeEnv",
+    # lowering a partition to inductor's wrapper code (``lowering``)
+    "torch._inductor.compile_fx.compile_fx_inner",
+    "torch._inductor.compile_fx._recursive_record_user_visible_output_idxs",
+    "torch._inductor.graph.GraphLowering",
+    "torch._inductor.utils.output_node",
+    "torch._inductor.config.keep_output_stride",
+    "torch._inductor.config.bw_outputs_user_visible",
+    "torch._inductor.select_algorithm.extern_kernels",
+    "torch._functorch._aot_autograd.graph_compile.collect_fw_donated_buffer_idxs",
+    "torch._functorch._aot_autograd.utils.contain_metadata_mutation_ops",
+    "torch._functorch.config.donated_buffer",
+    "torch._guards.TracingContext",
+    "torch._logging._internal.trace_log",
+    "torch._C._dynamo.guards._reinterpret_tensor",
+    # the profiler's allocation events (``profiling``)
+    "torch._C._profiler._EventType",
 )

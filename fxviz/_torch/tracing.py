@@ -41,6 +41,9 @@ class RawJoint:
     example_inputs: list[Any]
     input_sources: list[str | None] = field(default_factory=list)
     calls: list[tuple[int, list[int]]] = field(default_factory=list)  # (run number, input ids) per run
+    # run number -> {input index: (run number, output index)}: inputs an earlier graph run returned
+    links: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    outputs: dict[int, list[int]] = field(default_factory=dict)  # run number -> ids of what it returned
     compiler: str | None = None  # the ``compiler`` argument the partitioner got (inductor passes "inductor")
     before_joint_passes: fx.GraphModule | None = None  # inductor only: the joint graph before its rewrites
     # inductor only: the (forward, backward) min-cut returned for this joint graph during the capture,
@@ -88,6 +91,8 @@ def _raw_from_record(record: dict[str, Any]) -> RawJoint:
         example_inputs=list(record.get("example_inputs") or []),
         input_sources=list(record.get("input_sources") or []),
         calls=list(record.get("calls") or []),
+        links=dict(record.get("links") or {}),
+        outputs=dict(record.get("outputs") or {}),
         compiler=record.get("compiler"),
         before_joint_passes=record.get("before_joint_passes"),
         captured_min_cut=record.get("min_cut"),
@@ -208,16 +213,38 @@ def fresh_dynamo_caches() -> Iterator[None]:
             reset_code(code)
 
 
-def _recording_runs(compiled: Callable, record: dict[str, Any], counter: Iterator[int]) -> Callable:
-    """``compiled``, noting each time dynamo runs it: (global run number, ids of its inputs).  A
-    graph dynamo compiled once runs again for every call its guards accept (one block's graph
-    for every layer of the same shape); the ids say whose parameters each run received."""
+def _recording_runs(compiled: Callable, record: dict[str, Any], counter: Iterator[int],
+                    produced: dict[int, tuple[int, int, Any]]) -> Callable:
+    """``compiled``, noting each time dynamo runs it: (global run number, ids of its inputs), and
+    which of its inputs an earlier run returned (``record["links"]``: run number -> {input index:
+    (producer's run number, output index)}: a value crossing a graph break, by identity, a weak
+    reference guarding against a reused id).  A graph dynamo compiled once runs again for every call
+    its guards accept (one block's graph for every layer of the same shape); the ids say whose
+    parameters each run received.  ``produced``: every run's outputs, shared by all graphs."""
+    import weakref
+
     calls: list[tuple[int, list[int]]] = record.setdefault("calls", [])
+    links: dict[int, dict[int, tuple[int, int]]] = record.setdefault("links", {})
+    outputs: dict[int, list[int]] = record.setdefault("outputs", {})
 
     def run(*args: Any) -> Any:
         flat = args[0] if boxed and len(args) == 1 and isinstance(args[0], list) else args
-        calls.append((next(counter), [id(a) for a in flat]))
-        return compiled(*args)
+        seq = next(counter)
+        calls.append((seq, [id(a) for a in flat]))
+        fed = {}
+        for i, a in enumerate(flat):
+            known = produced.get(id(a))
+            if known is not None and known[2]() is a:
+                fed[i] = (known[0], known[1])
+        if fed:
+            links[seq] = fed
+        out = compiled(*args)
+        flat_out = list(out) if isinstance(out, (list, tuple)) else [out]
+        outputs[seq] = [id(o) for o in flat_out]
+        for j, o in enumerate(flat_out):
+            if isinstance(o, torch.Tensor):
+                produced[id(o)] = (seq, j, weakref.ref(o))
+        return out
 
     boxed = bool(getattr(compiled, "_boxed_call", False))
     functools.update_wrapper(run, compiled, updated=())
@@ -311,6 +338,7 @@ def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable
 
     records: list[dict[str, Any]] = []
     runs = itertools.count()
+    produced: dict[int, tuple[int, int, Any]] = {}
     patches: contextlib.AbstractContextManager = contextlib.nullcontext()
     if backend == "inductor":
         inner, patches = _inductor_backend(records, min_cut_config_state())
@@ -335,7 +363,7 @@ def capture_with_dynamo(step: Callable, inputs: Sequence[Any], name_of: Callable
                 sources.append(name() if callable(name) else name)
         record["input_sources"] = sources
         records.append(record)
-        return _recording_runs(inner(gm, example_inputs), record, runs)
+        return _recording_runs(inner(gm, example_inputs), record, runs, produced)
 
     # a first compile: no profile-guided dynamism from sizes torch saw in earlier processes
     # (kept on disk per code location), which would make the capture depend on history

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch.fx as fx
 
 from fxviz import _torch
-from fxviz.analysis.advice.target import parse_target
+from fxviz.analysis.advice.target import optimizer_bytes, parse_target
 from fxviz.analysis.graph.pieces import PieceFacts, check_piece, piece_facts, piece_summaries, renamed, run_renames
 from fxviz.analysis.graph.tables import gradient_counts, node_table, parameter_table
 from fxviz.analysis.strategy import choices
@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from fxviz.analysis.graph.code import GraphCode
+    from fxviz.analysis.memory.whole import WholeStep
     from fxviz.analysis.real.measure import Measured
     from fxviz.analysis.strategy.flow import FlowNetwork
     from fxviz.analysis.strategy.partition import Partition
@@ -64,9 +65,13 @@ class Trace:
         self.capture = captured
         self.graph: JointGraph = captured.graphs[index]
         self._pieces = pieces
-        self._cache = GraphCache(self.graph, captured)  # facts of this graph, partitions included
         # facts of the whole model (piece facts, overview, doctor, the measurement): one cache every piece shares
         self._model_cache = Cache() if model_cache is None else model_cache
+        self._cache = self._graph_cache(index)  # facts of this graph, partitions included
+
+    def _graph_cache(self, index: int) -> GraphCache:
+        """The facts of graph ``index`` (partitions, compiled code), one cache per graph that every piece reaches."""
+        return self._model_cache.get(("graph", index), lambda: GraphCache(self.capture.graphs[index], self.capture))
 
     # --- the captured data -----------------------------------------------------------------------
     @property
@@ -144,18 +149,26 @@ class Trace:
             return self.measure()
         return measured
 
-    def _graph_table(self, chosen: tuple[Strategy, ...], gaps: bool | None = None) -> MemoryTable:
-        """This graph's memory table for ``chosen`` (cached)."""
+    def _graph_table(self, chosen: tuple[Strategy, ...], gaps: bool | None = None,
+                     compiled: tuple[Strategy, ...] | None = None, index: int | None = None) -> MemoryTable:
+        """Graph ``index``'s (default: this one's) memory table for ``chosen`` (cached); the compiled code's
+        peaks for the rows of ``compiled`` (default: every row), each lowered once."""
         from fxviz.analysis.memory.table import memory_table
         from fxviz.render.text.table import MemoryTable
 
-        step = {} if self.graph.logged is not None else choices.step_names(self.capture)
-        return self._cache.frame(("memory_table", chosen, gaps), lambda: memory_table(
-            self.graph, self._cache.partition, chosen, gaps=gaps, step=step), MemoryTable)
+        cache = self._cache if index is None else self._graph_cache(index)
+        step = {} if cache.graph.logged is not None else choices.step_names(self.capture)
+        lowered = chosen if compiled is None else compiled
+
+        def peaks(s: Strategy) -> Any:
+            return cache.row_peaks(s) if s in lowered else None
+
+        return cache.frame(("memory_table", chosen, gaps, lowered), lambda: memory_table(
+            cache.graph, cache.partition, chosen, gaps=gaps, step=step, get_peaks=peaks), MemoryTable)
 
     def memory_table(self, strategies: StrategiesLike | None = None, gaps: bool | None = None, *,
                      scope: Literal["graph", "step"] | None = None,
-                     measured: Measured | bool | None = None) -> pd.DataFrame:
+                     measured: Measured | bool | None = None, compiled: bool = False) -> pd.DataFrame:
         """One row per strategy (a list or a comma-separated string; default :attr:`offered`): saved
         activation / parameter / input bytes (storage-aware), recompute FLOPs and bytes, op counts,
         peaks, torch's own estimate; ``error`` where a strategy fails on this graph.  Exact integers,
@@ -163,32 +176,50 @@ class Trace:
         counted.  ``gaps``: how far each row is from the exact optimum (two MILP solves per row;
         default: when an ``optimal:B`` strategy is listed).
 
+        Peaks (``forward_peak_bytes``, ``backward_peak_bytes``) are the program's the step runs: under
+        inductor its generated code's (lowered by inductor, seconds per graph: the row of the strategy
+        the step runs, every row with ``compiled=True``, the others empty), under ``aot_eager`` the
+        graphs' op by op; ``unfused_*``: the liveness walk over the unfused graphs, every row.
+
         ``scope``: ``"graph"`` (this graph alone) or ``"step"`` (every graph of the training step: a row
-        per graph and strategy, then the whole step's ``total`` row per strategy, each graph counted as
-        often as it ran); default: the step where the model has several graphs, else the graph.
-        ``measured``: ``measure()``'s result, or True to measure now: its twin columns ``measured_*``
-        beside the row of the strategy the real step used."""
+        per graph and strategy, each as that graph alone, then the whole step's ``total`` row per
+        strategy: its peaks in run order, a value crossing a graph break counted once as an activation,
+        what eager code between graphs holds); default: the step where the model has several graphs,
+        else the graph.  ``measured``: ``measure()``'s result, or True to measure now: its twin
+        columns ``measured_*`` (saved bytes, each phase's peak) beside the row of the strategy the real
+        step used."""
         from fxviz.analysis.real.measure import add_measured
 
         chosen = tuple(parse_list(strategies) or self.offered)
         if scope not in (None, "graph", "step"):
             raise InputError(f"unknown scope {scope!r}", "use scope='graph' (this graph) or scope='step' (every graph)")
         whole = scope == "step" or (scope is None and len(self.capture.graphs) > 1)
-        out = self._step_table(strategies) if whole else self._graph_table(chosen, gaps)
+        lowered = chosen if compiled else (self.default_strategy,)  # each costs inductor's lowering
+        out = self._step_table(chosen, lowered) if whole else self._graph_table(chosen, gaps, lowered)
         measurement = self._measured(measured)
         return out if measurement is None else add_measured(out, measurement)
 
-    def _step_table(self, strategies: StrategiesLike | None) -> pd.DataFrame:
-        """Every graph's rows, then one ``total`` row per strategy (``analysis.memory.step``)."""
+    def _step_table(self, chosen: tuple[Strategy, ...], lowered: tuple[Strategy, ...]) -> pd.DataFrame:
+        """Every graph's rows, then one ``total`` row per strategy (``analysis.memory.step``), the whole
+        step's peaks from its compiled code for the strategies of ``lowered``."""
         from fxviz.analysis.memory.step import PieceTable, step_table
         from fxviz.render.text.table import MemoryTable
 
-        table = step_table([PieceTable(p.graph.index, len(self._piece_facts.runs_of(p.graph.index)),
-                                       p.graph.has_backward, p.memory_table(strategies, scope="graph"))
-                            for p in self.pieces])
+        tables = {g.index: self._graph_table(chosen, None, lowered, g.index) for g in self.capture.graphs}
+        totals = {s.name: self._whole.totals(s, tables, s in lowered) for s in chosen if s.kind != "eager"}
+        table = step_table([PieceTable(g.index, len(self._piece_facts.runs_of(g.index)), g.has_backward,
+                                       tables[g.index]) for g in self.capture.graphs], totals)
         out = MemoryTable(table)
         out.attrs = dict(table.attrs)
         return out
+
+    @property
+    def _whole(self) -> WholeStep:
+        """The training step over every graph (``analysis.memory.whole``), one per model."""
+        from fxviz.analysis.memory.whole import WholeStep
+
+        return self._model_cache.get(("whole",), lambda: WholeStep(self.capture, self._graph_cache,
+                                                                   self._model_cache))
 
     def saved(self, strategy: StrategyLike | None = None, compare: StrategiesLike | None = None, *,
               run: int | None = None, measured: Measured | bool | None = None) -> SavedTable:
@@ -239,29 +270,83 @@ class Trace:
         return saved_text(self.graph, self.partition(strategy), table, self.capture.model)
 
     def memory_sweep(self, budgets: Iterable[float] | None = None, solver: str | Sequence[str] = "dp",
-                     progress: bool | None = None, optimal: bool = False) -> MemorySweep:
+                     progress: bool | None = None, optimal: bool = False, *, compiled: bool = False) -> MemorySweep:
         """Min-cut under ``activation_memory_budget`` for each of ``budgets`` (default 0, 0.1, ..., 1)
         with ``solver`` (``dp``, ``greedy``, ``ilp`` or a list), identical partitions in one row;
         ``optimal=True`` adds the exact optimum and torch's ``default`` and ``min_cut`` points;
-        ``progress``: a tqdm bar (default: over five budgets).  ``.pareto_plot()`` draws it."""
+        ``progress``: a tqdm bar (default: over five budgets).  ``backward_peak_bytes`` under inductor:
+        ``compiled=True`` lowers each distinct partition (seconds each), else empty (``unfused_*``: the
+        walk).  ``.pareto_plot()`` draws it."""
         from fxviz.analysis.memory.sweep import DEFAULT_BUDGETS, memory_sweep
         from fxviz.render.charts.plots import MemorySweep, sweep_progress
 
         chosen = sorted({float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)})
         wrap = sweep_progress(solver, len(chosen), progress)
-        return self._cache.frame(("memory_sweep", tuple(chosen), str(solver), optimal), lambda: memory_sweep(
-            self.graph, self._cache.partition, chosen, solver=solver, progress=wrap, optimal=optimal), MemorySweep)
+        peaks = self._cache.row_peaks if compiled else None
+        return self._cache.frame(("memory_sweep", tuple(chosen), str(solver), optimal, compiled), lambda: memory_sweep(
+            self.graph, self._cache.partition, chosen, solver=solver, progress=wrap, optimal=optimal,
+            get_peaks=peaks), MemorySweep)
 
-    def memory_timeline(self, strategy: StrategiesLike | None = None) -> MemoryTimeline:
-        """Bytes held while each node of the forward and backward graph runs, for one strategy or a
-        list (default: the offered ones that have graphs); each curve's top is the memory table's
-        peak.  ``.peaks`` names each peak's node and module; ``.plot()`` draws the curves."""
+    def memory_timeline(self, strategy: StrategiesLike | None = None, *, unfused: bool = False,
+                        scope: Literal["graph", "step"] | None = None,
+                        optimizer: str | int | None = None, measured: Measured | bool | None = None
+                        ) -> MemoryTimeline:
+        """Bytes held at each step of the forward and backward, for one strategy or a list (default: the
+        step's under inductor, each other one lowered when named; every offered one with graphs under
+        ``aot_eager``): each line of inductor's code that allocates or frees, or each node of the graphs
+        run op by op (``unfused=True``: the unfused walk under inductor too).  ``scope`` as in
+        :meth:`memory_table`: a model of several graphs gives the whole step in run order (``piece``
+        names each row's graph).  Each curve's top is the memory table's peak (the total row's for the
+        step); ``.peaks`` names each peak's node and module; ``.plot()`` draws the curves.  Parameters and
+        inputs are ``resident_bytes``, gradients are on the curve from the line that makes them;
+        ``optimizer`` (``"adam"``, ``"sgd"`` or its state's bytes) adds its state, held throughout
+        (``optimizer_bytes``, in ``total_bytes``).  ``measured`` (``measure()``'s result, or True): the
+        real step's peaks beside the curves (``attrs["measured"]``, drawn by ``.plot()``)."""
+        frame = self._timeline(strategy, unfused, scope)
+        measurement = self._measured(measured)
+        if measurement is not None and measurement.forward_peak_bytes is not None and len(frame):
+            held = int(frame["resident_bytes"].max())
+            frame.attrs["measured"] = {phase: value + held for phase, value in (
+                ("forward", measurement.forward_peak_bytes), ("backward", measurement.backward_peak_bytes))
+                if value is not None}
+        if optimizer is None:
+            return frame
+        trained = sum(t.numel() * t.element_size() for _, t in self.capture.named_parameters() if t.requires_grad)
+        extra = optimizer_bytes(optimizer, trained)
+        frame["optimizer_bytes"] = extra
+        frame["total_bytes"] = frame["total_bytes"] + extra
+        frame.attrs["measured"] = {k: v + extra for k, v in frame.attrs.get("measured", {}).items()}
+        return frame
+
+    def _timeline(self, strategy: StrategiesLike | None, unfused: bool, scope: str | None) -> MemoryTimeline:
+        from fxviz.analysis.memory.program import compiles
         from fxviz.analysis.memory.timeline import memory_timeline
+        from fxviz.analysis.memory.whole import timeline_frame
         from fxviz.render.charts.plots import MemoryTimeline
 
-        chosen = tuple(parse_list(strategy) or choices.drawable(self.offered))
-        return self._cache.frame(("memory_timeline", chosen), lambda: memory_timeline(
-            self.graph, [self.partition(s) for s in chosen]), MemoryTimeline)
+        code = compiles(self.graph) and not unfused
+        default = (self.default_strategy,) if code else tuple(choices.drawable(self.offered))
+        chosen = tuple(parse_list(strategy) or default)
+        if scope == "step" or (scope is None and len(self.capture.graphs) > 1):
+            def step() -> pd.DataFrame:
+                rows, skipped = [], []
+                for s in chosen:
+                    tables = {g.index: self._graph_table((s,), None, (s,) if code else (), g.index)
+                              for g in self.capture.graphs}
+                    more = self._whole.timeline_rows(s, tables, unfused) if s.kind != "eager" else []
+                    rows += more
+                    skipped += [] if more else [s.name]
+                how = "inductor's code" if code else "node by node"
+                return timeline_frame(rows, skipped, f"the whole step, {how}")
+
+            return self._model_cache.frame(("step_timeline", chosen, code), step, MemoryTimeline)
+        cache = self._cache
+
+        def compiled(p: Partition) -> Any:
+            return cache.compiled(p.strategy), cache.graph_step(p.strategy)
+
+        return self._cache.frame(("memory_timeline", chosen, code), lambda: memory_timeline(
+            self.graph, [self.partition(s) for s in chosen], compiled if code else None), MemoryTimeline)
 
     def advise(self, saved: str | int | None = None, peak: str | int | None = None, optimizer: str | int | None = None,
                **options: Any) -> Advice:
@@ -401,7 +486,10 @@ class Trace:
         torch config; model, ``.grad``, RNG, dynamo caches left as they were) and catch what it saves for
         the backward: ``.saved`` (a row per storage, named: the partition's value, or a copy of a parameter
         in another layout made by inductor), ``.saved_bytes`` beside ``.estimated_bytes``, ``.reason()``;
-        shown by ``memory_table/saved/doctor(measured=m)`` (or ``measured=True``).  Measured once per
+        and each phase's peak above the state before the step (``.forward_peak_bytes``,
+        ``.backward_peak_bytes``, ``.after_forward_bytes``; ``.peak_method``: on CPU the profiler's
+        allocation events in time order, on CUDA ``max_memory_allocated`` per phase, blocks of 512 B);
+        shown by ``memory_table/saved/doctor/memory_timeline(measured=m)`` (or ``measured=True``).  Measured once per
         model and torch config (functorch's and inductor's, as torch saves them): a changed setting
         measures again."""
         from fxviz.analysis.real.measure import measure_step, session_step_strategy

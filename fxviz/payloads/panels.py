@@ -228,18 +228,24 @@ def timeline_data(tr: Trace, strategies: Sequence[str]) -> dict[str, Any] | None
     its SVG (``render.timeline_svg``, sanitizer-safe) and a caption naming each peak.  ``None``
     where there is nothing to plot (no backward, every strategy measured or failed) and after
     graph breaks (the page swaps pieces, and one piece's timeline would stand for all of them)."""
+    from fxviz.analysis.memory.program import compiles
     from fxviz.render.charts.timeline_svg import timeline_svg
 
     if not tr.graph.has_backward or len(tr.pieces) > 1:
         return None
     chosen = [s for s in strategies if (p := tr.partition(s)).error is None and not p.reference]
+    code = compiles(tr.graph)
+    if code:  # inductor's code: the step's own strategy (each other costs a lowering)
+        chosen = [s for s in chosen if tr.partition(s).strategy == tr.default_strategy]
     if not chosen:
         return None
     timeline = tr.memory_timeline(chosen)
     if timeline.empty:
         return None
     skipped = timeline.attrs.get("skipped") or []
-    caption = ("Memory held while each node runs, parameters and inputs included: the top of each curve is the "
+    what = ("at each line of inductor's generated code that allocates or frees (the step's strategy)" if code
+            else "while each node runs")
+    caption = (f"Memory held {what}, parameters and inputs included: the top of each curve is the "
                "memory table's forward or backward peak (dots; hover for the node and module)."
                + (f" No timeline for {', '.join(skipped)}." if skipped else ""))
     return {"svg": clean_svg(timeline_svg(timeline, timeline.peaks)), "caption": caption}

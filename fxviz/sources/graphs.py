@@ -48,6 +48,14 @@ class JointGraph:
     # compiled with gradients off (``torch.no_grad()``): a forward graph only, nothing saved for a
     # backward and no gradient expected (a log's ``aot_inference_graph``)
     inference: bool = False
+    # run number -> {input index: (run number, output index)}: the inputs an earlier graph run returned
+    # (a value crossing a graph break, by identity); input indices are dynamo's (``PlainAOTInput(idx)``)
+    run_links: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    # input indices whose tensors the step itself made: another graph's output, or what eager code at a
+    # break computed: activations of the step, not inputs the caller holds anyway
+    crossing: frozenset[int] = frozenset()
+    # (run number, output index) when one of this graph's runs returns the step's loss
+    loss_output: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,10 @@
-"""What is in memory at a step's peak: every live storage at the highest point of the forward and
-backward graphs' liveness walk, by kind, and the biggest of them by module and op.
+"""What is in memory at a step's peak: every live storage at the highest point, by kind, and the
+biggest of them by module and op.
+
+Where the step runs inductor's code, the peak is its compiled step's (``compiled_step_peak``: every
+buffer live at the top of the simulated code, named by the FX node it computes, its module and
+shape, a kernel's own scratch as one entry).  Otherwise, and as ``step_peak``, the peak of the
+forward and backward graphs' liveness walk:
 
 The walk is ``memory.live_bytes``'s (one storage per FX node of the unfused graph, from the node
 that makes it to its last use; a forward holds its inputs throughout, a backward lets each saved
@@ -19,17 +24,20 @@ from dataclasses import dataclass, field
 import torch.fx as fx
 
 from fxviz import _torch
+from fxviz.analysis.memory.compiled import Storage
+from fxviz.analysis.memory.compiled_step import StepMemory
+from fxviz.analysis.memory.inductor_code import CompiledGraph
 from fxviz.analysis.memory.storage import elsewhere, recompute_cost, saved_memory, storage_owners, storage_spans
 from fxviz.analysis.strategy.partition import Partition
 from fxviz.core.graph_facts import Storages, concrete, tensors
 from fxviz.core.units import format_bytes
 from fxviz.sources.graphs import JointGraph
 
-__all__ = ["KINDS", "LiveTensor", "PiecePeak", "StepPeak", "piece_peak", "step_peak"]
+__all__ = ["KINDS", "LiveTensor", "PiecePeak", "StepPeak", "piece_peak", "step_peak", "compiled_step_peak"]
 
 KINDS: tuple[str, ...] = ("saved activations", "temporaries", "gradients", "parameters", "inputs",
                           "model state outside the graph", "optimizer state", "other graph runs' saved activations",
-                          "other graph runs' gradients")
+                          "other graph runs' gradients", "code outside the graphs")
 """The kinds a peak's bytes are split into, in the order tables list them.  ``parameters``: the model
 state the peak's graph reads (the memory table's resident bytes, with ``inputs``); ``model state outside
 the graph``: parameters and buffers it does not read (other pieces', unused buffers), held all the same."""
@@ -199,3 +207,75 @@ def step_peak(pieces: Sequence[tuple[JointGraph, Partition, int]], model_param_b
     return StepPeak(best[0], best[1], best[2], in_run_order, sum(saved),
                     sum(pp[0].recompute_flops * r for pp, r in zip(per, runs)),
                     sum(pp[0].recompute_bytes * r for pp, r in zip(per, runs)))
+
+
+def _origin(parts: Sequence[tuple[JointGraph, Partition, CompiledGraph]], graph_of_run: Sequence[int],
+            store: Storage) -> tuple[str, str, str | None, tuple[int, ...] | None]:
+    """(node, op, module, shape) of what a storage holds: the FX node its buffer computes (primary origin)."""
+    if store.run < 0 or store.made in ("eager", "tangent", "zeros", "grad sum"):
+        return store.name, store.made, None, None
+    graph, p, compiled = parts[graph_of_run[store.run]]
+    forward = store.phase == "forward"
+    gm = p.forward if forward else p.backward
+    to_joint = p.fw_to_joint if forward else p.bw_to_joint
+    nodes = {n.name: n for n in gm.graph.nodes} if gm is not None else {}
+    names = compiled.origins[0 if forward else 1].get(store.name, ()) or (store.name,)
+    name = next((n for n in names if n in nodes), names[0])
+    node = nodes.get(name)
+    info = graph.info.get(to_joint.get(name, name))
+    op = (info.short_op if info is not None and node is not None and node.op == "placeholder"
+          else _op(node) if node is not None else store.name)
+    return to_joint.get(name, name), op, info.module if info is not None else None, \
+        _shape(node) if node is not None else None
+
+
+def _compiled_kind(store: Storage, at_run: int, phase: str, saved: set[int], kept: frozenset[int]) -> str:
+    if store.made == "eager":
+        return "code outside the graphs"
+    if store.sid in kept:
+        return "gradients" if store.run == at_run else "other graph runs' gradients"
+    if store.phase == "forward" and (store.sid in saved or store.run != at_run or phase == "backward"):
+        return "saved activations" if store.run == at_run else "other graph runs' saved activations"
+    return "temporaries"
+
+
+def compiled_step_peak(step: StepMemory, graph_of_run: Sequence[int],
+                       parts: Sequence[tuple[JointGraph, Partition, CompiledGraph]], resident: int,
+                       model_param_bytes: int, optimizer_bytes: int = 0) -> StepPeak:
+    """The step's peak from its compiled code (``analysis.memory.compiled_step``): the higher phase's
+    top, every storage live then named by the FX node its buffer computes, with its module.
+    ``graph_of_run``: each run's graph (index into ``parts``); ``resident``: the parameters, buffers
+    and inputs the caller holds (``model_param_bytes`` of them the model's)."""
+    fw, bw = step.forward_peak, step.backward_peak
+    peak, phase = (bw, "backward") if bw.nbytes > fw.nbytes else (fw, "forward")
+    saved = {sid for r, outs in step.outputs.items()
+             for sid in outs[parts[graph_of_run[r]][0].num_fwd_outputs:] if sid is not None}
+    live = []
+    for sid in peak.live:
+        store = step.pool.storages[sid]
+        node, op, module, shape = _origin(parts, graph_of_run, store)
+        live.append(LiveTensor(store.nbytes, _compiled_kind(store, peak.run, phase, saved, step.gradients), node, op,
+                               module, shape))
+    if peak.transient:
+        live.append(LiveTensor(peak.transient, "temporaries", "(inside the kernel)", "scratch", None, None))
+    live.sort(key=lambda t: -t.nbytes)
+    kinds = dict.fromkeys(KINDS, 0)
+    for t in live:
+        kinds[t.kind] += t.nbytes
+    kinds["parameters"] = model_param_bytes
+    kinds["inputs"] = max(0, resident - model_param_bytes)
+    kinds["optimizer state"] = optimizer_bytes
+    piece = graph_of_run[peak.run] if peak.run >= 0 else 0
+    flops = traffic = 0
+    for r in graph_of_run:
+        more_flops, more_bytes = recompute_cost(parts[r][1])
+        flops, traffic = flops + more_flops, traffic + more_bytes
+    graph, p, _ = parts[piece]
+    made = next((e.made for e in step.pool.events if e.run == peak.run and e.index == peak.index
+                 and e.phase == phase and e.made is not None), None)
+    where = _origin(parts, graph_of_run, step.pool.storages[made])[0] if made is not None else peak.line[:60]
+    at = PiecePeak(graph.index, phase, peak.index, where, sum(kinds.values()),
+                   saved_memory(p, graph).activation_bytes, sum(step.pool.storages[s].nbytes for s in step.gradients),
+                   model_param_bytes, flops, traffic, live)
+    total_saved = sum(step.pool.storages[s].nbytes for s in saved)
+    return StepPeak(sum(kinds.values()), at, kinds, [at], total_saved, flops, traffic)

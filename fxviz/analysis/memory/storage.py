@@ -32,6 +32,7 @@ from fxviz.sources.roles import STATE_ROLES
 
 __all__ = [
     "Storages", "StorageUse", "SavedMemory", "has_symbolic_sizes", "storage_spans", "storage_owners", "Offload",
+    "input_positions", "crossing_inputs",
     "offloads", "elsewhere", "saved_memory", "peak_bytes", "live_bytes", "recompute_cost",
 ]
 
@@ -56,6 +57,7 @@ def storage_owners(graph: JointGraph, storages: Storages) -> dict[int, str]:
     """storage key -> "parameter" | "input" for every parameter, buffer, constant and user input
     of the joint graph.  These storages exist whatever the partitioner does."""
     owners: dict[int, str] = {}
+    crossing = crossing_inputs(graph)
     for n in graph.gm.graph.nodes:
         if n.op not in ("placeholder", "get_attr"):
             continue
@@ -63,13 +65,41 @@ def storage_owners(graph: JointGraph, storages: Storages) -> dict[int, str]:
         role = info.role if info is not None else ("constant" if n.op == "get_attr" else None)
         if role in STATE_ROLES:  # storages the model or the caller own: never activations
             owner = "parameter"
-        elif role == "primal":
+        elif role == "primal" and n.name not in crossing:  # a value the step made is an activation
             owner = "input"
         else:
             continue
         for t in tensors(_torch.meta_val(n)):
             owners.setdefault(storages.key(t), owner)
     return owners
+
+
+def input_positions(graph: JointGraph) -> dict[str, int]:
+    """Each non-tangent placeholder of the joint graph -> the index of the graph input it receives
+    (``PlainAOTInput(idx)``; in placeholder order where torch records no descriptor)."""
+    out: dict[str, int] = {}
+    k = 0
+    for n in graph.gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        desc = _torch.node_desc(n)
+        kind = _torch.describe_input(desc) if desc is not None else None
+        info = graph.info.get(n.name)
+        if kind is not None and kind.kind == "plain" and kind.index is not None:
+            out[n.name] = kind.index
+        elif kind is None and (info is None or info.role != "tangent"):
+            out[n.name] = k
+        k += 1
+    return out
+
+
+def crossing_inputs(graph: JointGraph) -> set[str]:
+    """Placeholders whose tensors the step itself made before this graph ran: another graph's output
+    or what eager code at a graph break computed (``JointGraph.crossing``).  The step holds them as
+    activations; they are not inputs the caller holds anyway."""
+    if not graph.crossing:
+        return set()
+    return {name for name, i in input_positions(graph).items() if i in graph.crossing}
 
 
 # --- what is saved -------------------------------------------------------------------------------

@@ -16,9 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from fxviz.analysis.memory.program import RowPeaks, compiles
 from fxviz.analysis.memory.storage import has_symbolic_sizes
 from fxviz.analysis.memory.table import caption, memory_row
 from fxviz.analysis.strategy.partition import Partition
+from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.units import exact_size
 from fxviz.sources.graphs import JointGraph
 
@@ -33,14 +35,20 @@ SWEEP_COLUMNS: list[str] = [
     "strategy", "kind", "budget", "budgets", "solver", "status", "saved_tensors", "saved_activation_bytes",
     "saved_param_bytes",
     "recomputed_ops", "recomputed_random_ops", "recompute_flops", "recompute_bytes", "backward_peak_bytes",
-    "torch_estimate_bytes", "monotone", "pareto", "error",
+    "unfused_backward_peak_bytes", "torch_estimate_bytes", "monotone", "pareto", "error",
 ]
 _INT = ["saved_tensors", "saved_activation_bytes", "saved_param_bytes", "recomputed_ops", "recomputed_random_ops",
-        "recompute_flops", "recompute_bytes", "backward_peak_bytes", "torch_estimate_bytes"]
+        "recompute_flops", "recompute_bytes", "backward_peak_bytes", "unfused_backward_peak_bytes",
+        "torch_estimate_bytes"]
 
 
 def _signature(p: Partition) -> tuple[Any, ...]:
     return (p.error, tuple(p.saved), frozenset(p.recomputed))
+
+
+def _row(graph: JointGraph, p: Partition, get_peaks: Callable[[Strategy], RowPeaks] | None) -> dict[str, Any]:
+    peaks = get_peaks(p.strategy) if get_peaks is not None and compiles(graph) and p.error is None else None
+    return memory_row(graph, p, peaks).values
 
 
 def pareto_mask(points: Sequence[Sequence[float]]) -> list[bool]:
@@ -58,8 +66,13 @@ def pareto_mask(points: Sequence[Sequence[float]]) -> list[bool]:
 def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
                  budgets: Iterable[float] | None = None, solver: str | Sequence[str] = "dp",
                  progress: Callable[[Iterable[float]], Iterable[float]] | None = None,
-                 optimal: bool = False) -> pd.DataFrame:
+                 optimal: bool = False, get_peaks: Callable[[Strategy], RowPeaks] | None = None) -> pd.DataFrame:
     """One row per distinct partition over ``budgets`` (default 0, 0.1, ..., 1).
+
+    ``backward_peak_bytes``: the program's the step runs (``program``): under ``aot_eager`` the
+    unfused walk; under inductor its code's, lowered once per distinct partition only where
+    ``get_peaks`` is given (a sweep of eleven budgets lowering each would cost minutes), else empty;
+    ``unfused_backward_peak_bytes``: the walk, every row.
 
     ``get_partition`` is ``Trace.partition``; ``progress`` may wrap the budget loop (the facade
     passes a tqdm bar for long sweeps: the analysis layer itself never prints).  ``solver``: one
@@ -93,7 +106,7 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
             if sig in groups:
                 groups[sig]["budgets"].append(b)
                 continue
-            row = memory_row(graph, p).values
+            row = _row(graph, p, get_peaks)
             solution = getattr(p, "solution", None)
             groups[sig] = {**{c: row.get(c) for c in SWEEP_COLUMNS}, "strategy": p.name, "kind": kind, "budget": b,
                            "budgets": [b] if b is not None else [], "solver": sv,
@@ -120,7 +133,7 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
                                and r["error"] is None and not r["recomputed_random_ops"]} - have)
         for nb in wanted_bytes:
             p = get_partition(f"optimal:{exact_size(nb)}")
-            row = memory_row(graph, p).values
+            row = _row(graph, p, get_peaks)
             if row["error"] is None and row["saved_activation_bytes"] in have:
                 continue  # the same optimum as a budget row
             solution = getattr(p, "solution", None)
@@ -158,5 +171,9 @@ def memory_sweep(graph: JointGraph, get_partition: Callable[[str], Partition],
           "(recompute_bytes: FLOPs count pointwise ops as free), one of them strictly less. "
         + (("Left out of the Pareto front, pareto empty (the backward redraws random values): " + ", ".join(redraw)
             + ". ") if redraw else "")
+        + ("backward_peak_bytes: inductor's code for each distinct partition. " if get_peaks is not None and
+           compiles(graph) else "backward_peak_bytes: not computed under inductor (Trace.memory_sweep(compiled=True) "
+           "lowers each distinct partition); unfused_backward_peak_bytes: the unfused walk. " if compiles(graph)
+           else "")
         + caption(graph, has_symbolic_sizes(graph.gm)))
     return df

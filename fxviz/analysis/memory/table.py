@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fxviz.analysis.memory.program import PROGRAM_WORDS, RowPeaks, compiles
 from fxviz.analysis.memory.storage import (
     elsewhere,
     has_symbolic_sizes,
@@ -26,16 +27,21 @@ from fxviz.sources.graphs import JointGraph
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COLUMNS", "MemoryRow", "memory_row", "offload_notes", "memory_table", "caption", "checkpoint_summary"]
+__all__ = ["COLUMNS", "INT_COLUMNS", "MemoryRow", "memory_row", "offload_notes", "memory_table", "caption",
+           "checkpoint_summary"]
 
 COLUMNS: list[str] = [
     "strategy", "saved_tensors", "saved_symints", "saved_storages", "saved_activation_bytes", "saved_param_bytes",
-    "saved_input_bytes", "offloaded_bytes", "recomputed_ops", "recomputed_random_ops", "recompute_flops",
-    "recompute_bytes", "forward_graph_ops", "backward_graph_ops", "forward_flops", "forward_peak_bytes",
-    "backward_peak_bytes", "resident_bytes", "torch_estimate_bytes", "gap_to_optimal_flops", "gap_to_optimal_bytes",
-    "seconds", "error",
+    "saved_input_bytes", "offloaded_bytes", "layout_copy_bytes", "recomputed_ops", "recomputed_random_ops",
+    "recompute_flops", "recompute_bytes", "forward_graph_ops", "backward_graph_ops", "forward_flops",
+    "forward_peak_bytes", "backward_peak_bytes", "unfused_forward_peak_bytes", "unfused_backward_peak_bytes",
+    "resident_bytes", "torch_estimate_bytes", "gap_to_optimal_flops", "gap_to_optimal_bytes", "seconds", "error",
 ]
-_INT_COLUMNS = [c for c in COLUMNS if c not in ("strategy", "seconds", "error")]
+"""``forward_peak_bytes`` / ``backward_peak_bytes``: the peaks of the program the step runs (inductor's
+code, or the graphs op by op under ``aot_eager``: ``analysis.memory.program``), ``resident_bytes``
+included; ``unfused_*``: the liveness walk over the unfused graphs, every row; ``layout_copy_bytes``:
+copies inductor's code saves in place of a parameter or input the partition saves as itself."""
+INT_COLUMNS = [c for c in COLUMNS if c not in ("strategy", "seconds", "error")]
 
 # --- one row, the table --------------------------------------------------------------------------
 @dataclass
@@ -50,8 +56,10 @@ def _error_row(strategy: str, reason: str) -> MemoryRow:
     return MemoryRow(values)
 
 
-def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
-    """Every column of the memory table for one partition (an error row if ``p`` failed)."""
+def memory_row(graph: JointGraph, p: Partition, peaks: RowPeaks | None = None) -> MemoryRow:
+    """Every column of the memory table for one partition (an error row if ``p`` failed).  ``peaks``:
+    its compiled code's peaks where the step runs inductor's code (``program.row_peaks``); without
+    them such a row's program peaks are empty (not computed), its unfused walk is there."""
     if p.error is not None:
         return _error_row(p.name, p.error)
     storages = Storages(graph.gm, p.forward, p.backward)
@@ -90,14 +98,36 @@ def memory_row(graph: JointGraph, p: Partition) -> MemoryRow:
         "forward_graph_ops": graph_op_count(p.forward),
         "backward_graph_ops": graph_op_count(p.backward),
         "forward_flops": graph_flops(p.forward),
-        "forward_peak_bytes": peak_bytes(p.forward, storages, resident, inputs_live_throughout=True, away=away),
-        "backward_peak_bytes": peak_bytes(p.backward, storages, resident, inputs_live_throughout=False, away=away),
+        "unfused_forward_peak_bytes": peak_bytes(p.forward, storages, resident, inputs_live_throughout=True,
+                                                 away=away),
+        "unfused_backward_peak_bytes": peak_bytes(p.backward, storages, resident, inputs_live_throughout=False,
+                                                  away=away),
         "resident_bytes": sum(resident.values()),
         "torch_estimate_bytes": saved.torch_estimate_bytes,
         "seconds": p.seconds,
         "error": None,
     }
-    return MemoryRow(values, offload_notes(p))
+    values.update(_program_peaks(graph, values, peaks))
+    notes = offload_notes(p) + ([f"{p.name}: no compiled peaks ({peaks.note})"] if peaks and peaks.note else [])
+    return MemoryRow(values, notes)
+
+
+def _program_peaks(graph: JointGraph, values: dict[str, Any], peaks: RowPeaks | None) -> dict[str, Any]:
+    """The row's ``forward_peak_bytes`` / ``backward_peak_bytes`` / ``layout_copy_bytes``: the unfused
+    walk where the graphs run op by op; the compiled code's (plus ``resident_bytes``) where inductor's
+    code runs, empty where it was not computed."""
+    if not compiles(graph):
+        return {"forward_peak_bytes": values["unfused_forward_peak_bytes"],
+                "backward_peak_bytes": values["unfused_backward_peak_bytes"], "layout_copy_bytes": 0}
+    resident = values["resident_bytes"]
+
+    def plus(n: int | None) -> int | None:
+        return None if n is None else n + resident
+
+    if peaks is None:
+        return {"forward_peak_bytes": None, "backward_peak_bytes": None, "layout_copy_bytes": None}
+    return {"forward_peak_bytes": plus(peaks.forward), "backward_peak_bytes": plus(peaks.backward),
+            "layout_copy_bytes": peaks.layout_copy_bytes}
 
 
 def offload_notes(p: Partition) -> list[str]:
@@ -153,7 +183,10 @@ def caption(graph: JointGraph, symbolic: bool = False, notes: Sequence[str] = ()
         + (f", compiler={graph.compiler!r}." if graph.compiler is not None else "."),
         "Bytes count unique storages: views and aliases count once; saves that view a parameter/buffer "
         "(saved_param_bytes) or a user input (saved_input_bytes) are not activations.",
-        "Peaks: a liveness walk over each graph, parameters and inputs resident throughout (resident_bytes).",
+        f"Peaks (forward_peak_bytes, backward_peak_bytes): {PROGRAM_WORDS[compiles(graph)]}; bytes above the "
+        "step's start plus the parameters and inputs resident throughout (resident_bytes)"
+        + ("; unfused_*: the liveness walk over the unfused graphs, which the fused code never runs." if compiles(graph)
+           else "; unfused_* are the same walk."),
         "FLOPs from torch.utils.flop_counter (pointwise ops count 0; recompute_bytes shows their cost).",
         "torch_estimate_bytes: torch's own per-value numel*itemsize sum over the saved values, blind to aliasing.",
     ]
@@ -185,7 +218,7 @@ def checkpoint_summary(graph: JointGraph) -> str:
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     import pandas as pd
     df = pd.DataFrame(rows, columns=COLUMNS)
-    for c in _INT_COLUMNS:
+    for c in INT_COLUMNS:
         df[c] = df[c].astype("Int64")
     df["seconds"] = df["seconds"].astype("float64")
     df["error"] = pd.Series([r.get("error") for r in rows], index=df.index, dtype="object")  # None when fine
@@ -194,7 +227,8 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partition],
                  strategies: Iterable[Any], gaps: bool | None = None,
-                 step: dict[str, str] | None = None) -> pd.DataFrame:
+                 step: dict[str, str] | None = None,
+                 get_peaks: Callable[[Strategy], RowPeaks | None] | None = None) -> pd.DataFrame:
     """One row per strategy of ``strategies`` (the caller's choice: ``Trace.offered`` by default).
     ``get_partition(strategy)`` partitions ``graph`` (``analysis.cache.GraphCache.partition``).
     A strategy that fails on this graph gives a row with ``error`` set; a malformed strategy
@@ -204,14 +238,21 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partitio
     row's saved activation bytes) and ``gap_to_optimal_bytes`` (extra saved bytes over the optimum
     at the row's recompute FLOPs), two MILP solves per row; default: when an ``optimal`` strategy
     is among ``strategies`` (the default table stays fast).  ``step``: the strategy the user's own
-    step runs, by name, and what it is (``choices.step_names``), said first in the caption."""
+    step runs, by name, and what it is (``choices.step_names``), said first in the caption.
+    ``get_peaks(strategy)``: the row's compiled peaks where the step runs inductor's code, None for a
+    row whose code was not asked for (its program peaks stay empty; the caption says how to get them)."""
     chosen = parse_list(list(strategies)) or []
     rows, notes = [], []
+    skipped: list[str] = []
     for s in chosen:
         name = s.name
         try:
             p = get_partition(s)
-            row = memory_row(graph, p)
+            peaks = get_peaks(s) if get_peaks is not None and compiles(graph) and p.error is None \
+                and not p.measured else None
+            row = memory_row(graph, p, peaks)
+            if peaks is None and compiles(graph) and p.error is None and not p.measured:
+                skipped.append(name)
         except StrategyError:
             raise
         except Exception as exc:  # one strategy's failure must not sink the table
@@ -223,6 +264,10 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partitio
         notes.insert(0, "recomputed_random_ops: random ops the backward runs again, drawing afresh unless torch "
                         "functionalizes the RNG (so the backward's mask is not the forward's): "
                         + ", ".join(redraws) + ".")
+    if skipped:
+        notes.append(f"forward_peak_bytes, backward_peak_bytes: not computed for {', '.join(skipped)} (inductor "
+                     "lowers each row's partition, seconds per graph): memory_table(compiled=True) computes "
+                     "every row's; their unfused_* walk is there.")
     if gaps or (gaps is None and any(s.kind == "optimal" for s in chosen)):
         notes += gaps_to_optimal(graph, rows)
     df = _frame(rows)

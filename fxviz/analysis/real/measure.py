@@ -20,7 +20,6 @@ aot_eager keeps 3,099,136 B, min-cut's figure on its graph.
 
 from __future__ import annotations
 
-import copy
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,15 +30,14 @@ import torch.fx as fx
 from torch import nn
 
 from fxviz import _torch
-from fxviz._torch import pytree
 from fxviz.analysis.graph.pieces import piece_facts
 from fxviz.analysis.memory.saved import saved_table
 from fxviz.analysis.memory.storage import saved_memory
+from fxviz.analysis.real.step_call import StepCall, function_state, model_copy, refuse, step_device
 from fxviz.analysis.strategy.choices import budget_strategy
 from fxviz.analysis.strategy.partition import Partition
 from fxviz.analysis.strategy.strategies import Strategy
-from fxviz.core.errors import FxvizError
-from fxviz.core.state import preserved, private_copy, restore_rng, rng_state
+from fxviz.core.state import preserved, restore_rng, rng_state
 from fxviz.core.units import format_bytes
 from fxviz.sources.graphs import Capture, JointGraph, graph_name
 from fxviz.sources.roles import STATE_ROLES
@@ -54,7 +52,8 @@ MEASURED_COLUMNS: list[str] = ["bytes", "kind", "value", "values", "graph", "wha
                                "layout", "matched_by", "views"]
 MEASURED_KINDS = ("activation", "parameter", "input", "parameter copy", "input copy")
 COPY_KINDS = ("parameter copy", "input copy")
-MEASURED_TABLE_COLUMNS: list[str] = ["measured_saved_bytes", "measured_difference_bytes", "measured_reason"]
+MEASURED_TABLE_COLUMNS: list[str] = ["measured_saved_bytes", "measured_difference_bytes", "measured_reason",
+                                     "measured_forward_peak_bytes", "measured_backward_peak_bytes"]
 
 
 @dataclass
@@ -79,9 +78,16 @@ class Measured:
     compile_seconds: float
     forward_seconds: float
     backward_seconds: float | None
-    peaks: dict[str, int] = field(default_factory=dict)  # CUDA only
+    peaks: dict[str, int] = field(default_factory=dict)  # CUDA only: the allocator's own readings
     graphs: int = 1
     notes: list[str] = field(default_factory=list)
+    # the real step's peaks, bytes above the state before it (parameters and inputs allocated, no
+    # gradients): the forward's and the backward's highest points, what was held when the backward
+    # began, and how they were read (``_torch.compiled``)
+    forward_peak_bytes: int | None = None
+    backward_peak_bytes: int | None = None
+    after_forward_bytes: int | None = None
+    peak_method: str = ""
 
     @property
     def seconds(self) -> float:
@@ -107,7 +113,11 @@ class Measured:
         return textwrap.fill(f"Measured({self.strategy} compiled by {self.backend}{graphs}: "
                 f"{format_bytes(self.saved_bytes)} of activations kept for the backward{estimate}, "
                 f"{self.saves} saved values; parameters {format_bytes(self.param_bytes)}, inputs "
-                f"{format_bytes(self.input_bytes)}, copies {format_bytes(self.copy_bytes)}; one step "
+                f"{format_bytes(self.input_bytes)}, copies {format_bytes(self.copy_bytes)}; "
+                + (f"peaks forward {format_bytes(self.forward_peak_bytes)}, backward "
+                   f"{format_bytes(self.backward_peak_bytes)} above the step's start; "
+                   if self.forward_peak_bytes is not None else "")
+                + "one step "
                 f"{self.seconds * 1e3:.1f} ms; .saved: {len(self.saved)} storages)", 100, subsequent_indent="  ")
 
     def reason(self) -> str:
@@ -146,93 +156,19 @@ def session_step_strategy() -> Strategy:
     return budget_strategy(*_torch.step_budget())
 
 
-# --- running the step ----------------------------------------------------------------------------
-def _refuse(cap: Capture) -> None:
-    if cap.fn is None:
-        raise FxvizError("measure() runs the model's compiled training step, and a log of a run has no model",
-                         "trace the model itself: fxviz.trace(model, *inputs, backend='inductor').measure(); "
-                         "a log's own forward and backward graphs are what its run saved (strategy 'logged')")
-    tensors = [t for t in pytree.tree_leaves(cap.example_inputs) if isinstance(t, torch.Tensor)]
-    tensors += list(cap.model.parameters()) if cap.model is not None else []
-    if any(t.device.type == "meta" for t in tensors):
-        raise FxvizError("measure() runs the compiled step on real tensors, and this model or input is on the "
-                         "meta device", "build the model on a real device (cpu, cuda) to measure it")
-
-
-class _Step:
-    """fxviz's copy of the model and inputs, made afresh for every run of the compiled step."""
-
-    def __init__(self, cap: Capture, model: nn.Module | None) -> None:
-        self.cap, self.model = cap, model
-        self.closure = cap.params == "closure"
-        if model is not None and self.closure:  # parameters are constants there: no gradient
-            for p in model.parameters():
-                p.requires_grad_(False)
-        self.inputs: list[torch.Tensor] = []  # the latest run's input leaves
-        self.buffers: dict[str, torch.Tensor] = {}  # the model's buffers as the latest run began
-
-    def __call__(self, *args: Any) -> Any:
-        fn = self.model if self.model is not None else self.cap.fn
-        assert fn is not None and self.cap.reduce is not None
-        return self.cap.reduce(fn(*args))
-
-    def make_call(self) -> tuple[Sequence[Any], Sequence[torch.Tensor]]:
-        args = private_copy(tuple(self.cap.example_inputs))
-        if self.closure:
-            args = pytree.tree_map(lambda t: t.detach().requires_grad_(True)
-                                   if isinstance(t, torch.Tensor) and t.is_floating_point() else t, args)
-        self.inputs = [t for t in pytree.tree_leaves(args) if isinstance(t, torch.Tensor)]
-        leaves = [t for t in self.inputs if t.requires_grad and t.is_leaf]
-        if self.model is not None:
-            self.buffers = {n: b.detach().clone() for n, b in self.model.named_buffers()}
-            leaves += [p for p in self.model.parameters() if p.requires_grad]
-        return args, leaves
-
-
-def _state(cap: Capture) -> list[tuple[str, torch.Tensor, str]]:
-    """A traced function's module state (no model to copy): (name, the real tensor, its joint
-    placeholder) for every graph input that is neither a user input nor made at run time.  The step
-    runs on these tensors as they are; ``preserved`` puts their values back, and the backward never
-    accumulates into them (it goes into fxviz's copies of the inputs only)."""
-    if cap.model is not None:
-        return []
-    user = {id(t) for t in pytree.tree_leaves(cap.example_inputs)}
-    found: dict[int, tuple[str, torch.Tensor, str]] = {}
-    for g in cap.graphs:
-        for name, value in g.placeholder_values.items():
-            info = g.info.get(name)
-            if (info is not None and info.role in (*STATE_ROLES, "primal") and isinstance(value, torch.Tensor)
-                    and id(value) not in user and not _torch.is_fake(value) and value.device.type != "meta"):
-                qual = (info.qualname or name).replace("._parameters.", ".").replace("._buffers.", ".")
-                found.setdefault(id(value), (qual, value, name))
-    return list(found.values())
-
-
-def _device(cap: Capture) -> torch.device:
-    """Where the step runs (whose allocator peaks to read): the model's device, else the inputs'."""
-    tensors: list[torch.Tensor] = list(cap.model.parameters()) if cap.model is not None else []
-    tensors += [t for t in pytree.tree_leaves(cap.example_inputs) if isinstance(t, torch.Tensor)]
-    return tensors[0].device if tensors else torch.device("cpu")
-
-
 def measure_step(cap: Capture, parts: Sequence[tuple[JointGraph, Partition | None]],
                  strategy: Strategy | None = None) -> Measured:
     """Run ``cap``'s step through ``torch.compile`` (its backend) and name what it saved.  ``parts``:
     each graph of the capture with its partition under ``strategy`` (default :func:`session_step_strategy`)."""
-    _refuse(cap)
+    refuse(cap, "measure()")
     strategy = strategy or session_step_strategy()
     with torch.inference_mode(False), torch.enable_grad(), \
-            preserved(cap.model, (cap.example_inputs, [t for _, t, _ in _state(cap)])), _torch.quiet_torch():
-        try:
-            model = copy.deepcopy(cap.model) if cap.model is not None else None
-        except Exception as exc:
-            raise FxvizError(f"measure() compiles a copy of the model, and copy.deepcopy raised "
-                             f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}",
-                             "make the model deep-copyable (no open files or locks as attributes)") from exc
-        step = _Step(cap, model)
+            preserved(cap.model, (cap.example_inputs, [t for _, t, _ in function_state(cap)])), _torch.quiet_torch():
+        model = model_copy(cap, "measure()")
+        step = StepCall(cap, model)
         rng = rng_state()
         run = _torch.run_compiled_step(step, step.make_call, cap.backend, cap.dynamic,
-                                       lambda: restore_rng(rng), _device(cap))
+                                       lambda: restore_rng(rng), step_device(cap), step.outside)
         restore_rng(rng)
         held = _partition_values(parts, step, model)
         rows, notes = _rows(run.saved, step, model, held, cap)
@@ -251,7 +187,7 @@ class _Held:
     storage: int
 
 
-def _placeholder_value(graph: JointGraph, name: str, step: _Step, state: Mapping[str, torch.Tensor]) -> Any:
+def _placeholder_value(graph: JointGraph, name: str, step: StepCall, state: Mapping[str, torch.Tensor]) -> Any:
     """The tensor the step ran with for joint input ``name``: fxviz's copy's buffers as the hooked
     run began and its parameters; the capture's own value otherwise (inputs, a later graph's inputs)."""
     info = graph.info.get(name)
@@ -264,7 +200,7 @@ def _placeholder_value(graph: JointGraph, name: str, step: _Step, state: Mapping
     return value.detach().clone() if isinstance(value, torch.Tensor) else value
 
 
-def _forward_outputs(graph: JointGraph, part: Partition, step: _Step, model: nn.Module | None
+def _forward_outputs(graph: JointGraph, part: Partition, step: StepCall, model: nn.Module | None
                      ) -> tuple[list[Any], set[int]]:
     """The forward graph run on the step's tensors: its outputs, and its inputs' storages."""
     assert part.forward is not None
@@ -284,7 +220,7 @@ def _forward_outputs(graph: JointGraph, part: Partition, step: _Step, model: nn.
     return (list(out) if isinstance(out, (tuple, list)) else [out]), inputs
 
 
-def _partition_values(parts: Sequence[tuple[JointGraph, Partition | None]], step: _Step,
+def _partition_values(parts: Sequence[tuple[JointGraph, Partition | None]], step: StepCall,
                       model: nn.Module | None) -> list[_Held]:
     """Every activation each partition saves, as a real tensor (empty where a forward cannot run)."""
     held: list[_Held] = []
@@ -341,11 +277,11 @@ class _Sources:
     label: dict[str, str]  # parameter name -> "Conv2d weight"
 
 
-def _sources(step: _Step, model: nn.Module | None, cap: Capture) -> _Sources:
+def _sources(step: StepCall, model: nn.Module | None, cap: Capture) -> _Sources:
     owners: dict[int, tuple[str, str]] = {}
     tensors: list[tuple[str, str, torch.Tensor]] = []
     label: dict[str, str] = {}
-    state = _state(cap)
+    state = function_state(cap)
     named = (list(model.named_parameters()) + list(model.named_buffers()) if model is not None
              else [(qual, t) for qual, t, _ in state])
     modules = dict(model.named_modules()) if model is not None else {}
@@ -428,7 +364,7 @@ def _what(views: list[torch.Tensor], owner: tuple[str, str] | None, sources: _So
                      f"a value the partition does not save (made by {backend}'s compiled code)")}
 
 
-def _rows(saved: list[torch.Tensor], step: _Step, model: nn.Module | None, held: list[_Held],
+def _rows(saved: list[torch.Tensor], step: StepCall, model: nn.Module | None, held: list[_Held],
           cap: Capture) -> tuple[list[dict[str, Any]], list[str]]:
     sources = _sources(step, model, cap)
     groups: dict[int, list[torch.Tensor]] = {}
@@ -487,7 +423,9 @@ def _measured(rows: list[dict[str, Any]], notes: list[str], run: Any, cap: Captu
                  input_bytes=total("input"), copy_bytes=total(*COPY_KINDS), backend=cap.backend,
                  strategy=strategy.name, estimated_bytes=estimated, saves=run.saves,
                  compile_seconds=run.compile_seconds, forward_seconds=run.forward_seconds,
-                 backward_seconds=run.backward_seconds, peaks=dict(run.peaks), graphs=len(cap.graphs), notes=notes)
+                 backward_seconds=run.backward_seconds, peaks=dict(run.peaks), graphs=len(cap.graphs), notes=notes,
+                 forward_peak_bytes=run.forward_peak, backward_peak_bytes=run.backward_peak,
+                 after_forward_bytes=run.after_forward, peak_method=run.peak_method)
     df.attrs["caption"] = _caption(m)
     return m
 
@@ -552,8 +490,16 @@ def add_measured(table: _Frame, measured: Measured) -> _Frame:
     out["measured_difference_bytes"] = pd.array(diff, dtype="Int64")
     reason = measured.reason() or "none: the step keeps what the partition saves"
     out["measured_reason"] = pd.Series([reason if r else None for r in row], index=out.index, dtype="object")
+    for phase, value in (("forward", measured.forward_peak_bytes), ("backward", measured.backward_peak_bytes)):
+        twin = [value + int(res) if r and value is not None and not pd.isna(res) else None
+                for r, res in zip(row, out["resident_bytes"])]
+        at = list(out.columns).index(f"{phase}_peak_bytes") + 1 if f"{phase}_peak_bytes" in out else len(out.columns)
+        out.insert(at, f"measured_{phase}_peak_bytes", pd.array(twin, dtype="Int64"))
     where = "its row" if bool(row.any()) else "no row here (measured over the whole step: see the total row)"
+    peaks = (f" measured_forward_peak_bytes / measured_backward_peak_bytes: the real step's peaks, read from "
+             f"{measured.peak_method}, plus the row's resident_bytes." if measured.forward_peak_bytes is not None
+             else "")
     out.attrs["caption"] = (str(out.attrs.get("caption", "")) + f" measured_*: the real torch.compile(backend="
                             f"{measured.backend!r}) step, caught with saved-tensor hooks (Trace.measure()), beside "
-                            f"the {measured.strategy} partition it used: {where}.").strip()
+                            f"the {measured.strategy} partition it used: {where}.{peaks}").strip()
     return out

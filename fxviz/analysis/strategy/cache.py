@@ -15,6 +15,9 @@ from fxviz.analysis.strategy.strategies import Strategy, StrategyLike
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from fxviz.analysis.memory.compiled_step import StepMemory
+    from fxviz.analysis.memory.inductor_code import CompiledGraph
+    from fxviz.analysis.memory.program import RowPeaks
     from fxviz.analysis.strategy.partition import Partition
     from fxviz.sources.graphs import Capture, JointGraph
 
@@ -67,3 +70,26 @@ class GraphCache(Cache):
 
         s = Strategy.parse(strategy)
         return self.get(("partition", s), lambda: partition(self.graph, s, self.capture))
+
+    def compiled(self, strategy: StrategyLike) -> CompiledGraph:
+        """The partition under ``strategy`` as inductor's code (``analysis.memory.program.compiled_for``:
+        lowered now, seconds per graph, or a logged run's own code), once per strategy."""
+        from fxviz.analysis.memory.program import compiled_for
+
+        s = Strategy.parse(strategy)
+        return self.get(("compiled", s), lambda: compiled_for(self.graph, self.capture, self.partition(s)))
+
+    def graph_step(self, strategy: StrategyLike) -> StepMemory | None:
+        """This graph's own step under ``strategy`` as its compiled code runs it (its forward, then its
+        backward: ``analysis.memory.program.graph_step``), once per strategy."""
+        from fxviz.analysis.memory.program import graph_step
+
+        s = Strategy.parse(strategy)
+        last = self.graph.index == len(self.capture.graphs) - 1
+        return self.get(("graph_step", s), lambda: graph_step(self.graph, self.partition(s), self.compiled(s), last))
+
+    def row_peaks(self, strategy: StrategyLike) -> RowPeaks:
+        """The memory table's program peaks of this graph under ``strategy`` (``program.row_peaks``)."""
+        from fxviz.analysis.memory.program import row_peaks
+
+        return row_peaks(self.graph_step(strategy), self.compiled(strategy))

@@ -229,6 +229,7 @@ def timeline_plot(df: pd.DataFrame, title: str | None = None) -> Any:
 
     from fxviz.analysis.memory.timeline import timeline_peaks
 
+    program = str(df.attrs.get("program", ""))
     fig = _DisplayFigure(figsize=(10.0, 4.6), dpi=110, layout="constrained")
     axes = fig.subplots(1, 2, sharey=True)
     unit, scale = byte_unit(df["total_bytes"].max() if len(df) else 1)
@@ -246,15 +247,22 @@ def timeline_plot(df: pd.DataFrame, title: str | None = None) -> Any:
             ax.step(rows["step"], rows["total_bytes"] / scale, where="mid", color=color, linewidth=1.4,
                     label=label, alpha=0.9)
         resident = df["resident_bytes"].max() if len(df) else 0
-        ax.axhline(resident / scale, color=EDGE_COLOR, linewidth=0.8, linestyle=":",
-                   label="parameters + inputs (resident)")
-        ax.set_title(f"{phase} graph", fontsize=10)
-        ax.set_xlabel("node (graph order)")
+        state = df["optimizer_bytes"].max() if "optimizer_bytes" in df and len(df) else 0
+        ax.axhline((resident + state) / scale, color=EDGE_COLOR, linewidth=0.8, linestyle=":",
+                   label="parameters + inputs" + (" + optimizer state" if state else "") + " (resident)")
+        measured = (df.attrs.get("measured") or {}).get(phase)
+        if measured is not None:  # the real step's peak (Trace.measure), beside the predicted ones
+            ax.axhline(measured / scale, color="#000000", linewidth=1.0, linestyle="--",
+                       label=f"measured peak of the real step {measured / scale:.4g} {unit}")
+        ax.set_title(f"{phase} graph" + ("s" if "whole step" in program else ""), fontsize=10)
+        ax.set_xlabel("line of inductor's code that allocates or frees" if "inductor" in program
+                      else "node (graph order)")
         ax.grid(True, color="#DDDDDD", linewidth=0.6)
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     axes[0].set_ylabel(f"memory held ({unit})")
-    fig.suptitle(title or "memory timeline: bytes held while each node runs (dots: each curve's peak)", fontsize=10)
+    what = "each line of inductor's code" if "inductor" in program else "each node"
+    fig.suptitle(title or f"memory timeline: bytes held at {what} (dots: each curve's peak)", fontsize=10)
     return fig
 
 
@@ -275,4 +283,6 @@ class MemoryTimeline(pd.DataFrame):
 
     def plot(self, title: str | None = None) -> Any:  # type: ignore[override]
         """Forward and backward panels, one curve per strategy, each peak marked and named."""
-        return timeline_plot(pd.DataFrame(self), title=title)
+        frame = pd.DataFrame(self)
+        frame.attrs = dict(self.attrs)  # the program, the measured peaks
+        return timeline_plot(frame, title=title)

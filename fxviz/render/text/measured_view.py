@@ -36,8 +36,10 @@ def _timing(m: Measured) -> str:
     parts = [f"compile {m.compile_seconds:.1f} s", f"forward {1e3 * m.forward_seconds:.1f} ms"]
     if m.backward_seconds is not None:
         parts.append(f"backward {1e3 * m.backward_seconds:.1f} ms")
-    peaks = [f"{phase} peak {format_bytes(b)}" for phase, b in m.peaks.items()]
-    return "step: " + ", ".join(parts + peaks) + f"; {m.saves} tensors saved"
+    peaks = [f"{phase} peak {format_bytes(b)}" for phase, b in
+             (("forward", m.forward_peak_bytes), ("backward", m.backward_peak_bytes)) if b is not None]
+    where = " (above the state before the step)" if peaks else ""
+    return "step: " + ", ".join(parts + peaks) + where + f"; {m.saves} tensors saved"
 
 
 def _row_what(r: Any) -> str:

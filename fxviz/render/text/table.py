@@ -43,8 +43,19 @@ COLUMN_WORDS: dict[str, tuple[str, str]] = {
     "recomputed_random_ops": ("random", "recomputed random ops (dropout, rand): the backward redraws them, so its "
                               "mask differs from the forward's unless the RNG state is replayed (count)"),
     "recompute_flops": ("FLOPs", "FLOPs of the recomputed ops (matmul/conv; pointwise ops count 0)"),
-    "forward_peak_bytes": ("fwd peak", "forward peak: live bytes while the forward runs, parameters included"),
-    "backward_peak_bytes": ("bwd peak", "backward peak: live bytes while the backward runs"),
+    "forward_peak_bytes": ("fwd peak", "forward peak: the most bytes held while the forward runs, parameters "
+                           "included, as the step runs it (inductor's generated code; aot_eager: the graph op by op)"),
+    "backward_peak_bytes": ("bwd peak", "backward peak: the most bytes held while the backward runs, gradients "
+                            "included, as the step runs it"),
+    "unfused_forward_peak_bytes": ("fwd walk", "forward peak of the unfused graph run op by op (a liveness walk)"),
+    "unfused_backward_peak_bytes": ("bwd walk", "backward peak of the unfused graph run op by op"),
+    "layout_copy_bytes": ("copies", "copies inductor's code saves for the backward in another layout (channels-last "
+                          "weights) where the partition saves a parameter or input itself"),
+    "eager_held_bytes": ("eager", "what code outside the graphs holds when the backward begins (measured with the "
+                         "model; not in a log)"),
+    "measured_forward_peak_bytes": ("real fwd", "the real compiled step's forward peak (measure()), plus the "
+                                    "row's resident bytes"),
+    "measured_backward_peak_bytes": ("real bwd", "the real compiled step's backward peak (measure())"),
     "offloaded_bytes": ("offloaded", "bytes activation offloading copied off the device for the backward (not in "
                         "'saved'; the peaks count a value only while it is on the device)"),
     "measured_saved_bytes": ("measured", "what the real torch.compile step kept for its backward (saved-tensor "
@@ -102,10 +113,13 @@ def _empty_columns(df: pd.DataFrame) -> set[str]:
 
 
 def shown_columns(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` without ``offloaded_bytes`` where no strategy offloads anything (a column of zeros on
-    every run without torch's activation offloading); the frame itself keeps it."""
-    if "offloaded_bytes" in df and not df["offloaded_bytes"].fillna(0).astype(bool).any():
-        out = df.drop(columns=["offloaded_bytes"])
+    """``df`` without the columns that say nothing on most runs where every row's is zero or empty:
+    ``offloaded_bytes`` (no activation offloading), ``layout_copy_bytes`` (no layout copy),
+    ``eager_held_bytes`` (no code outside the graphs, or a log); the frame itself keeps them."""
+    quiet = [c for c in ("offloaded_bytes", "layout_copy_bytes", "eager_held_bytes")
+             if c in df and not df[c].fillna(0).astype(bool).any()]
+    if quiet:
+        out = df.drop(columns=quiet)
         out.attrs = dict(df.attrs)
         return out
     return df

@@ -33,7 +33,15 @@ from fxviz.sources.model.inputs import (
     refuse_compressed,
     uncompiled,
 )
-from fxviz.sources.model.loss import LazyLoss, LossPlan, TracedLoss, differentiable, make_reducer, one_line
+from fxviz.sources.model.loss import (
+    LazyLoss,
+    LossPlan,
+    TracedLoss,
+    differentiable,
+    make_reducer,
+    one_line,
+    own_loss,
+)
 from fxviz.sources.roles import InputName, classify_nodes
 
 
@@ -331,18 +339,39 @@ def _via_dynamo(step: Callable, inputs: tuple[Any, ...], model: nn.Module | None
         raise _no_graph(breaks, bool(_torch.skipped_frames(before)))
     graphs = []
     last = len(raws) - 1
+    loss = _loss_output(result, raws, outside)
     for k, raw in enumerate(raws):
         input_names: dict[int, InputName] = {}
+        made: list[int] = []  # inputs the step itself made (an earlier graph, eager code at a break)
         for i, (t, src) in enumerate(zip(raw.example_inputs, raw.input_sources + [None] * len(raw.example_inputs))):
             known = by_id.get(id(t))
             input_names[i] = known or InputName("primal", _source_label(src, i, k))
+            if known is None and isinstance(t, torch.Tensor) and k > 0:
+                made.append(i)
         user_names = {0: "loss"} if k == last and not outside else {}
         g = _joint_graph(raw, input_names, {}, {}, model, k, "torch.compile", user_names)
         g.backend, g.dynamic = backend, dynamic
         g.partitioner_note = "inductor" if backend == "inductor" else ""
         g.runs = [(seq, [by_id[i].qualname if i in by_id else None for i in ids]) for seq, ids in raw.calls]
+        g.run_links = {seq: dict(fed) for seq, fed in raw.links.items()}
+        g.crossing = frozenset(made) | frozenset(i for fed in raw.links.values() for i in fed)
+        g.loss_output = loss if loss is not None and any(seq == loss[0] for seq, _ in raw.calls) else None
         graphs.append(g)
     return graphs, breaks, result
+
+
+def _loss_output(result: Any, raws: Sequence[_torch.RawJoint], outside: bool) -> tuple[int, int] | None:
+    """(run number, output index) of the graph output that is the step's loss: the step's result, or
+    the model's own ``.loss``; None where code outside the graphs computes it (a ``loss_fn`` applied
+    outside, a reduction of several outputs)."""
+    loss = None if outside else (result if isinstance(result, torch.Tensor) else own_loss(result))
+    if not isinstance(loss, torch.Tensor):
+        return None
+    for raw in raws:
+        for seq, ids in raw.outputs.items():
+            if id(loss) in ids:
+                return seq, ids.index(id(loss))
+    return None
 
 
 def _no_graph(breaks: list[str], skipped: bool = True) -> TraceError:
