@@ -30,7 +30,8 @@ from fxviz.api.facade import Trace
 from fxviz.api.run import Run
 from fxviz.core.errors import InputError
 from fxviz.core.units import format_bytes
-from fxviz.sources.graphs import LogSource, graph_name
+from fxviz.sources.graphs import graph_name
+from fxviz.sources.log.source import LogSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.render.graph.drawing import Drawing

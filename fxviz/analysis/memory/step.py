@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fxviz.analysis.memory.table import COLUMNS
+from fxviz.analysis.memory.columns import COLUMNS
 from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.errors import Do, Say
 from fxviz.sources.graphs import graph_name

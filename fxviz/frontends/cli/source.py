@@ -17,7 +17,7 @@ from fxviz.sources.log.reader import log_files
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.api.facade import Trace
-    from fxviz.sources.graphs import LogSource
+    from fxviz.sources.log.source import LogSource
 
 __all__ = ["open_run", "from_log", "open_trace", "trace_model", "where_in_run", "other_compiles", "stem",
            "refuse_measure_log"]

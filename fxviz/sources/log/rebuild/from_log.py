@@ -12,9 +12,7 @@ passes, which are run here too (the logged graph is kept as ``before_joint_passe
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import re
 from typing import Any
 
 import torch.fx as fx
@@ -23,12 +21,15 @@ from fxviz import _torch
 from fxviz.core.errors import LogError
 from fxviz.core.fx_facts import output_values
 from fxviz.core.graph_facts import tangent_dependent, tangents, traced_phases
-from fxviz.sources.graphs import Capture, JointGraph, LogSource
+from fxviz.sources.graphs import Capture, JointGraph
 from fxviz.sources.log.guards import Guards, allgathered_note, read_guards
 from fxviz.sources.log.index import Compile, Piece
+from fxviz.sources.log.light.modules import place_modules
+from fxviz.sources.log.names import def_names, input_names, qualname, returned_names
 from fxviz.sources.log.reader import read_payload
-from fxviz.sources.log.rebuild.graph_code import parse_def_names, parse_graph
-from fxviz.sources.log.rebuild.modules import place_modules
+from fxviz.sources.log.rebuild.graph_code import parse_graph
+from fxviz.sources.log.rebuild.light_graph import as_light
+from fxviz.sources.log.source import LogSource
 from fxviz.sources.roles import LIFTED_STATE_ROLES, InputName, classify_nodes, input_roles
 
 __all__ = ["capture_from_log"]
@@ -73,7 +74,7 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
     state_names = {n: q for n, (role, q) in input_roles(gm, names).items() if role in LIFTED_STATE_ROLES and q}
     grads_in = set(tangents(gm))  # the modules' walk reads inputs' phases too: a tangent is backward
     guards = read_guards(read_payload(c.file, c.guards_offset)) if c.guards_offset >= 0 else Guards()
-    modules = place_modules(gm, state_names, {**{n.name: "backward" if n in grads_in else "forward"
+    modules = place_modules(as_light(gm), state_names, {**{n.name: "backward" if n in grads_in else "forward"
                                                  for n in placeholders}, **phases}, guards)
     info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names, phases=phases, modules=modules)
     for name, qual in state_names.items():  # FSDP2's unsharded parameters, said in every view
@@ -133,10 +134,10 @@ def _dynamo_names(c: Compile, warnings_: list[str]) -> tuple[list[str], dict[int
     """dynamo's names of the frame's inputs (by position) and of what it returns, from dynamo's graph."""
     if c.dynamo_offset >= 0 and len(c.pieces) == 1:
         code = read_payload(c.file, c.dynamo_offset)
-        try:
-            return parse_def_names(code), _returned_names(code)
-        except LogError:
-            warnings_.append("dynamo's graph in the log does not parse: inputs keep their graph names")
+        found = def_names(code)
+        if found:
+            return found, returned_names(code)
+        warnings_.append("dynamo's graph in the log does not parse: inputs keep their graph names")
     elif len(c.pieces) > 1:
         warnings_.append(f"compile {c.compile_id} was split into {len(c.pieces)} graphs (DDP's bucketing): "
                          "inputs keep their graph names")
@@ -179,39 +180,8 @@ def _phase_new_nodes(gm: fx.GraphModule, phases: dict[str, str]) -> None:
     gm.recompile()
 
 
-# --- names -----------------------------------------------------------------------------------------
-def _mangle(source: str) -> str:
-    """dynamo's placeholder name for a source: every run of non-alphanumerics becomes ``_``."""
-    return re.sub(r"[^a-zA-Z0-9]+", "_", source)
-
-
-def _qualname(source: str) -> tuple[str, str]:
-    """(role, real name) of a dynamo source: ``L['self']._modules['h']._modules['0']._parameters['w']``
-    -> ("parameter", "h.0.w"); ``L['idx']`` -> ("primal", "idx")."""
-    parts = re.findall(r"\._(modules|parameters|buffers)\[['\"]([^'\"]+)['\"]\]", source)
-    if parts:
-        role = {"parameters": "parameter", "buffers": "buffer"}.get(parts[-1][0], "primal")
-        return role, ".".join(name for _, name in parts)
-    m = re.fullmatch(r"[LG]\[['\"]([^'\"]+)['\"]\](.*)", source)
-    if m:
-        return "primal", m.group(1) + m.group(2)
-    return "primal", source
-
-
 def _input_names(c: Compile, dynamo_names: list[str]) -> dict[int, InputName]:
-    by_mangled: dict[str, tuple[str, str]] = {}
-    for tid, src in c.sources:
-        role, qual = _qualname(src)
-        if tid in c.parameters:
-            role = "parameter"
-        by_mangled.setdefault(_mangle(src), (role, qual))
-    out: dict[int, InputName] = {}
-    for i, name in enumerate(dynamo_names):
-        hit = by_mangled.get(name) or by_mangled.get(re.sub(r"_\d+$", "", name))
-        if hit is None:  # a size or a value dynamo made without describing it: keep dynamo's name
-            hit = ("primal", name)
-        out[i] = InputName(*hit)
-    return out
+    return {i: InputName(*name) for i, name in input_names(c, dynamo_names).items()}
 
 
 def _state(c: Compile) -> list[tuple[str, Any]]:
@@ -224,7 +194,7 @@ def _state(c: Compile) -> list[tuple[str, Any]]:
         if tid not in c.parameters:
             continue
         size, dtype, requires_grad = c.parameters[tid]
-        _, name = _qualname(src)
+        _, name = qualname(src)
         dt = getattr(torch, dtype.replace("torch.", ""), None)
         if name in seen or not isinstance(dt, torch.dtype) or not all(isinstance(s, int) for s in size):
             continue
@@ -261,15 +231,3 @@ def _same_kind(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return a.dtype == b.dtype and str(list(a.shape)) == str(list(b.shape))
     return not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor)
-
-
-def _returned_names(code: str) -> dict[int, str]:
-    """dynamo's names for what the frame returns (``cross_entropy``), by output position."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
-            return {i: e.id for i, e in enumerate(node.value.elts) if isinstance(e, ast.Name)}
-    return {}
