@@ -30,7 +30,7 @@ from fxviz.sources.log.light.text import Declined
 from fxviz.sources.log.signature import OFFLOAD_PREFIX, is_tangent, size_at
 
 __all__ = ["SavedValue", "LoggedFacts", "logged_facts", "traced_phases", "tangent_names", "RANDOM_OPS",
-           "draws_random"]
+           "draws_random", "num_fwd"]
 
 RANDOM_OPS = frozenset({
     "_cudnn_rnn", "_efficient_attention_forward", "_flash_attention_forward",
@@ -93,7 +93,7 @@ class SavedValue:
 class LoggedFacts:
     """The ``logged`` strategy's memory-table row (``row``: the table's integer columns) and saved values."""
 
-    row: dict[str, int]
+    row: dict[str, int | None]
     saved: list[SavedValue]
     recomputed: list[str] = field(default_factory=list)  # joint names, in the backward's order
     symbolic: bool = False  # a size was symbolic: evaluated at the log's hints
@@ -118,10 +118,10 @@ def traced_phases(joint: LightGraph) -> dict[str, str]:
     return phases
 
 
-def _check(fw: LightGraph, bw: LightGraph) -> None:
+def _check(fw: LightGraph, bw: LightGraph | None) -> None:
     """Decline what the text does not determine (see the module docstring)."""
     for g in (fw, bw):
-        for n in g.calls:
+        for n in g.calls if g is not None else ():
             t = n.target
             assert t is not None
             namespace = t.qualname.split(".")[0]
@@ -239,33 +239,49 @@ def _saved(fw: LightGraph, num_fwd: int, storages: LogStorages, owners: Mapping[
     return rows, columns
 
 
-def logged_facts(fw: LightGraph, bw: LightGraph, joint: LightGraph, roles: Mapping[str, str],
+def num_fwd(fw: LightGraph, joint: LightGraph | None) -> int:
+    """The forward's own outputs (the rest it returns for the backward): as the joint counts them, else (no
+    joint logged) the outputs before the first its descriptor calls saved for the backward."""
+    if joint is not None:
+        return len(joint.outputs) - len([n for n in joint.placeholders if not is_tangent(n.name, n.desc)])
+    return next((i for i, (_, desc) in enumerate(fw.outputs) if "SavedForBackwards" in desc), len(fw.outputs))
+
+
+_BACKWARD_COLUMNS = ("recomputed_ops", "recomputed_random_ops", "recompute_flops", "recompute_bytes",
+                     "backward_graph_ops", "backward_peak_bytes")
+"""The columns only the backward graph gives (empty when the log holds none)."""
+
+
+def logged_facts(fw: LightGraph, bw: LightGraph | None, joint: LightGraph | None, roles: Mapping[str, str],
                  hints: Mapping[str, int]) -> LoggedFacts:
     """The run's own partition's memory-table row and saved values (see the module docstring).  ``roles``:
-    each forward input's role (``parameter``, ``buffer``, ``primal``...: ``names.placeholder_roles``)."""
+    each forward input's role (``parameter``, ``buffer``, ``primal``...: ``names.placeholder_roles``).  With
+    no backward graph logged (the run stopped before it was compiled), what the forward returns for it: the
+    backward's columns are None."""
     _check(fw, bw)
-    joint_inputs = [n for n in joint.placeholders if not is_tangent(n.name, n.desc)]
-    num_fwd = len(joint.outputs) - len(joint_inputs)
-    storages = LogStorages(fw, bw, hints, _items((fw, bw, joint)))
+    graphs = tuple(g for g in (fw, bw, joint) if g is not None)
+    storages = LogStorages(fw, bw, hints, _items(graphs))
     owners = _owners(fw, storages, roles)
     resident = {k: storages.nbytes(k) for k in owners}
-    saved, columns = _saved(fw, num_fwd, storages, owners, hints)
+    saved, columns = _saved(fw, num_fwd(fw, joint), storages, owners, hints)
+    forward_curve = live_bytes(fw, "fw", storages, resident, inputs_live_throughout=True)
+    row: dict[str, Any] = dict(columns, forward_graph_ops=sum(1 for n in fw.calls if n.target is not GETITEM),
+                               forward_flops=sum(node_flops(n, hints) for n in fw.calls),
+                               forward_peak_bytes=max(forward_curve, default=0) + sum(resident.values()),
+                               resident_bytes=sum(resident.values()))
+    symbolic = any(a is not None and a.symbolic for a in (annotation(n.annotation) for g in graphs for n in g))
+    if bw is None or joint is None:
+        row.update(dict.fromkeys(_BACKWARD_COLUMNS))
+        return LoggedFacts(row, saved, [], symbolic)
     again = _recomputed(bw, joint, traced_phases(joint))
     recomputed = [n for n, _ in again]
-    forward_curve = live_bytes(fw, "fw", storages, resident, inputs_live_throughout=True)
     backward_curve = live_bytes(bw, "bw", storages, resident, inputs_live_throughout=False)
-    row = dict(columns)
     row.update(
         recomputed_ops=len({j for _, j in again}),
         recomputed_random_ops=len({j for n, j in again if draws_random(n) and n.users}),
         recompute_flops=sum(node_flops(n, hints) for n in recomputed),
         recompute_bytes=sum(_traffic(n, storages, hints) for n in recomputed),
-        forward_graph_ops=sum(1 for n in fw.calls if n.target is not GETITEM),
         backward_graph_ops=sum(1 for n in bw.calls if n.target is not GETITEM),
-        forward_flops=sum(node_flops(n, hints) for n in fw.calls),
-        forward_peak_bytes=max(forward_curve, default=0) + sum(resident.values()),
         backward_peak_bytes=max(backward_curve, default=0) + sum(resident.values()),
-        resident_bytes=sum(resident.values()),
     )
-    symbolic = any(a is not None and a.symbolic for a in (annotation(n.annotation) for g in (fw, bw) for n in g))
     return LoggedFacts(row, saved, list(dict.fromkeys(j for _, j in again)), symbolic)

@@ -8,6 +8,7 @@ stack traces and shapes (each op's module: ``light.modules``) are written once, 
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 from fxviz.sources.log.signature import ITEMSIZE, VIEW_OPS
 
 __all__ = ["LightOp", "LightNode", "LightGraph", "Annotation", "annotation", "GETITEM", "light_op", "is_getitem",
-           "packet", "CAST_PACKETS", "Dim"]
+           "packet", "CAST_PACKETS", "Dim", "DTYPE_NAMES", "source_line"]
 
 Dim = int | str
 """A size as the log prints it: a number, or a symbolic size (``s77``, ``2*s77``) as text."""
@@ -124,6 +125,18 @@ class LightNode:
         return frozenset([self.shape])
 
 
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def source_line(n: LightNode) -> str | None:
+    """The innermost user line of ``n``'s stack trace (``model.py:12``), as ``graph_facts.innermost_frame``."""
+    found = _FRAME.findall(n.trace or "")
+    if not found:
+        return None
+    path, line = found[-1]
+    return f"{os.path.basename(path)}:{line}"
+
+
 def is_getitem(n: LightNode) -> bool:
     """An element of a multi-output op (``split[0]``)."""
     return n.target is GETITEM
@@ -161,6 +174,17 @@ class LightGraph:
 
 _ANNOT = re.compile(r"^([a-z0-9]+)\[(.*?)\]\[(.*?)\]([a-z]+(?::\d+)?)?$")
 
+DTYPE_NAMES: dict[str, str] = {
+    "u8": "uint8", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "f16": "float16", "f32": "float32",
+    "f64": "float64", "c32": "complex32", "c64": "complex64", "c128": "complex128", "b8": "bool", "bf16": "bfloat16",
+    "b1x8": "bits1x8", "b2x4": "bits2x4", "b4x2": "bits4x2", "b8x1": "bits8", "b16x1": "bits16",
+    "f8e5m2": "float8_e5m2", "f8e4m3fn": "float8_e4m3fn", "f8e5m2fnuz": "float8_e5m2fnuz",
+    "f8e4m3fnuz": "float8_e4m3fnuz", "u16": "uint16", "u32": "uint32", "u64": "uint64", "f8e8m0fnu": "float8_e8m0fnu",
+    "f4e2m1fnx2": "float4_e2m1fn_x2",
+}
+"""The dtype each abbreviation of a printed annotation stands for, as ``str(dtype)`` less ``torch.`` (the tests
+check it against torch's own table)."""
+
 
 @dataclass(frozen=True)
 class Annotation:
@@ -174,6 +198,11 @@ class Annotation:
     @property
     def itemsize(self) -> int | None:
         return ITEMSIZE.get(self.dtype)
+
+    @property
+    def dtype_name(self) -> str:
+        """``float32`` for ``f32``: the dtype as a rebuilt graph's ``NodeInfo.dtype`` says it."""
+        return DTYPE_NAMES.get(self.dtype, self.dtype)
 
     @property
     def symbolic(self) -> bool:

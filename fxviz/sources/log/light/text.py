@@ -16,13 +16,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from fxviz.core.errors import Do, LogError, Say
 from fxviz.sources.log.light.nodes import GETITEM, LightGraph, LightNode, LightOp, light_op
 
 __all__ = ["Declined", "parse_text", "stack_trace"]
 
 
-class Declined(Exception):
-    """The text holds something the light tier does not read: ``str(exc)`` says what."""
+class Declined(LogError):
+    """The text holds something the light tier does not read (the message says what): the graph needs
+    the rebuild (``Run.trace``)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"the log's text of this graph is not enough: {why}",
+                         Say("rebuild it: ", Do("trace", on="run")))
 
 
 _PLACEHOLDER = re.compile(r'^(\w+): "([^"]*)",?\s*(?:#\s*(.*))?$')

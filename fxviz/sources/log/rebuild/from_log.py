@@ -29,6 +29,7 @@ from fxviz.sources.log.names import def_names, input_names, qualname, returned_n
 from fxviz.sources.log.reader import read_payload
 from fxviz.sources.log.rebuild.graph_code import parse_graph
 from fxviz.sources.log.rebuild.light_graph import as_light
+from fxviz.sources.log.run_config import run_budget, run_config_text
 from fxviz.sources.log.source import LogSource
 from fxviz.sources.roles import LIFTED_STATE_ROLES, InputName, classify_nodes, input_roles
 
@@ -40,9 +41,9 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
     builder = _torch.LogGraphBuilder(c.hints)
     backend = "inductor" if c.backend == "inductor" else "aot_eager"  # what compiled it, as fxviz replays it
     has_backward = "aot_joint_graph" in p.offsets
+    kind = next(k for k in ("aot_joint_graph", "aot_inference_graph", "aot_forward_graph") if k in p.offsets)
     with _torch.quiet_torch():
-        parsed = parse_graph(read_payload(c.file, p.offsets["aot_joint_graph" if has_backward
-                                                            else "aot_inference_graph"]), builder)
+        parsed = parse_graph(read_payload(c.file, p.offsets[kind]), builder)
         joint = parsed.gm
         logged = None
         if has_backward and "aot_forward_graph" in p.offsets and "aot_backward_graph" in p.offsets:
@@ -54,6 +55,11 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
         raise LogError("this log's graphs carry no AOT descriptors (# PlainAOTInput...): it was written by a torch "
                        "older than fxviz reads", f"fxviz reads logs of torch {_torch.SUPPORTED_TORCH}")
     warnings_ = list(notes or [])
+    if kind == "aot_forward_graph":  # issue 46: a piece that holds its forward graph alone
+        warnings_.append(f"the log holds compile {c.compile_id}'s forward graph alone (no joint graph, no backward: "
+                         "the run stopped before its backward was compiled, or another tool wrote the log): it is "
+                         "shown as a forward graph; what it returns for the backward is what fxviz saved --logs "
+                         "lists")
     dynamo_names, user_names = _dynamo_names(c, warnings_)
     phases = {n.name: phase for n, phase in traced_phases(joint).items()}
     _tag(joint, phases)
@@ -101,33 +107,8 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
     return Capture(graphs=[graph], source=source, route="log", params="lifted",
                    loss="loss: what the run's compiled frame returned (read from the log)",
                    graph_breaks=[c.graph_break_reason] if c.graph_break_reason else [], warnings=warnings_,
-                   state=_state(c), backend=backend, torch_budget=_budget(c.functorch),
+                   state=_state(c), backend=backend, torch_budget=run_budget(c.functorch),
                    log_config=dict(c.functorch))
-
-
-def run_config_text(config: dict[str, Any]) -> str:
-    """``; the run's functorch config: activation_memory_budget=0.5, solver dp, estimator flops``: what
-    the run's min-cut was told, as its log recorded it ("" when the log recorded nothing)."""
-    if "activation_memory_budget" not in config:
-        return ""
-    text = f"; the run's functorch config: activation_memory_budget={_budget(config)[0]:g}"
-    text += "".join(f", {w} {config[k]}" for k, w in (("activation_memory_budget_solver", "solver"),
-                                                      ("activation_memory_budget_runtime_estimator", "estimator"))
-                    if k in config)
-    if config.get("enable_activation_offloading"):
-        text += ", enable_activation_offloading=True"
-    return text
-
-
-def _budget(config: dict[str, Any]) -> tuple[float, str]:
-    """(budget, solver) the run's min-cut used, as ``Capture.torch_budget`` holds them (no solver
-    recorded reads as torch's default ``dp``)."""
-    try:
-        budget = float(config.get("activation_memory_budget", 1.0))
-    except (TypeError, ValueError):
-        budget = 1.0
-    solver = str(config.get("activation_memory_budget_solver") or "dp")
-    return budget, solver
 
 
 def _dynamo_names(c: Compile, warnings_: list[str]) -> tuple[list[str], dict[int, str]]:
