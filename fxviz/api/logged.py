@@ -183,9 +183,13 @@ def _fate(kept: dict[str, Any], name: str) -> str:
 
 
 def _plain(v: Any) -> Any:
+    """A cell as JSON keeps it: a shape as a list, NaN and pandas' NA as None."""
     if isinstance(v, tuple):
         return list(v)
-    return None if v is None or v != v else v
+    try:
+        return None if v is None or v != v else v
+    except TypeError:  # pandas' NA: its comparison has no truth value
+        return None
 
 
 def _saved_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

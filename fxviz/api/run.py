@@ -129,6 +129,13 @@ class Run:
         return f"{self.compile_count} compile(s)" + (": " + ", ".join(f"{n} {s}" for s, n in counts.items())
                                                       if counts else "")
 
+    def _some_compile(self) -> None:
+        """A log without a compile (a torch.export run without ``run_decompositions()``) is one ``LogError``."""
+        if not self.ranks:  # issue 46: every view said ``internal error: StopIteration``
+            raise LogError(f"the log holds no compiled graph ({self.records()})",
+                           "log a torch.compile run with TORCH_TRACE=dir; a torch.export log holds an AOT graph only "
+                           "after ep.run_decompositions()")
+
     def records(self) -> str:
         """The log's records by kind, the most common first (``412 records: 300 describe_tensor, ...``)."""
         kinds: dict[str, int] = {}
@@ -141,10 +148,7 @@ class Run:
 
     def _find(self, rank: int | None, compile_id: str | None, piece: int) -> tuple[Compile, Piece, list[str]]:
         """The graph a view asked for; with no rank, rank 0's, else the first rank's that has it (said in the notes)."""
-        if not self.ranks:  # issue 46: a torch.export log without run_decompositions() (no compile, no AOT graph)
-            raise LogError(f"the log holds no compiled graph ({self.records()})",
-                           "log a torch.compile run with TORCH_TRACE=dir; a torch.export log holds an AOT graph only "
-                           "after ep.run_decompositions()")
+        self._some_compile()
         ranks = self.ranks if rank is None else [rank]
         if rank is not None and rank not in self.ranks:
             raise LogError(f"the log has no rank {rank}", f"ranks in this log: {', '.join(map(str, self.ranks))}")
@@ -270,6 +274,7 @@ class Run:
     def _step_rank(self, rank: int | None) -> int:
         """``rank``, or rank 0 when it has a graph with a backward, else the first rank that has one; a rank
         the log lacks, or one with no graph with a backward, is a ``LogError`` naming the ranks that have one."""
+        self._some_compile()
         having = [r for r in self.ranks if self._backward_pieces(r)]
         if rank is not None and rank in having:
             return rank

@@ -106,7 +106,9 @@ class _Words:
         return output_words(n.target.packet, 0)
 
     def row(self, sv: SavedValue) -> dict[str, Any]:
-        n = self.piece.graph.by_name.get(sv.name) or self.piece.forward.by_name[sv.name]
+        # the forward graph's node: the run partitioned the joint after inductor's passes, which the forward
+        # shows (a view of ``mul_51`` where the logged joint still has the ``alias`` the passes dropped)
+        n = self.piece.forward.by_name.get(sv.name) or self.piece.graph.by_name[sv.name]
         a = annotation(n.annotation)
         return {"name": sv.name, "kind": sv.kind, "module": self.module(n), "op": self.op(n), "what": self.what(n),
                 "shape": _sizes(n, self.piece.compile.hints), "dtype": a.dtype_name if a is not None else None,

@@ -96,11 +96,10 @@ def _blocks(gm: LightGraph, phases: dict[str, str], phase: str) -> list[list[Lig
 
 
 def place_modules(gm: LightGraph, state_names: dict[str, str], phases: dict[str, str],
-                  guards: Guards | None = None, backward: bool = True) -> dict[str, str]:
+                  guards: Guards | None = None) -> dict[str, str]:
     """Node name -> module path for every op the log lets fxviz place (see the module's docstring);
     ``state_names``: placeholder name -> the parameter's or buffer's qualified name; ``guards``: the
-    frame's modules and tied weights as dynamo guarded them (``logs.guards``); ``backward=False``: the
-    forward's ops only (step 4 left out: what a saved value's module needs)."""
+    frame's modules and tied weights as dynamo guarded them (``logs.guards``)."""
     guards = guards or Guards()
     owner = {n: q.rsplit(".", 1)[0] for n, q in state_names.items() if "." in q}
     attr = {n: q.rsplit(".", 1)[1] for n, q in state_names.items() if "." in q}
@@ -131,8 +130,7 @@ def place_modules(gm: LightGraph, state_names: dict[str, str], phases: dict[str,
             if is_detach(n) and len(n.all_input_nodes) == 1:
                 src = n.all_input_nodes[0].name
                 (module.__setitem__(n.name, module[src]) if src in module else module.pop(n.name, None))
-    if backward:
-        _backward(gm, phases, module, owner)
+    _backward(gm, phases, module, owner)
     return module
 
 

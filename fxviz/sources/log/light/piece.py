@@ -107,13 +107,13 @@ class LightPiece:
 
     @functools.cached_property
     def modules(self) -> dict[str, str]:
-        """Each forward op's module (``light.modules``, on the joint as the log printed it: the backward's
-        ops are not placed, a saved value never is one)."""
+        """Each op's module (``light.modules``, on the joint as the log printed it: a value the partitioner
+        saves may be one the joint traced in its backward, a transpose of a forward value)."""
         state = {n: str(q) for n, (r, q) in self.roles.items() if r in _LIFTED and q}
         grads = tangent_names(self.graph)
         phases = {n.name: "backward" if n.name in grads else "forward" for n in self.graph.placeholders}
         phases.update(traced_phases(self.graph))
-        return place_modules(self.graph, state, phases, self.guards, backward=False)
+        return place_modules(self.graph, state, phases, self.guards)
 
     # --- what a caption says of the graph (``analysis.memory.columns.CaptionFacts``) ---------------------
     @property
