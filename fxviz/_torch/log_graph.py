@@ -269,6 +269,12 @@ class LogGraphBuilder:
             node.meta[AC_GRAPH_ID_KEY] = region
 
     @staticmethod
+    def set_passes_note(gm: fx.GraphModule, note: str) -> None:
+        """What inductor's passes could not replay as the run did (:func:`joint_passes_note`), put back on a
+        graph their result was kept as text of."""
+        gm.meta[JOINT_PASSES_NOTE] = note
+
+    @staticmethod
     def set_tag(node: fx.Node, tag: str) -> None:
         """The partitioner tag (``is_forward``/``is_backward``) AOTAutograd writes on the joint graph it
         traces and a log's text drops: torch's partitioners read it to split the graph."""

@@ -211,7 +211,7 @@ class Run:
             if self.progress is not None and nodes * REBUILD_SECONDS_PER_NODE > 2:
                 self.progress(f"rebuilding compile {c.compile_id} of rank {c.rank} ({nodes:,} nodes) on fake tensors, "
                               f"about {nodes * REBUILD_SECONDS_PER_NODE:.0f} s ...")
-            self._cache[key] = Trace(capture_from_log(c, p, notes))
+            self._cache[key] = Trace(capture_from_log(c, p, notes, self.cache))
         result: Trace = self._cache[key]
         return result
 

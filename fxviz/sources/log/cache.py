@@ -103,11 +103,38 @@ class LogCache:
         except OSError:
             return
 
+    def text(self, key: str | None, name: str) -> str | None:
+        """A text kept beside the entry of ``key`` (a rebuilt graph's ``print_readable``), or None."""
+        path = self._path(key) if key is not None else None
+        found = path.with_suffix(f".{name}.txt") if path is not None else None
+        if found is None or not found.is_file():
+            return None
+        try:
+            os.utime(found)
+            return found.read_text()
+        except OSError:
+            return None
+
+    def keep_text(self, key: str | None, name: str, text: str) -> None:
+        """Keep ``text`` beside the entry of ``key`` (atomically; skipped where nothing can be written)."""
+        path = self._path(key) if key is not None else None
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path.with_suffix(f".{name}.txt"))
+            self._trim(path.parent)
+        except OSError:
+            return
+
     @staticmethod
     def _trim(folder: pathlib.Path) -> None:
-        entries = sorted(folder.glob("*.json"), key=lambda f: f.stat().st_mtime)
-        total = sum(f.stat().st_size for f in entries)
-        for f in entries:
+        """Drop the entries (and texts) read longest ago while the folder holds more than ``LIMIT_BYTES``."""
+        files = sorted((f for f in folder.iterdir() if f.suffix in (".json", ".txt")), key=lambda f: f.stat().st_mtime)
+        total = sum(f.stat().st_size for f in files)
+        for f in files:
             if total <= LIMIT_BYTES:
                 return
             total -= f.stat().st_size

@@ -22,6 +22,7 @@ from fxviz.core.errors import LogError
 from fxviz.core.fx_facts import output_values
 from fxviz.core.graph_facts import tangent_dependent, tangents, traced_phases
 from fxviz.sources.graphs import Capture, JointGraph
+from fxviz.sources.log.cache import LogCache, piece_key
 from fxviz.sources.log.guards import Guards, allgathered_note, read_guards
 from fxviz.sources.log.index import Compile, Piece
 from fxviz.sources.log.light.modules import place_modules
@@ -36,14 +37,19 @@ from fxviz.sources.roles import LIFTED_STATE_ROLES, InputName, classify_nodes, i
 __all__ = ["capture_from_log"]
 
 
-def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Capture:
-    """The ``Capture`` of piece ``p`` of compile ``c`` (``notes``: said in its warnings)."""
+def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None, cache: LogCache | None = None) -> Capture:
+    """The ``Capture`` of piece ``p`` of compile ``c`` (``notes``: said in its warnings).  ``cache``: where the
+    joint graph after inductor's passes is kept, so the next rebuild of the same graph starts from it."""
     builder = _torch.LogGraphBuilder(c.hints)
     backend = "inductor" if c.backend == "inductor" else "aot_eager"  # what compiled it, as fxviz replays it
     has_backward = "aot_joint_graph" in p.offsets
     kind = next(k for k in ("aot_joint_graph", "aot_inference_graph", "aot_forward_graph") if k in p.offsets)
+    key = piece_key(c, p) if cache is not None and backend == "inductor" and has_backward else None
+    kept = cache.text(key, "joint") if cache is not None and key is not None else None
+    rebuilt = cache.load(key).get("rebuilt") if cache is not None and kept is not None else None
     with _torch.quiet_torch():
-        parsed = parse_graph(read_payload(c.file, p.offsets[kind]), builder)
+        text = kept if rebuilt is not None and kept is not None else read_payload(c.file, p.offsets[kind])
+        parsed = parse_graph(text, builder)
         joint = parsed.gm
         logged = None
         if has_backward and "aot_forward_graph" in p.offsets and "aot_backward_graph" in p.offsets:
@@ -61,18 +67,15 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
                          "shown as a forward graph; what it returns for the backward is what fxviz saved --logs "
                          "lists")
     dynamo_names, user_names = _dynamo_names(c, warnings_)
-    phases = {n.name: phase for n, phase in traced_phases(joint).items()}
-    _tag(joint, phases)
-    gm, before = joint, None
-    if backend == "inductor" and has_backward:
-        # the run's min-cut partitioned the graph after inductor's joint passes; the log holds
-        # the one before them: run them (the pre-pass graph is kept, as fxviz.trace does)
-        before = joint
-        with _torch.quiet_torch():
-            gm = _torch.inductor_joint_passes(joint)
-        _phase_new_nodes(gm, phases)
-        if logged is not None:
-            logged = (_share_values(logged[0], gm), _share_values(logged[1], gm))
+    if rebuilt is not None:  # the graph after inductor's passes, as the first rebuild left it (its tags restored)
+        gm, before, phases = joint, None, dict(rebuilt["phases"])
+        _restore(gm, rebuilt)
+    else:
+        gm, before, phases = _passes(joint, backend, has_backward)
+        if key is not None and cache is not None and not parsed.stand_ins:
+            _keep(cache, key, gm, phases)
+    if before is not None and logged is not None:
+        logged = (_share_values(logged[0], gm), _share_values(logged[1], gm))
     warnings_ += parsed.notes + _torch.joint_passes_note(gm)  # issue 33: what a foreign log could not give
     names = _input_names(c, dynamo_names)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -123,6 +126,40 @@ def _dynamo_names(c: Compile, warnings_: list[str]) -> tuple[list[str], dict[int
         warnings_.append(f"compile {c.compile_id} was split into {len(c.pieces)} graphs (DDP's bucketing): "
                          "inputs keep their graph names")
     return [], {}
+
+
+def _passes(joint: fx.GraphModule, backend: str, has_backward: bool
+            ) -> tuple[fx.GraphModule, fx.GraphModule | None, dict[str, str]]:
+    """(the graph the run partitioned, the logged joint when they differ, each op's phase): under inductor
+    the run's min-cut partitioned the graph after inductor's joint passes; the log holds the one before
+    them: run them (the pre-pass graph is kept, as fxviz.trace does)."""
+    phases = {n.name: phase for n, phase in traced_phases(joint).items()}
+    _tag(joint, phases)
+    if backend != "inductor" or not has_backward:
+        return joint, None, phases
+    with _torch.quiet_torch():
+        gm = _torch.inductor_joint_passes(joint)
+    _phase_new_nodes(gm, phases)
+    return gm, joint, phases
+
+
+def _keep(cache: LogCache, key: str, gm: fx.GraphModule, phases: dict[str, str]) -> None:
+    """Keep the graph inductor's passes made (as ``print_readable`` prints it: the log's own form), its ops'
+    phases and partitioner tags: the next rebuild of this graph parses it and skips the passes (issue 46)."""
+    tags = {n.name: tag for n in gm.graph.nodes if (tag := _torch.partitioner_tag(n)) is not None}
+    text = gm.print_readable(print_output=False, include_stride=True, include_device=True, expanded_def=True)
+    cache.keep_text(key, "joint", text)
+    cache.update(key, "rebuilt", {"phases": phases, "tags": tags, "note": _torch.joint_passes_note(gm)})
+
+
+def _restore(gm: fx.GraphModule, rebuilt: dict[str, Any]) -> None:
+    """The partitioner tags and the passes' note a kept graph's text does not print."""
+    for n in gm.graph.nodes:
+        tag = rebuilt["tags"].get(n.name)
+        if tag is not None:
+            _torch.LogGraphBuilder.set_tag(n, tag)
+    for note in rebuilt.get("note") or []:
+        _torch.LogGraphBuilder.set_passes_note(gm, note)
 
 
 def _tag(gm: fx.GraphModule, phases: dict[str, str]) -> None:
