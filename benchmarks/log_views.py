@@ -112,7 +112,8 @@ def main() -> None:
         tl_wall, tl_cpu = rows[0][1], rows[0][2]
         print(f"\n{layers} layers: {log} ({log.stat().st_size / 1e6:.1f} MB); load {before[0]:.1f} before, "
               f"{after[0]:.1f} after")
-        print("| command | wall s | CPU s | peak MiB | wall / tlparse | CPU / tlparse | exit |\n|---|---|---|---|---|---|---|")
+        print("| command | wall s | CPU s | peak MiB | wall / tlparse | CPU / tlparse | exit |")
+        print("|---|---|---|---|---|---|---|")
         for name, wall, cpu, peak, rc in rows:
             print(f"| `{name}` | {wall:.1f} | {cpu:.1f} | {peak:.0f} | {wall / tl_wall:.2f}x | {cpu / tl_cpu:.2f}x | "
                   f"{rc} |", flush=True)

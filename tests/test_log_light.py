@@ -34,10 +34,10 @@ def test_the_op_lists_are_torchs():
     from fxviz._torch import attention_flop_formulas
 
     seeded = lambda op: torch.Tag.nondeterministic_seeded in op.tags  # noqa: E731
-    assert RANDOM_OPS == _packets(torch.ops.aten, seeded) | _packets(torch.ops.prims, seeded)
+    assert _packets(torch.ops.aten, seeded) | _packets(torch.ops.prims, seeded) == RANDOM_OPS
     aten = {str(k).split(".", 1)[1] for k in flop_registry if str(k).startswith("aten.")}
-    assert FLOP_PACKETS == aten | {str(k).split(".", 1)[1] for k in attention_flop_formulas()}
-    assert DTYPE_NAMES == {abbr: str(dt).replace("torch.", "") for dt, abbr in dtype_abbrs.items()}
+    assert aten | {str(k).split(".", 1)[1] for k in attention_flop_formulas()} == FLOP_PACKETS
+    assert {abbr: str(dt).replace("torch.", "") for dt, abbr in dtype_abbrs.items()} == DTYPE_NAMES
     assert CAST_PACKETS == CAST_OPS
 
 

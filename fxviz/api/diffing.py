@@ -31,7 +31,7 @@ from fxviz.api.run import Run
 from fxviz.core.errors import InputError
 from fxviz.core.units import format_bytes
 from fxviz.sources.graphs import graph_name
-from fxviz.sources.log.source import LogSource
+from fxviz.sources.log_source import LogSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.render.graph.drawing import Drawing

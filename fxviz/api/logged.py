@@ -22,7 +22,7 @@ from fxviz.sources.log.index import Compile, Piece
 from fxviz.sources.log.light.nodes import annotation
 from fxviz.sources.log.light.piece import LightPiece
 from fxviz.sources.log.run_config import run_budget
-from fxviz.sources.log.source import LogSource
+from fxviz.sources.log_source import LogSource
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -13,7 +13,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from fxviz.sources.log.source import LogSource
+from fxviz.sources.log_source import LogSource
 from fxviz.sources.roles import NodeInfo
 
 

@@ -96,7 +96,7 @@ def cmd_table(args: argparse.Namespace) -> int:
                        f"{INFERENCE_NOTE}"))
             continue
         if args.logs:
-            say_partitions(args, piece, list(strategies or piece.offered))
+            say_partitions(piece, list(strategies or piece.offered))
         df = piece.memory_table(strategies, scope="graph", measured=measured if len(tr.pieces) == 1 else None)
         _print_table(df, args.exact)
         if args.logs:
@@ -191,7 +191,7 @@ def cmd_saved(args: argparse.Namespace) -> int:
         else:
             compare = parse_list(args.compare)
             if args.logs and compare:
-                say_partitions(args, piece, compare)
+                say_partitions(piece, compare)
             df = piece.saved(chosen, compare=compare, measured=measured)
             if args.logs:
                 keep_fates(args, piece, [s for s in compare or piece.offered if s.name != df.attrs["strategy"]])

@@ -15,7 +15,7 @@ from fxviz.frontends.cli.source import open_run, where_line
 from fxviz.frontends.cli.words import cli_text, wrap
 from fxviz.sources.log.light.text import Declined
 
-__all__ = ["table_from_text", "saved_from_text", "say_partitions", "keep_table", "keep_fates"]
+__all__ = ["table_from_text", "saved_from_text", "say_partitions", "keep_table", "keep_fates", "slow_log"]
 
 
 def _view(args: argparse.Namespace) -> Any:
@@ -79,15 +79,25 @@ def saved_from_text(args: argparse.Namespace) -> bool:
     return True
 
 
-def say_partitions(args: argparse.Namespace, tr: Any, strategies: list[Strategy]) -> None:
-    """Partition a rebuilt log graph with each of ``strategies`` in turn, each said on stderr first when the
-    graph is big enough for it to take a while (the table then reads them from the trace's cache)."""
-    nodes = len(tr.graph.info)
-    for s in strategies:
-        if s.name != "logged" and nodes * PARTITION_SECONDS_PER_NODE > 2:
-            print(wrap(f"fxviz: partitioning with {s.name}, about {nodes * PARTITION_SECONDS_PER_NODE:.0f} s ..."),
-                  file=sys.stderr, flush=True)
-        tr.partition(s)
+def say_partitions(tr: Any, strategies: list[Strategy]) -> None:
+    """Partition a rebuilt log graph (a trace, or a step's list of them) with each of ``strategies`` in turn,
+    each said on stderr first when the graph is big enough for it to take a while (the views then read them
+    from the trace's cache).  A model's trace is left to the view."""
+    for one in tr if isinstance(tr, list) else [tr]:
+        if not one.capture.from_log or not one.graph.has_backward:
+            continue
+        nodes = len(one.graph.info)
+        for s in strategies:
+            if s.name != "logged" and nodes * PARTITION_SECONDS_PER_NODE > 2:
+                print(wrap(f"fxviz: partitioning with {s.name}, about {nodes * PARTITION_SECONDS_PER_NODE:.0f} s "
+                           "..."), file=sys.stderr, flush=True)
+            one.partition(s)
+
+
+def slow_log(run: Any) -> bool:
+    """Whether a graph of ``run`` takes more than a couple of seconds to rebuild (then views say what they do)."""
+    nodes = max((r["nodes"] or 0 for r in run.rows()), default=0)
+    return nodes * REBUILD_SECONDS_PER_NODE > 2
 
 
 def _kept_view(args: argparse.Namespace, tr: Any) -> Any:

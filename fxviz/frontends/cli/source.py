@@ -16,7 +16,7 @@ from fxviz.core.errors import FxvizError, ModelSpecError
 from fxviz.frontends.cli.specs import load_spec, parse_spec
 from fxviz.frontends.cli.words import wrap
 from fxviz.sources.log.reader import log_files
-from fxviz.sources.log.source import LogSource
+from fxviz.sources.log_source import LogSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.api.facade import Trace

@@ -17,7 +17,7 @@ from fxviz.sources.log.light.text import Declined, parse_text
 from fxviz.sources.log.names import def_names, input_names, placeholder_roles, returned_names
 from fxviz.sources.log.reader import read_payload
 from fxviz.sources.log.run_config import run_config_text
-from fxviz.sources.log.source import LogSource
+from fxviz.sources.log_source import LogSource
 
 __all__ = ["LightPiece", "Checkpointed"]
 

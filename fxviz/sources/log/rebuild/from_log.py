@@ -31,7 +31,7 @@ from fxviz.sources.log.reader import read_payload
 from fxviz.sources.log.rebuild.graph_code import parse_graph
 from fxviz.sources.log.rebuild.light_graph import as_light
 from fxviz.sources.log.run_config import run_budget, run_config_text
-from fxviz.sources.log.source import LogSource
+from fxviz.sources.log_source import LogSource
 from fxviz.sources.roles import LIFTED_STATE_ROLES, InputName, classify_nodes, input_roles
 
 __all__ = ["capture_from_log"]
