@@ -69,13 +69,12 @@ def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, 
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
-def views(log: pathlib.Path, out: pathlib.Path) -> list[tuple[str, list[str]]]:
+def views(log: pathlib.Path, out: pathlib.Path, tlparse: str) -> list[tuple[str, list[str]]]:
     """Each view's command line, in the order they run (the first table and saved find a fresh cache)."""
     fx = [sys.executable, "-m", "fxviz"]
     d = str(log.parent)
     return [
-        ("tlparse LOG -o OUT", [shutil.which("tlparse") or str(pathlib.Path(sys.executable).with_name("tlparse")),
-                                str(log), "--no-browser", "--overwrite", "-o", str(out / "tl")]),
+        ("tlparse LOG -o OUT", [tlparse, str(log), "--no-browser", "--overwrite", "-o", str(out / "tl")]),
         ("fxviz logs", fx + ["logs", d]),
         ("fxviz table --logs (first view)", fx + ["table", "--logs", d]),
         ("fxviz saved --logs (first view)", fx + ["saved", "--logs", d]),
@@ -95,6 +94,8 @@ def main() -> None:
     ap.add_argument("--logs", default=str(pathlib.Path(tempfile.gettempdir()) / "fxviz_log_views"),
                     help="where the logs are made (DIR/L16, DIR/L64, ...) or found")
     ap.add_argument("--views", help="comma-separated words a view's name must contain (default: all)")
+    found = shutil.which("tlparse") or str(pathlib.Path(sys.executable).with_name("tlparse"))
+    ap.add_argument("--tlparse", default=found, help="the tlparse executable (pip install tlparse)")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(ROOT)
@@ -103,7 +104,7 @@ def main() -> None:
         log = make_log(pathlib.Path(args.logs) / f"L{layers}", layers)
         work = pathlib.Path(tempfile.mkdtemp(prefix="fxviz_views_"))
         env["FXVIZ_CACHE_DIR"] = str(work / "cache")  # fresh: the first view of this log
-        chosen = [v for v in views(log, work) if v[0].startswith("tlparse") or not args.views
+        chosen = [v for v in views(log, work, args.tlparse) if v[0].startswith("tlparse") or not args.views
                   or any(w in v[0] for w in args.views.split(","))]
         measure(chosen[0][1], env)  # untimed: the page cache warm for every command alike
         before = os.getloadavg()
