@@ -5,7 +5,9 @@ source line, status, reasons, node and saved counts, saved bytes from the printe
 the byte offsets of its graph payloads), never the payloads themselves, and without torch: the
 listing (``graphs``, ``totals``, ``summary``) needs no rebuild.  ``Run.trace(rank, compile_id)``
 rebuilds one compile's graphs when a view asks for it (``capture.from_log``) and returns the same
-``Trace`` ``fxviz.trace`` returns, with the run's own partition as strategy ``"logged"``.
+``Trace`` ``fxviz.trace`` returns, with the run's own partition as strategy ``"logged"``; ``Run.logged`` reads
+that partition's memory row and saved table from the log's text alone, in seconds where the rebuild takes
+minutes (``api.logged``, issue 46), and ``Run.cache`` keeps what views computed for the next view.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def _view(args: argparse.Namespace) -> Any:
     try:
         view = run.logged(rank=args.rank, compile_id=args.graph)
     except Declined as exc:
-        if "joint, forward and backward" not in exc.message:  # (an inference graph: nothing to say)
+        if "no forward graph" not in exc.message:  # (an inference graph: nothing to say)
             print(wrap(f"fxviz: {exc.message}: rebuilding it"), file=sys.stderr)
         return None
     args.found_rank = view.source.rank

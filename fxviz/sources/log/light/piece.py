@@ -76,6 +76,9 @@ class LightPiece:
         """What the log lacks of this graph, in words (None: joint, forward and backward are all there)."""
         if self.backward is not None and self.joint is not None:
             return None
+        if self.joint is None and self.backward is not None:
+            return ("the log holds no joint graph of it (AOTAutograd's cache gave its forward and backward graphs): "
+                    "the row is what its forward returns for the backward; the backward's columns need the joint")
         lacks = " and ".join(w for w, g in (("joint", self.joint), ("backward", self.backward)) if g is None)
         return (f"the log holds no {lacks} graph of it (the run stopped before its backward was compiled, or another "
                 "tool wrote the log): the row is what its forward returns for the backward, whose columns are empty")

@@ -61,11 +61,12 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None, cache
         raise LogError("this log's graphs carry no AOT descriptors (# PlainAOTInput...): it was written by a torch "
                        "older than fxviz reads", f"fxviz reads logs of torch {_torch.SUPPORTED_TORCH}")
     warnings_ = list(notes or [])
-    if kind == "aot_forward_graph":  # issue 46: a piece that holds its forward graph alone
-        warnings_.append(f"the log holds compile {c.compile_id}'s forward graph alone (no joint graph, no backward: "
-                         "the run stopped before its backward was compiled, or another tool wrote the log): it is "
-                         "shown as a forward graph; what it returns for the backward is what fxviz saved --logs "
-                         "lists")
+    if kind == "aot_forward_graph":  # issue 46: a piece without a joint graph (the forward alone, a cache hit)
+        why = ("its forward and backward graphs, no joint graph (AOTAutograd's cache gave them)"
+               if "aot_backward_graph" in p.offsets else "its forward graph alone (no joint graph, no backward: the "
+               "run stopped before its backward was compiled, or another tool wrote the log)")
+        warnings_.append(f"the log holds compile {c.compile_id}'s {why}: it is shown as a forward graph; what it "
+                         "returns for the backward is what fxviz saved --logs lists")
     dynamo_names, user_names = _dynamo_names(c, warnings_)
     if rebuilt is not None:  # the graph after inductor's passes, as the first rebuild left it (its tags restored)
         gm, before, phases = joint, None, dict(rebuilt["phases"])
