@@ -9,9 +9,10 @@ measured with ``os.wait4`` (wall, user+system CPU, peak resident memory of that 
 
 * ``tlparse FILE -o OUT`` (every compile's page: what torch.compile users run on these logs);
 * ``fxviz logs``; ``fxviz table --logs`` and ``fxviz saved --logs``, each twice (a fresh log cache, then the
-  cache the first filled: the second view of a log); ``fxviz advise --logs --saved 50%``,
-  ``fxviz report --logs``, ``fxviz draw --logs``, ``fxviz diff --logs`` (the run's partition against
-  min-cut's), and the notebook explorer's first picture (``fxviz.explore`` of the log's trace);
+  cache the first filled: the second view of a log); ``fxviz draw --logs`` twice (the first rebuilds the
+  graph, the second starts from the graph it kept), ``fxviz report --logs``, ``fxviz diff --logs`` (the
+  run's partition against min-cut's), the notebook explorer (``fxviz.explore`` of the log's trace), and
+  ``fxviz advise --logs --saved 50%``;
 * the load average before and after: on a shared machine wall time is the machine's, CPU time the
   command's own.  Ratios are to tlparse's wall and CPU time on the same file in the same run.
 
@@ -80,11 +81,12 @@ def views(log: pathlib.Path, out: pathlib.Path, tlparse: str) -> list[tuple[str,
         ("fxviz saved --logs (first view)", fx + ["saved", "--logs", d]),
         ("fxviz table --logs (second view)", fx + ["table", "--logs", d]),
         ("fxviz saved --logs (second view)", fx + ["saved", "--logs", d]),
-        ("fxviz advise --logs --saved 50%", fx + ["advise", "--logs", d, "--saved", "50%"]),
+        ("fxviz draw --logs (first rebuild)", fx + ["draw", "--logs", d, "-o", str(out / "d.svg")]),
+        ("fxviz draw --logs (second: rebuilt graph kept)", fx + ["draw", "--logs", d, "-o", str(out / "d2.svg")]),
         ("fxviz report --logs", fx + ["report", "--logs", d, "-o", str(out / "r.html")]),
-        ("fxviz draw --logs", fx + ["draw", "--logs", d, "-o", str(out / "d.svg")]),
         ("fxviz diff --logs (logged vs min_cut)", fx + ["diff", "--logs", d, "--strategy-b", "min_cut"]),
         ("explorer (fxviz.explore of the trace)", [sys.executable, "-c", EXPLORE, d]),
+        ("fxviz advise --logs --saved 50%", fx + ["advise", "--logs", d, "--saved", "50%"]),
     ]
 
 

@@ -217,6 +217,26 @@ graph_compile.trace_structured = forward_only
 torch.compile(m, backend="aot_eager")(torch.randn(4, 8)).sum().backward()
 """
 
+STACK = _STEP + """
+import torch.nn as nn
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+    def forward(self, x):
+        return x + torch.tanh(self.fc(x))
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(8), Block(8), Block(8)])
+        self.head = nn.Linear(8, 4)
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x).sum()
+torch.compile(Net(), backend="aot_eager")(torch.randn(4, 8)).backward()
+"""
+
 RANKS = """
 import os, sys, torch, torch.nn as nn, torch.distributed as dist, torch.multiprocessing as mp
 
@@ -247,7 +267,7 @@ if __name__ == "__main__":
 @pytest.fixture(scope="module")
 def odd_logs(tmp_path_factory):
     """Logs of real runs a user may bring: a torch.export run, a step killed before its backward graph was
-    logged, a logger that wrote the forward graph alone, two ranks of graph-broken steps."""
+    logged, a logger that wrote the forward graph alone, two ranks of graph-broken steps, a stack of blocks."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .logs_util import free_port
@@ -265,8 +285,8 @@ def odd_logs(tmp_path_factory):
         return make_log(script, root / name, *([str(free_port())] if name == "ranks" else []))
 
     with ThreadPoolExecutor(2) as pool:
-        names = ("export", "killed", "nojoint", "ranks")
-        return dict(zip(names, pool.map(made, zip(names, (EXPORT, KILLED, NO_JOINT, RANKS)))))
+        names = ("export", "killed", "nojoint", "ranks", "stack")
+        return dict(zip(names, pool.map(made, zip(names, (EXPORT, KILLED, NO_JOINT, RANKS, STACK)))))
 
 
 def test_a_torch_export_log_says_it_holds_no_compiled_graph(odd_logs, capsys, tmp_path):
@@ -350,3 +370,17 @@ def test_two_ranks_of_several_graphs_diffed_from_the_cli(odd_logs, logs, capsys)
     inference = str(logs["inference"])
     rc, out, err = _cli(capsys, "diff", "--logs", inference, "--rank-a", "0", "--rank-b", "0")
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "no graph with a backward" in err, err
+
+
+def test_a_stack_of_identical_blocks_is_recognised(odd_logs, capsys):
+    """Three identical blocks of a ModuleList (same ops on the same shapes) are one kind of layer, read from the
+    log's text and said once by ``fxviz saved --logs``; each block's ops are the ones placed in it."""
+    run = fxviz.load_logs(odd_logs["stack"])
+    view = run.logged()
+    (kind,) = view.piece.layers
+    assert kind.container == "blocks" and kind.layers == (0, 1, 2)
+    placed = [sum(1 for n, m in view.piece.modules.items() if m.startswith(f"blocks.{k}")
+                  and view.piece.graph.by_name[n].op == "call_function") for k in range(3)]
+    assert placed == [kind.ops] * 3
+    rc, out, _ = _cli(capsys, "saved", "--logs", str(odd_logs["stack"]))
+    assert rc == 0 and "blocks: 3 layers, all alike" in " ".join(out.split())

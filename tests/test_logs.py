@@ -303,7 +303,8 @@ def test_bad_logs(tmp_path, aot_log):
     # graphs without AOT descriptors (torch < 2.9): read by torch's input names (tests/test_logs_anywhere.py)
     nodesc = tmp_path / "nodesc.log"
     nodesc.write_bytes(re.sub(rb"  # \w+AOTInput\([^\n]*", b"", data))
-    assert fxviz.load_logs(nodesc).trace().partition("logged").ok
+    with pytest.warns(FxvizWarning, match="md5"):  # edited after torch wrote it: every graph's md5 is checked
+        assert fxviz.load_logs(nodesc).trace().partition("logged").ok
     # a log is data: code smuggled into a graph's text is refused, never run
     for evil in (b"__import__('os').system", b"builtins.exec", b"torch.ops.__class__", b"os.system"):
         hostile = tmp_path / "hostile.log"

@@ -7,7 +7,6 @@ before (another strategy's row, its fate for each saved value) comes from the lo
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.errors import Blank, Do, Say
 from fxviz.sources.log.cache import LogCache, piece_key
 from fxviz.sources.log.index import Compile, Piece
+from fxviz.sources.log.light.layers import layers_text
 from fxviz.sources.log.light.nodes import annotation
 from fxviz.sources.log.light.piece import LightPiece
 from fxviz.sources.log.run_config import run_budget
@@ -50,20 +50,17 @@ class LoggedView:
         self.cache = cache
         self.key = piece_key(c, p) if cache is not None else None
         self.entry: dict[str, Any] = cache.load(self.key) if cache is not None else {}
-        self.seconds = 0.0  # spent reading the text (0 when the cache had it)
 
     # --- what the run did, read once (from the cache, else the text) ------------------------------------
     def _logged(self) -> dict[str, Any]:
         got = self.entry.get("logged")
         if got is None:
-            start = time.perf_counter()
             piece = self.piece
             got = {"row": logged_row(piece), "caption": caption(piece, piece.symbolic, ()), "nodes": piece.nodes,
                    "devices": sorted({a.device for n in piece.graph.placeholders
                                       if (a := annotation(n.annotation)) is not None and a.device}),
                    "recomputed": piece.facts.recomputed, "saved": [s.name for s in piece.facts.saved],
                    "missing": piece.missing}
-            self.seconds = time.perf_counter() - start
             self._keep("logged", got)
         return dict(got)
 
@@ -119,18 +116,16 @@ class LoggedView:
     def _others_note(self, shown: list[str]) -> Say:
         """What the default table leaves out, and what it costs to ask for it."""
         others = [s.name for s in self.offered if s.name not in shown]
-        read = (f"read from the log's text in {self.seconds:.1f} s" if self.seconds
-                else "kept from an earlier view of this log")
-        lead = f"Rows: the run's own partition (logged), {read}"
+        lead = "Shown: logged, the run's own partition, read from the log's text (the graph is not rebuilt)"
         if len(shown) > 1:
-            lead += f"; {', '.join(shown[1:])} kept from an earlier view"
+            lead += f"; {', '.join(shown[1:])}, kept from an earlier view of this log"
         if not others:
             return Say(lead + ".")
         nodes = self.nodes
         cost = nodes * (REBUILD_SECONDS_PER_NODE + PARTITION_SECONDS_PER_NODE * len(others))
         ask = ",".join(["logged", *others])
         return Say(f"{lead}. The other strategies ({', '.join(others)}) rebuild the joint graph of {nodes:,} nodes "
-                   f"on fake tensors and partition it, about {max(cost, 1):.0f} s here, then are kept for later views "
+                   f"on fake tensors and partition it, about {max(cost, 1):.0f} s here; each is kept for later views "
                    "of this log: ", Do("memory_table", (("strategies", Blank(repr(ask), ask)),), on="view"), ".")
 
     def keep_table(self, df: pd.DataFrame) -> None:
@@ -154,6 +149,7 @@ class LoggedView:
         if got is None:
             df = logged_saved(self.piece)
             self._keep("saved_rows", [{"name": i, **{k: _plain(v) for k, v in r.items()}} for i, r in df.iterrows()])
+            self._keep("layers", layers_text(self.piece.layers))
         else:
             df = _saved_frame(got)
         names = [n for n in (compare if compare is not None else kept) if n in kept and n != "logged"]
@@ -161,6 +157,11 @@ class LoggedView:
             df[n] = [_fate(kept[n], v) for v in df.index]
         df.attrs["caption"] = saved_caption("logged", len(df), False, names)
         return df
+
+    @property
+    def layers(self) -> str | None:
+        """The model's stacks of identical layers in one sentence (``light.layers``), once :meth:`saved` ran."""
+        return self.entry.get("layers")
 
     def keep_fates(self, name: str, saved: Sequence[str], recomputed: Sequence[str], offloaded: Sequence[str],
                    error: str | None) -> None:

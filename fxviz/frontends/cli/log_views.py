@@ -11,6 +11,7 @@ from typing import Any
 
 from fxviz.analysis.strategy.strategies import Strategy, parse_list
 from fxviz.api.logged import PARTITION_SECONDS_PER_NODE, REBUILD_SECONDS_PER_NODE
+from fxviz.core.errors import FxvizError
 from fxviz.frontends.cli.source import open_run, where_line
 from fxviz.frontends.cli.words import cli_text, wrap
 from fxviz.sources.log.light.text import Declined
@@ -24,11 +25,18 @@ def _view(args: argparse.Namespace) -> Any:
     try:
         view = run.logged(rank=args.rank, compile_id=args.graph)
     except Declined as exc:
-        if "no forward graph" not in exc.message:  # (an inference graph: nothing to say)
-            print(wrap(f"fxviz: {exc.message}: rebuilding it"), file=sys.stderr)
+        _declined(exc)
         return None
     args.found_rank = view.source.rank
+    if getattr(args, "backend", None) is not None and args.backend != view.piece.backend:  # as open_trace says it
+        raise FxvizError(f"--backend {args.backend}: the run compiled this graph with {view.piece.backend} (its log "
+                         "says so), and fxviz reads it as the run did", "drop --backend with --logs")
     return view
+
+
+def _declined(exc: Declined) -> None:
+    if "no forward graph" not in exc.message:  # (an inference graph: nothing to say)
+        print(wrap(f"fxviz: {exc.message}: rebuilding it"), file=sys.stderr)
 
 
 def table_from_text(args: argparse.Namespace, print_table: Any, print_knapsack: Any) -> bool:
@@ -37,7 +45,11 @@ def table_from_text(args: argparse.Namespace, print_table: Any, print_knapsack: 
     view = _view(args)
     if view is None:
         return False
-    df = view.memory_table(parse_list(args.strategies))
+    try:
+        df = view.memory_table(parse_list(args.strategies))
+    except Declined as exc:  # the graphs' text is read when first asked
+        _declined(exc)
+        return False
     if df is None:
         return False
     print(wrap(where_line(args.run, view.source, view.piece.backend, view.devices, args.rank)))
@@ -62,7 +74,11 @@ def saved_from_text(args: argparse.Namespace) -> bool:
     kept = view.entry.get("fates", {})
     if compare is not None and any(c not in kept and c != "logged" for c in compare):
         return False
-    df = view.saved(compare)
+    try:
+        df = view.saved(compare)
+    except Declined as exc:
+        _declined(exc)
+        return False
     name = view.source.title
     if args.kind:
         shown = df[df["kind"] == args.kind]
@@ -70,6 +86,8 @@ def saved_from_text(args: argparse.Namespace) -> bool:
         df, name = shown, f"{name} [{args.kind} rows only]"
     df.attrs["caption"] = cli_text(df.attrs["caption"])
     print(saved_text(df, name, top=args.top))
+    if view.layers:  # what is said once for a stack of identical layers (issue 46)
+        print(wrap(f"identical layers (same ops, shapes and source lines): {view.layers}"))
     others = [s.name for s in view.offered if s.name != "logged" and s.name not in kept]
     if others and compare is None and view.piece.joint is not None:
         cost = max(view.nodes * (REBUILD_SECONDS_PER_NODE + PARTITION_SECONDS_PER_NODE * len(others)), 1)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from fxviz.sources.log.guards import Guards, read_guards
 from fxviz.sources.log.index import Compile, Piece
+from fxviz.sources.log.light.layers import LayerKind, identical_layers
 from fxviz.sources.log.light.logged import LoggedFacts, logged_facts, num_fwd, tangent_names, traced_phases
 from fxviz.sources.log.light.modules import place_modules
 from fxviz.sources.log.light.nodes import LightGraph, annotation
@@ -117,6 +118,12 @@ class LightPiece:
         phases = {n.name: "backward" if n.name in grads else "forward" for n in self.graph.placeholders}
         phases.update(traced_phases(self.graph))
         return place_modules(self.graph, state, phases, self.guards)
+
+    @functools.cached_property
+    def layers(self) -> list[LayerKind]:
+        """The model's stacks of identical layers (``light.layers``: said once for all, never extrapolated)."""
+        state = {n: str(q) for n, (r, q) in self.roles.items() if r in _LIFTED and q}
+        return identical_layers(self.graph, self.modules, state)
 
     # --- what a caption says of the graph (``analysis.memory.columns.CaptionFacts``) ---------------------
     @property
