@@ -90,8 +90,7 @@ def diff(a: Trace | Run | Sequence[Trace], b: Trace | Run | Sequence[Trace], str
         matched and why only one side saves it), ``.by_module``, ``.summary()``, ``.draw()``.
     """
     for name, x in (("a", a), ("b", b)):  # an empty step (a rank of a log with no graph with a backward)
-        step = not isinstance(x, (Trace, Run, str)) and isinstance(x, Sequence)
-        if step and not any(isinstance(t, Trace) for t in x):
+        if isinstance(x, Sequence) and not isinstance(x, str) and not any(isinstance(t, Trace) for t in x):
             raise InputError(f"fxviz.diff: {name} holds no graph with a backward, so it saves nothing",
                              "pass a Trace, a logged run, or the traces of a rank that has one: run.traces(rank)")
     if whole_step or (whole_step is None and (_several(a) or _several(b))):

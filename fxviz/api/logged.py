@@ -108,10 +108,7 @@ class LoggedView:
             notes.append(f"{logged['missing'][0].upper()}{logged['missing'][1:]}.")
         if strategies is None and not logged.get("missing"):
             notes.append(self._others_note(names))
-        df = logged_table(self.piece, rows, [])
-        words = list(dict.fromkeys(notes))
-        df.attrs["caption"] = Say(logged["caption"], *(Say(" ", w) for w in words)) if words else logged["caption"]
-        return df
+        return logged_table(rows, logged["caption"], notes)
 
     def _others_note(self, shown: list[str]) -> Say:
         """What the default table leaves out, and what it costs to ask for it."""

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fxviz.analysis.memory.columns import COLUMNS, caption, table_frame
+from fxviz.analysis.memory.columns import COLUMNS, table_frame
 from fxviz.analysis.memory.saved_words import SAVED_COLUMNS, output_words, saved_caption
+from fxviz.core.errors import Say
 from fxviz.sources.log.guards import allgathered_note
 from fxviz.sources.log.light.logged import SavedValue
 from fxviz.sources.log.light.nodes import GETITEM, LightNode, annotation, source_line
@@ -32,13 +33,14 @@ def logged_row(piece: LightPiece) -> dict[str, Any]:
     return row
 
 
-def logged_table(piece: LightPiece, rows: list[dict[str, Any]], notes: list[str]) -> pd.DataFrame:
-    """The memory table of ``rows`` (the ``logged`` row first, rows a cache holds after) with the caption a
-    rebuilt graph's table has, ``notes`` after it."""
+def logged_table(rows: list[dict[str, Any]], base: str, notes: list[Any]) -> pd.DataFrame:
+    """The memory table of ``rows`` (the ``logged`` row first, rows a cache holds after) with ``base``, the
+    caption a rebuilt graph's table has (``columns.caption`` of the graph), and ``notes`` (text or ``Say``)
+    after it, the words on random ops recomputed first as ``table.memory_table`` puts them."""
     redraws = [f"{r['strategy']} ({r['recomputed_random_ops']})" for r in rows if r.get("recomputed_random_ops")]
-    head = [_RECOMPUTED_RANDOM + ", ".join(redraws) + "."] if redraws else []
+    words = list(dict.fromkeys(([_RECOMPUTED_RANDOM + ", ".join(redraws) + "."] if redraws else []) + notes))
     df = table_frame(rows)
-    df.attrs["caption"] = caption(piece, piece.symbolic, head + notes)
+    df.attrs["caption"] = Say(base, *(Say(" ", w) for w in words)) if words else base
     return df
 
 
