@@ -162,3 +162,10 @@ def assert_unchanged(model: torch.nn.Module, before: dict) -> None:
     assert before["requires_grad"] == after["requires_grad"]
     assert torch.equal(before["rng"], after["rng"]), "global RNG state moved"
     assert before["budget"] == after["budget"] and before["solver"] == after["solver"]
+
+
+@pytest.fixture(autouse=True)
+def _log_cache(tmp_path_factory, monkeypatch):
+    """What views of a log keep for the next view (``sources.log.cache``) goes to a folder of the test's own:
+    never the user's ~/.cache, and no row one test kept shows in another's table."""
+    monkeypatch.setenv("FXVIZ_CACHE_DIR", str(tmp_path_factory.mktemp("log_cache")))

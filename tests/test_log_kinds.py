@@ -4,9 +4,16 @@ real ``torch.compile`` runs here; what the views say is checked against the run'
 
 from __future__ import annotations
 
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
 import pytest
 
 import fxviz
+from fxviz.core.errors import FxvizWarning
 from fxviz.frontends.cli.entry import main
 
 from .logs_util import BREAK_AND_RECOMPILE, make_log
@@ -172,3 +179,208 @@ def test_a_saved_value_is_drawn_where_the_partition_computes_it():
     caption = " ".join(scene.caption)
     n = len(p.recomputed)
     assert f"recomputes {n} op{'s' if n != 1 else ''};" in caption and f"saves {len(p.saved)} values" in caption
+
+
+# --- issue 46: every log a user brings is read --------------------------------------------------------
+EXPORT = """
+import torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+torch.export.export(m, (torch.randn(4, 8),))  # no run_decompositions(): no AOT graph is logged
+"""
+
+_STEP = """
+import os, torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+"""
+
+KILLED = _STEP + """
+import torch._functorch._aot_autograd.graph_compile as graph_compile
+logged = graph_compile.trace_structured
+def dying(name, *args, **kwargs):  # the run dies as torch is about to log the backward graph (an OOM kill)
+    if name == "aot_backward_graph":
+        os._exit(1)
+    return logged(name, *args, **kwargs)
+graph_compile.trace_structured = dying
+torch.compile(m, backend="aot_eager")(torch.randn(4, 8)).sum().backward()
+"""
+
+NO_JOINT = _STEP + """
+import torch._functorch._aot_autograd.graph_compile as graph_compile
+logged = graph_compile.trace_structured
+def forward_only(name, *args, **kwargs):  # a logger that writes the forward graph alone (as another tool's)
+    if name in ("aot_joint_graph", "aot_backward_graph"):
+        return None
+    return logged(name, *args, **kwargs)
+graph_compile.trace_structured = forward_only
+torch.compile(m, backend="aot_eager")(torch.randn(4, 8)).sum().backward()
+"""
+
+STACK = _STEP + """
+import torch.nn as nn
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+    def forward(self, x):
+        return x + torch.tanh(self.fc(x))
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(8), Block(8), Block(8)])
+        self.head = nn.Linear(8, 4)
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x).sum()
+torch.compile(Net(), backend="aot_eager")(torch.randn(4, 8)).backward()
+"""
+
+RANKS = """
+import os, sys, torch, torch.nn as nn, torch.distributed as dist, torch.multiprocessing as mp
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 4)
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        if h.sum() > 0:  # a graph break: each rank's step is two graphs
+            h = h * 2
+        return self.b(h).sum()
+
+def main(rank, world, port):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    torch.compile(Net(), backend="aot_eager")(torch.randn(4 + 2 * rank, 8)).backward()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(main, args=(2, int(sys.argv[1])), nprocs=2)
+"""
+
+
+@pytest.fixture(scope="module")
+def odd_logs(tmp_path_factory):
+    """Logs of real runs a user may bring: a torch.export run, a step killed before its backward graph was
+    logged, a logger that wrote the forward graph alone, two ranks of graph-broken steps, a stack of blocks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .logs_util import free_port
+
+    root = tmp_path_factory.mktemp("odd")
+
+    def made(kv: tuple[str, str]) -> pathlib.Path:
+        name, script = kv
+        if name == "killed":  # the run exits 1 on purpose: its log is what a killed run leaves
+            directory = root / name
+            directory.mkdir()
+            env = dict(os.environ, TORCH_TRACE=str(directory), OMP_NUM_THREADS="1")
+            subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=600)
+            return directory
+        return make_log(script, root / name, *([str(free_port())] if name == "ranks" else []))
+
+    with ThreadPoolExecutor(2) as pool:
+        names = ("export", "killed", "nojoint", "ranks", "stack")
+        return dict(zip(names, pool.map(made, zip(names, (EXPORT, KILLED, NO_JOINT, RANKS, STACK)))))
+
+
+def test_a_torch_export_log_says_it_holds_no_compiled_graph(odd_logs, capsys, tmp_path):
+    """A torch.export log without decompositions holds no compile: the listing says what it holds, and
+    every view refuses in one line (it was ``internal error: StopIteration``)."""
+    log = str(odd_logs["export"])
+    rc, out, err = _cli(capsys, "logs", log)
+    assert rc == 0 and "no compiled graph" in out and "run_decompositions" in out
+    for argv in (["table"], ["saved"], ["draw", "-o", str(tmp_path / "e.svg")], ["diff", "--rank-a", "0"]):
+        rc, out, err = _cli(capsys, argv[0], "--logs", log, *argv[1:])
+        assert rc == 2 and "internal error" not in err and len(err.strip().splitlines()) == 1, (argv, err)
+        assert "no compiled graph" in err or "no graph with a backward" in err, (argv, err)
+
+
+def _forward_saved(log: pathlib.Path) -> list[str]:
+    """What the logged forward graph returns for the backward (its outputs' descriptors say which)."""
+    from fxviz.sources.log.reader import ReadStats, read_records
+
+    for f in sorted(log.iterdir()):
+        with open(f, "rb") as fh:
+            for rec in read_records(fh, ReadStats(), keep=lambda r: r.kind == "aot_forward_graph"):
+                if rec.payload:
+                    return re.findall(r"^\s+(\w+),\s+# SavedForBackwardsAOTOutput", rec.payload, re.M)
+    raise AssertionError("no forward graph")
+
+
+@pytest.mark.parametrize("name", ["killed", "nojoint"])
+def test_a_step_whose_backward_was_never_logged_shows_its_forward(name, odd_logs, capsys, tmp_path):
+    """A run killed before its backward graph was logged, or a log holding the forward graph alone: listed so,
+    and every view shows what the log has (it was refused: 'logged no AOT graph'); what the forward returns
+    for the backward is the saved table."""
+    log = odd_logs[name]
+    run = fxviz.load_logs(log)
+    status = run.graphs["status"].iloc[0]
+    assert status == ("forward only" if name == "killed" else "forward graph only")
+    rc, out, err = _cli(capsys, "saved", "--logs", str(log), "--top", "0")
+    assert rc == 0, err
+    saved = _forward_saved(log)
+    assert saved and all(f" {v} " in out for v in saved)
+    assert f"{len(saved)} values saved for the backward" in " ".join(out.split())
+    rc, out, err = _cli(capsys, "table", "--logs", str(log))
+    assert rc == 0 and ("no backward" in " ".join(out.split()) or "no joint" in " ".join(out.split())), err
+    for argv in (["nodes"], ["draw", "-o", str(tmp_path / "f.svg")], ["code"]):
+        rc, out, err = _cli(capsys, argv[0], "--logs", str(log), *argv[1:])
+        assert rc == 0 and "internal error" not in err, (argv, err)
+
+
+def test_a_damaged_payload_is_said_on_every_reading(logs, capsys, tmp_path):
+    """Three bytes of a graph's payload changed (its md5 no longer matches): the index checks every graph
+    payload, warns once per file, the listing notes it, and table/saved say it too."""
+    src = next(logs["breakrecompile"].iterdir())
+    text = src.read_bytes()
+    start = text.index(b'{"aot_backward_graph"')
+    at = text.index(b'"f32[', start) + 2
+    damaged = text[:at] + b"x99" + text[at + 3:]
+    assert sum(x != y for x, y in zip(text, damaged)) == 3
+    log = tmp_path / "damaged"
+    log.mkdir()
+    (log / src.name).write_bytes(damaged)
+    with pytest.warns(FxvizWarning, match="md5"):
+        fxviz.load_logs(log)
+    rc, out, err = _cli(capsys, "logs", str(log))
+    assert rc == 0 and "md5" in err and "damaged" in out
+    for command in ("table", "saved"):
+        rc, out, err = _cli(capsys, command, "--logs", str(log))
+        assert "md5" in err and "internal error" not in err, (command, err)
+
+
+def test_two_ranks_of_several_graphs_diffed_from_the_cli(odd_logs, logs, capsys):
+    """``fxviz diff --logs DIR --rank-a 0 --rank-b 1``, the README's two-rank command, on ranks of several
+    graphs each (a graph break): each side is its rank's whole step; a rank with no graph with a backward
+    is one line naming what it holds (it was 'fxviz.diff: a is a list, not a Trace')."""
+    log = str(odd_logs["ranks"])
+    run = fxviz.load_logs(log)
+    assert run.ranks == [0, 1] and all(run.step_graph_count(r) == 2 for r in (0, 1))
+    rc, out, err = _cli(capsys, "diff", "--logs", log, "--rank-a", "0", "--rank-b", "1")
+    assert rc == 0, err
+    assert "rank 0" in out and "rank 1" in out and "internal error" not in err
+    rc, out, err = _cli(capsys, "diff", "--logs", log, "--rank-a", "0", "--rank-b", "5")
+    assert rc == 2 and "rank 5 is not in the log" in err, err
+    inference = str(logs["inference"])
+    rc, out, err = _cli(capsys, "diff", "--logs", inference, "--rank-a", "0", "--rank-b", "0")
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "no graph with a backward" in err, err
+
+
+def test_a_stack_of_identical_blocks_is_recognised(odd_logs, capsys):
+    """Three identical blocks of a ModuleList (same ops on the same shapes) are one kind of layer, read from the
+    log's text and said once by ``fxviz saved --logs``; each block's ops are the ones placed in it."""
+    run = fxviz.load_logs(odd_logs["stack"])
+    view = run.logged()
+    (kind,) = view.piece.layers
+    assert kind.container == "blocks" and kind.layers == (0, 1, 2)
+    placed = [sum(1 for n, m in view.piece.modules.items() if m.startswith(f"blocks.{k}")
+                  and view.piece.graph.by_name[n].op == "call_function") for k in range(3)]
+    assert placed == [kind.ops] * 3
+    rc, out, _ = _cli(capsys, "saved", "--logs", str(odd_logs["stack"]))
+    assert rc == 0 and "blocks: 3 layers, all alike" in " ".join(out.split())

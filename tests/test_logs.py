@@ -302,12 +302,13 @@ def test_bad_logs(tmp_path, aot_log):
     # graphs without AOT descriptors (torch < 2.9): read by torch's input names (tests/test_logs_anywhere.py)
     nodesc = tmp_path / "nodesc.log"
     nodesc.write_bytes(re.sub(rb"  # \w+AOTInput\([^\n]*", b"", data))
-    assert fxviz.load_logs(nodesc).trace().partition("logged").ok
+    with pytest.warns(FxvizWarning, match="md5"):  # edited after torch wrote it: every graph's md5 is checked
+        assert fxviz.load_logs(nodesc).trace().partition("logged").ok
     # a log is data: code smuggled into a graph's text is refused, never run
     for evil in (b"__import__('os').system", b"builtins.exec", b"torch.ops.__class__", b"os.system"):
         hostile = tmp_path / "hostile.log"
         hostile.write_bytes(data.replace(b"torch.ops.aten.arange.default", evil, 1))
-        with pytest.raises(LogError):
+        with pytest.raises(LogError), pytest.warns(FxvizWarning, match="md5"):  # (and the edit is said)
             fxviz.load_logs(hostile).trace()
     run = fxviz.load_logs(aot_log)
     with pytest.raises(LogError, match="no rank 3"):
@@ -343,6 +344,91 @@ def test_listing_saved_bytes_are_the_rebuilds(name, request):
     assert {r: int(totals.loc[r, "saved_activation_bytes"]) for r in expected} == expected
     assert totals["saved_bytes_exact"].all()
     assert (rows["status"] == "compiled").all()
+
+
+def _same(a, b) -> bool:
+    import pandas as pd
+
+    return (pd.isna(a) and pd.isna(b)) if pd.isna(a) or pd.isna(b) else a == b
+
+
+@pytest.mark.parametrize("name", ["aot_log", "inductor_log", "break_log", "ddp_log"])
+def test_the_logs_text_gives_the_rebuilds_logged_row_and_saved_table(name, request):
+    """Issue 46: the run's own partition read from the log's text (``Run.logged``, no torch, no fake
+    tensors) is the rebuild's: every column of the memory table's ``logged`` row and every cell of its saved
+    table (kind, module, op, words, shape, dtype, bytes, storage shared, source line), the caption's
+    description of the graph; under aot_eager and inductor, symbolic sizes and two ranks."""
+    import pandas as pd
+
+    from fxviz.analysis.memory.columns import COLUMNS
+
+    run = fxviz.load_logs(request.getfixturevalue(name))
+    graphs = [r for r in run.rows() if r["joint"] and r["backward"]]
+    assert graphs
+    for r in graphs:
+        where = (r["rank"], r["compile_id"], r["piece"])
+        view, tr = run.logged(*where), run.trace(*where)
+        fast, slow = view.memory_table().iloc[0], tr.memory_table(["logged"]).iloc[0]
+        # under inductor the rebuild's peaks are of inductor's logged code (issue 44); the text gives the walk
+        compiled = ("forward_peak_bytes", "backward_peak_bytes", "layout_copy_bytes") if tr.graph.backend == "inductor" else ()
+        for col in COLUMNS:
+            if col not in ("seconds", "error", *compiled):
+                assert _same(fast[col], slow[col]), (where, col, fast[col], slow[col])
+        assert all(pd.isna(fast[c]) for c in compiled[:2])
+        base = str(tr.memory_table(["logged"]).attrs["caption"])
+        assert str(view.memory_table().attrs["caption"]).startswith(base.split(" *:")[0][:400])
+        mine, theirs = view.saved(), tr.saved("logged", compare=[])
+        assert list(mine.index) == list(theirs.index) and list(mine.columns) == list(theirs.columns)
+        for col in mine.columns:
+            assert all(_same(x, y) for x, y in zip(mine[col], theirs[col])), (where, col)
+
+
+def test_a_logs_own_views_need_no_torch_and_keep_what_a_rebuild_computed(inductor_log, capsys, monkeypatch, tmp_path):
+    """``fxviz table|saved --logs`` of the run's own partition import no torch; a strategy named rebuilds the
+    graph once and is kept (keyed by the log's md5s): the next default table shows its row and the next
+    saved table its column, as the rebuild computed them (issue 46)."""
+    import subprocess
+    import sys
+
+    from fxviz.frontends.cli.entry import main
+
+    monkeypatch.setenv("FXVIZ_CACHE_DIR", str(tmp_path / "cache"))
+    runner = ("import runpy, sys\nsys.argv = ['fxviz'] + sys.argv[1:]\ntry:\n    runpy.run_module('fxviz', "
+              "run_name='__main__')\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+              "print('TORCH', 'torch' in sys.modules, file=sys.stderr)\n")
+    for command in ("table", "saved"):
+        done = subprocess.run([sys.executable, "-c", runner, command, "--logs", str(inductor_log)], text=True,
+                              capture_output=True, env={**__import__("os").environ}, timeout=300)
+        assert "TORCH False" in done.stderr, done.stderr[-2000:]
+        assert "logged" in done.stdout
+    assert main(["table", "--logs", str(inductor_log), "--strategies", "logged,min_cut", "--exact"]) == 0
+    rebuilt = capsys.readouterr().out
+    assert main(["table", "--logs", str(inductor_log), "--exact"]) == 0
+    kept = capsys.readouterr().out
+    row = lambda text, name: next(line.split() for line in text.splitlines() if line.split()[:1] == [name])  # noqa: E731
+    assert row(kept, "min_cut") == row(rebuilt, "min_cut") and row(kept, "logged") == row(rebuilt, "logged")
+    tr = fxviz.load_logs(inductor_log).trace()
+    want = tr.saved("logged", compare=["min_cut"])
+    assert main(["saved", "--logs", str(inductor_log), "--compare", "min_cut", "--top", "0"]) == 0
+    capsys.readouterr()
+    view = fxviz.load_logs(inductor_log, cache=True).logged()
+    assert list(view.saved()["min_cut"]) == list(want["min_cut"])
+
+
+def test_one_partition_has_one_recompute_count(inductor_log, aot_log):
+    """Issue 47: a partition read from the log (``logged``) and the same partition computed (torch's
+    ``min_cut`` on the rebuilt graph, which saves what the run saved) count the same ops recomputed, the same
+    FLOPs and bytes: the backward's ops are matched to the joint's whichever way the graphs were made."""
+    for log in (inductor_log, aot_log):
+        tr = fxviz.load_logs(log).trace()
+        logged, min_cut = tr.partition("logged"), tr.partition("min_cut")
+        assert sorted(logged.saved) == sorted(min_cut.saved)
+        assert logged.recomputed == min_cut.recomputed and logged.recomputed
+        rows = tr.memory_table(["logged", "min_cut"]).set_index("strategy")
+        for col in ("recomputed_ops", "recompute_flops", "recompute_bytes", "backward_graph_ops"):
+            assert rows.loc["logged", col] == rows.loc["min_cut", col], col
+        view = fxviz.load_logs(log).logged()
+        assert view.memory_table().iloc[0]["recomputed_ops"] == len(min_cut.recomputed)
 
 
 def test_cli_on_logs(aot_log, tmp_path, capsys):

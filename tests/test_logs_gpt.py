@@ -356,7 +356,7 @@ def _check_rng_states(tr, strategy):
     # no joint value is named after a forward value the partitioner made
     assert not re.search(r"\bgrad_\w+ = ", tr.code("forward", strategy).src)
     # per module, an RNG state counts under the module of the op it replays (never "no module")
-    from fxviz.analysis.memory.saved import NO_MODULE
+    from fxviz.analysis.memory.saved_words import NO_MODULE
 
     per_module = tr.saved(strategy).by_module().set_index("module")["saved_activation_bytes"]
     acts = table[table["kind"] == "activation"]

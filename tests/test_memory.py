@@ -11,9 +11,10 @@ import pytest
 import torch
 import torch.fx as fx
 
+from fxviz.analysis.memory.columns import COLUMNS
 from fxviz.analysis.memory.storage import has_symbolic_sizes
 from fxviz.analysis.memory.sweep import pareto_mask
-from fxviz.analysis.memory.table import COLUMNS, memory_table
+from fxviz.analysis.memory.table import memory_table
 from fxviz.core.errors import StrategyError
 from fxviz.core.graph_facts import concrete
 
@@ -232,7 +233,7 @@ def test_table_columns_and_caption(traces, tables):
         assert str(df[c].dtype) == "Int64"
     cap = df.attrs["caption"]
     assert f"num_fwd_outputs={tr.graph.num_fwd_outputs}" in cap
-    from fxviz.analysis.memory.table import _index_list
+    from fxviz.analysis.memory.columns import _index_list
 
     static = tr.graph.static_lifetime_input_indices
     assert f"static_lifetime_input_indices={_index_list(static)}" in cap  # a long list as runs: [1-28] (28 inputs)

@@ -13,7 +13,7 @@ import torch.nn as nn
 
 import fxviz
 from fxviz import examples
-from fxviz.analysis.memory.saved import FATES, KINDS, NO_MODULE, OP_WORDS
+from fxviz.analysis.memory.saved_words import FATES, KINDS, NO_MODULE, OP_WORDS
 from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.errors import FxvizError
 from fxviz.core.graph_facts import saved_values

@@ -31,7 +31,13 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
 from fxviz._torch.eager import OpRecorder, StorageProbe, record_module_stack, reparametrized, storage_key
-from fxviz._torch.log_graph import DESCRIPTOR_CLASSES, LogGraphBuilder, inductor_joint_passes, joint_passes_note
+from fxviz._torch.log_graph import (
+    DESCRIPTOR_CLASSES,
+    LogGraphBuilder,
+    inductor_joint_passes,
+    joint_passes_note,
+    meta_tensor,
+)
 from fxviz._torch.meta import (
     InputKind,
     OutputKind,
@@ -178,6 +184,7 @@ __all__ = [
     "DESCRIPTOR_CLASSES",
     "inductor_joint_passes",
     "joint_passes_note",
+    "meta_tensor",
     "InputKind",
     "OutputKind",
     "module_path_from_stack_entry",

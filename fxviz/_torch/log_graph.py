@@ -25,6 +25,13 @@ from these (by a small safe evaluator, never ``eval``)."""
 _DTYPES: dict[str, torch.dtype] = {abbr: dt for dt, abbr in _dtype_abbrs.items()}
 
 
+def meta_tensor(abbr: str, sizes: tuple[int, ...], strides: tuple[int, ...]) -> torch.Tensor | None:
+    """A meta tensor (no data) of a logged annotation's dtype abbreviation (``f32``), sizes and strides:
+    what a FLOP formula reads of a value; None for a dtype this torch does not know."""
+    dtype = _DTYPES.get(abbr)
+    return None if dtype is None else torch.empty_strided(sizes, strides, dtype=dtype, device="meta")
+
+
 _NEW_TENSOR: dict[Any, bool] = {}
 _RUN_ANYWAY = frozenset({"_unsafe_view", "lift_fresh", "lift_fresh_copy"})
 
@@ -260,6 +267,12 @@ class LogGraphBuilder:
             node.meta[RECOMPUTE_KEY] = CheckpointPolicy[policy]
         if region is not None:
             node.meta[AC_GRAPH_ID_KEY] = region
+
+    @staticmethod
+    def set_passes_note(gm: fx.GraphModule, note: str) -> None:
+        """What inductor's passes could not replay as the run did (:func:`joint_passes_note`), put back on a
+        graph their result was kept as text of."""
+        gm.meta[JOINT_PASSES_NOTE] = note
 
     @staticmethod
     def set_tag(node: fx.Node, tag: str) -> None:

@@ -30,7 +30,8 @@ from fxviz.api.facade import Trace
 from fxviz.api.run import Run
 from fxviz.core.errors import InputError
 from fxviz.core.units import format_bytes
-from fxviz.sources.graphs import LogSource, graph_name
+from fxviz.sources.graphs import graph_name
+from fxviz.sources.log_source import LogSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.render.graph.drawing import Drawing
@@ -88,6 +89,10 @@ def diff(a: Trace | Run | Sequence[Trace], b: Trace | Run | Sequence[Trace], str
         A :class:`Diff`: ``.table`` (one row per saved value of either side, with how it was
         matched and why only one side saves it), ``.by_module``, ``.summary()``, ``.draw()``.
     """
+    for name, x in (("a", a), ("b", b)):  # an empty step (a rank of a log with no graph with a backward)
+        if isinstance(x, Sequence) and not isinstance(x, str) and not any(isinstance(t, Trace) for t in x):
+            raise InputError(f"fxviz.diff: {name} holds no graph with a backward, so it saves nothing",
+                             "pass a Trace, a logged run, or the traces of a rank that has one: run.traces(rank)")
     if whole_step or (whole_step is None and (_several(a) or _several(b))):
         return step_diff(a, b, strategy, strategy_b, labels=labels)
     a, b = _one_graph(a), _one_graph(b)

@@ -5,7 +5,9 @@ source line, status, reasons, node and saved counts, saved bytes from the printe
 the byte offsets of its graph payloads), never the payloads themselves, and without torch: the
 listing (``graphs``, ``totals``, ``summary``) needs no rebuild.  ``Run.trace(rank, compile_id)``
 rebuilds one compile's graphs when a view asks for it (``capture.from_log``) and returns the same
-``Trace`` ``fxviz.trace`` returns, with the run's own partition as strategy ``"logged"``.
+``Trace`` ``fxviz.trace`` returns, with the run's own partition as strategy ``"logged"``; ``Run.logged`` reads
+that partition's memory row and saved table from the log's text alone, in seconds where the rebuild takes
+minutes (``api.logged``, issue 46), and ``Run.cache`` keeps what views computed for the next view.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from fxviz.api.logged import REBUILD_SECONDS_PER_NODE, LoggedView
 from fxviz.core.errors import Blank, Do, FxvizWarning, LogError, Say, Span
 from fxviz.sources.log import totals
+from fxviz.sources.log.cache import LogCache
 from fxviz.sources.log.index import (
     GRAPH_COLUMNS,
+    GRAPH_WORDS,
     READ_KINDS,
     STATUSES,
     Compile,
@@ -48,8 +53,14 @@ _ANOTHER_COMPILE = Do("trace", (("compile_id", Blank("'F/N'", "F/N")),), on="run
 class Run:
     """Every graph of a logged run.  ``graphs``: one row per compile (and piece), with its status."""
 
-    def __init__(self, path: pathlib.Path, files: list[FileIndex]) -> None:
+    def __init__(self, path: pathlib.Path, files: list[FileIndex], cache: LogCache | None = None) -> None:
         self.path = path
+        self.cache = cache
+        """Where views of this run keep what they worked out for the next view (``sources.log.cache``; None:
+        nothing kept).  ``load_logs(path, cache=True)`` sets one; the CLI always does."""
+        self.progress: Callable[[str], None] | None = None
+        """Told, before a rebuild that takes more than a couple of seconds, what is rebuilt and for how long
+        (the CLI prints it on stderr)."""
         self._files = files
         self.notes = assign_ranks(files)  # what the reader had to decide (a file that names no rank)
         self._compiles: list[Compile] = [c for fi in files for c in fi.compiles.values()]
@@ -91,20 +102,25 @@ class Run:
         for col in ("nodes", "saved", "saved_bytes"):
             df[col] = df[col].astype("Int64")
         for col in ("frame", "source", "backend", "fail_type", "fail_reason", "recompile_reason",
-                    "graph_break_reason"):
+                    "graph_break_reason", "damaged"):
             df[col] = pd.Series([None if pd.isna(v) else v for v in df[col]], index=df.index, dtype="object")
         return df
 
     @staticmethod
     def _holds(p: Piece) -> bool:
-        """Whether the log holds a graph of ``p`` to rebuild (a joint or an inference graph)."""
-        return "aot_joint_graph" in p.offsets or "aot_inference_graph" in p.offsets
+        """Whether the log holds a graph of ``p`` to rebuild (a joint or an inference graph, or the forward
+        graph alone of a run that stopped before its backward was compiled: issue 46)."""
+        return any(k in p.offsets for k in ("aot_joint_graph", "aot_inference_graph", "aot_forward_graph"))
 
     def _first(self, rank: int) -> tuple[Compile, Piece] | None:
-        """The first graph with a backward on ``rank``, else its first inference graph."""
+        """The first graph with a backward on ``rank``, else its first inference graph, else its first forward
+        graph logged alone."""
         mine = [(c, p) for c in self._compiles if c.rank == rank for p in c.pieces]
-        return next(((c, p) for c, p in mine if "aot_joint_graph" in p.offsets),
-                    next(((c, p) for c, p in mine if "aot_inference_graph" in p.offsets), None))
+        for kind in ("aot_joint_graph", "aot_inference_graph", "aot_forward_graph"):
+            found = next(((c, p) for c, p in mine if kind in p.offsets), None)
+            if found is not None:
+                return found
+        return None
 
     def holds(self) -> str:
         """What the log holds, in a few words (``3 compile(s): 2 failed, 1 eager frame``)."""
@@ -115,15 +131,33 @@ class Run:
         return f"{self.compile_count} compile(s)" + (": " + ", ".join(f"{n} {s}" for s, n in counts.items())
                                                       if counts else "")
 
+    def _some_compile(self) -> None:
+        """A log without a compile (a torch.export run without ``run_decompositions()``) is one ``LogError``."""
+        if not self.ranks:  # issue 46: every view said ``internal error: StopIteration``
+            raise LogError(f"the log holds no compiled graph ({self.records()})",
+                           "log a torch.compile run with TORCH_TRACE=dir; a torch.export log holds an AOT graph only "
+                           "after ep.run_decompositions()")
+
+    def records(self) -> str:
+        """The log's records by kind, the most common first (``412 records: 300 describe_tensor, ...``)."""
+        kinds: dict[str, int] = {}
+        for fi in self._files:
+            for kind, n in fi.stats.kinds.items():
+                kinds[kind] = kinds.get(kind, 0) + n
+        top = sorted(kinds.items(), key=lambda kv: -kv[1])
+        return f"{sum(kinds.values())} records: " + ", ".join(f"{n} {k}" for k, n in top[:5]) + (
+            ", ..." if len(top) > 5 else "")
+
     def _find(self, rank: int | None, compile_id: str | None, piece: int) -> tuple[Compile, Piece, list[str]]:
         """The graph a view asked for; with no rank, rank 0's, else the first rank's that has it (said in the notes)."""
+        self._some_compile()
         ranks = self.ranks if rank is None else [rank]
         if rank is not None and rank not in self.ranks:
             raise LogError(f"the log has no rank {rank}", f"ranks in this log: {', '.join(map(str, self.ranks))}")
         found = [(r, self._pick(r, compile_id, piece)) for r in ranks]
         hits = [(r, hit) for r, hit in found if isinstance(hit, tuple)]
         if not hits:
-            reason = next(str(hit) for _, hit in found if isinstance(hit, str))
+            reason = next((str(hit) for _, hit in found if isinstance(hit, str)), "no such graph")
             having = [r for r in self.ranks if isinstance(self._pick(r, compile_id, piece), tuple)]
             hint = (Say(f"rank(s) {', '.join(map(str, having))} have it: ",
                         Do("trace", (("rank", having[0]),), on="run")) if having
@@ -174,9 +208,22 @@ class Run:
         c, p, notes = self._find(rank, compile_id, piece)
         key = (c.rank, c.compile_id, c.pieces.index(p))
         if key not in self._cache:
-            self._cache[key] = Trace(capture_from_log(c, p, notes))
+            kind = "aot_joint_graph" if "aot_joint_graph" in p.offsets else "aot_inference_graph"
+            nodes = p.placeholders.get(kind, 0) + p.ops.get(kind, 0)
+            if self.progress is not None and nodes * REBUILD_SECONDS_PER_NODE > 2:
+                self.progress(f"rebuilding compile {c.compile_id} of rank {c.rank} ({nodes:,} nodes) on fake tensors, "
+                              f"about {nodes * REBUILD_SECONDS_PER_NODE:.0f} s ...")
+            self._cache[key] = Trace(capture_from_log(c, p, notes, self.cache))
         result: Trace = self._cache[key]
         return result
+
+    def logged(self, rank: int | None = None, compile_id: str | None = None, piece: int = 0) -> LoggedView:
+        """One logged graph as its run partitioned it, read from the log's text without a rebuild
+        (``api.logged``): ``.memory_table()``'s ``logged`` row and ``.saved()`` in about a second on a
+        64-layer step (issue 46), and what earlier views of this log kept (:attr:`cache`).  The graph is
+        the one :meth:`trace` would rebuild; ``Declined`` (a ``LogError``) where the text is not enough."""
+        c, p, notes = self._find(rank, compile_id, piece)
+        return LoggedView(c, p, self.cache, notes)
 
     def traces(self, rank: int | None = None) -> list[Trace]:
         """The whole step of one rank (default: rank 0, or the first rank with a graph with a backward):
@@ -227,10 +274,18 @@ class Run:
         return len(self._step_pieces(self._step_rank(rank)))
 
     def _step_rank(self, rank: int | None) -> int:
-        """``rank``, or rank 0 when it has a graph with a backward, else the first rank that has one."""
-        if rank is not None:
-            return rank
+        """``rank``, or rank 0 when it has a graph with a backward, else the first rank that has one; a rank
+        the log lacks, or one with no graph with a backward, is a ``LogError`` naming the ranks that have one."""
+        self._some_compile()
         having = [r for r in self.ranks if self._backward_pieces(r)]
+        if rank is not None and rank in having:
+            return rank
+        if rank is not None:
+            mine = [c for c in self._compiles if c.rank == rank]
+            what = "is not in the log" if not mine else f"has no graph with a backward ({self._what(mine)})"
+            hint = (Say("ranks with one: ", ", ".join(map(str, having))) if having
+                    else Say("the log holds ", self.holds(), "; see ", _GRAPHS, " for what it compiled"))
+            raise LogError(f"rank {rank} {what}", hint)
         if not having:
             raise LogError(f"the log has no graph with a backward ({self.holds()})",
                            Say("see ", _GRAPHS, " for what it compiled"))
@@ -330,6 +385,9 @@ class Run:
                   if missing else "")
         lines = [f"{self.path}: {len(self.ranks)} rank(s){absent}, {self.compile_count} compile(s), "
                  f"{self.aot_graph_count} AOT graph(s){written}"]
+        if not self._compiles:  # issue 46: say what it does hold (a torch.export log without decompositions)
+            lines.append(f"no compiled graph: {self.records()}; a torch.export log holds an AOT graph only after "
+                         "ep.run_decompositions()")
         return "\n".join(lines + totals.summary_lines(self._compiles, self.ranks) + self.notes)
 
     def __repr__(self) -> str:
@@ -339,7 +397,24 @@ class Run:
                 f"{self.aot_graph_count} AOT graph(s){skipped}>")
 
 
-def load_logs(path: str | os.PathLike[str], on_compile: Callable[[Compile], None] | None = None) -> Run:
+def _warn_read(fi: FileIndex) -> None:
+    """One warning per file for each kind of damage the reading met: a cut, corrupt lines, graphs whose
+    payload no longer matches the md5 torch wrote for it (issue 46: every graph payload is checked)."""
+    name = os.path.basename(fi.path)
+    if fi.stats.truncated:
+        warnings.warn(f"{name} is truncated (it ends inside a record): its last graph may be incomplete", FxvizWarning,
+                      stacklevel=3)
+    if fi.stats.corrupt_lines:
+        warnings.warn(f"{name}: skipped {fi.stats.corrupt_lines} corrupt line(s)", FxvizWarning, stacklevel=3)
+    damaged = [f"{c.compile_id} {GRAPH_WORDS[k]}" for c in fi.compiles.values() for p in c.pieces for k in p.damaged]
+    if damaged:
+        shown = ", ".join(damaged[:4]) + (", ..." if len(damaged) > 4 else "")
+        warnings.warn(f"{name}: {len(damaged)} graph(s) do not match the md5 torch wrote for them ({shown}): changed "
+                      "after the run wrote them; views of them read the changed text", FxvizWarning, stacklevel=3)
+
+
+def load_logs(path: str | os.PathLike[str], on_compile: Callable[[Compile], None] | None = None,
+              cache: bool | LogCache = False) -> Run:
     """Read a ``TORCH_TRACE`` directory (one file per rank) or one log file into a :class:`Run`.
 
     Each file is streamed once (memory stays bounded whatever its size), without torch.  A missing
@@ -347,6 +422,9 @@ def load_logs(path: str | os.PathLike[str], on_compile: Callable[[Compile], None
     it compiled (``Run.graphs`` says each compile's status).  A file that is not a trace log is skipped;
     a truncated or partly corrupt file, or one from a torch fxviz does not support, gives a
     ``FxvizWarning``.  ``on_compile(c)`` sees each compile as its reading ends (``graph_rows(c)``: its rows).
+    ``cache``: keep what views work out on disk for the next view of the same log (``Run.cache``; True: under
+    ``$FXVIZ_CACHE_DIR`` or ``~/.cache/fxviz``).  Strategy rows kept are this session's torch config's: leave it
+    off where the config changes between views.
     """
     p = pathlib.Path(path)
     indexes = []
@@ -357,12 +435,7 @@ def load_logs(path: str | os.PathLike[str], on_compile: Callable[[Compile], None
         if fi.stats.records == 0:
             strays.append(os.path.basename(f))
             continue
-        if fi.stats.truncated:
-            warnings.warn(f"{os.path.basename(f)} is truncated (it ends inside a record): its last graph may be "
-                          "incomplete", FxvizWarning, stacklevel=2)
-        if fi.stats.corrupt_lines:
-            warnings.warn(f"{os.path.basename(f)}: skipped {fi.stats.corrupt_lines} corrupt line(s)", FxvizWarning,
-                          stacklevel=2)
+        _warn_read(fi)
         indexes.append(fi)
     if not indexes:
         what = f" ({len(strays)} file(s), none a trace log)" if strays else ""
@@ -371,6 +444,6 @@ def load_logs(path: str | os.PathLike[str], on_compile: Callable[[Compile], None
     if strays:
         warnings.warn(f"{len(strays)} file(s) are not TORCH_TRACE logs (no records): skipped ("
                       + ", ".join(strays[:3]) + (", ..." if len(strays) > 3 else "") + ")", FxvizWarning, stacklevel=2)
-    run = Run(p, indexes)
+    run = Run(p, indexes, LogCache() if cache is True else cache or None)
     warn_other_torch(run.torch_versions)  # issue 33.2: results are the reading torch's; one warning names both
     return run

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fxviz.sources.roles import INPUT_ROLES, ROLES
+from fxviz.sources.role_names import INPUT_ROLES, ROLES
 
 __all__ = [
     "FONT",

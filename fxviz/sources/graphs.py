@@ -13,6 +13,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from fxviz.sources.log_source import LogSource
 from fxviz.sources.roles import NodeInfo
 
 
@@ -69,27 +70,6 @@ class ModelSource:
     loss_fn: Callable | None
     reduce: Callable[[Any], torch.Tensor] | None
     input_names: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class LogSource:
-    """One graph of a ``TORCH_TRACE`` log: which file, rank, compile and piece it is, and what the log
-    said of its frame.  A view of a log knows where its graph lies without asking the ``Run`` it came
-    from (the CLI names it, ``--measure`` reads the same file's records)."""
-
-    file: str
-    rank: int
-    compile_id: str
-    piece: int = 0
-    pieces: int = 1  # how many graphs (DDP buckets, graph-break pieces) the compile logged
-    frame: str = "compiled frame"  # the frame's name, as dynamo logged it
-    torch_version: str | None = None  # the torch that wrote the log
-    input_names: list[str] = field(default_factory=list)
-
-    @property
-    def origin(self) -> str:
-        """``rank 0, compile 1/0`` (and `` piece 2`` when the compile logged several graphs)."""
-        return f"rank {self.rank}, compile {self.compile_id}" + (f" piece {self.piece}" if self.pieces > 1 else "")
 
 
 Source = ModelSource | LogSource
@@ -176,8 +156,7 @@ class Capture:
         if self.model is not None:
             return type(self.model).__name__
         if isinstance(self.source, LogSource):
-            version = self.source.torch_version
-            return self.source.frame + (f" [torch {version}]" if version else "")
+            return self.source.title
         return getattr(self.fn, "__name__", None) or "function"
 
 

@@ -17,31 +17,20 @@ from torch._ops import OpOverload, OpOverloadPacket
 from fxviz import _torch
 from fxviz.core.fx_facts import output_values
 from fxviz.core.graph_facts import innermost_frame, is_tangent, tangent_dependent
+from fxviz.sources.role_names import (
+    CALLER_INPUT_ROLES,
+    CHECKPOINT_POLICIES,
+    INPUT_ROLES,
+    LIFTED_STATE_ROLES,
+    PARAMETER_ROLES,
+    PHASES,
+    ROLES,
+    STATE_ROLES,
+)
 
 __all__ = ["ROLES", "PHASES", "STATE_ROLES", "LIFTED_STATE_ROLES", "PARAMETER_ROLES", "CALLER_INPUT_ROLES",
            "INPUT_ROLES", "NodeInfo", "InputName", "classify_nodes", "input_roles", "role_counts", "short_op",
            "tensor_facts", "symbolic_shape", "CHECKPOINT_POLICIES"]
-
-CHECKPOINT_POLICIES: tuple[str, ...] = ("must_save", "prefer_save", "must_recompute", "prefer_recompute")
-"""torch.utils.checkpoint's policies, as ``Trace.nodes["checkpoint_policy"]`` names them."""
-
-ROLES: tuple[str, ...] = (
-    "primal", "parameter", "buffer", "constant", "tangent", "forward", "backward", "output", "gradient",
-)
-PHASES: tuple[str, ...] = ("forward", "backward")
-
-# --- role groups: the one definition of each (ARCHITECTURE.md's vocabulary) -------------------------
-STATE_ROLES: tuple[str, ...] = ("parameter", "buffer", "constant")
-"""Module state in a joint graph: lifted to an input (parameter, buffer) or baked in (constant); its
-storages exist whatever the partitioner does."""
-LIFTED_STATE_ROLES: tuple[str, ...] = ("parameter", "buffer")
-"""Module state lifted to graph inputs."""
-PARAMETER_ROLES: tuple[str, ...] = ("parameter", "constant")
-"""The roles a model parameter takes: lifted to an input, or captured as a constant (a closure)."""
-CALLER_INPUT_ROLES: tuple[str, ...] = ("primal", "parameter", "buffer")
-"""Graph inputs the caller hands over: the user's inputs and the lifted module state."""
-INPUT_ROLES: tuple[str, ...] = ("primal", "parameter", "buffer", "constant", "tangent")
-"""Values that exist before the graph runs: every input, and constants."""
 
 
 @dataclass(frozen=True)

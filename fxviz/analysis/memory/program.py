@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fxviz.analysis.memory.columns import PROGRAM_WORDS
 from fxviz.analysis.memory.compiled_step import StepMemory, StepRun, TapeEvent, step_memory
 from fxviz.analysis.memory.inductor_code import CompiledGraph, compiled_graph, from_code
 from fxviz.analysis.memory.storage import crossing_inputs, input_positions
@@ -27,11 +28,6 @@ from fxviz.sources.log.output_code import read_output_code
 __all__ = ["compiles", "compiled_for", "RowPeaks", "graph_step", "row_peaks", "step_runs", "whole_step",
            "PROGRAM_WORDS"]
 
-PROGRAM_WORDS = {
-    True: "the code inductor generates for the row's partition (fused, buffers reused, layout copies and its "
-          "kernels' own scratch included), simulated line by line",
-    False: "a liveness walk over the partition's graphs, op by op, as aot_eager runs them",
-}
 
 
 def compiles(graph: JointGraph) -> bool:

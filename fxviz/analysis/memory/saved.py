@@ -17,6 +17,7 @@ import torch
 import torch.fx as fx
 
 from fxviz import _torch
+from fxviz.analysis.memory.saved_words import BY_MODULE_COLUMNS, NO_MODULE, SAVED_COLUMNS, output_words, saved_caption
 from fxviz.analysis.memory.storage import saved_memory
 from fxviz.analysis.strategy.choices import named
 from fxviz.analysis.strategy.partition import Partition
@@ -25,88 +26,7 @@ from fxviz.core.graph_facts import alias_base, is_view_op
 from fxviz.sources.graphs import JointGraph
 from fxviz.sources.roles import NodeInfo, tensor_facts
 
-__all__ = ["OP_WORDS", "KINDS", "FATES", "SAVED_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE", "op_words",
-           "fate", "saved_table", "by_module"]
-
-KINDS: tuple[str, ...] = ("activation", "parameter", "input", "offloaded", "symint")
-"""What a saved value is: a new tensor of the forward, a view of module state (the memory table's
-``saved_param_bytes``), a view of a user input (``saved_input_bytes``), the copy torch's activation
-offloading saves in place of a value (``offloaded_bytes``: on the host, not among the activations), or
-a size."""
-
-FATES: tuple[str, ...] = ("saved", "offloaded", "recomputed", "not needed", "failed")
-"""What another strategy does with a value: saves it, saves a copy on another device (activation
-offloading), runs it again in the backward, needs it not at all (it saves something else it is made
-from or makes), or fails on this graph."""
-
-SAVED_COLUMNS: list[str] = ["kind", "module", "op", "what", "shape", "dtype", "bytes", "shares_storage_with",
-                            "source"]
-"""The table's columns (its index is the joint node name), before one column per other strategy."""
-
-BY_MODULE_COLUMNS: list[str] = ["module", "saved_activation_bytes", "saved_activations", "storages", "biggest"]
-
-NO_MODULE = "(no module)"
-"""The module of a value traced outside every module's forward (the loss, top-level code)."""
-
-# op -> (what a person calls it, the names of its outputs in order).  One table for every word the
-# saved table prints; an op not listed reads "<op> output" (and "<op> output k" for output k).
-OP_WORDS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "native_layer_norm": ("LayerNorm", ("output", "mean", "rstd")),
-    "native_group_norm": ("GroupNorm", ("output", "mean", "rstd")),
-    "_fused_rms_norm": ("RMSNorm", ("output", "rstd")),
-    "native_batch_norm": ("BatchNorm", ("output", "mean", "invstd")),
-    "_native_batch_norm_legit": ("BatchNorm", ("output", "mean", "invstd")),
-    "_native_batch_norm_legit_functional": ("BatchNorm", ("output", "mean", "invstd", "running mean",
-                                                          "running var")),
-    "_native_batch_norm_legit_no_training": ("BatchNorm", ("output", "mean", "invstd")),
-    "native_dropout": ("dropout", ("output", "mask")),
-    "max_pool2d_with_indices": ("max-pool", ("output", "indices")),
-    "max_pool3d_with_indices": ("max-pool", ("output", "indices")),
-    "_scaled_dot_product_flash_attention_for_cpu": ("attention", ("output", "logsumexp")),
-    "_scaled_dot_product_flash_attention": ("attention", ("output", "logsumexp", "cum_seq_q", "cum_seq_k",
-                                                          "max_q", "max_k", "philox seed", "philox offset",
-                                                          "debug mask")),
-    "_scaled_dot_product_efficient_attention": ("attention", ("output", "logsumexp", "philox seed",
-                                                              "philox offset")),
-    "_scaled_dot_product_cudnn_attention": ("attention", ("output", "logsumexp")),
-    "nll_loss_forward": ("NLL loss", ("output", "total weight")),
-    "nll_loss2d_forward": ("NLL loss", ("output", "total weight")),
-    "max": ("max", ("values", "indices")),
-    "min": ("min", ("values", "indices")),
-    "topk": ("top-k", ("values", "indices")),
-    "sort": ("sort", ("values", "indices")),
-    "var_mean": ("var_mean", ("variance", "mean")),
-    "gelu": ("GELU", ("output",)),
-    "relu": ("ReLU", ("output",)),
-    "silu": ("SiLU", ("output",)),
-    "sigmoid": ("sigmoid", ("output",)),
-    "tanh": ("tanh", ("output",)),
-    "erf": ("erf", ("output",)),
-    "exp": ("exp", ("output",)),
-    "hardtanh": ("hardtanh", ("output",)),
-    "leaky_relu": ("LeakyReLU", ("output",)),
-    "_softmax": ("softmax", ("output",)),
-    "_log_softmax": ("log-softmax", ("output",)),
-    "addmm": ("Linear (addmm)", ("output",)),
-    "mm": ("matmul", ("output",)),
-    "bmm": ("batched matmul", ("output",)),
-    "baddbmm": ("batched matmul", ("output",)),
-    "convolution": ("convolution", ("output",)),
-    "embedding": ("embedding", ("output",)),
-    "mul": ("product", ("output",)),
-    "add": ("sum", ("output",)),
-    "sub": ("difference", ("output",)),
-    "div": ("quotient", ("output",)),
-    "rsqrt": ("rsqrt", ("output",)),
-    "pow": ("power", ("output",)),
-    "mean": ("mean", ("output",)),
-    "sum": ("sum", ("output",)),
-    "arange": ("arange", ("output",)),
-    "bitwise_not": ("mask (not)", ("output",)),
-    "clone": ("copy", ("output",)),
-    "_unsafe_view": ("reshape (copy)", ("output",)),
-}
-
+__all__ = ["op_words", "fate", "saved_table", "by_module"]
 
 def op_words(node: fx.Node, info: NodeInfo, names: Mapping[str, NodeInfo]) -> str:
     """A saved value in plain words: ``GELU output``, ``LayerNorm rstd``, ``a view of `addmm_1```,
@@ -125,7 +45,7 @@ def op_words(node: fx.Node, info: NodeInfo, names: Mapping[str, NodeInfo]) -> st
     if getattr(node.target, "__name__", "") == "getitem" and len(node.args) > 1 and isinstance(node.args[0], fx.Node):
         parent, index = node.args[0], node.args[1]
         made = names.get(parent.name)
-        words = _output_words(made.short_op if made is not None else str(parent.target),
+        words = output_words(made.short_op if made is not None else str(parent.target),
                               index if isinstance(index, int) else 0)
         return f"{words} ({made.note})" if made is not None and made.note else words
     if is_view_op(node.target):
@@ -137,15 +57,8 @@ def op_words(node: fx.Node, info: NodeInfo, names: Mapping[str, NodeInfo]) -> st
             return f"a view of `{base.name}`"
     if isinstance(_torch.meta_val(node), torch.SymInt):
         return f"a size ({info.short_op})"
-    words = _output_words(info.short_op, 0)
+    words = output_words(info.short_op, 0)
     return f"{words} ({info.note})" if info.note else words
-
-
-def _output_words(op: str, index: int) -> str:
-    name, outputs = OP_WORDS.get(op, (op, ()))
-    if index < len(outputs):
-        return f"{name} {outputs[index]}"
-    return f"{name} output {index}" if index else f"{name} output"
 
 
 def _op_label(node: fx.Node, info: NodeInfo, names: Mapping[str, NodeInfo]) -> str:
@@ -217,15 +130,8 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
         df[other.name] = [fate(other, n) for n in joint]
     df.attrs["strategy"] = p.name
     df.attrs["strategy_words"] = (names or {}).get(p.name, "")  # "what torch.compile does" for the step's
-    copies = (" and offloaded_bytes (kind 'offloaded': the copies torch's activation offloading saves in place of a "
-              "value, on the device each row's 'what' names; not among the activations). "
-              if (df["kind"] == "offloaded").any() else ". ")
-    df.attrs["caption"] = (
-        f"What strategy {named(p.name, names or {})} saves for the backward: {len(df)} values, biggest storage "
-        "first. bytes count "
-        "storages (a view or alias of a saved value adds 0 and says which value's storage it shares); the kinds "
-        "add up to tr.memory_table()'s saved_activation_bytes, saved_param_bytes and saved_input_bytes" + copies
-        + (f"Other columns: what {', '.join(o.name for o in others)} do with each value." if others else ""))
+    df.attrs["caption"] = saved_caption(named(p.name, names or {}), len(df), bool((df["kind"] == "offloaded").any()),
+                                        [o.name for o in others])
     return df
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from fxviz.analysis.memory.columns import caption
 from fxviz.analysis.memory.program import RowPeaks, compiles
 from fxviz.analysis.memory.storage import has_symbolic_sizes
-from fxviz.analysis.memory.table import caption, memory_row
+from fxviz.analysis.memory.table import memory_row
 from fxviz.analysis.strategy.partition import Partition
 from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.units import exact_size

@@ -16,7 +16,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from fxviz.sources.graphs import Capture, JointGraph
 
-__all__ = ["step_strategy", "step_words", "step_names", "named", "budget_strategy", "offered", "default_strategy",
+__all__ = ["step_strategy", "step_words", "step_names", "named", "budget_strategy", "offered", "offered_of",
+           "default_strategy",
            "compare_partner", "compare_partners",
            "drawable", "drawn_strategy", "flow_strategy", "shown_graphs"]
 
@@ -72,14 +73,19 @@ def offered(graph: JointGraph, capture: Capture) -> tuple[Strategy, ...]:
     ``budget:B`` its functorch config ran min-cut under when B < 1; else what the user's own step
     would do (:func:`step_strategy`); a strategy that needs the model (``eager``) only when there
     is a model to run."""
-    has_model = capture.fn is not None
-    if graph.logged is not None:
+    return offered_of(graph.logged is not None, step_strategy(capture), capture.fn is not None)
+
+
+def offered_of(logged: bool, step: Strategy, has_model: bool) -> tuple[Strategy, ...]:
+    """:func:`offered` from what it reads: whether the graph's own partition was logged, the strategy of
+    the user's step (a log's: its run's ``budget:B`` under a budget), whether there is a model (a log's
+    own table asks this without rebuilding the graph)."""
+    if logged:
         first = [Strategy("logged")]
-        run = step_strategy(capture)  # a log's run under a memory budget: its knapsack, replayed here
-        if run.kind == "budget":
-            first.append(run)
+        if step.kind == "budget":  # a log's run under a memory budget: its knapsack, replayed here
+            first.append(step)
     else:
-        first = [step_strategy(capture)]
+        first = [step]
     return tuple(first) + tuple(s for s in OFFERED if s not in first and (has_model or not s.needs_model))
 
 

@@ -12,8 +12,9 @@ from typing import Any
 from fxviz.analysis.strategy.strategies import Strategy, parse_list
 from fxviz.core.errors import FxvizError
 from fxviz.core.units import format_bytes
+from fxviz.frontends.cli.log_views import keep_fates, keep_table, saved_from_text, say_partitions, table_from_text
 from fxviz.frontends.cli.options import MEASURE, SOURCE, STRATEGIES, command, opt, strategy
-from fxviz.frontends.cli.source import logged_at, open_trace, refuse_measure_log, where_in_run
+from fxviz.frontends.cli.source import from_log, logged_at, open_trace, refuse_measure_log, where_in_run
 from fxviz.frontends.cli.words import WIDTH, cli_text, fitted, wrap
 from fxviz.sources.log.layout import read_logged_layout
 
@@ -73,7 +74,10 @@ def _measured_text(measured: Any) -> str:
          opt("--exact", action="store_true", help="exact integers instead of KiB/MiB/GiB"), MEASURE)
 def cmd_table(args: argparse.Namespace) -> int:
     """The memory table: what each strategy saves (storage-aware bytes), recomputes and peaks at
-    (--measure: beside what the real compiled step keeps)."""
+    (--measure: beside what the real compiled step keeps).  A log's own partition (and what earlier views of
+    the log kept) is read from its text, without torch; another strategy rebuilds the graph."""
+    if from_log(args) and not args.measure and table_from_text(args, _print_table, _print_knapsack):
+        return 0
     tr = open_trace(args)  # argument errors first, before torch loads
     from fxviz.core.graph_facts import joint_node_count
     from fxviz.sources.graphs import INFERENCE_NOTE, graph_of
@@ -91,10 +95,14 @@ def cmd_table(args: argparse.Namespace) -> int:
             print(wrap(f"{piece.capture.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
                        f"{INFERENCE_NOTE}"))
             continue
-        _print_table(piece.memory_table(strategies, scope="graph", measured=measured if len(tr.pieces) == 1 else None),
-                     args.exact)
+        if args.logs:
+            say_partitions(piece, list(strategies or piece.offered))
+        df = piece.memory_table(strategies, scope="graph", measured=measured if len(tr.pieces) == 1 else None)
+        _print_table(df, args.exact)
+        if args.logs:
+            keep_table(args, piece, df)
     if getattr(args, "run", None) is not None:
-        _print_knapsack(args.run, tr)
+        _print_knapsack(args.run, logged_at(tr))
     if len(tr.pieces) > 1:
         whole = tr.memory_table(strategies, scope="step", measured=measured)
         totals = whole[whole["piece"] == "total"].drop(columns=["piece", "runs"]).reset_index(drop=True)
@@ -107,9 +115,9 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_knapsack(run: Any, tr: Any) -> None:
-    """The run's own knapsack under the table, when its log holds one (``Run.knapsack``)."""
-    src = logged_at(tr)
+def _print_knapsack(run: Any, src: Any) -> None:
+    """The run's own knapsack under the table, when its log holds one (``Run.knapsack``; ``src``: the
+    graph's ``LogSource``)."""
     rank, compile_id, piece = src.rank, src.compile_id, src.piece
     df = run.knapsack(rank, compile_id, piece)
     if df is None:
@@ -147,7 +155,9 @@ def _print_table(df: Any, exact: bool) -> None:
                                        "level the drawing collapses to)"),
          opt("--top", type=int, default=20, help="rows to show, biggest first (default 20; 0: all)"),
          opt("--kind", choices=["activation", "parameter", "input", "symint"],
-             help="only the values of this kind (e.g. activation: leave out the resident parameters)"), MEASURE)
+             help="only the values of this kind (e.g. activation: leave out the resident parameters)"),
+         opt("--compare", help="comma-separated strategies whose fate of each value is shown beside it (default: the "
+                               "offered ones; with --logs, those an earlier view of the log computed)"), MEASURE)
 def cmd_saved(args: argparse.Namespace) -> int:
     """What the backward reads from the forward, biggest first: each value's kind, module, op in
     plain words, tensor and storage-aware bytes, and what the other strategies do with it
@@ -157,6 +167,8 @@ def cmd_saved(args: argparse.Namespace) -> int:
     if args.measure and args.by_module:
         raise FxvizError("--measure marks each saved value, and --by-module sums them per module",
                          "drop one: fxviz saved MODEL --measure")
+    if from_log(args) and not args.measure and saved_from_text(args):
+        return 0
     tr = open_trace(args)
     measured = _measure(tr, args)
     # the marks say what the step holds of the partition it used: that partition, unless one is named
@@ -177,7 +189,12 @@ def cmd_saved(args: argparse.Namespace) -> int:
         if args.by_module:
             print(by_module_text(piece.saved(args.strategy, compare=[]).by_module(args.depth), name))
         else:
-            df = piece.saved(chosen, measured=measured)
+            compare = parse_list(args.compare)
+            if args.logs and compare:
+                say_partitions(piece, compare)
+            df = piece.saved(chosen, compare=compare, measured=measured)
+            if args.logs:
+                keep_fates(args, piece, [s for s in compare or piece.offered if s.name != df.attrs["strategy"]])
             if args.kind:
                 kept = df[df["kind"] == args.kind]
                 kept.attrs = dict(df.attrs)

@@ -7,7 +7,9 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.errors import Blank, Do, FxvizError, ModelSpecError, spelled
+from fxviz.frontends.cli.log_views import say_partitions
 from fxviz.frontends.cli.options import DYNAMIC, backend, command, opt, params
 from fxviz.frontends.cli.source import logged_at, open_run, trace_model
 from fxviz.frontends.cli.words import option_words, wrap
@@ -136,6 +138,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
     """Compare two sides: the summary (totals, the change, the top differences), then the table."""
     sides = Sides(args)
     a, b = sides.trace("a"), sides.trace("b")
+    for side, named in ((a, args.strategy_a), (b, args.strategy_b or args.strategy_a)):
+        if named:  # a partition of a big logged graph takes a while: said first (issue 46)
+            say_partitions(side, [Strategy.parse(named)])
     from fxviz.api.diffing import diff
 
     d = diff(a, b, args.strategy_a, args.strategy_b, labels=(sides.label("a"), sides.label("b")))

@@ -9,6 +9,7 @@ import sys
 from fxviz.analysis.strategy.strategies import parse_list
 from fxviz.core.atomic import check_writable
 from fxviz.core.errors import FxvizError, InputError
+from fxviz.frontends.cli.log_views import slow_log
 from fxviz.frontends.cli.options import DEPTH, GROUP, MEASURE, SOURCE, STRATEGIES, command, opt, output, strategy
 from fxviz.frontends.cli.source import from_log, open_run, open_trace, other_compiles, stem
 from fxviz.frontends.cli.words import wrap
@@ -100,6 +101,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                              "--logs DIR --measure",
                              "drop --measure here, or run fxviz table --logs DIR --graph ID --measure")
         run = open_run(args.logs)
+        if say is None and slow_log(run):  # a big log's report takes a while: what it computes is said
+            say = (lambda m: print(f"fxviz: report: {m}", file=sys.stderr, flush=True))  # noqa: E731
         from fxviz.frontends.report.page import report
 
         path = report(run, out or f"{stem(args)}.html", rank=args.rank, compile_id=args.graph,

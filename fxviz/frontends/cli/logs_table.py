@@ -44,7 +44,7 @@ class StreamedTable:
 
     WIDTHS: ClassVar[dict[str, int]] = {"rank": 4, "graph": 8, "frame": 21, "line": 18, "backend": 9,
                                         "status": 12, "nodes": 6, "saved": 5, "notes": 6}
-    NOTED = ("fail_reason", "graph_break_reason", "recompile_reason")
+    NOTED = ("fail_reason", "graph_break_reason", "recompile_reason", "damaged")
 
     def __init__(self, out: Any, where: str) -> None:
         self.out, self.where = out, where
@@ -102,6 +102,9 @@ class StreamedTable:
                 reason = f"{row['fail_type']}: {reason}" if reason else str(row["fail_type"])
             if what == "recompile_reason":
                 reason = _newest_guard_failure(reason)
+            if what == "damaged":  # issue 46: a graph payload whose md5 does not match
+                reason = (f"its {reason} graph's text does not match the md5 torch wrote for it: changed after the run "
+                          "wrote it")
             label = {"fail_reason": "failed"}.get(what, what.replace("_reason", "").replace("_", " "))
             print(wrap(f"[{number}] {compile_id} {label}: {reason}"), file=self.out)
 

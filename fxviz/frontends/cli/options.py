@@ -24,7 +24,8 @@ STEP_DEFAULT = ("what torch.compile does (min_cut; its knapsack budget:B when to
                 "is below 1; default for aot_function's routes: --params closure, models on the meta device)")
 """What every view shows when no strategy is named (``analysis.choices.step_strategy``), in words."""
 DEFAULT_STRATEGIES = (STEP_DEFAULT + " first, then " + ",".join(s.name for s in OFFERED if s.name != "min_cut")
-                      + " (from --logs: logged first, no eager)")
+                      + " (from --logs: logged, read from the log's text, and the strategies an earlier view of the "
+                        "log kept; naming another rebuilds the graph)")
 BACKENDS = ("aot_eager", "inductor")
 PARAMS = ("lifted", "closure")
 DEBUG_HELP = "show full tracebacks"

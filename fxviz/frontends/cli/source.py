@@ -7,27 +7,36 @@ and one check that a command got a model or a log, not both and not neither (``f
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from fxviz.api.run import load_logs
 from fxviz.core.errors import FxvizError, ModelSpecError
 from fxviz.frontends.cli.specs import load_spec, parse_spec
+from fxviz.frontends.cli.words import wrap
 from fxviz.sources.log.reader import log_files
+from fxviz.sources.log_source import LogSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.api.facade import Trace
-    from fxviz.sources.graphs import LogSource
 
-__all__ = ["open_run", "from_log", "open_trace", "trace_model", "where_in_run", "other_compiles", "stem",
-           "refuse_measure_log"]
+__all__ = ["open_run", "from_log", "open_trace", "trace_model", "where_in_run", "where_line", "other_compiles",
+           "stem", "refuse_measure_log", "logged_at"]
 
 
 def open_run(path: str, on_compile: Callable[[Any], None] | None = None) -> Any:
-    """The ``Run`` of a ``TORCH_TRACE`` directory or file; a missing path is said before torch loads."""
+    """The ``Run`` of a ``TORCH_TRACE`` directory or file; a missing path is said before torch loads.  Its views
+    keep what they work out for the next view of the log (``Run.cache``), and a rebuild that takes a while
+    is said on stderr first."""
     log_files(path)
+    run = load_logs(path, on_compile=on_compile, cache=True)
+    run.progress = _say
+    return run
 
-    return load_logs(path, on_compile=on_compile)
+
+def _say(text: str) -> None:
+    print(wrap(f"fxviz: {text}"), file=sys.stderr, flush=True)
 
 
 def from_log(args: argparse.Namespace) -> bool:
@@ -71,12 +80,17 @@ def where_in_run(run: Any, tr: Any, rank: int | None = None) -> str:
     graph of many: never picked silently); ``rank``: the one asked for (None: none was)."""
     from fxviz.core.graph_facts import input_devices
 
-    found = logged_at(tr).rank
-    rest = other_compiles(run, tr)
+    return where_line(run, logged_at(tr), tr.graph.backend, input_devices(tr.graph.gm), rank)
+
+
+def where_line(run: Any, src: LogSource, backend: str, devices: list[str], rank: int | None = None) -> str:
+    """:func:`where_in_run` of the graph ``src`` names (compiled by ``backend``, inputs on ``devices``), from
+    the run's index alone: a log's own table says it without rebuilding the graph."""
+    found = src.rank
+    rest = other_compiles(run, src)
     eager = run.eager_frames(found)
-    on = [d for d in input_devices(tr.graph.gm) if d != "cpu"]  # a run's device, when not this CPU
-    line = (f"{tr.capture.title}, {tr.capture.origin} ({', '.join([tr.graph.backend, *on])}): 1 of {len(rest) + 1} "
-            f"compile(s) on rank {found}")
+    on = [d for d in devices if d != "cpu"]  # a run's device, when not this CPU
+    line = f"{src.title}, {src.origin} ({', '.join([backend, *on])}): 1 of {len(rest) + 1} compile(s) on rank {found}"
     if rank is None and len(run.ranks) > 1:
         which = "rank 0's" if found == 0 else "rank 0 has no such graph; the first rank that has it"
         line += f" (no --rank: {which})"
@@ -97,11 +111,13 @@ def logged_at(tr: Trace) -> LogSource:
     return cast("LogSource", source)
 
 
-def other_compiles(run: Any, tr: Any) -> list[str]:
-    """The compile ids of the run on ``tr``'s rank other than ``tr``'s own, in the log's order."""
-    src = logged_at(tr)
+def other_compiles(run: Any, src: Any) -> list[str]:
+    """The compile ids of the run on the rank of ``src`` (a log's graph: its ``LogSource``, or a trace of it)
+    other than its own, in the log's order."""
+    if not isinstance(src, LogSource):
+        src = logged_at(src)
     found, compile_id = src.rank, src.compile_id
-    ids = dict.fromkeys(str(c) for c in run.graphs[run.graphs["rank"] == found]["compile_id"])
+    ids = dict.fromkeys(str(r["compile_id"]) for r in run.rows() if r["rank"] == found)
     return [c for c in ids if c != compile_id]
 
 

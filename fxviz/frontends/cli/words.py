@@ -29,13 +29,14 @@ COMMAND_FOR: dict[str, str] = {
 }
 """The command that does what a Python call does, by the call's name."""
 
-OPTION_CALLS = ("draw", "trace")
-"""Calls whose arguments are options of the command at hand (``fxviz draw``; ``--piece`` of a trace)."""
+OPTION_CALLS = ("draw", "trace", "memory_table")
+"""Calls whose arguments are options of the command at hand (``fxviz draw``; ``--piece`` of a trace; a log's
+own table asks for ``--strategies``)."""
 
 
 def option_words(do: Do) -> str:
     """``do`` as this command takes it: a command (``'fxviz doctor'``) or options (``--group none``)."""
-    if do.call in COMMAND_FOR:
+    if do.call in COMMAND_FOR and not (do.args and do.call in OPTION_CALLS):
         return COMMAND_FOR[do.call]
     if do.call in OPTION_CALLS:
         return " ".join(_option(name, value) for name, value in do.args)

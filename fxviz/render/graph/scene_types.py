@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from fxviz.sources.roles import NodeInfo
+if TYPE_CHECKING:  # the annotations only: a saved table's text is printed without torch (issue 46)
+    from fxviz.sources.roles import NodeInfo
 
 RECOMPUTED_SUFFIX = "~recomputed"
 

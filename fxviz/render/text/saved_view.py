@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from fxviz.analysis.memory.saved import SAVED_COLUMNS
+from fxviz.analysis.memory.saved_words import SAVED_COLUMNS
 from fxviz.core.units import format_bytes, is_missing, plural
 from fxviz.render.graph.scene_types import format_shape
 

@@ -15,7 +15,6 @@ import pandas as pd
 
 from fxviz.core.units import format_bytes, format_flops, is_missing
 from fxviz.render.theme import EDGE_COLOR, ROLE_COLORS, STATUS, faded
-from fxviz.sources.graphs import graph_name
 
 __all__ = ["MemoryTable", "best_rows", "shown_columns", "style_memory_table", "memory_table_text", "format_cell",
            "PANEL_COLUMNS", "COLUMN_WORDS", "LOWER_IS_BETTER"]
@@ -214,6 +213,8 @@ def _row_label(df: pd.DataFrame, r: Any) -> str:
     if "piece" not in df:
         return strategy
     piece = df.loc[r, "piece"]
+    from fxviz.sources.graphs import graph_name  # here: a log's own table is printed without torch (issue 46)
+
     return f"{'step' if piece == 'total' else graph_name(int(piece))} {strategy}"
 
 

@@ -24,7 +24,7 @@ from fxviz.core import supported as _supported
 from fxviz.core.errors import FxvizWarning, LogError
 
 __all__ = ["Record", "ReadStats", "read_records", "read_payload", "log_files", "ENVELOPE_KEYS", "other_torch_notes",
-           "warn_other_torch"]
+           "warn_other_torch", "payload_md5"]
 
 # glog prefix: level letter, MMDD hh:mm:ss.micro, thread/process id, file:line] -- optional [rankN]:
 # (matched from a line's start with match(buf, start, end): no ^, which would only match at buf's start)
@@ -212,6 +212,13 @@ def _untabbed(data: bytes) -> bytes:
     return data[1:].replace(b"\n\t", b"\n")
 
 
+def payload_md5(raw: bytes) -> str:
+    """The md5 of a payload as the file holds it (tab-led lines), as torch computes ``has_payload``."""
+    import hashlib  # here: its OpenSSL load is start-up time every other reading skips
+
+    return hashlib.md5(_untabbed(raw), usedforsecurity=False).hexdigest()
+
+
 def _payload_md5_matches(f: IO[bytes], record: Record) -> bool | None:
     """Whether the last record's payload is all there: a file cut between two payload lines ends
     cleanly, and a whole one may lack its final newline, so only the payload's md5, which torch writes
@@ -219,14 +226,12 @@ def _payload_md5_matches(f: IO[bytes], record: Record) -> bool | None:
     digest = record.envelope.get("has_payload")
     if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{32}", digest)) or not f.seekable():
         return None
-    import hashlib  # here: its OpenSSL load is start-up time every other reading skips
-
     f.seek(record.payload_offset)
     data = f.read()
     m = _LINE_START.search(data)
     if m is not None:  # a line written after the read: the payload ends before it
         data = data[:m.end()]
-    return hashlib.md5(_untabbed(data), usedforsecurity=False).hexdigest() == digest
+    return payload_md5(data) == digest
 
 
 def read_payload(path: str, offset: int) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["VIEW_OPS", "ITEMSIZE", "GraphText", "SavedBytes", "saved_bytes", "storage_bytes", "placeholders",
-           "ASSIGNS", "is_tangent"]
+           "ASSIGNS", "is_tangent", "size_at"]
 
 VIEW_OPS = frozenset({
     "_autocast_to_full_precision", "_autocast_to_reduced_precision", "_conj", "_fw_primal", "_grad_sum_to_size",
@@ -243,6 +243,12 @@ _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod, ast.Pow: operator.pow,
 }
+
+
+def size_at(expr: str, hints: Mapping[str, int]) -> int:
+    """A printed size (``16``, ``s77``, ``2*s77 + 1``, ``Max(1, s0)``) at the run's values; ``ValueError``
+    when the log gives no value for it."""
+    return _value(expr, hints)
 
 
 def _value(expr: str, hints: Mapping[str, int]) -> int:

@@ -12,9 +12,7 @@ passes, which are run here too (the logged graph is kept as ``before_joint_passe
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import re
 from typing import Any
 
 import torch.fx as fx
@@ -24,25 +22,35 @@ from fxviz.core.errors import LogError
 from fxviz.core.fx_facts import output_values
 from fxviz.core.graph_facts import tangent_dependent, tangents, traced_phases
 from fxviz.core.supported import TORCH_RANGE
-from fxviz.sources.graphs import Capture, JointGraph, LogSource
+from fxviz.sources.graphs import Capture, JointGraph
+from fxviz.sources.log.cache import LogCache, piece_key
 from fxviz.sources.log.guards import Guards, allgathered_note, read_guards
 from fxviz.sources.log.index import Compile, Piece
+from fxviz.sources.log.light.modules import place_modules
+from fxviz.sources.log.names import def_names, input_names, qualname, returned_names
 from fxviz.sources.log.reader import read_payload
-from fxviz.sources.log.rebuild.graph_code import parse_def_names, parse_graph
-from fxviz.sources.log.rebuild.modules import place_modules
+from fxviz.sources.log.rebuild.graph_code import parse_graph
+from fxviz.sources.log.rebuild.light_graph import as_light
+from fxviz.sources.log.run_config import run_budget, run_config_text
+from fxviz.sources.log_source import LogSource
 from fxviz.sources.roles import LIFTED_STATE_ROLES, InputName, classify_nodes, input_roles
 
 __all__ = ["capture_from_log"]
 
 
-def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Capture:
-    """The ``Capture`` of piece ``p`` of compile ``c`` (``notes``: said in its warnings)."""
+def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None, cache: LogCache | None = None) -> Capture:
+    """The ``Capture`` of piece ``p`` of compile ``c`` (``notes``: said in its warnings).  ``cache``: where the
+    joint graph after inductor's passes is kept, so the next rebuild of the same graph starts from it."""
     builder = _torch.LogGraphBuilder(c.hints)
     backend = "inductor" if c.backend == "inductor" else "aot_eager"  # what compiled it, as fxviz replays it
     has_backward = "aot_joint_graph" in p.offsets
+    kind = next(k for k in ("aot_joint_graph", "aot_inference_graph", "aot_forward_graph") if k in p.offsets)
+    key = piece_key(c, p) if cache is not None and backend == "inductor" and has_backward else None
+    kept = cache.text(key, "joint") if cache is not None and key is not None else None
+    rebuilt = cache.load(key).get("rebuilt") if cache is not None and kept is not None else None
     with _torch.quiet_torch():
-        parsed = parse_graph(read_payload(c.file, p.offsets["aot_joint_graph" if has_backward
-                                                            else "aot_inference_graph"]), builder)
+        text = kept if rebuilt is not None and kept is not None else read_payload(c.file, p.offsets[kind])
+        parsed = parse_graph(text, builder)
         joint = parsed.gm
         logged = None
         if has_backward and "aot_forward_graph" in p.offsets and "aot_backward_graph" in p.offsets:
@@ -54,19 +62,22 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
         raise LogError("this log's graphs carry no AOT descriptors (# PlainAOTInput...): it was written by a torch "
                        "older than fxviz reads", f"fxviz reads logs of torch {TORCH_RANGE}")
     warnings_ = list(notes or [])
+    if kind == "aot_forward_graph":  # issue 46: a piece without a joint graph (the forward alone, a cache hit)
+        why = ("its forward and backward graphs, no joint graph (AOTAutograd's cache gave them)"
+               if "aot_backward_graph" in p.offsets else "its forward graph alone (no joint graph, no backward: the "
+               "run stopped before its backward was compiled, or another tool wrote the log)")
+        warnings_.append(f"the log holds compile {c.compile_id}'s {why}: it is shown as a forward graph; what it "
+                         "returns for the backward is what fxviz saved --logs lists")
     dynamo_names, user_names = _dynamo_names(c, warnings_)
-    phases = {n.name: phase for n, phase in traced_phases(joint).items()}
-    _tag(joint, phases)
-    gm, before = joint, None
-    if backend == "inductor" and has_backward:
-        # the run's min-cut partitioned the graph after inductor's joint passes; the log holds
-        # the one before them: run them (the pre-pass graph is kept, as fxviz.trace does)
-        before = joint
-        with _torch.quiet_torch():
-            gm = _torch.inductor_joint_passes(joint)
-        _phase_new_nodes(gm, phases)
-        if logged is not None:
-            logged = (_share_values(logged[0], gm), _share_values(logged[1], gm))
+    if rebuilt is not None:  # the graph after inductor's passes, as the first rebuild left it (its tags restored)
+        gm, before, phases = joint, None, dict(rebuilt["phases"])
+        _restore(gm, rebuilt)
+    else:
+        gm, before, phases = _passes(joint, backend, has_backward)
+        if key is not None and cache is not None and not parsed.stand_ins:
+            _keep(cache, key, gm, phases)
+    if before is not None and logged is not None:
+        logged = (_share_values(logged[0], gm), _share_values(logged[1], gm))
     warnings_ += parsed.notes + _torch.joint_passes_note(gm)  # issue 33: what a foreign log could not give
     names = _input_names(c, dynamo_names)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -74,7 +85,7 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
     state_names = {n: q for n, (role, q) in input_roles(gm, names).items() if role in LIFTED_STATE_ROLES and q}
     grads_in = set(tangents(gm))  # the modules' walk reads inputs' phases too: a tangent is backward
     guards = read_guards(read_payload(c.file, c.guards_offset)) if c.guards_offset >= 0 else Guards()
-    modules = place_modules(gm, state_names, {**{n.name: "backward" if n in grads_in else "forward"
+    modules = place_modules(as_light(gm), state_names, {**{n.name: "backward" if n in grads_in else "forward"
                                                  for n in placeholders}, **phases}, guards)
     info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names, phases=phases, modules=modules)
     for name, qual in state_names.items():  # FSDP2's unsharded parameters, said in every view
@@ -101,47 +112,56 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None) -> Ca
     return Capture(graphs=[graph], source=source, route="log", params="lifted",
                    loss="loss: what the run's compiled frame returned (read from the log)",
                    graph_breaks=[c.graph_break_reason] if c.graph_break_reason else [], warnings=warnings_,
-                   state=_state(c), backend=backend, torch_budget=_budget(c.functorch),
+                   state=_state(c), backend=backend, torch_budget=run_budget(c.functorch),
                    log_config=dict(c.functorch))
-
-
-def run_config_text(config: dict[str, Any]) -> str:
-    """``; the run's functorch config: activation_memory_budget=0.5, solver dp, estimator flops``: what
-    the run's min-cut was told, as its log recorded it ("" when the log recorded nothing)."""
-    if "activation_memory_budget" not in config:
-        return ""
-    text = f"; the run's functorch config: activation_memory_budget={_budget(config)[0]:g}"
-    text += "".join(f", {w} {config[k]}" for k, w in (("activation_memory_budget_solver", "solver"),
-                                                      ("activation_memory_budget_runtime_estimator", "estimator"))
-                    if k in config)
-    if config.get("enable_activation_offloading"):
-        text += ", enable_activation_offloading=True"
-    return text
-
-
-def _budget(config: dict[str, Any]) -> tuple[float, str]:
-    """(budget, solver) the run's min-cut used, as ``Capture.torch_budget`` holds them (no solver
-    recorded reads as torch's default ``dp``)."""
-    try:
-        budget = float(config.get("activation_memory_budget", 1.0))
-    except (TypeError, ValueError):
-        budget = 1.0
-    solver = str(config.get("activation_memory_budget_solver") or "dp")
-    return budget, solver
 
 
 def _dynamo_names(c: Compile, warnings_: list[str]) -> tuple[list[str], dict[int, str]]:
     """dynamo's names of the frame's inputs (by position) and of what it returns, from dynamo's graph."""
     if c.dynamo_offset >= 0 and len(c.pieces) == 1:
         code = read_payload(c.file, c.dynamo_offset)
-        try:
-            return parse_def_names(code), _returned_names(code)
-        except LogError:
-            warnings_.append("dynamo's graph in the log does not parse: inputs keep their graph names")
+        found = def_names(code)
+        if found:
+            return found, returned_names(code)
+        warnings_.append("dynamo's graph in the log does not parse: inputs keep their graph names")
     elif len(c.pieces) > 1:
         warnings_.append(f"compile {c.compile_id} was split into {len(c.pieces)} graphs (DDP's bucketing): "
                          "inputs keep their graph names")
     return [], {}
+
+
+def _passes(joint: fx.GraphModule, backend: str, has_backward: bool
+            ) -> tuple[fx.GraphModule, fx.GraphModule | None, dict[str, str]]:
+    """(the graph the run partitioned, the logged joint when they differ, each op's phase): under inductor
+    the run's min-cut partitioned the graph after inductor's joint passes; the log holds the one before
+    them: run them (the pre-pass graph is kept, as fxviz.trace does)."""
+    phases = {n.name: phase for n, phase in traced_phases(joint).items()}
+    _tag(joint, phases)
+    if backend != "inductor" or not has_backward:
+        return joint, None, phases
+    with _torch.quiet_torch():
+        gm = _torch.inductor_joint_passes(joint)
+    _phase_new_nodes(gm, phases)
+    return gm, joint, phases
+
+
+def _keep(cache: LogCache, key: str, gm: fx.GraphModule, phases: dict[str, str]) -> None:
+    """Keep the graph inductor's passes made (as ``print_readable`` prints it: the log's own form), its ops'
+    phases and partitioner tags: the next rebuild of this graph parses it and skips the passes (issue 46)."""
+    tags = {n.name: tag for n in gm.graph.nodes if (tag := _torch.partitioner_tag(n)) is not None}
+    text = gm.print_readable(print_output=False, include_stride=True, include_device=True, expanded_def=True)
+    cache.keep_text(key, "joint", text)
+    cache.update(key, "rebuilt", {"phases": phases, "tags": tags, "note": _torch.joint_passes_note(gm)})
+
+
+def _restore(gm: fx.GraphModule, rebuilt: dict[str, Any]) -> None:
+    """The partitioner tags and the passes' note a kept graph's text does not print."""
+    for n in gm.graph.nodes:
+        tag = rebuilt["tags"].get(n.name)
+        if tag is not None:
+            _torch.LogGraphBuilder.set_tag(n, tag)
+    for note in rebuilt.get("note") or []:
+        _torch.LogGraphBuilder.set_passes_note(gm, note)
 
 
 def _tag(gm: fx.GraphModule, phases: dict[str, str]) -> None:
@@ -180,39 +200,8 @@ def _phase_new_nodes(gm: fx.GraphModule, phases: dict[str, str]) -> None:
     gm.recompile()
 
 
-# --- names -----------------------------------------------------------------------------------------
-def _mangle(source: str) -> str:
-    """dynamo's placeholder name for a source: every run of non-alphanumerics becomes ``_``."""
-    return re.sub(r"[^a-zA-Z0-9]+", "_", source)
-
-
-def _qualname(source: str) -> tuple[str, str]:
-    """(role, real name) of a dynamo source: ``L['self']._modules['h']._modules['0']._parameters['w']``
-    -> ("parameter", "h.0.w"); ``L['idx']`` -> ("primal", "idx")."""
-    parts = re.findall(r"\._(modules|parameters|buffers)\[['\"]([^'\"]+)['\"]\]", source)
-    if parts:
-        role = {"parameters": "parameter", "buffers": "buffer"}.get(parts[-1][0], "primal")
-        return role, ".".join(name for _, name in parts)
-    m = re.fullmatch(r"[LG]\[['\"]([^'\"]+)['\"]\](.*)", source)
-    if m:
-        return "primal", m.group(1) + m.group(2)
-    return "primal", source
-
-
 def _input_names(c: Compile, dynamo_names: list[str]) -> dict[int, InputName]:
-    by_mangled: dict[str, tuple[str, str]] = {}
-    for tid, src in c.sources:
-        role, qual = _qualname(src)
-        if tid in c.parameters:
-            role = "parameter"
-        by_mangled.setdefault(_mangle(src), (role, qual))
-    out: dict[int, InputName] = {}
-    for i, name in enumerate(dynamo_names):
-        hit = by_mangled.get(name) or by_mangled.get(re.sub(r"_\d+$", "", name))
-        if hit is None:  # a size or a value dynamo made without describing it: keep dynamo's name
-            hit = ("primal", name)
-        out[i] = InputName(*hit)
-    return out
+    return {i: InputName(*name) for i, name in input_names(c, dynamo_names).items()}
 
 
 def _state(c: Compile) -> list[tuple[str, Any]]:
@@ -225,7 +214,7 @@ def _state(c: Compile) -> list[tuple[str, Any]]:
         if tid not in c.parameters:
             continue
         size, dtype, requires_grad = c.parameters[tid]
-        _, name = _qualname(src)
+        _, name = qualname(src)
         dt = getattr(torch, dtype.replace("torch.", ""), None)
         if name in seen or not isinstance(dt, torch.dtype) or not all(isinstance(s, int) for s in size):
             continue
@@ -262,15 +251,3 @@ def _same_kind(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return a.dtype == b.dtype and str(list(a.shape)) == str(list(b.shape))
     return not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor)
-
-
-def _returned_names(code: str) -> dict[int, str]:
-    """dynamo's names for what the frame returns (``cross_entropy``), by output position."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
-            return {i: e.id for i, e in enumerate(node.value.elts) if isinstance(e, ast.Name)}
-    return {}

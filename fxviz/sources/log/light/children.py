@@ -1,5 +1,5 @@
 """The ops of a logged graph's child modules that own no parameter (an activation, a dropout), which
-the parameters an op reads cannot place (issue 33; ``capture.log_modules`` places the rest).
+the parameters an op reads cannot place (issue 33; ``light.modules`` places the rest).
 
 dynamo's guards name those children, their class and, for a ``Sequential``, their order
 (``logs.guards``); the log's source line says where a user's line calls one (``self.drop(...)``).
@@ -20,14 +20,11 @@ Their ops are then found by dataflow, the children's calls being evaluated in or
 from __future__ import annotations
 
 import ast
-import operator
 import re
 from typing import Any
 
-import torch.fx as fx
-
-from fxviz import _torch
 from fxviz.sources.log.guards import Guards
+from fxviz.sources.log.light.nodes import LightNode, is_getitem, packet
 
 __all__ = ["where", "is_detach", "own_forwards", "called_children", "sequential_children"]
 
@@ -35,9 +32,9 @@ _TRACE = re.compile(r'File "([^"]*)", line (\d+), in (\S+)\n\s*(.*)', re.S)
 _CONTAINERS = ("torch.nn.modules.container.Sequential",)
 
 
-def where(n: fx.Node) -> tuple[str, int, str, str] | None:
+def where(n: LightNode) -> tuple[str, int, str, str] | None:
     """(file, line, function, code) of an op's ``# File:`` line."""
-    m = _TRACE.search(_torch.stack_trace(n) or "")
+    m = _TRACE.search(n.trace or "")
     return (m.group(1), int(m.group(2)), m.group(3), m.group(4).strip()) if m else None
 
 
@@ -74,15 +71,15 @@ def hands_on(parent: Any, call: Any) -> bool:
     return False
 
 
-def is_detach(n: fx.Node) -> bool:
+def is_detach(n: LightNode) -> bool:
     """A ``detach`` autograd makes of an op's output to save it: its op's, never the start of a run."""
-    return str(getattr(n.target, "__name__", n.target)).split(".")[0] == "detach"
+    return packet(n) == "detach"
 
 
-def _chain(ops: list[fx.Node], start: set[fx.Node], module: dict[str, str]) -> list[fx.Node]:
+def _chain(ops: list[LightNode], start: set[LightNode], module: dict[str, str]) -> list[LightNode]:
     """The unplaced ops of ``ops`` fed only by ``start`` and each other (constants aside)."""
     inside = set(ops)
-    chain: list[fx.Node] = []
+    chain: list[LightNode] = []
     held = set(start)
     for n in ops:
         if n.name in module or n in start or is_detach(n):
@@ -94,12 +91,12 @@ def _chain(ops: list[fx.Node], start: set[fx.Node], module: dict[str, str]) -> l
     return chain
 
 
-def _tail(ops: list[fx.Node]) -> list[fx.Node] | None:
+def _tail(ops: list[LightNode]) -> list[LightNode] | None:
     """The shortest run at the end of ``ops`` (in order) fed by one value and itself: a call's ops
     after its argument's (a multi-output op's elements go with it; ``detach`` stays with its op)."""
     run = [n for n in ops if not is_detach(n)]
     for k in range(len(run) - 1, -1, -1):
-        if run[k].target is operator.getitem:
+        if is_getitem(run[k]):
             continue  # an element starts no run: it is its op's
         tail = set(run[k:])
         outside = {a for n in run[k:] for a in n.all_input_nodes if a not in tail}
@@ -116,18 +113,18 @@ def _identity(path: str, guards: Guards) -> bool:
                                          and guards.attrs.get(f"{path}.p") in ("0.0", "0"))
 
 
-def _fit(path: str, run: list[fx.Node], guards: Guards) -> list[fx.Node]:
+def _fit(path: str, run: list[LightNode], guards: Guards) -> list[LightNode]:
     """``run`` when child ``path`` can have made it (an identity child: only its ``clone``)."""
     if _identity(path, guards):
         return run if len(run) == 1 and str(run[0].target) == "aten.clone.default" else []
     return run
 
 
-def _is_element_of(n: fx.Node, values: set[fx.Node]) -> bool:
-    return n.target is operator.getitem and isinstance(n.args[0], fx.Node) and n.args[0] in values
+def _is_element_of(n: LightNode, values: set[LightNode]) -> bool:
+    return is_getitem(n) and isinstance(n.args[0], LightNode) and n.args[0] in values
 
 
-def called_children(ops: list[fx.Node], frame: str, module: dict[str, str], empty: set[str], guards: Guards) -> None:
+def called_children(ops: list[LightNode], frame: str, module: dict[str, str], empty: set[str], guards: Guards) -> None:
     """The ops of each parameterless child a source block's line calls (``self.act(self.fc(h))``,
     ``self.drop(a + b)``), where what the call returns goes to a module, an operator or the line's
     result (see :func:`hands_on`)."""
@@ -161,10 +158,10 @@ def called_children(ops: list[fx.Node], frame: str, module: dict[str, str], empt
         run = _fit(_join(frame, name), run, guards)
         module.update({n.name: _join(frame, name) for n in run})
         module.update({n.name: _join(frame, name) for r in run for n in r.users
-                       if n.target is operator.getitem and n in ops and n.name not in module})
+                       if is_getitem(n) and n in ops and n.name not in module})
 
 
-def sequential_children(blocks: list[list[fx.Node]], module: dict[str, str], guards: Guards,
+def sequential_children(blocks: list[list[LightNode]], module: dict[str, str], guards: Guards,
                         empty: set[str]) -> None:
     """The ops of a ``Sequential``'s parameterless children (``nn.Sequential(Linear, GELU, Linear)``'s
     GELU), in the order dynamo's guards list them: the ops fed only by the child before them (a
@@ -198,11 +195,11 @@ def sequential_children(blocks: list[list[fx.Node]], module: dict[str, str], gua
             i = j
 
 
-def _gap(blocks: list[list[fx.Node]], module: dict[str, str], before: str, gap: list[str], after: str | None,
+def _gap(blocks: list[list[LightNode]], module: dict[str, str], before: str, gap: list[str], after: str | None,
          seq: str, guards: Guards) -> None:
     """Place ``gap`` (parameterless children in a row) between child ``before`` and ``after`` (None:
     the ``Sequential``'s end)."""
-    def within(n: fx.Node, path: str) -> bool:
+    def within(n: LightNode, path: str) -> bool:
         m = module.get(n.name)
         return m is not None and (m == path or m.startswith(path + "."))
 
@@ -219,7 +216,7 @@ def _gap(blocks: list[list[fx.Node]], module: dict[str, str], before: str, gap: 
                 continue
         elif run and not _ends_call(run, seq):
             continue
-        parts: list[list[fx.Node]] = []
+        parts: list[list[LightNode]] = []
         rest = list(run)
         for path in gap[1:][::-1]:
             t = _fit(path, rest[-1:], guards) if _identity(path, guards) else _tail(rest)
@@ -234,7 +231,7 @@ def _gap(blocks: list[list[fx.Node]], module: dict[str, str], before: str, gap: 
             module.update({n.name: path for n in part})
 
 
-def _ends_call(run: list[fx.Node], seq: str) -> bool:
+def _ends_call(run: list[LightNode], seq: str) -> bool:
     """The run ends the ``Sequential``: its line calls it (or a ``Sequential`` around it) and hands what
     it returns to a module, an operator or the line's result (:func:`hands_on`)."""
     w = where(run[0])
@@ -247,7 +244,7 @@ def _ends_call(run: list[fx.Node], seq: str) -> bool:
     return len(calls) == 1 and hands_on(parents.get(calls[0]), calls[0])
 
 
-def own_forwards(blocks: list[list[fx.Node]], frames: list[str | None], module: dict[str, str],
+def own_forwards(blocks: list[list[LightNode]], frames: list[str | None], module: dict[str, str],
                  empty: set[str]) -> None:
     """A parameterless module whose ``forward`` is user code (``transformers``' ``SiLUActivation``):
     its line is a ``forward`` of another file or function than the line around it, which calls one

@@ -34,16 +34,12 @@ are ``act_fn``'s) and the names of a tied weight (an op reads it as the module i
 from __future__ import annotations
 
 import bisect
-import operator
 import re
 from typing import Any
 
-import torch.fx as fx
-
-from fxviz import _torch
-from fxviz.core.graph_facts import is_cast, is_view_op
 from fxviz.sources.log.guards import Guards
-from fxviz.sources.log.rebuild.children import called_children, is_detach, own_forwards, sequential_children, where
+from fxviz.sources.log.light.children import called_children, is_detach, own_forwards, sequential_children, where
+from fxviz.sources.log.light.nodes import Dim, LightGraph, LightNode, is_getitem, packet
 
 __all__ = ["place_modules", "common_module"]
 
@@ -84,14 +80,14 @@ def _inside(path: str | None, frame: str) -> bool:
     return frame == ROOT or (path is not None and (path == frame or path.startswith(frame + ".")))
 
 
-def _blocks(gm: fx.GraphModule, phases: dict[str, str], phase: str) -> list[list[fx.Node]]:
+def _blocks(gm: LightGraph, phases: dict[str, str], phase: str) -> list[list[LightNode]]:
     """Runs of consecutive ops of ``phase`` under one source line (torch prints ``# File:`` once per run)."""
-    out: list[list[fx.Node]] = []
+    out: list[list[LightNode]] = []
     key: Any = object()
-    for n in gm.graph.nodes:
+    for n in gm:
         if n.op != "call_function" or phases.get(n.name) != phase:
             continue
-        k = _torch.stack_trace(n)
+        k = n.trace
         if not out or k != key:
             out.append([])
             key = k
@@ -99,7 +95,7 @@ def _blocks(gm: fx.GraphModule, phases: dict[str, str], phase: str) -> list[list
     return out
 
 
-def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[str, str],
+def place_modules(gm: LightGraph, state_names: dict[str, str], phases: dict[str, str],
                   guards: Guards | None = None) -> dict[str, str]:
     """Node name -> module path for every op the log lets fxviz place (see the module's docstring);
     ``state_names``: placeholder name -> the parameter's or buffer's qualified name; ``guards``: the
@@ -138,7 +134,7 @@ def place_modules(gm: fx.GraphModule, state_names: dict[str, str], phases: dict[
     return module
 
 
-def _pick(p: str, n: fx.Node, owner: dict[str, str], tied: dict[str, list[str]]) -> str:
+def _pick(p: str, n: LightNode, owner: dict[str, str], tied: dict[str, list[str]]) -> str:
     """The module of parameter placeholder ``p`` that op ``n`` reads it as: for a tied weight
     (``emb.weight`` is ``head.weight``), the one of its names whose module ``n``'s line calls."""
     names = tied.get(p)
@@ -152,21 +148,21 @@ def _pick(p: str, n: fx.Node, owner: dict[str, str], tied: dict[str, list[str]])
     return owner[p]
 
 
-def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]]
+def _parameter_ops(gm: LightGraph, phases: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]]
                    ) -> tuple[dict[str, str], dict[str, list[str]]]:
     """Step 1: the ops in a parameter's module (``reads``: op -> the parameter placeholders it reads)."""
     module: dict[str, str] = {}
     reads: dict[str, list[str]] = {}
     owner = dict(owner)
-    ops = [n for n in gm.graph.nodes if n.op == "call_function" and phases.get(n.name) == "forward"]
+    ops = [n for n in gm if n.op == "call_function" and phases.get(n.name) == "forward"]
     for n in ops:
-        if n.target is operator.getitem and isinstance(n.args[0], fx.Node) and n.args[0].name in module:
+        if is_getitem(n) and isinstance(n.args[0], LightNode) and n.args[0].name in module:
             module[n.name] = module[n.args[0].name]  # an element of a multi-output op (layer norm's rstd)
             continue
         mine = [a for a in n.all_input_nodes if a.name in owner]
         if not mine:
             continue
-        if (is_view_op(n.target) or is_cast(n)) and len(mine) == len(n.all_input_nodes):
+        if (n.target is not None and (n.target.view or n.target.cast)) and len(mine) == len(n.all_input_nodes):
             owner[n.name] = _pick(mine[0].name, n, owner, tied)  # a transposed weight, an autocast copy
             reads[n.name] = [r for a in mine for r in reads.get(a.name, [a.name])]
         module[n.name] = _pick(mine[0].name, n, owner, tied)
@@ -176,11 +172,11 @@ def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, 
         if n.name in module or not _reshapes(n) or str(n.target) == "aten.clone.default":
             continue
         users = [u for u in n.users if phases.get(u.name) == "forward"]  # the backward reads it too
-        src = n.args[0] if n.args and isinstance(n.args[0], fx.Node) else None
-        same = [u for u in users if u.name in computes and _torch.stack_trace(u) == _torch.stack_trace(n)]
+        src = n.args[0] if n.args and isinstance(n.args[0], LightNode) else None
+        same = [u for u in users if u.name in computes and u.trace == n.trace]
         if len(users) == 1 and same:
             module[n.name] = module[same[0].name]
-        elif src is not None and src.name in computes and _torch.stack_trace(src) == _torch.stack_trace(n):
+        elif src is not None and src.name in computes and src.trace == n.trace:
             module[n.name] = module[src.name]
     return module, reads
 
@@ -188,7 +184,7 @@ def _parameter_ops(gm: fx.GraphModule, phases: dict[str, str], owner: dict[str, 
 _REDUCTIONS = frozenset({"var_mean", "mean", "var", "sum", "amax", "std"})
 
 
-def _decomposed(ops: list[fx.Node], module: dict[str, str], phases: dict[str, str]) -> None:
+def _decomposed(ops: list[LightNode], module: dict[str, str], phases: dict[str, str]) -> None:
     """A leaf module's op decomposed into several (a layer norm as ``var_mean``, ``rsqrt``, ``sub``,
     ``mul`` before its weight's ``mul``): the ops of the source block whose every forward user is in
     one module M (or among them), when they hold a reduction (a normalisation's statistics); not a
@@ -197,7 +193,7 @@ def _decomposed(ops: list[fx.Node], module: dict[str, str], phases: dict[str, st
     inside = set(ops)
     pending: dict[str, str] = {}
     for n in reversed(ops):
-        if n.name in module or is_view_op(n.target):
+        if n.name in module or _is_view(n):
             continue
         users = [u for u in n.users if phases.get(u.name) == "forward"]
         mods = {module.get(u.name) or pending.get(u.name) for u in users}
@@ -208,11 +204,11 @@ def _decomposed(ops: list[fx.Node], module: dict[str, str], phases: dict[str, st
             pending[n.name] = str(m)
     for m in set(pending.values()):
         group = [n for n in ops if pending.get(n.name) == m]
-        if any(str(getattr(n.target, "__name__", n.target)).split(".")[0] in _REDUCTIONS for n in group):
+        if any(packet(n) in _REDUCTIONS for n in group):
             module.update({n.name: m for n in group})
 
 
-def _between(ops: list[fx.Node], module: dict[str, str], phases: dict[str, str]) -> None:
+def _between(ops: list[LightNode], module: dict[str, str], phases: dict[str, str]) -> None:
     """An op between two ops of one child module the line calls (``self.attn(h, h, h)``: the views and
     the attention between ``nn.MultiheadAttention``'s input and output projections) is in that child."""
     w = where(ops[0])
@@ -237,10 +233,10 @@ def _between(ops: list[fx.Node], module: dict[str, str], phases: dict[str, str])
     if _NAMED_VIEWS.search(code):
         return  # the line reshapes values itself (``y.transpose(1, 2)``): its views are the caller's
     for n in ops:  # a called module's own reshapes of what it takes and returns (batch_first's transposes)
-        base = n.args[0] if n.args and isinstance(n.args[0], fx.Node) else None
+        base = n.args[0] if n.args and isinstance(n.args[0], LightNode) else None
         if n.name in module:
             continue
-        if n.target is operator.getitem and base is not None and base.name in module:
+        if is_getitem(n) and base is not None and base.name in module:
             module[n.name] = module[base.name]
         elif _reshapes(n):
             near = (module.get(base.name) if base is not None else None, goes[n.name], came[n.name])
@@ -253,10 +249,14 @@ _NAMED_VIEWS = re.compile(r"\.(transpose|view|reshape|permute|contiguous|flatten
                           r"split|chunk|unbind|expand|narrow|select|view_as|expand_as|movedim|swapaxes)\(")
 
 
-def _reshapes(n: fx.Node) -> bool:
+def _is_view(n: LightNode) -> bool:
+    """An op whose output aliases its input (by schema: not an in-place write)."""
+    return n.target is not None and n.target.view
+
+
+def _reshapes(n: LightNode) -> bool:
     """A view, or a copy that only lays a value out (``clone``, ``_unsafe_view``, ``detach``)."""
-    return is_view_op(n.target) or str(getattr(n.target, "__name__", n.target)).split(".")[0] in (
-        "clone", "_unsafe_view", "detach", "alias")
+    return _is_view(n) or packet(n) in ("clone", "_unsafe_view", "detach", "alias")
 
 
 def _called(path: str, code: str) -> str | None:
@@ -268,7 +268,7 @@ def _called(path: str, code: str) -> str | None:
     return None
 
 
-def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str, list[str]],
+def _frames(blocks: list[list[LightNode]], module: dict[str, str], reads: dict[str, list[str]],
             attr: dict[str, str], owner: dict[str, str], tied: dict[str, list[str]],
             containers: set[str]) -> list[str | None]:
     """Step 2: the frame (module path, ``""`` for the root) of each forward source block, None when unknown."""
@@ -302,8 +302,8 @@ def _frames(blocks: list[list[fx.Node]], module: dict[str, str], reads: dict[str
     return frames
 
 
-def _returned(i: int, blocks: list[list[fx.Node]], frames: list[str | None], module: dict[str, str],
-              place: dict[fx.Node, int], containers: set[str]) -> str | None:
+def _returned(i: int, blocks: list[list[LightNode]], frames: list[str | None], module: dict[str, str],
+              place: dict[LightNode, int], containers: set[str]) -> str | None:
     """The frame of block ``i`` (a line that reads no parameter, given the frame of a line of the same
     file and function name), or its parent's when the module had returned: the module ``F`` ran just
     before, and the line reads a value ``F`` never took that a sibling of ``F`` took before ``F`` started
@@ -314,7 +314,7 @@ def _returned(i: int, blocks: list[list[fx.Node]], frames: list[str | None], mod
     if parent is None or i == 0 or not _inside(frames[i - 1], f):
         return f
 
-    def mod(n: fx.Node) -> str | None:
+    def mod(n: LightNode) -> str | None:
         return module.get(n.name) or (frames[place[n]] if n in place else None)
 
     began = i  # where the run of blocks inside F before this one starts
@@ -356,31 +356,32 @@ def _frame_of(i: int, w: tuple[str, int, str, str], at: list[Any], frames: list[
         return evidence[before]
     # a helper function no line of which reads a parameter (``eager_attention_forward``): the frame of
     # its caller, the module it runs between
-    known = [j for j, f in enumerate(frames) if f is not None and j != i]
-    prev = max((j for j in known if j < i), default=None)
-    nxt = min((j for j in known if j > i), default=None)
+    # (the nearest blocks with a frame, found by walking out from i: a list of every known block per helper
+    # block was quadratic in the layers, 1.6 s of a 64-layer log's placement, issue 46)
+    prev = next((j for j in range(i - 1, -1, -1) if frames[j] is not None), None)
+    nxt = next((j for j in range(i + 1, len(frames)) if frames[j] is not None), None)
     if prev is not None and (nxt is None or frames[nxt] == frames[prev] or _inside(frames[nxt], str(frames[prev]))):
         return frames[prev]
     return None
 
 
-def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str], owner: dict[str, str]) -> None:
+def _backward(gm: LightGraph, phases: dict[str, str], module: dict[str, str], owner: dict[str, str]) -> None:
     """Step 4: each backward op in the module of the forward op it differentiates."""
-    by_trace: dict[str | None, list[fx.Node]] = {}
-    for n in gm.graph.nodes:
+    by_trace: dict[str | None, list[LightNode]] = {}
+    for n in gm:
         if n.op == "call_function" and phases.get(n.name) == "forward":
-            by_trace.setdefault(_torch.stack_trace(n), []).append(n)
+            by_trace.setdefault(n.trace, []).append(n)
     line_of = {f: (trace, i) for trace, line_ops in by_trace.items() for i, f in enumerate(line_ops)}
-    by_outs: dict[str | None, dict[tuple[int, ...] | None, list[fx.Node]]] = {}  # per line, lazily
-    inverses: dict[tuple[str | None, frozenset[tuple[int, ...] | None], tuple[int, ...] | None], tuple[str, ...]] = {}
+    by_outs: dict[str | None, dict[tuple[Dim, ...] | None, list[LightNode]]] = {}  # per line, lazily
+    inverses: dict[tuple[str | None, frozenset[tuple[Dim, ...] | None], tuple[Dim, ...] | None], tuple[str, ...]] = {}
     sums = _accumulations(gm, phases)  # autograd's sums of a gradient: no module, as in a model trace
     root = set(sums)
     for ops in _blocks(gm, phases, "backward"):
-        pending: dict[fx.Node, tuple[str, ...]] = {}
+        pending: dict[LightNode, tuple[str, ...]] = {}
         for n in ops:
             if n.name in root:
                 continue
-            trace = _torch.stack_trace(n)
+            trace = n.trace
             target = _differentiated(n, phases, owner, trace, line_of)
             if target is not None:
                 (module.__setitem__(n.name, module[target.name]) if target.name in module else root.add(n.name))
@@ -398,14 +399,14 @@ def _backward(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str]
     _line_frames(gm, phases, module, root)
 
 
-def _follow_neighbours(ops: list[fx.Node], module: dict[str, str], root: set[str], sums: set[str]) -> None:
+def _follow_neighbours(ops: list[LightNode], module: dict[str, str], root: set[str], sums: set[str]) -> None:
     """The backward ops of one source line that read no forward value (a gradient's reshape, its matmul
     with a transposed weight): the deepest module among the ops they read or feed on the line, the
     deepest first (a matmul between a gradient and ``fc``'s weight is ``fc``'s, not its block's);
     autograd's sums of gradients (``sums``) are no evidence: they have no module whatever they add."""
     inside = {n for n in ops if n.name not in sums}
     while True:
-        best: tuple[int, fx.Node, str | None] | None = None
+        best: tuple[int, LightNode, str | None] | None = None
         for n in ops:
             if n.name in module or n.name in root:
                 continue
@@ -423,36 +424,36 @@ def _follow_neighbours(ops: list[fx.Node], module: dict[str, str], root: set[str
         (module.__setitem__(n.name, m) if m is not None else root.add(n.name))
 
 
-def _line_frames(gm: fx.GraphModule, phases: dict[str, str], module: dict[str, str], root: set[str]) -> None:
+def _line_frames(gm: LightGraph, phases: dict[str, str], module: dict[str, str], root: set[str]) -> None:
     """The backward ops still unplaced (reshapes of a gradient between views): the frame of their
     source line's forward ops; where the line ran in several frames (one per block), the one the
     backward op placed last before it lies in or holds."""
     frames: dict[str | None, set[str]] = {}
-    for n in gm.graph.nodes:
+    for n in gm:
         if n.op == "call_function" and phases.get(n.name) == "forward":
-            frames.setdefault(_torch.stack_trace(n), set()).add(module.get(n.name, ROOT))
+            frames.setdefault(n.trace, set()).add(module.get(n.name, ROOT))
     last: str | None = None
-    for n in gm.graph.nodes:
+    for n in gm:
         if n.op != "call_function" or phases.get(n.name) != "backward":
             continue
         if n.name in module or n.name in root:
             last = module.get(n.name, last)
             continue
-        cands = sorted(frames.get(_torch.stack_trace(n), set()))
+        cands = sorted(frames.get(n.trace, set()))
         fit = [c for c in cands if last is not None and (_inside(last, c) or _inside(c, last))]
         pick = cands[0] if len(cands) == 1 else fit[-1] if fit else None
         if pick is not None and pick != ROOT:
             module[n.name] = pick
 
 
-def _accumulations(gm: fx.GraphModule, phases: dict[str, str]) -> set[str]:
+def _accumulations(gm: LightGraph, phases: dict[str, str]) -> set[str]:
     """The ``add`` ops autograd makes to sum the gradients of a value used twice (a residual's
     input, ``q + rotate_half(q)``): both operands are gradients (they depend on a tangent).  torch
     gives them no module (their stack trace is "Gradient addition node due to multiple use of
     tensor", which the printed log shortens to the line of the use), and a model trace none."""
-    grads: set[fx.Node] = set()
+    grads: set[LightNode] = set()
     out: set[str] = set()
-    for n in gm.graph.nodes:
+    for n in gm:
         if n.op == "placeholder":
             if phases.get(n.name) == "backward":
                 grads.add(n)
@@ -460,7 +461,7 @@ def _accumulations(gm: fx.GraphModule, phases: dict[str, str]) -> set[str]:
         if n.op != "call_function" or not any(a in grads for a in n.all_input_nodes):
             continue
         grads.add(n)
-        args = [a for a in n.args if isinstance(a, fx.Node)]
+        args = [a for a in n.args if isinstance(a, LightNode)]
         if (phases.get(n.name) == "backward" and str(n.target) == "aten.add.Tensor" and not n.kwargs
                 and len(args) == 2 and all(a in grads for a in args)
                 and _shape(args[0]) == _shape(args[1]) == _shape(n)):
@@ -468,38 +469,32 @@ def _accumulations(gm: fx.GraphModule, phases: dict[str, str]) -> set[str]:
     return out
 
 
-def _dims(shape: Any) -> tuple[Any, ...]:
-    """A shape as a key: ints, and a symbolic size (a dynamic recompile's ``s0``) by its expression, so it
-    hashes (a SymInt does not) and equals the same size elsewhere in the graph."""
-    return tuple(d if isinstance(d, int) else str(d) for d in shape)
+def _shape(n: LightNode) -> tuple[Dim, ...] | None:
+    """A node's shape as a key: ints, and a symbolic size (a dynamic recompile's ``s0``) by its expression."""
+    return n.shape
 
 
-def _shape(n: fx.Node) -> tuple[Any, ...] | None:
-    v = _torch.meta_val(n)
-    return _dims(v.shape) if hasattr(v, "shape") else None
-
-
-def _behind(a: fx.Node, phases: dict[str, str]) -> fx.Node:
+def _behind(a: LightNode, phases: dict[str, str]) -> LightNode:
     """The value a backward view, detach or cast chain starts from (a transposed weight the backward
     makes again, ``detach`` of the forward's ``tanh``): the forward value a derivative reads."""
     while (a.op == "call_function" and phases.get(a.name) == "backward" and len(a.all_input_nodes) == 1
-           and (_reshapes(a) or is_cast(a))):
+           and (_reshapes(a) or (a.target is not None and a.target.cast))):
         a = a.all_input_nodes[0]
     return a
 
 
-def _by_outs(line_ops: list[fx.Node]) -> dict[tuple[int, ...] | None, list[fx.Node]]:
+def _by_outs(line_ops: list[LightNode]) -> dict[tuple[Dim, ...] | None, list[LightNode]]:
     """A line's forward ops by each shape they give, in line order (so a lookup is not a scan of
     every block's ops on that line: a 300-layer stack's line runs 300 times)."""
-    out: dict[tuple[int, ...] | None, list[fx.Node]] = {}
+    out: dict[tuple[Dim, ...] | None, list[LightNode]] = {}
     for f in line_ops:
         for shape in _outs(f):
             out.setdefault(shape, []).append(f)
     return out
 
 
-def _inverse_of(ins: frozenset[tuple[int, ...] | None], gives: tuple[int, ...] | None,
-                by_outs: dict[tuple[int, ...] | None, list[fx.Node]], module: dict[str, str]) -> set[str]:
+def _inverse_of(ins: frozenset[tuple[Dim, ...] | None], gives: tuple[Dim, ...] | None,
+                by_outs: dict[tuple[Dim, ...] | None, list[LightNode]], module: dict[str, str]) -> set[str]:
     """A derivative that reads no forward value (a view of a gradient, ``expand`` for a ``sum``,
     ``cat`` for a ``split``, ``tanh_backward`` of a detached output), reading gradients of shapes
     ``ins`` and giving one of shape ``gives``: the modules of the forward ops of its line
@@ -521,7 +516,7 @@ def _squeezed(shape: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
     return None if shape is None else tuple(d for d in shape if d != 1)
 
 
-def _regrouped(n: fx.Node) -> bool:
+def _regrouped(n: LightNode) -> bool:
     """A reshape of a sum that only drops or adds size-1 dims (``view`` of a broadcast operand's
     gradient summed to [1, 8, 16] as [8, 16])."""
     return (_reshapes(n) and len(n.all_input_nodes) == 1 and _shape(n) is not None
@@ -529,15 +524,12 @@ def _regrouped(n: fx.Node) -> bool:
             and _squeezed(_shape(n)) == _squeezed(_shape(n.all_input_nodes[0])))
 
 
-def _outs(f: fx.Node) -> set[tuple[int, ...] | None]:
+def _outs(f: LightNode) -> frozenset[tuple[Dim, ...] | None]:
     """The shapes an op gives (each output of a ``split``)."""
-    v = _torch.meta_val(f)
-    if isinstance(v, (list, tuple)):
-        return {_dims(x.shape) for x in v if hasattr(x, "shape")}
-    return {_shape(f)}
+    return f.outs
 
 
-def _resolve(pending: dict[fx.Node, tuple[str, ...]], module: dict[str, str], root: set[str]) -> None:
+def _resolve(pending: dict[LightNode, tuple[str, ...]], module: dict[str, str], root: set[str]) -> None:
     """Each op of ``pending`` in its one candidate module, or, among several (one per block), in the
     one nearest the module of an op it reads or feeds (placed first, then the ones this places)."""
     def related(placed: list[str], cands: tuple[str, ...]) -> set[str]:
@@ -554,7 +546,7 @@ def _resolve(pending: dict[fx.Node, tuple[str, ...]], module: dict[str, str], ro
                 k += 1
         return out
 
-    def near(n: fx.Node, cands: tuple[str, ...]) -> str | None:
+    def near(n: LightNode, cands: tuple[str, ...]) -> str | None:
         placed = [module.get(x.name, ROOT) for x in (*n.all_input_nodes, *n.users)
                   if x.name in module or x.name in root]
         # a candidate unrelated to every placed neighbour is a coincidence of shapes (a weight's
@@ -596,8 +588,8 @@ def _shared(a: str, b: str) -> int:
     return k
 
 
-def _differentiated(n: fx.Node, phases: dict[str, str], owner: dict[str, str], trace: str | None,
-                    line_of: dict[fx.Node, tuple[str | None, int]]) -> fx.Node | None:
+def _differentiated(n: LightNode, phases: dict[str, str], owner: dict[str, str], trace: str | None,
+                    line_of: dict[LightNode, tuple[str | None, int]]) -> LightNode | None:
     """The forward op of ``n``'s source line (``trace``; ``line_of``: each forward op's line and place
     on it) whose inputs and outputs hold the most of the forward values ``n`` reads, seen through
     the backward's own views of them (on a tie, an op before a view, then the op that reads them);
@@ -608,17 +600,17 @@ def _differentiated(n: fx.Node, phases: dict[str, str], owner: dict[str, str], t
               or (a.op == "placeholder" and phases.get(a.name) != "backward")}
     if not values:
         return None
-    touching = set(values) | {v.args[0] for v in values if v.target is operator.getitem
-                              and isinstance(v.args[0], fx.Node)} | {u for v in values for u in v.users}
+    touching = set(values) | {v.args[0] for v in values if is_getitem(v)
+                              and isinstance(v.args[0], LightNode)} | {u for v in values for u in v.users}
     line_ops = sorted((f for f in touching if line_of.get(f, (None, -1))[0] == trace and f in line_of),
                       key=lambda f: line_of[f][1])
     best, score = None, (0, False, 0)
     for f in line_ops:
-        outs = {f} | {u for u in f.users if u.target is operator.getitem}
+        outs = {f} | {u for u in f.users if is_getitem(u)}
         held = len(values & (outs | set(f.all_input_nodes)))
         # on a tie, an op before a view, then the op that reads the value (``grad * b`` differentiates
         # the ``a * b`` that reads ``b``, not the SiLU that made it)
-        key = (held, not is_view_op(f.target), len(values & set(f.all_input_nodes)))
+        key = (held, not _is_view(f), len(values & set(f.all_input_nodes)))
         if held and key > score:
             best, score = f, key
     return best
