@@ -183,6 +183,19 @@ def test_a_change_that_breaks_the_graph_is_not_offered_and_the_notes_say_why(adv
     for what in ("checkpointing layers: not offered", "selective checkpointing layers: not offered"):
         assert what in notes
     assert "captured no graph" in notes and "as plain Python, outside every graph" in notes
+    # the step has several graphs: the option's trace shows it whole, its total the option's graphs' bytes
+    from fxviz.analysis.graph.pieces import piece_facts
+    from fxviz.analysis.memory.crossing import crossing_bytes
+
+    [budget] = advice.options
+    traced = budget.trace()
+    table = traced.memory_table()
+    total = table[(table["piece"] == "total") & (table["strategy"] == step_strategy(traced.capture).name)].iloc[0]
+    strategy = step_strategy(traced.capture)
+    runs = piece_facts(traced.capture).runs_of
+    crossing = crossing_bytes(traced.capture, [(p.graph, p.partition(strategy), len(runs(p.graph.index)))
+                                               for p in traced.pieces if p.graph.has_backward])
+    assert crossing > 0 and int(total["saved_activation_bytes"]) + crossing == budget.saved_bytes
 
 
 class _Remembering(nn.Module):
@@ -368,7 +381,8 @@ def test_offloading_is_not_offered_on_a_cpu_step_and_moves_what_torch_moves():
         exec(compile(code, "<pasted>", "exec"), {"model": copy.deepcopy(model)})
         torch._dynamo.reset()
         try:
-            backend = aot_autograd(fw_compiler=keep, partition_fn=min_cut_rematerialization_partition)  # aot_eager's
+            backend = aot_autograd(fw_compiler=keep, bw_compiler=lambda gm, _: gm,
+                                   partition_fn=min_cut_rematerialization_partition)  # aot_eager's
             torch.compile(copy.deepcopy(model), backend=backend)(x).backward()
         finally:
             torch._dynamo.reset()

@@ -220,3 +220,50 @@ def test_the_explorer_shows_the_curve(curve):
     assert sum(c is ex.budget_curve for c in ex.children) == 1 and "L1 " not in ex.budget_curve.value
     with pytest.raises(fxviz.InputError, match="logged run"):
         fxviz.explore(next(iter(runs.values())), advice=advice)
+
+
+def test_offloading_is_an_option_where_the_step_is_on_an_accelerator(break_log, tmp_path):
+    """The break log with its devices moved to cuda:0 (a CUDA run's log, read here): offloading is offered,
+    predicted to move what torch's own pass moves when the option's code is pasted into a real step of the
+    same model (every ``device_put`` of its forward graphs; on this CPU the pass copies to the CPU, the
+    same values), its transfers timed at torch's stated bandwidth."""
+    import torch
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from fxviz import _torch
+    from fxviz.frontends.cli.advise import step_trace
+
+    from .advice_log_models import stack
+    from .test_logs_anywhere import _envelope_on_cuda, _on_cuda, _rewrite
+
+    run = fxviz.load_logs(_rewrite(break_log, tmp_path / "cuda", _on_cuda, _envelope_on_cuda))
+    step, _ = step_trace(run, run.trace())
+    advice = step.advise(saved="50%")
+    [offload] = [o for o in advice.options if o.kind == "offload"]
+    note = next(n for n in advice.notes if n.startswith("offloading"))
+    assert "tensors are on cuda:0" in note and "not offered" not in note
+    forwards = []
+
+    def keep(gm, _inputs):
+        forwards.append(gm)
+        return gm
+
+    model, (x,) = stack(broken=True)
+    with _torch.config_restored():
+        exec(compile(offload.code, "<pasted>", "exec"), {"model": model})
+        torch._dynamo.reset()
+        try:
+            backend = aot_autograd(fw_compiler=keep, bw_compiler=lambda gm, _: gm,
+                                   partition_fn=min_cut_rematerialization_partition)
+            torch.compile(model, backend=backend)(x).backward()
+        finally:
+            torch._dynamo.reset()
+    moved = sum(n.args[0].meta["val"].untyped_storage().nbytes() for gm in forwards for n in gm.graph.nodes
+                if "device_put" in str(n.target))
+    assert len(forwards) == 2 and offload.moved_bytes == moved > 0
+    assert offload.saved_bytes == advice.plain.saved_bytes - moved and offload.recompute_flops == 0
+    assert offload.seconds == 2 * moved / _torch.offload_bandwidth()
+    assert f"{_torch.OFFLOAD_SETTING} = True" in offload.code and offload.config == {_torch.OFFLOAD_SETTING: True}
+    with pytest.raises(fxviz.InputError, match="offloading"):
+        offload.trace()

@@ -143,6 +143,8 @@ class Option:
         modelless = self.source is None or self.source.model is None  # advice on a log: nothing to apply or trace
         how = (f"set it in the training script; this trace shows it as strategy {self._strategy_name()!r}"
                if modelless else "apply() leaves the model as it is; opt.trace(*inputs) applies both")
+        if self.change is not None and self.change.kind == "offload":
+            how = f"opt.code also sets the pass that marks what to move; it moves {format_bytes(self.moved_bytes)}"
         where = (f"; the change is torch config, opt.config = {self.config} ({how})"
                  if self.config and not (self.change and self.change.modules) else "")
         return (f"<fxviz advice option {self.name}: saved {format_bytes(self.saved_bytes) or '0 B'}, peak "
