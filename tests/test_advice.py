@@ -1,93 +1,88 @@
-"""``Trace.advise`` (issue 34): every option's prediction is what fxviz traces after applying the
-option's own code, and what a real ``torch.compile`` step of the applied model saves (its TORCH_TRACE
-log); targets are met or missed by the stated bytes; the peak's anatomy adds up to the peak; the user's
-model is untouched.  Models: a tiny GPT-2 (whose loss breaks the graph in two) and a tiny Llama."""
+"""``Trace.advise`` (issues 34, 45): every option's code, pasted as a user pastes it into a real
+``torch.compile`` training step (inductor, CPU, AdamW) of models called as their users call them
+(``tests.advice_models``: a Hugging Face causal LM at its defaults, ``use_cache`` on and sdpa attention;
+a model whose blocks break the graph; a conv net), runs, keeps the plain step's graphs, matches eager
+gradients and holds what the option predicts for the backward, measured with the profiler's memory
+events; an option said to meet the target meets it there.  Code that would fail or break the graph
+is not offered, and the notes say why.  The user's model and torch's config are untouched."""
 
 from __future__ import annotations
 
 import copy
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import pytest
 import torch
+import torch._dynamo.config as dynamo_config
+from torch import nn
 from torch._functorch import config as functorch_config
 
 import fxviz
+from fxviz import _torch
 from fxviz.analysis.advice.target import parse_target
 from fxviz.analysis.strategy.choices import step_strategy
 from fxviz.analysis.strategy.strategies import Strategy
-from fxviz.api.advice.options import Advice, Option
+from fxviz.api.advice.options import Advice
 from fxviz.api.advice.search import BUDGETS, step_of
 from fxviz.core.errors import InputError
 from fxviz.core.units import format_bytes
 
+from .advice_models import build
 from .advice_run import run_options
-from .real_models import gpt2, llama
 
 HAS_CXX = shutil.which("g++") is not None or shutil.which("c++") is not None
+ISSUE_44 = {  # what the prediction leaves out until the step memory of issue 44 is merged
+    "broken": "needs issue 44 (the whole step): the model's own frame runs eagerly (embedding, head, loss) and "
+              "what it holds for the backward (20,484 B here) is in no graph's figure",
+    "convnet": "needs issue 44 (the compiled step): inductor copies the convolution weights and input to "
+               "channels-last on CPU (25,440 B here), copies no partition holds",
+}
+MODELS = ("qwen3", "broken", "convnet")
+TARGETS = {"qwen3": "70%", "broken": "50%", "convnet": "50%"}  # 70%: one of the LM's two layers checkpointed
 
 
-def _trace(model, inputs):
-    return fxviz.trace(model, *inputs, labels=inputs[0], backend="inductor")
-
-
-def _state(model: torch.nn.Module) -> dict:
-    """Everything of the model advice could change."""
+def _state(model: nn.Module) -> dict[str, Any]:
+    """Everything of the model and torch's config that advice could change."""
     return {"tensors": {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()},
             "grads": [p.grad for p in model.parameters()], "training": [m.training for m in model.modules()],
             "patched": [m for m in model.modules() if "forward" in vars(m)],
-            "budget": functorch_config.activation_memory_budget}
+            "flags": [getattr(m, "gradient_checkpointing", None) for m in model.modules()],
+            "use_cache": getattr(getattr(model, "config", None), "use_cache", None),
+            "budget": functorch_config.activation_memory_budget,
+            "side_effects": dynamo_config.skip_fwd_side_effects_in_bwd_under_checkpoint}
 
 
-def _same(a: dict, b: dict) -> bool:
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return (a["tensors"].keys() == b["tensors"].keys()
             and all(torch.equal(a["tensors"][k], b["tensors"][k]) for k in a["tensors"])
-            and a["grads"] == b["grads"] and a["training"] == b["training"] and a["patched"] == b["patched"]
-            and a["budget"] == b["budget"])
+            and all(a[k] == b[k] for k in a if k != "tensors"))
+
+
+_POOL = ThreadPoolExecutor(2)  # the real steps run in subprocesses while the next model is advised
 
 
 @pytest.fixture(scope="module")
-def cases() -> dict[str, tuple]:
-    """case -> (model, inputs, trace, advice, state before): GPT-2 to half its saved bytes; Llama to
-    an absolute saved target (40% of its plain step, written in KiB), and to a peak with Adam's state."""
+def advised() -> dict[str, tuple[nn.Module, dict[str, Any], Any, Advice, dict[str, Any], Future | None]]:
+    """name -> (model, call, trace, advice at its saved target, state before, the real steps of the plain
+    step and every offered option: a future)."""
     out = {}
-    model, inputs = gpt2()
-    before = _state(model)
-    tr = _trace(model, inputs)
-    out["gpt2-saved-50%"] = (model, inputs, tr, tr.advise(saved="50%"), before)
-    model, inputs = llama()
-    before = _state(model)
-    tr = _trace(model, inputs)
-    plain = step_of(tr.capture)
-    out["llama-saved-KiB"] = (model, inputs, tr, tr.advise(saved=f"{plain.saved_bytes * 0.4 / 1024:.1f} KiB"), before)
-    lowest = step_of(tr.capture, Strategy("budget", budget=0.0, solver="dp"), optimizer="adam")
-    goal = (step_of(tr.capture, optimizer="adam").peak_bytes + lowest.peak_bytes) // 2
-    out["llama-peak"] = (model, inputs, tr, tr.advise(peak=goal, optimizer="adam"), before)
+    for name in MODELS:
+        model, kwargs = build(name)
+        before = _state(model)
+        tr = fxviz.trace(model, **kwargs)
+        advice = tr.advise(saved=TARGETS[name])
+        steps = _POOL.submit(run_options, name, [""] + [o.code for o in advice.options]) if HAS_CXX else None
+        out[name] = (model, kwargs, tr, advice, before, steps)
     return out
 
 
-def _applied_by_code(model, inputs, option: Option):
-    """The option's code run on a fresh copy of the model, as a user pastes it (its config set by the code
-    itself, for this trace only), traced."""
-    fresh = copy.deepcopy(model)
-    with functorch_config.patch(activation_memory_budget=1.0):
-        exec(compile(option.code, "<pasted>", "exec"), {"model": fresh})
-        set_by_code = functorch_config.activation_memory_budget
-        tr = _trace(fresh, inputs)
-    return fresh, set_by_code, tr
-
-
-@pytest.fixture(scope="module")
-def applied(cases) -> dict[tuple[str, str], tuple]:
-    out = {}
-    for case, (model, inputs, _tr, advice, _before) in cases.items():
-        for o in advice.options:
-            out[case, o.name] = _applied_by_code(model, inputs, o)
-    return out
-
-
-CASES = ["gpt2-saved-50%", "llama-saved-KiB", "llama-peak"]
+def _real(advised, name: str) -> list[dict[str, Any]]:
+    future = advised[name][5]
+    if future is None:
+        pytest.skip("a real inductor compile needs a C++ compiler")
+    return future.result()
 
 
 def test_targets_and_their_errors():
@@ -102,118 +97,208 @@ def test_targets_and_their_errors():
         assert "saved='50%'" in err.value.hint and "peak='8 GiB'" in err.value.hint
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_every_option_is_what_fxviz_traces_after_applying_its_code(cases, applied, case):
-    model, _inputs, _tr, advice, _ = cases[case]
-    assert isinstance(advice, Advice) and {o.kind for o in advice.options} == {"budget", "checkpoint", "selective"}
+@pytest.mark.parametrize("name", MODELS)
+def test_every_offered_option_runs_in_a_real_compiled_step_as_the_plain_step_does(advised, name):
+    """Pasted into a real step of a fresh copy: it runs, compiles the plain step's graphs (no break added)
+    and computes eager's gradients."""
+    advice = advised[name][3]
+    real = _real(advised, name)
+    assert len(real) == 1 + len(advice.options)
+    for o, r in zip(["plain step", *advice.options], real):
+        assert r["ok"], (str(o), r.get("error"), r.get("where"))
+        assert r["graphs"] == real[0]["graphs"] == sum(g.has_backward for g in advised[name][2].capture.graphs), o
+        assert r["grad_error"] < 1e-4, (str(o), r["grad_error"])
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_step_holds_what_each_option_predicts_and_meets_the_target_it_says(advised, name):
+    """What the real step holds for its backward is each option's saved bytes within 5% (the plain step's
+    too); an option that meets its share of the plain step's saved bytes meets that share of what the real
+    plain step holds; one that misses it, misses it there too."""
+    if name in ISSUE_44:
+        pytest.skip(ISSUE_44[name])
+    advice = advised[name][3]
+    real = _real(advised, name)
+    assert advice.options and advice.cheapest is not None
+    for predicted, r, o in zip([advice.plain.saved_bytes] + [o.saved_bytes for o in advice.options], real,
+                               ["plain step", *advice.options]):
+        assert abs(r["held"] - predicted) <= 0.05 * predicted, (str(o), r["held"], predicted)
+    goal = advice.target.bytes_for(real[0]["held"])
+    for o, r in zip(advice.options, real[1:]):
+        assert o.meets == (r["held"] <= goal), (o.name, r["held"], goal)
+
+
+def test_a_hugging_face_model_is_checkpointed_with_its_own_knob_and_the_cache_off(advised):
+    """transformers' knob on the named layers only, ``use_cache`` off in the config, dynamo's side-effect
+    setting in the code and in ``opt.config``; ``apply`` makes exactly that change on a copy."""
+    model, _kwargs, _tr, advice, _before, _ = advised["qwen3"]
+    kinds = {o.kind for o in advice.options}
+    assert {"budget", "checkpoint", "selective"} <= kinds
+    assert any(len(o.change.modules) == 1 for o in advice.options if o.kind == "checkpoint")
     for o in advice.options:
-        fresh, budget, traced = applied[case, o.name]
-        assert o.config == ({"torch._functorch.config.activation_memory_budget": budget} if budget < 1 else {})
-        after = step_of(traced.capture, optimizer="adam" if advice.target.kind == "peak" else None)
-        assert (after.saved_bytes, after.peak_bytes, after.recompute_flops, after.recompute_bytes) == (
-            o.saved_bytes, o.peak_bytes, o.recompute_flops, o.recompute_bytes), o.name
-        value = o.saved_bytes if advice.target.kind == "saved" else o.peak_bytes
-        assert o.meets == (value <= advice.goal_bytes) and o.short_by == max(0, value - advice.goal_bytes)
-        if o.kind in ("checkpoint", "selective"):  # torch.utils.checkpoint wraps exactly the named layers
-            assert o.change is not None and o.change.modules
-            wrapped = {m for m, _ in fresh.named_modules() if "forward" in vars(fresh.get_submodule(m))}
-            assert wrapped == set(o.change.modules)
-            regions = traced.nodes.dropna(subset=["checkpoint_region", "module"])
-            assert len(regions) and all(any(m == w or m.startswith(w + ".") for w in wrapped)
-                                        for m in regions["module"]), o.name
-            assert {o.change.modules[0], o.change.modules[-1]} <= {f"{m}" for m in wrapped}
-        # apply() is the same change, on a copy
+        if o.kind not in ("checkpoint", "selective"):
+            assert o.change is not None and not o.change.modules
+            continue
+        assert "model.activation_checkpointing_enable(activation_checkpointing_kwargs={" in o.code
+        assert "model.config.use_cache = False" in o.code and "torch.utils.checkpoint.checkpoint(" not in o.code
+        assert ("context_fn" in o.code) == (o.kind == "selective")
+        if _torch.has_side_effects_setting():
+            assert f"{_torch.SIDE_EFFECTS_SETTING} = True" in o.code and o.config == {_torch.SIDE_EFFECTS_SETTING: True}
         copy_ = o.apply(model)
-        assert copy_ is not model
-        assert {m for m, _ in copy_.named_modules() if "forward" in vars(copy_.get_submodule(m))} == \
-            {m for m, _ in fresh.named_modules() if "forward" in vars(fresh.get_submodule(m))}
-    plain = advice.plain.saved_bytes if advice.target.kind == "saved" else advice.plain.peak_bytes
-    assert advice.plain_meets == (plain <= advice.goal_bytes)
-    if advice.plain_meets:  # no change is needed: nothing is the cheapest change (the user walk's finding)
-        assert advice.cheapest is None and "already meets the target" in advice.text()
-        assert "CHEAPEST" not in advice.text() and int(advice.table()["cheapest"].sum()) == 0
-        return
-    assert advice.cheapest is not None and advice.cheapest.meets
-    table = advice.table()
-    assert int(table["cheapest"].sum()) == 1 and table["option"].iloc[0] == advice.cheapest.name
-    meeting = [o for o in advice.options if o.meets]
-    assert advice.cheapest.seconds == min(o.seconds for o in meeting)
-    assert "CHEAPEST" in advice.text()
+        from transformers.modeling_layers import GradientCheckpointingLayer
+
+        flagged = {n for n, m in copy_.named_modules() if isinstance(m, GradientCheckpointingLayer)
+                   and m.gradient_checkpointing}
+        assert flagged == set(o.change.modules) and copy_.config.use_cache is False
+        if len(o.change.modules) < 2:  # some of the layers: each layer's own flag
+            assert "layer.gradient_checkpointing = i < 1" in o.code
+        assert dynamo_config.skip_fwd_side_effects_in_bwd_under_checkpoint is False  # the code's, on a copy
+        # the recompute runs inside the graph: its FLOPs are the partition's, never an eager region's 0
+        assert o.kind == "selective" or o.recompute_flops > 0
+    conv = advised["convnet"][3]
+    wrapped = [o for o in conv.options if o.kind in ("checkpoint", "selective")]
+    assert wrapped
+    for o in wrapped:  # a model of its own: fxviz's wrapper, exactly on the named layers
+        copy_ = o.apply(advised["convnet"][0])
+        assert {m for m, mod in copy_.named_modules() if "forward" in vars(mod)} == set(o.change.modules)
+        assert "use_cache" not in o.code and "skip_fwd_side_effects" not in o.code
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_the_users_model_is_untouched(cases, applied, case):
-    model, _inputs, _tr, advice, before = cases[case]
+@pytest.mark.parametrize("name", MODELS)
+def test_the_users_model_and_torch_config_are_untouched(advised, name):
+    model, _kwargs, _tr, advice, before, _ = advised[name]
     rng = torch.get_rng_state()
     for o in advice.options:
         o.apply(model)
     assert torch.equal(rng, torch.get_rng_state())
-    assert _same(before, _state(model))  # after tracing, advising, applying and tracing every option
+    assert _same(before, _state(model))  # after tracing, advising (eager runs of each change) and applying
 
 
-@pytest.mark.skipif(not HAS_CXX, reason="a real inductor compile needs a C++ compiler")
-def test_a_real_compiled_step_saves_what_each_option_predicts(cases, applied, tmp_path):
-    """Each option's code pasted into a script, the model compiled and stepped for real: each graph's
-    backward reads the values fxviz's trace of the applied model says, in torch's order (so the same
-    bytes), and the plain step's too."""
-    jobs = {}
-    for model_name in ("gpt2", "llama"):
-        names = [c for c in CASES if c.startswith(model_name)]
-        options = list({o.code: (c, o) for c in names for o in cases[c][3].options}.values())
-        jobs[model_name] = (names[0], options)
-    with ThreadPoolExecutor(2) as pool:
-        futures = {m: pool.submit(run_options, m, [""] + [o.code for _, o in opts], tmp_path / m)
-                   for m, (_, opts) in jobs.items()}
-        logged = {m: f.result() for m, f in futures.items()}
-    for model_name, (first, options) in jobs.items():
-        tr = cases[first][2]
-        steps = [(tr, "plain")] + [(applied[c, o.name][2], o.name) for c, o in options]
-        pieces = sum(len([p for p in t.pieces if p.graph.has_backward]) for t, _ in steps)
-        assert len(logged[model_name]) == pieces
-        at = 0
-        for t, name in steps:
-            for p in t.pieces:
-                if not p.graph.has_backward:
-                    continue
-                predicted = p.partition(step_strategy(t.capture)).saved
-                assert predicted == logged[model_name][at].saved, (model_name, name, p.graph.index)
-                at += 1
+def test_a_change_that_breaks_the_graph_is_not_offered_and_the_notes_say_why(advised):
+    """Checkpointing the graph-broken model's blocks leaves dynamo no graph: not offered, in the notes;
+    its budget is, and the notes say what the figures leave out (the eager frame)."""
+    advice = advised["broken"][3]
+    assert [o.kind for o in advice.options] == ["budget"]
+    notes = " ".join(advice.notes)
+    for what in ("checkpointing layers: not offered", "selective checkpointing layers: not offered"):
+        assert what in notes
+    assert "captured no graph" in notes and "as plain Python, outside every graph" in notes
+    # the step has several graphs: the option's trace shows it whole, its total the option's graphs' bytes
+    from fxviz.analysis.graph.pieces import piece_facts
+    from fxviz.analysis.memory.crossing import crossing_bytes
+
+    [budget] = advice.options
+    traced = budget.trace()
+    table = traced.memory_table()
+    total = table[(table["piece"] == "total") & (table["strategy"] == step_strategy(traced.capture).name)].iloc[0]
+    strategy = step_strategy(traced.capture)
+    runs = piece_facts(traced.capture).runs_of
+    crossing = crossing_bytes(traced.capture, [(p.graph, p.partition(strategy), len(runs(p.graph.index)))
+                                               for p in traced.pieces if p.graph.has_backward])
+    assert crossing > 0 and int(total["saved_activation_bytes"]) + crossing == budget.saved_bytes
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_the_peak_anatomy_adds_up_to_the_peak(cases, case):
-    _model, _inputs, tr, advice, _ = cases[case]
-    optimizer_state = 0
-    if advice.target.kind == "peak":  # Adam: two moments as big as the parameters
-        optimizer_state = 2 * sum(p.numel() * p.element_size() for p in tr.capture.model.parameters())
+class _Remembering(nn.Module):
+    """Keeps its input in a cache the model hands it, as a KV cache does: a recompute appends again."""
+
+    def __init__(self, i: int, d: int = 16) -> None:
+        super().__init__()
+        self.i, self.lin = i, nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, memory: dict[int, list[torch.Tensor]]) -> torch.Tensor:
+        memory.setdefault(self.i, []).append(x)
+        return x + self.lin(torch.cat(memory[self.i], 0))
+
+
+class _Noted(nn.Module):
+    """Notes each call in a Python list: a side effect dynamo refuses inside a checkpoint by default."""
+
+    def __init__(self, i: int, d: int = 16) -> None:
+        super().__init__()
+        self.lin, self.calls = nn.Linear(d, d), []
+
+    def forward(self, x: torch.Tensor, memory: dict[int, list[torch.Tensor]]) -> torch.Tensor:
+        self.calls.append(1)
+        return x + torch.tanh(self.lin(x))
+
+
+class _Printing(_Noted):
+    """Prints: a graph break, inside a checkpoint too, where the whole layer then runs eagerly."""
+
+    def forward(self, x: torch.Tensor, memory: dict[int, list[torch.Tensor]]) -> torch.Tensor:
+        h = torch.tanh(self.lin(x))
+        print("", end="")
+        return x + h
+
+
+class _Pair(nn.Module):
+    def __init__(self, kind: type[nn.Module]) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(kind(i) for i in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        memory: dict[int, list[torch.Tensor]] = {}
+        x = self.layers[0](x, memory)  # no loop: a break at a layer does not make dynamo skip the frame
+        return self.layers[1](x, memory).sum()
+
+
+def _checkpoint_advice(kind: type[nn.Module]) -> Advice:
+    torch.manual_seed(0)
+    return fxviz.trace(_Pair(kind), torch.randn(4, 16)).advise(saved="50%", kinds=("checkpoint",))
+
+
+def test_checkpoint_code_that_would_fail_or_run_outside_the_graph_is_not_offered():
+    """A layer that updates a cache fails in its recompute (eagerly too): not offered, with the error; one
+    whose print breaks the graph would run eagerly: not offered, with the FLOPs it would recompute there;
+    one with a Python side effect dynamo refuses in a checkpoint gets dynamo's side-effect setting."""
+    notes = " ".join(_checkpoint_advice(_Remembering).notes)
+    assert "checkpointing layers: not offered: its code fails when the model runs it" in notes
+    assert "CheckpointError" in notes
+    advice = _checkpoint_advice(_Printing)
+    assert not advice.options
+    notes = " ".join(advice.notes)
+    assert "not offered: it breaks torch.compile's graph" in notes and "kFLOP eagerly" in notes
+    if _torch.has_side_effects_setting():
+        advice = _checkpoint_advice(_Noted)
+        [o] = advice.options
+        assert o.kind == "checkpoint" and f"{_torch.SIDE_EFFECTS_SETTING} = True" in o.code
+        assert o.recompute_flops > 0 and dynamo_config.skip_fwd_side_effects_in_bwd_under_checkpoint is False
+
+
+@pytest.fixture(scope="module")
+def qwen3_peak(advised):
+    """The Hugging Face model advised to a peak between its plain step's and its lowest budget's, with
+    Adam's state."""
+    tr = advised["qwen3"][2]
+    lowest = step_of(tr, Strategy("budget", budget=0.0, solver="dp"), optimizer="adam")
+    goal = (step_of(tr, optimizer="adam").peak_bytes + lowest.peak_bytes) // 2
+    return tr, tr.advise(peak=goal, optimizer="adam")
+
+
+def test_the_peak_anatomy_adds_up_to_the_peak(advised, qwen3_peak):
+    tr, advice = qwen3_peak
+    optimizer_state = 2 * sum(p.numel() * p.element_size() for p in tr.capture.model.parameters())
+    assert advice.options
     for o in [*advice.options, *([advice.bound] if advice.bound else [])]:
         assert sum(o.peak.by_kind.values()) == o.peak_bytes
         assert o.peak.by_kind["optimizer state"] == optimizer_state
         assert o.peak_change_bytes == o.peak_bytes - advice.plain.peak_bytes
         assert o.peak.biggest and all(t.label for t in o.peak.biggest)
+        value = o.peak_bytes
+        assert o.meets == (value <= advice.goal_bytes) and o.short_by == max(0, value - advice.goal_bytes)
     # the plain step's peak is the memory table's (its own liveness walk) and the timeline's top
     strategy = step_strategy(tr.capture)
-    pieces = [p for p in tr.pieces if p.graph.has_backward]
-    tops = []
-    for p in pieces:
-        row = p.memory_table([strategy], scope="graph").iloc[0]
-        tops.append(max(int(row["forward_peak_bytes"]), int(row["backward_peak_bytes"])))
-        assert int(p.memory_timeline(strategy)["total_bytes"].max()) == tops[-1]
+    row = tr.memory_table([strategy], scope="graph").iloc[0]
+    top = max(int(row["forward_peak_bytes"]), int(row["backward_peak_bytes"]))
+    assert int(tr.memory_timeline(strategy)["total_bytes"].max()) == top
     plain = advice.plain
-    assert [pk.phase for pk in plain.pieces] == ["forward"] * len(pieces) + ["backward"] * len(pieces)
-    order = [p.graph.index for p in pieces]
-    assert [pk.piece for pk in plain.pieces] == order + order[::-1]
+    assert [pk.phase for pk in plain.pieces] == ["forward", "backward"]
     outside = plain.by_kind["model state outside the graph"]
-    state = sum(t.untyped_storage().nbytes() for t in [*tr.capture.model.parameters(), *tr.capture.model.buffers()])
-    assert 0 <= outside <= state
-    if len(pieces) == 1:  # the graph's own peak, plus the state it does not read (an unused buffer)
-        assert plain.peak_bytes == tops[0] + optimizer_state + outside
-    else:  # over graph breaks: a piece's peak plus what the other pieces hold then
-        assert plain.peak_bytes >= max(tops) + optimizer_state
+    assert plain.peak_bytes == top + optimizer_state + outside
 
 
-def test_the_bound_is_not_beaten_by_a_budget(cases):
-    _model, _inputs, _tr, advice, _ = cases["llama-saved-KiB"]
+def test_the_bound_is_not_beaten_by_a_budget(advised):
+    advice = advised["qwen3"][3]
     bound = advice.bound
     assert bound is not None and bound.bound and bound.saved_bytes <= advice.goal_bytes and bound.kind == "optimum"
     with pytest.raises(InputError, match="bound"):
@@ -222,18 +307,88 @@ def test_the_bound_is_not_beaten_by_a_budget(cases):
     assert budget.meets and budget.recompute_flops >= bound.recompute_flops
 
 
-def test_a_target_no_option_meets_says_by_how_much(cases):
-    _model, _inputs, tr, _advice, _ = cases["llama-saved-KiB"]
+def test_a_target_no_option_meets_says_by_how_much(advised):
+    tr = advised["qwen3"][2]
     advice = tr.advise(peak="1 KiB")  # less than the parameters alone
-    assert advice.cheapest is None
+    assert advice.cheapest is None and advice.options
     for o in advice.options:
         assert not o.meets and o.short_by == o.peak_bytes - 1024 > 0
     assert [o.short_by for o in advice.options] == sorted(o.short_by for o in advice.options)
     assert "short by" in advice.text() and "CHEAPEST" not in advice.text()
     # the budget offered is the one that comes closest on the grid
     budget = next(o for o in advice.options if o.kind == "budget")
-    lowest = min(step_of(tr.capture, Strategy("budget", budget=b, solver="dp")).peak_bytes for b in BUDGETS)
+    lowest = min(step_of(tr, Strategy("budget", budget=b, solver="dp")).peak_bytes for b in BUDGETS)
     assert budget.peak_bytes == lowest
+
+
+def test_opt_trace_is_the_step_the_prediction_reads(advised):
+    """``opt.trace()``: the model change and its config applied for one trace; its step memory table's total
+    is the option's saved bytes (the door the prediction reads); torch's config and the model as they were."""
+    model, _kwargs, _tr, advice, before, _ = advised["qwen3"]
+    for o in advice.options:
+        if o.kind not in ("budget", "checkpoint"):
+            continue
+        traced = o.trace()
+        table = traced.memory_table([step_strategy(traced.capture)], scope="step")
+        total = table[table["piece"] == "total"].iloc[0]
+        assert int(total["saved_activation_bytes"]) == o.saved_bytes, o.name
+        assert int(total["recompute_flops"]) == o.recompute_flops, o.name
+        assert _same(before, _state(model))
+        if o.kind == "budget":  # apply() alone leaves the model as it is: the repr says where the change is
+            assert o.config and "opt.config" in repr(o) and "opt.trace" in repr(o)
+            assert traced.capture.torch_budget[0] == o.change.budget
+    with pytest.raises(InputError):  # a failing trace restores the config too
+        next(o for o in advice.options if o.kind == "budget").trace(torch.zeros(3, 3, 3))
+    assert _same(before, _state(model))
+    with pytest.raises(InputError, match="bound"):
+        advice.bound.trace()
+
+
+class _Scored(nn.Module):
+    def __init__(self, body: nn.Module) -> None:
+        super().__init__()
+        self.body = body
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x).sum()
+
+
+def test_offloading_is_not_offered_on_a_cpu_step_and_moves_what_torch_moves():
+    """On a CPU step the one line says why (the activations are in host memory already); what the option
+    would move is what torch's own pass moves when its code is pasted into a real step (the forward's
+    ``device_put`` copies, read from the compiled forward graph)."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from fxviz.analysis.advice.changes import offload_change
+    from fxviz.analysis.advice.offload import offloaded_bytes
+
+    torch.manual_seed(0)
+    model = _Scored(nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 128), nn.Tanh(), nn.Linear(128, 8)))
+    x = torch.randn(16, 32)
+    tr = fxviz.trace(model, x, backend="aot_eager")
+    note = next(n for n in tr.advise(saved="50%", kinds=("budget", "offload")).notes if n.startswith("offloading"))
+    assert "not offered" in note and "tensors are on cpu" in note and "host memory already" in note
+    predicted = offloaded_bytes(tr.graph, tr.partition(step_strategy(tr.capture)))
+    forwards = []
+
+    def keep(gm, _inputs):
+        forwards.append(gm)
+        return gm
+
+    code = offload_change().code
+    with _torch.config_restored():
+        exec(compile(code, "<pasted>", "exec"), {"model": copy.deepcopy(model)})
+        torch._dynamo.reset()
+        try:
+            backend = aot_autograd(fw_compiler=keep, bw_compiler=lambda gm, _: gm,
+                                   partition_fn=min_cut_rematerialization_partition)  # aot_eager's
+            torch.compile(copy.deepcopy(model), backend=backend)(x).backward()
+        finally:
+            torch._dynamo.reset()
+    puts = [n for n in forwards[0].graph.nodes if "device_put" in str(n.target)]
+    moved = sum(n.args[0].meta["val"].untyped_storage().nbytes() for n in puts)
+    assert puts and moved == predicted > 0
 
 
 def test_cli_advise(capsys):
@@ -247,6 +402,12 @@ def test_cli_advise(capsys):
         assert main(["advise", "mlp", option, value]) == 2
         err = capsys.readouterr().err
         assert f"{option} '{value}' is negative" in err and len(err.splitlines()) == 1, err
+    # a number without a unit is neither 50% nor 50 bytes: refused, with the two spellings that mean something
+    for option, value, spellings in (("--saved", "50", ("--saved 50%", "--saved 50MiB")),
+                                     ("--peak", "8", ("--peak 8GiB", "--peak 8MiB"))):
+        assert main(["advise", "mlp", option, value]) == 2
+        err = capsys.readouterr().err
+        assert "a number without a unit" in err and all(s in err for s in spellings), err
     assert main(["advise", "mlp", "--saved", "50%"]) == 0
     out = capsys.readouterr().out
     assert "CHEAPEST" in out and "activation_memory_budget =" in out and "peak" in out
@@ -280,6 +441,8 @@ def test_optimizer_state_is_kept_for_the_parameters_it_trains():
     assert 0 < trained < sum(p.numel() * p.element_size() for p in model.parameters())
     advice = tr.advise(peak="1 MiB", optimizer="adam", kinds=("budget",))
     assert advice.plain.by_kind["optimizer state"] == 2 * trained
+    with pytest.raises(InputError, match="kinds"):
+        tr.advise(peak="1 MiB", kinds=("budget", "offlaod"))
 
 
 def test_saved_text_reads_like_print_saved_residuals():
@@ -287,7 +450,6 @@ def test_saved_text_reads_like_print_saved_residuals():
     are one layer's; the headline's bytes are the memory table's."""
     import re
 
-    from fxviz.core.units import format_bytes
     from fxviz.render.text.residuals import forward_bytes, saved_text
     from tests.conftest import make_example
 
@@ -317,32 +479,6 @@ def test_saved_text_reads_like_print_saved_residuals():
     values = [ln for ln in lines if ln.startswith("  ")]
     assert len(values) == int((~in_layers).sum()) + int(per_layer.iloc[0])
     assert all(re.match(r"^\s+(symint|[a-z0-9]+\[[0-9,]*\])\s", ln) for ln in values)
-
-
-@pytest.mark.parametrize("case", ["gpt2-saved-50%", "llama-saved-KiB"])
-def test_opt_trace_applies_the_change_and_its_config(cases, case):
-    """``opt.trace()``: the model change and the config (a budget option's whole change) applied for one
-    trace; its step is the prediction, torch's config and the user's model are as they were."""
-    model, inputs, _tr, advice, before = cases[case]
-    budget_before = functorch_config.activation_memory_budget
-    for o in advice.options:
-        for traced in (o.trace(), o.trace(inputs[0], labels=inputs[0])):  # its own inputs, or the call's
-            after = step_of(traced.capture)
-            assert (after.saved_bytes, after.peak_bytes, after.recompute_flops) == (
-                o.saved_bytes, o.peak_bytes, o.recompute_flops), o.name
-            assert functorch_config.activation_memory_budget == budget_before
-        if o.kind == "budget":  # apply() alone leaves the model as it is: the repr says where the change is
-            assert o.config and "opt.config" in repr(o) and "opt.trace" in repr(o)
-            assert traced.capture.torch_budget[0] == o.change.budget
-        else:
-            assert "opt.config" not in repr(o)
-    with pytest.raises(InputError):  # a failing trace restores the config too
-        next(o for o in advice.options if o.kind == "budget").trace(torch.zeros(3, 3, 3))
-    assert functorch_config.activation_memory_budget == budget_before
-    if advice.bound is not None:
-        with pytest.raises(InputError, match="bound"):
-            advice.bound.trace()
-    assert _same(before, _state(model))
 
 
 def test_no_option_that_changes_nothing_and_the_floor_of_a_peak():

@@ -1,6 +1,7 @@
-"""Advice on logs of real runs (issue 34): ``fxviz advise --logs`` names the graph it advises on, takes
-``--graph``/``--rank`` as the other log commands do, and says plainly that it covers that graph alone
-when the run's step has others (a graph break).  Logs are written by real ``torch.compile`` runs here."""
+"""Advice on logs of real runs (issues 34, 45): ``fxviz advise --logs`` advises on the logged step (every
+graph of it with a backward, the tensors crossing its breaks counted, as the real step holds them), or on
+one graph named with ``--graph``/``--rank`` as the other log commands take them, saying plainly that it
+covers that graph alone.  Logs are written by real ``torch.compile`` runs here."""
 
 from __future__ import annotations
 
@@ -19,11 +20,55 @@ def break_log(tmp_path_factory):
     return make_log(SCRIPT, tmp_path_factory.mktemp("advbrk") / "trace", "break")
 
 
-def test_advise_on_a_log_names_its_graph_and_covers_it_alone(break_log, capsys):
+def _held_for_backward(model, x) -> int:
+    """What a real ``torch.compile`` (aot_eager, as the log's run) step of ``model`` holds for its backward:
+    the bytes still allocated after its forward, the loss's own left out (the profiler's memory events)."""
+    import gc
+
+    import torch
+
+    torch._dynamo.reset()
+    try:
+        step = torch.compile(model, backend="aot_eager")
+        step(x).backward()
+        model.zero_grad(set_to_none=True)
+        gc.collect()
+        gc.disable()
+        try:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+                loss = step(x)
+        finally:
+            gc.enable()
+        events = sorted(prof.profiler.kineto_results.events(), key=lambda e: e.start_ns())
+        held = sum(e.nbytes() for e in events if e.name() == "[memory]") - loss.untyped_storage().nbytes()
+        loss.backward()
+        return held
+    finally:
+        torch._dynamo.reset()
+
+
+def test_advise_on_a_log_covers_its_step_or_the_graph_named(break_log, capsys):
+    """No ``--graph``: the logged step, both graphs of the break, and the tensor that crosses it (what the
+    real step holds for its backward); ``--graph ID``: that graph alone, said so."""
+    from fxviz.frontends.cli.advise import step_trace
+
+    from .advice_log_models import stack
+
     run = fxviz.load_logs(break_log)
     ids = [str(c) for c in run.graphs[run.graphs["backward"].astype(bool)]["compile_id"]]
     assert len(ids) == 2  # the graph break: two graphs with a backward in one step
-    for args, cid in (([], ids[0]), (["--graph", ids[1]], ids[1]), (["--graph", ids[1], "--rank", "0"], ids[1])):
+    assert main(["advise", "--logs", str(break_log), "--saved", "50%"]) == 0
+    out = capsys.readouterr().out
+    head = " ".join(out.split("\n\n")[0].split())
+    assert f"advice on the logged step of rank 0: its 2 graphs with a backward (compiles {ids[0]}, {ids[1]})" in head
+    step, _ = step_trace(run, run.trace())
+    advice = step.advise(saved="50%")
+    assert advice.text(option_words) in out and [o.kind for o in advice.options] == ["budget"]
+    logged = [int(t.memory_table(["logged"]).iloc[0]["saved_activation_bytes"]) for t in run.traces()]
+    model, (x,) = stack(broken=True)
+    held = _held_for_backward(model, x)
+    assert advice.plain.saved_bytes == held > sum(logged) > 0  # the crossing tensor, counted once
+    for args, cid in ((["--graph", ids[1]], ids[1]), (["--graph", ids[0], "--rank", "0"], ids[0])):
         assert main(["advise", "--logs", str(break_log), "--saved", "50%", *args]) == 0
         out = capsys.readouterr().out
         other = ids[1 - ids.index(cid)]
@@ -33,8 +78,8 @@ def test_advise_on_a_log_names_its_graph_and_covers_it_alone(break_log, capsys):
         advice = run.trace(compile_id=cid).advise(saved="50%")
         assert advice.text(option_words) in out and "--graph ID" in out and "compile_id" not in out
         assert any(f"compile {cid}" in n and "advice is of this graph's saved bytes" in n for n in advice.notes)
-        logged = int(run.trace(compile_id=cid).memory_table(["logged"]).iloc[0]["saved_activation_bytes"])
-        assert advice.plain.saved_bytes == logged > 0  # the plain step is what the run saved
+        logged_one = int(run.trace(compile_id=cid).memory_table(["logged"]).iloc[0]["saved_activation_bytes"])
+        assert advice.plain.saved_bytes == logged_one > 0  # the plain step is what the run saved
     assert main(["advise", "--logs", str(break_log), "--saved", "50%", "--graph", "9/0"]) == 2
     assert "9/0" in capsys.readouterr().err
     assert main(["advise", "--logs", str(break_log), "--saved", "50%", "--rank", "3"]) == 2
@@ -175,3 +220,50 @@ def test_the_explorer_shows_the_curve(curve):
     assert sum(c is ex.budget_curve for c in ex.children) == 1 and "L1 " not in ex.budget_curve.value
     with pytest.raises(fxviz.InputError, match="logged run"):
         fxviz.explore(next(iter(runs.values())), advice=advice)
+
+
+def test_offloading_is_an_option_where_the_step_is_on_an_accelerator(break_log, tmp_path):
+    """The break log with its devices moved to cuda:0 (a CUDA run's log, read here): offloading is offered,
+    predicted to move what torch's own pass moves when the option's code is pasted into a real step of the
+    same model (every ``device_put`` of its forward graphs; on this CPU the pass copies to the CPU, the
+    same values), its transfers timed at torch's stated bandwidth."""
+    import torch
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from fxviz import _torch
+    from fxviz.frontends.cli.advise import step_trace
+
+    from .advice_log_models import stack
+    from .test_logs_anywhere import _envelope_on_cuda, _on_cuda, _rewrite
+
+    run = fxviz.load_logs(_rewrite(break_log, tmp_path / "cuda", _on_cuda, _envelope_on_cuda))
+    step, _ = step_trace(run, run.trace())
+    advice = step.advise(saved="50%")
+    [offload] = [o for o in advice.options if o.kind == "offload"]
+    note = next(n for n in advice.notes if n.startswith("offloading"))
+    assert "tensors are on cuda:0" in note and "not offered" not in note
+    forwards = []
+
+    def keep(gm, _inputs):
+        forwards.append(gm)
+        return gm
+
+    model, (x,) = stack(broken=True)
+    with _torch.config_restored():
+        exec(compile(offload.code, "<pasted>", "exec"), {"model": model})
+        torch._dynamo.reset()
+        try:
+            backend = aot_autograd(fw_compiler=keep, bw_compiler=lambda gm, _: gm,
+                                   partition_fn=min_cut_rematerialization_partition)
+            torch.compile(model, backend=backend)(x).backward()
+        finally:
+            torch._dynamo.reset()
+    moved = sum(n.args[0].meta["val"].untyped_storage().nbytes() for gm in forwards for n in gm.graph.nodes
+                if "device_put" in str(n.target))
+    assert len(forwards) == 2 and offload.moved_bytes == moved > 0
+    assert offload.saved_bytes == advice.plain.saved_bytes - moved and offload.recompute_flops == 0
+    assert offload.seconds == 2 * moved / _torch.offload_bandwidth()
+    assert f"{_torch.OFFLOAD_SETTING} = True" in offload.code and offload.config == {_torch.OFFLOAD_SETTING: True}
+    with pytest.raises(fxviz.InputError, match="offloading"):
+        offload.trace()

@@ -17,6 +17,8 @@ imports a private torch module or reads ``node.meta``: when torch moves somethin
 - ``lowering``: inductor's own lowering of a partition, stopped at its wrapper code (the compiled
   step's memory);
 - ``profiling``: the profiler's allocation events in time order.
+- ``step_settings``: the torch settings an advised script sets (dynamo's checkpoint side effects,
+  functorch's activation offloading), set for one trace and restored.
 
 The rest of fxviz imports the names below from here (``from .. import _torch; _torch.meta_val``).
 """
@@ -74,6 +76,9 @@ _LAZY: dict[str, str] = {
                      "unimplemented_count"), "tracing"),
     **dict.fromkeys(("LAYOUT_KNOB", "StepRun", "layout_optimization", "run_compiled_step", "step_config_state"),
                     "compiled"),
+    **dict.fromkeys(("SIDE_EFFECTS_SETTING", "OFFLOAD_SETTING", "OFFLOAD_BANDWIDTH_SETTING", "OFFLOAD_PASS_SETTING",
+                     "KNOWN_SETTINGS", "has_side_effects_setting", "side_effects_code", "settings_patched",
+                     "config_restored", "offload_bandwidth", "offload_code", "offloadable"), "step_settings"),
 }
 
 if TYPE_CHECKING:
@@ -100,6 +105,20 @@ if TYPE_CHECKING:
         rng_state_bytes,
         step_budget,
         torch_size_of,
+    )
+    from fxviz._torch.step_settings import (
+        KNOWN_SETTINGS,
+        OFFLOAD_BANDWIDTH_SETTING,
+        OFFLOAD_PASS_SETTING,
+        OFFLOAD_SETTING,
+        SIDE_EFFECTS_SETTING,
+        config_restored,
+        has_side_effects_setting,
+        offload_bandwidth,
+        offload_code,
+        offloadable,
+        settings_patched,
+        side_effects_code,
     )
     from fxviz._torch.tracing import (
         RawJoint,
@@ -195,6 +214,18 @@ __all__ = [
     "run_compiled_step",
     "step_config_state",
     "step_budget",
+    "SIDE_EFFECTS_SETTING",
+    "OFFLOAD_SETTING",
+    "OFFLOAD_BANDWIDTH_SETTING",
+    "OFFLOAD_PASS_SETTING",
+    "KNOWN_SETTINGS",
+    "has_side_effects_setting",
+    "side_effects_code",
+    "settings_patched",
+    "config_restored",
+    "offload_bandwidth",
+    "offload_code",
+    "offloadable",
 ]
 
 

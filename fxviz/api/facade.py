@@ -356,10 +356,10 @@ class Trace:
 
         target = parse_target(saved, peak)
         memo: dict[Any, Any] = self._model_cache.get(("advice_steps",), dict)  # changed models' steps
-        # Option.trace() hands back a Trace of the changed model: the class is passed down, since the
-        # advice floor cannot import the facade that imports it
+        # the advice reads each step's memory table through a Trace (this one, and one of each changed
+        # model, of this class: the advice floor cannot import the facade that imports it)
         return self._model_cache.get(("advise", target, optimizer, tuple(sorted(options.items()))), lambda: advise(
-            self.capture, target, optimizer, memo=memo, as_trace=Trace, **options))
+            self, target, optimizer, memo=memo, **options))
 
     # --- drawing ---------------------------------------------------------------------------------
     def draw(self, view: str | DrawSpec = "joint", strategy: StrategyLike | None = None,

@@ -3,7 +3,6 @@ table people read."""
 
 from __future__ import annotations
 
-import contextlib
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,10 +22,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from fxviz.sources.graphs import Capture
 
-__all__ = ["Option", "Advice", "OPTION_COLUMNS"]
+__all__ = ["Option", "Advice", "OPTION_COLUMNS", "seconds_text"]
 
 OPTION_COLUMNS: list[str] = ["option", "kind", "meets", "short_by_bytes", "saved_bytes", "peak_bytes",
-                             "peak_change_bytes", "recompute_flops", "recompute_bytes", "seconds", "cheapest"]
+                             "peak_change_bytes", "recompute_flops", "recompute_bytes", "offloaded_bytes", "seconds",
+                             "cheapest"]
 
 
 @dataclass
@@ -37,10 +37,11 @@ class Option:
     ``peak_bytes``: the step's peak (parameters, gradients, optimizer state included; ``peak``
     takes it apart); ``recompute_flops`` / ``recompute_bytes``: what the backward runs again and the
     bytes that moves; ``seconds``: the estimated time that costs; ``meets`` / ``short_by``: whether
-    the target is met, and else by how many bytes it is missed."""
+    the target is met, and else by how many bytes it is missed; ``moved_bytes``: what offloading
+    moves to the host and back (its ``seconds`` are those transfers)."""
 
     name: str
-    kind: str  # budget | checkpoint | selective | optimum
+    kind: str  # budget | checkpoint | selective | offload | optimum
     change: Change | None
     peak: StepPeak
     seconds: float
@@ -49,6 +50,7 @@ class Option:
     plain_peak_bytes: int
     source: Capture | None = field(default=None, repr=False, compare=False)  # the advised step's capture
     as_trace: Callable[[Capture], Any] | None = field(default=None, repr=False, compare=False)  # -> a Trace
+    moved_bytes: int = 0
 
     @property
     def saved_bytes(self) -> int:
@@ -102,11 +104,16 @@ class Option:
         """The advised model with this option applied (:meth:`apply`) traced under its :attr:`config`
         (torch's config restored afterwards), as the advised trace was (loss, params, backend,
         dynamic): a ``Trace`` whose step holds this option's prediction, so
-        ``opt.trace(x).memory_table()`` checks it.  ``inputs`` (default: the advised trace's
-        example inputs) are the model's call, keywords included (``labels=ids``)."""
+        ``opt.trace(x).memory_table()`` checks it (the whole step's table where it has several graphs).
+        ``inputs`` (default: the advised trace's example inputs) are the model's call, keywords included
+        (``labels=ids``)."""
         if self.change is None:
             raise InputError(f"{self.name} is a bound, not a change to a model",
                              "trace one of the advice's other options")
+        if self.change.kind == "offload":
+            raise InputError(f"{self.name}: fxviz traces the step torch partitions, and offloading moves its saved "
+                             "values after that: the trace is the advised one", "paste opt.code into the training "
+                             "script; opt.moved_bytes is what it moves")
         cap = self.source
         if cap is None or cap.model is None or self.as_trace is None:
             raise InputError(f"{self.name}: this advice has no model to apply it to (advice on a log, or an Option "
@@ -114,7 +121,7 @@ class Option:
                              f"the trace advised on shows it as tr.memory_table([{self._strategy_name()!r}])")
         model = self.apply(cap.model)
         given = bool(inputs or keyword_inputs)
-        with self._config():
+        with self.change.settings():
             new = recapture(cap, model, tuple(inputs) if given else None, keyword_inputs)
         return self.as_trace(new)
 
@@ -124,27 +131,20 @@ class Option:
         b = self.config.get(_torch.BUDGET_SETTING)
         return f"budget:{float(b):g}" if b is not None else "min_cut"
 
-    def _config(self) -> contextlib.AbstractContextManager[None]:
-        """torch's config as :attr:`config` says, for one trace (restored on exit)."""
-
-        unknown = set(self.config) - {_torch.BUDGET_SETTING}
-        if unknown:
-            raise InputError(f"{self.name}: fxviz cannot set {sorted(unknown)} for a trace", "set it yourself")
-        if _torch.BUDGET_SETTING not in self.config:
-            return contextlib.nullcontext()
-        return _torch.budget_config(float(self.config[_torch.BUDGET_SETTING]), _torch.step_budget()[1])
-
     def row(self, cheapest: bool) -> dict[str, Any]:
         return {"option": self.name, "kind": self.kind, "meets": self.meets, "short_by_bytes": self.short_by,
                 "saved_bytes": self.saved_bytes, "peak_bytes": self.peak_bytes,
                 "peak_change_bytes": self.peak_change_bytes, "recompute_flops": self.recompute_flops,
-                "recompute_bytes": self.recompute_bytes, "seconds": self.seconds, "cheapest": cheapest}
+                "recompute_bytes": self.recompute_bytes, "offloaded_bytes": self.moved_bytes, "seconds": self.seconds,
+                "cheapest": cheapest}
 
     def __repr__(self) -> str:
         state = "meets the target" if self.meets else f"misses it by {format_bytes(self.short_by)}"
         modelless = self.source is None or self.source.model is None  # advice on a log: nothing to apply or trace
         how = (f"set it in the training script; this trace shows it as strategy {self._strategy_name()!r}"
                if modelless else "apply() leaves the model as it is; opt.trace(*inputs) applies both")
+        if self.change is not None and self.change.kind == "offload":
+            how = f"opt.code also sets the pass that marks what to move; it moves {format_bytes(self.moved_bytes)}"
         where = (f"; the change is torch config, opt.config = {self.config} ({how})"
                  if self.config and not (self.change and self.change.modules) else "")
         return (f"<fxviz advice option {self.name}: saved {format_bytes(self.saved_bytes) or '0 B'}, peak "
@@ -166,6 +166,7 @@ class Advice:
     flops_per_s: float = 0.0
     bytes_per_s: float = 0.0
     step_name: str = "plain step"  # what the step advised on is: a logged run under a budget is not plain
+    graphs: int = 1  # graphs with a backward in the step (every offered option's step compiles as many)
 
     @property
     def options(self) -> list[Option]:
@@ -210,15 +211,17 @@ class Advice:
         return (f"Target: {self.target.label(self.plain.saved_bytes)}. The plain step saves "
                 f"{format_bytes(self.plain.saved_bytes) or '0 B'} and peaks at {format_bytes(self.plain.peak_bytes)}. "
                 "Each option's bytes are fxviz's trace of the changed model, partitioned as torch.compile's step "
-                "does (storages counted once); seconds: recompute FLOPs at "
+                f"does (storages counted once), over the step's {self.graphs} graph(s) with a backward, which "
+                "every offered option keeps (one that breaks the graph is not offered); seconds: recompute FLOPs at "
                 f"{self.flops_per_s / 1e12:g} TFLOP/s plus the bytes it moves at {self.bytes_per_s / 1e12:g} TB/s "
                 "(an estimate). " + " ".join(n.rstrip(".") + "." for n in self.notes))
 
     def text(self, words: Callable[[Do], str] | None = None) -> str:
         """The table as a terminal shows it; ``words``: how a front end spells the actions the notes
         ask for (the command line's options; default the Python API's)."""
+        graphs = f" ({self.graphs} graphs with a backward, which every option keeps)" if self.graphs > 1 else ""
         lines = [f"target: {self.target.label(self.plain.saved_bytes)}",
-                 f"{self.step_name}: saves {format_bytes(self.plain.saved_bytes) or '0 B'}, peak "
+                 f"{self.step_name}{graphs}: saves {format_bytes(self.plain.saved_bytes) or '0 B'}, peak "
                  f"{format_bytes(self.plain.peak_bytes)}", ""]
         shown = self.options + ([self.bound] if self.bound is not None else [])
         cheapest = self.cheapest
@@ -237,7 +240,7 @@ class Advice:
                 lines.append(f"  {o.name}")
             lines.append(f"  {o.name if len(o.name) <= w else '':<{w}} {format_bytes(o.saved_bytes) or '0 B':>9} "
                          f"{format_bytes(o.peak_bytes):>9} {_signed(o.peak_change_bytes):>9} "
-                         f"{format_flops(o.recompute_flops) or '0 FLOP':>11} {_seconds(o.seconds):>9}  {verdict}")
+                         f"{format_flops(o.recompute_flops) or '0 FLOP':>11} {seconds_text(o.seconds):>9}  {verdict}")
         raised = [o for o in shown if o.meets and o.peak_change_bytes > 0]
         if raised and self.target.kind == "saved":  # less saved, yet a higher peak: said, not left to the Δ column
             lines += ["", *textwrap.wrap(
@@ -264,7 +267,7 @@ def _signed(n: int) -> str:
     return ("+" if n > 0 else "-") + format_bytes(abs(n))
 
 
-def _seconds(s: float) -> str:
+def seconds_text(s: float) -> str:
     if s == 0:
         return "0 s"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):

@@ -4,6 +4,8 @@ trace of the changed model, with the code to paste and what the step's peak hold
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import sys
 from typing import Any
 
@@ -13,7 +15,9 @@ from fxviz.frontends.cli.options import SOURCE, command, opt
 from fxviz.frontends.cli.source import from_log, logged_at, open_trace, where_in_run
 from fxviz.frontends.cli.words import option_words, wrap
 
-__all__ = ["cmd_advise"]
+__all__ = ["cmd_advise", "step_trace"]
+
+_BARE = re.compile(r"^\s*[0-9]*\.?[0-9]+\s*$")
 
 _FORMS = ("e.g. --saved 50% (of what the plain step saves), --saved 3GiB or --peak 8GiB (binary units: B, KiB, "
           "MiB, GiB, TiB); --optimizer adam, adamw, sgd or a byte count")
@@ -22,8 +26,8 @@ _EPILOG = """examples:
   fxviz advise mini_gpt --saved 50%
   fxviz advise mini_gpt --peak 1.2MiB --optimizer adam --code
   fxviz advise my_model.py:make --saved 3GiB
-  fxviz advise --logs /tmp/trace --saved 50%     (a log: the activation_memory_budget only, one graph)
-  fxviz advise --logs /tmp/trace --graph 1/0 --rank 1 --saved 50%   (another graph of the run)"""
+  fxviz advise --logs /tmp/trace --saved 50%     (a log: its step, every graph with a backward; the budget only)
+  fxviz advise --logs /tmp/trace --graph 1/0 --rank 1 --saved 50%   (one graph of the run)"""
 
 
 @command("advise", "what to change (budget, checkpointing, selective policy) so the step fits a memory target",
@@ -48,8 +52,14 @@ def cmd_advise(args: argparse.Namespace) -> int:
     if isinstance(optimizer, str) and optimizer.isdigit():
         optimizer = int(optimizer)
 
-    saved: str | int | None = int(args.saved) if args.saved and args.saved.isdigit() else args.saved
-    peak: str | int | None = int(args.peak) if args.peak and args.peak.isdigit() else args.peak
+    for flag, value in (("--saved", args.saved), ("--peak", args.peak)):
+        if value is not None and _BARE.match(value):  # 50 is neither 50% nor 50 bytes to a person
+            n = value.strip()
+            two = f"{flag} {n}% (of what the plain step saves) or {flag} {n}MiB" if flag == "--saved" \
+                else f"{flag} {n}GiB or {flag} {n}MiB"
+            raise FxvizError(f"{flag} {n}: a number without a unit", f"write {two}")
+    saved: str | int | None = args.saved
+    peak: str | int | None = args.peak
     try:  # a bad target or optimizer is said before anything is traced, in the command's words
         parse_target(saved, peak)
         optimizer_bytes(optimizer, 0)
@@ -59,7 +69,11 @@ def cmd_advise(args: argparse.Namespace) -> int:
     tr = open_trace(args)
     if is_log and not any(g.has_backward for g in tr.capture.graphs):
         _refuse_inference(args.run, tr)  # one line, before any header: nothing to advise on
-    if is_log:  # one graph of the run: which one, and that the advice is of it alone
+    step, head = step_trace(args.run, tr, args.rank) if is_log and args.graph is None else (tr, None)
+    if head is not None:  # no --graph: the logged step, every graph of it with a backward
+        print(wrap(f"{step.capture.title}, {head}") + "\n")
+        tr = step
+    elif is_log:  # one graph of the run: which one, and that the advice is of it alone
         print(wrap(where_in_run(args.run, tr, args.rank)))
         print(wrap(_one_graph(args.run, tr)) + "\n")
     print(f"{tr.capture.title}: tracing each option ...", file=sys.stderr)
@@ -110,3 +124,24 @@ def _one_graph(run: object, tr: object) -> str:
             f"step's. The run has {len(others)} other graph(s) with a backward there ({', '.join(others)}: graph "
             "breaks, or recompiles), which this advice does not cover; a budget set in the training script applies "
             "to every graph the step compiles. Advise each with --graph ID")
+
+
+def step_trace(run: Any, tr: Any, rank: int | None = None) -> tuple[Any, str | None]:
+    """A ``Trace`` of the logged step of ``tr``'s rank (``run.traces``: each frame's graphs with a
+    backward, a shape-variant frame's last compile), its graphs one capture in run order as a model's
+    several graphs are (a budget applies to every graph the step compiles), and the line that says which
+    compiles it holds; ``(tr, None)`` when the step has one graph."""
+    found = logged_at(tr).rank if rank is None else rank
+    traces = run.traces(found)
+    if len(traces) <= 1:
+        return tr, None
+    ids = [logged_at(t).compile_id for t in traces]
+    head = (f"advice on the logged step of rank {found}: its {len(traces)} graphs with a backward (compiles "
+            f"{', '.join(ids)}), in the order the step runs them (the tables below call them graphs 1 "
+            f"{'and' if len(traces) == 2 else 'to'} {len(traces)}); --graph ID advises on one of them")
+    note = run.step_note(found)
+    graphs = [dataclasses.replace(t.graph, index=i) for i, t in enumerate(traces)]
+    warnings = list(dict.fromkeys(w for t in traces for w in t.capture.warnings))
+    state = list({n: v for t in traces for n, v in t.capture.state}.items())
+    cap = dataclasses.replace(traces[0].capture, graphs=graphs, state=state, warnings=warnings)
+    return type(tr)(cap), head + (f". {note}" if note else "")
