@@ -25,7 +25,7 @@ from fxviz.core.graph_facts import alias_base, is_view_op
 from fxviz.sources.graphs import JointGraph
 from fxviz.sources.roles import NodeInfo, tensor_facts
 
-__all__ = ["OP_WORDS", "KINDS", "FATES", "SAVED_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE", "op_words",
+__all__ = ["OP_WORDS", "KINDS", "FATES", "ROW_ORDER", "HELD_ANYWAY", "SAVED_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE", "op_words",
            "fate", "saved_table", "by_module"]
 
 KINDS: tuple[str, ...] = ("activation", "parameter", "input", "offloaded", "symint")
@@ -39,9 +39,18 @@ FATES: tuple[str, ...] = ("saved", "offloaded", "recomputed", "not needed", "fai
 offloading), runs it again in the backward, needs it not at all (it saves something else it is made
 from or makes), or fails on this graph."""
 
+ROW_ORDER: tuple[str, ...] = ("activation", "offloaded", "symint", "input", "parameter")
+"""The order of the table's rows by kind: what the choice of partition costs first (activations, their
+offloaded copies, sizes), then the inputs and parameters the backward reads, which the step holds anyway
+(``HELD_ANYWAY``).  Within a kind, the biggest storage first."""
+
+HELD_ANYWAY: tuple[str, ...] = ("input", "parameter")
+"""Kinds the step holds whatever the partition: saving them costs no memory."""
+
 SAVED_COLUMNS: list[str] = ["kind", "module", "op", "what", "shape", "dtype", "bytes", "shares_storage_with",
                             "source"]
-"""The table's columns (its index is the joint node name), before one column per other strategy."""
+"""The table's columns (its index is the joint node name), before one column per strategy: the one
+listed first (every row ``saved``, or ``offloaded``), then the others."""
 
 BY_MODULE_COLUMNS: list[str] = ["module", "saved_activation_bytes", "saved_activations", "storages", "biggest"]
 
@@ -181,9 +190,10 @@ def fate(p: Partition, name: str) -> str:
 
 def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (),
                 names: dict[str, str] | None = None) -> pd.DataFrame:
-    """One row per value ``p`` saves (index: joint node name), storages biggest first, the values
-    sharing a storage right after its first one (``bytes`` 0, ``shares_storage_with`` naming it),
-    sizes last; one column per partition of ``others`` (named by its strategy) with its ``fate``.
+    """One row per value ``p`` saves (index: joint node name), by kind in ``ROW_ORDER`` (activations
+    first, the inputs and parameters held anyway last), storages biggest first within a kind, the values
+    sharing a storage right after its first one (``bytes`` 0, ``shares_storage_with`` naming it); then
+    one column per strategy, named by it, with its ``fate``: ``p``'s own first, then each of ``others``.
 
     ``bytes`` is the storage's size as ``memory.saved_memory`` counts it, so the rows of each
     ``kind`` sum to the memory table's ``saved_activation_bytes`` / ``saved_param_bytes`` /
@@ -195,10 +205,11 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
     if p.measured or p.forward is None:
         raise StrategyError(f"strategy {p.name!r} is measured on the model's eager run and has no graphs whose "
                             "saved values could be listed",
-                            f"pass a graph strategy (default, min_cut, ...); {p.name!r} can be a comparison column")
+                            f"pass a graph strategy (min_cut, default_partition, ...); {p.name!r} can be a comparison column")
     nodes = {n.name: n for n in graph.gm.graph.nodes}
     memory = saved_memory(p, graph)
-    ordered = sorted(enumerate(memory.storages), key=lambda x: (-x[1].nbytes, x[0]))
+    rank = {k: i for i, k in enumerate(ROW_ORDER)}
+    ordered = sorted(enumerate(memory.storages), key=lambda x: (rank.get(x[1].owner, 0), -x[1].nbytes, x[0]))
     rows: list[dict[str, Any]] = []
     for _, use in ordered:
         kind = use.owner
@@ -210,10 +221,11 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
     for name in p.saved:
         if name not in tensors and name in nodes:  # sizes: no storage
             rows.append(_row(name, nodes[name], graph, "symint", 0, None))
+    rows.sort(key=lambda r: rank.get(r["kind"], 0))  # stable: storages stay biggest first within a kind
     df = pd.DataFrame(rows, columns=["name"] + SAVED_COLUMNS).set_index("name")
     df["bytes"] = df["bytes"].astype("int64")
     joint = [p.made[n].wraps or n if n in p.made and p.made[n].kind == "offloaded" else n for n in df.index]
-    for other in others:  # an offloaded copy: what the other strategy does with the value it holds
+    for other in (p, *others):  # an offloaded copy: what each strategy does with the value it holds
         df[other.name] = [fate(other, n) for n in joint]
     df.attrs["strategy"] = p.name
     df.attrs["strategy_words"] = (names or {}).get(p.name, "")  # "what torch.compile does" for the step's
@@ -221,11 +233,12 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
               "value, on the device each row's 'what' names; not among the activations). "
               if (df["kind"] == "offloaded").any() else ". ")
     df.attrs["caption"] = (
-        f"What strategy {named(p.name, names or {})} saves for the backward: {len(df)} values, biggest storage "
-        "first. bytes count "
-        "storages (a view or alias of a saved value adds 0 and says which value's storage it shares); the kinds "
-        "add up to tr.memory_table()'s saved_activation_bytes, saved_param_bytes and saved_input_bytes" + copies
-        + (f"Other columns: what {', '.join(o.name for o in others)} do with each value." if others else ""))
+        f"What strategy {named(p.name, names or {})} saves for the backward: {len(df)} values, activations first "
+        "(biggest storage first), then the inputs and parameters the backward reads, which the step holds anyway. "
+        "bytes count storages (a view or alias of a saved value adds 0 and says which value's storage it shares); "
+        "the kinds add up to tr.memory_table()'s saved_activation_bytes, saved_param_bytes and saved_input_bytes"
+        + copies + f"Column {p.name}: what it does with each value"
+        + (f"; then what {', '.join(o.name for o in others)} do with it." if others else "."))
     return df
 
 

@@ -21,7 +21,7 @@ __all__ = ["Option", "opt", "Command", "COMMANDS", "command", "SOURCE", "strateg
 STRATEGY_FORMS = forms_text()
 """Every strategy form, from the one registry (fxviz/analysis/strategy/strategies.py)."""
 STEP_DEFAULT = ("what torch.compile does (min_cut; its knapsack budget:B when torch's activation_memory_budget "
-                "is below 1; default for aot_function's routes: --params closure, models on the meta device)")
+                "is below 1; default_partition for aot_function's routes: --params closure, models on the meta device)")
 """What every view shows when no strategy is named (``analysis.choices.step_strategy``), in words."""
 DEFAULT_STRATEGIES = (STEP_DEFAULT + " first, then " + ",".join(s.name for s in OFFERED if s.name != "min_cut")
                       + " (from --logs: logged first, no eager)")

@@ -945,7 +945,9 @@ function renderSaved(box, state, onPick) {
     tot.parameter && tot.parameter !== "0 B" ? `, parameters ${tot.parameter}` : "",
     tot.input && tot.input !== "0 B" ? `, inputs ${tot.input}` : "",
     tot.offloaded ? `, offloaded ${tot.offloaded} (copies on another device)` : ""));
-  const statuses = Object.values(state.savedPanel.statuses || {}).filter((s) => s && s.key && s.key !== t.strategy);
+  // one fate column per strategy: the one listed first (what it does with each value), then the others
+  const all = Object.values(state.savedPanel.statuses || {}).filter((s) => s && s.key);
+  const statuses = [...all.filter((s) => s.key === t.strategy), ...all.filter((s) => s.key !== t.strategy)];
   const others = statuses.map((s) => s.key);
   const sets = statuses.map((s) => [s.error, new Set(s.saved), new Set(s.recomputed), new Set(s.offloaded || [])]);
   const fate = (i, n) => (sets[i][0] ? "failed" : sets[i][1].has(n) ? "saved" : sets[i][3].has(n) ? "offloaded"
@@ -956,13 +958,20 @@ function renderSaved(box, state, onPick) {
                      onclick: () => { state.savedSort = { key, desc: sort.key === key ? !sort.desc : key === "bytes" }; renderSaved(box, state, onPick); } }, text + arrow);
   };
   const offloads = rows.some((r) => r.kind === "offloaded") || sets.some((x) => x[3].size);
-  const fateTip = others.map((o, i) => `${"ABCDEFGH"[i]} = ${o}`).join(", ") + ": S saved, R recomputed, \u2013 not needed, ! fails" +
+  const fateTip = others.map((o, i) => `${"ABCDEFGH"[i]} = ${o}${o === t.strategy ? " (listed)" : ""}`).join(", ") +
+    ": S saved, R recomputed, \u2013 not needed, ! fails" +
     (offloads ? ", O offloaded" : "");
   const headRow = h("tr", {}, head("name", "value", "the joint-graph node"), head("module", "what \u00b7 module", "the value in plain words, and the module that made it"),
     head("bytes", "bytes", "the storage's bytes, counted once: a value sharing a storage adds 0"),
     others.length ? h("th", { title: fateTip, text: others.map((_, i) => "ABCDEFGH"[i]).join(" ") }) : null);
   const chosen = selectedNames(state);
-  const body = rows.map((r) => {
+  const payloadOrder = sort.key === "bytes" && sort.desc;  // activations first, what is held anyway after
+  const body = [];
+  rows.forEach((r) => {
+    if (payloadOrder && r.held && !body.some((b) => b.classList.contains("fxviz-saved-held"))) {
+      body.push(h("tr", { class: "fxviz-saved-held" }, h("td", { colspan: String(others.length ? 4 : 3),
+        text: "held anyway: inputs and parameters the step holds whatever the partition saves" })));
+    }
     const value = r.holds || r.name;  // an offloaded copy: what the others do with the value it holds
     const fates = others.map((o, i) => FATE_LETTERS[fate(i, value)]).join(" ");
     const tip = `${r.name}: ${r.what}${r.tensor ? ` ${r.tensor}` : ""}${r.source ? `, ${r.source}` : ""}\n` +
@@ -974,7 +983,7 @@ function renderSaved(box, state, onPick) {
       h("td", {}, r.shares ? h("span", { class: "fxviz-muted", title: `shares storage with ${r.shares}`, text: `= ${r.shares}` }) : formatBytes(r.bytes)),
       others.length ? h("td", { class: "fxviz-saved-fates", text: fates }) : null);
     if (chosen.has(r.name)) { row.classList.add("fxviz-saved-selected"); row.setAttribute("aria-selected", "true"); }
-    return row;
+    body.push(row);
   });
   if (others.length) box.append(h("p", { class: "fxviz-saved-legend", text: fateTip }));
   // the rows scroll in their own list; the caption and the timeline stay below it, in view

@@ -20,7 +20,7 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
     logged ``Run`` (a rank and a graph selector above it; ``rank=``, ``compile_id=`` pick the first).
 
     ``options``: ``view`` (joint, forward, backward, compare), ``strategy`` and ``compare``
-    (default, min_cut, budget or ``budget:B[:solver]``, recompute_all, eager, ``optimal:B``, and a
+    (default_partition, min_cut, budget or ``budget:B[:solver]``, recompute_all, eager, ``optimal:B``, and a
     log's ``logged``), ``budget``, ``solver``, ``group`` (module, none), ``depth`` and ``expand``
     (boxes open from the start, as ``Trace.draw(expand=...)`` names them; a double click opens
     more), ``differences`` (the compare view shows only the nodes its two strategies treat

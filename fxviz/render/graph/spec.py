@@ -96,7 +96,7 @@ class DrawSpec:
         if self.differences and self.compare is None:
             raise InputError("differences=True shows what two strategies treat differently, and no compare=... "
                              "strategy was given",
-                             Say("call ", Do("draw", ((None, "compare"), ("strategy", "default"),
+                             Say("call ", Do("draw", ((None, "compare"), ("strategy", "default_partition"),
                                                       ("compare", "min_cut"), ("differences", True)), on="")))
         if self.compare is not None and self.view not in ("joint", "compare"):
             raise InputError(f"compare=... draws the joint graph, not the {self.view!r} view",

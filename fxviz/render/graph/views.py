@@ -111,7 +111,7 @@ def _refuse(graph: JointGraph, spec: DrawSpec, partition: Partition | None, comp
     if view in ("forward", "backward") and compare is None:
         if partition is None:
             raise InputError(f"the {view!r} view needs a strategy",
-                             Say("call ", Do("draw", ((None, view), ("strategy", "default")), on="")))
+                             Say("call ", Do("draw", ((None, view), ("strategy", "default_partition")), on="")))
         if (partition.forward if view == "forward" else partition.backward) is None:
             why = ": it is measured, not partitioned" if partition.measurement is not None else ""
             raise InputError(f"{partition.label} has no {view} graph to draw{why}",

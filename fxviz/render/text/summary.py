@@ -84,7 +84,7 @@ def _where(capture: Capture, index: int) -> Say:
 def _default_line(capture: Capture) -> str:
     """Which partition every view shows when none is named, what it is, and the others one option away."""
     step = step_strategy(capture)
-    other = ("strategy='min_cut' (torch.compile's)" if step.name == "default"
-             else "strategy='default' (aot_function's)")
+    other = ("strategy='min_cut' (torch.compile's)" if step.kind == "default"
+             else "strategy='default_partition' (aot_function's)")
     graph = ", backend='aot_eager' (AOTAutograd's own graph)" if capture.backend == "inductor" else ""
     return f"  views show {named(step, step_names(capture))} by default; one option away: {other}{graph}"
