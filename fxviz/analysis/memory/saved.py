@@ -25,7 +25,8 @@ from fxviz.core.graph_facts import alias_base, is_view_op
 from fxviz.sources.graphs import JointGraph
 from fxviz.sources.roles import NodeInfo, tensor_facts
 
-__all__ = ["OP_WORDS", "KINDS", "FATES", "ROW_ORDER", "HELD_ANYWAY", "SAVED_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE", "op_words",
+__all__ = ["OP_WORDS", "KINDS", "FATES", "ROW_ORDER", "HELD_ANYWAY", "SAVED_COLUMNS", "BY_MODULE_COLUMNS",
+           "NO_MODULE", "op_words",
            "fate", "saved_table", "by_module"]
 
 KINDS: tuple[str, ...] = ("activation", "parameter", "input", "offloaded", "symint")
@@ -205,7 +206,8 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
     if p.measured or p.forward is None:
         raise StrategyError(f"strategy {p.name!r} is measured on the model's eager run and has no graphs whose "
                             "saved values could be listed",
-                            f"pass a graph strategy (min_cut, default_partition, ...); {p.name!r} can be a comparison column")
+                            f"pass a graph strategy (min_cut, default_partition, ...); {p.name!r} can be a "
+                            "comparison column")
     nodes = {n.name: n for n in graph.gm.graph.nodes}
     memory = saved_memory(p, graph)
     rank = {k: i for i, k in enumerate(ROW_ORDER)}

@@ -95,8 +95,13 @@ SOURCE = (
     params(),
     backend(),
     DYNAMIC,
+    opt("--loss", metavar="FN", help="the loss: a function of the model's output returning a scalar, applied outside "
+                                     "the compiled model as in a training step (NAME beside the factory, "
+                                     "package.module:NAME or file.py:NAME); default: the model's own .loss when it "
+                                     "returns one (a Hugging Face model called with labels=), else the sum of its "
+                                     "floating outputs"),
 )
-"""Where a command's graph comes from: a model, or one graph of a logged run."""
+"""Where a command's graph comes from: a model (with its loss), or one graph of a logged run."""
 
 
 def strategy(purpose: str) -> Option:

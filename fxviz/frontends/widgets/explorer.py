@@ -24,7 +24,7 @@ from fxviz.analysis.strategy.choices import default_strategy
 from fxviz.analysis.strategy.strategies import Strategy, StrategyLike
 from fxviz.api.facade import Trace
 from fxviz.api.tracing import trace
-from fxviz.core.errors import FxvizError, InputError
+from fxviz.core.errors import FxvizError, InputError, did_you_mean
 from fxviz.frontends.widgets.boxes import OpenBoxes
 from fxviz.frontends.widgets.budget_curve import BudgetCurveView
 from fxviz.frontends.widgets.controls import Controls, max_depth
@@ -74,7 +74,8 @@ class Explorer(MeasuredView, BudgetCurveView, widgets.VBox):
             raise InputError("explore needs a model (with example inputs) or a Trace",
                              "call fxviz.explore(model, x) or fxviz.explore(fxviz.trace(model, x))")
         if view not in PAGE_VIEWS:
-            raise InputError(f"unknown view {view!r}", f"use one of {', '.join(PAGE_VIEWS)}")
+            raise InputError(f"unknown view {view!r}", f"{did_you_mean(str(view), PAGE_VIEWS)}use one of "
+                                                       f"{', '.join(PAGE_VIEWS)}")
         self._t_start = time.perf_counter()
         self._model, self._inputs, self._trace_kwargs = model, tuple(inputs), dict(trace_kwargs or {})
         if tr is None:  # traced first: the choices, the strategy and its words are the trace's (choices.offered)

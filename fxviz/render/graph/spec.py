@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from fxviz.analysis.strategy.strategies import Strategy, StrategyLike
-from fxviz.core.errors import Blank, Do, InputError, Say
+from fxviz.core.errors import Blank, Do, InputError, Say, did_you_mean
 
 __all__ = ["View", "VIEWS", "SIDES", "GROUPS", "DrawSpec"]
 
@@ -80,7 +80,8 @@ class DrawSpec:
             raise InputError(f"unknown view {name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""),
                              f"use one of {', '.join(VIEWS)}")
         if group not in GROUPS:
-            raise InputError(f"unknown group {group!r}", "use group='module', group='none' or leave it out")
+            raise InputError(f"unknown group {group!r}", did_you_mean(str(group), ("module", "none"))
+                             + "use group='module', group='none' or leave it out")
         if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
             raise InputError(f"depth must be a positive integer, not {depth!r}", "depth=1 draws top-level modules")
         spec = cls(view=name, strategy=None if strategy is None else Strategy.parse(strategy),

@@ -161,7 +161,8 @@ def by_module_text(df: pd.DataFrame, title: str, width: int = 100) -> str:
 
 def saved_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """The rows as plain JSON-able records for a panel: name, kind, module, op, what, tensor,
-    bytes, shares, source, ``held`` (an input or parameter the step holds anyway), and ``fates`` (strategy -> fate) for the frame's strategy columns."""
+    bytes, shares, source, ``held`` (an input or parameter the step holds anyway), and ``fates``
+    (strategy -> fate) for the frame's strategy columns."""
     others = strategy_columns(df)
     out = []
     for name, r in df.iterrows():
