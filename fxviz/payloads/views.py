@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fxviz.analysis.strategy.strategies import StrategyLike
 from fxviz.core.errors import FxvizError
 from fxviz.payloads.panels import saved_data
+from fxviz.render.graph.limits import PAGE_PANE
 from fxviz.render.graph.spec import DrawSpec
 from fxviz.render.page.embed import clean_svg, page_data
 
@@ -71,8 +72,9 @@ def view_payload(tr: Trace, spec: DrawSpec, timeout: float | None = None) -> Vie
     (what the drawing refused, with what to do) and no SVG, so one view's failure never sinks the
     page that shows the others."""
     head = ViewPayload.head(spec)
-    try:
-        drawing = tr.draw(spec if timeout is None else spec.replace(timeout=timeout))
+    try:  # a page opens the drawing fitted in its pane: an automatic collapse at a level readable there
+        drawing = tr.draw(spec.replace(pane=PAGE_PANE) if timeout is None else spec.replace(timeout=timeout,
+                                                                                             pane=PAGE_PANE))
         saved = {spec.strategy.name: saved_data(tr, spec.strategy)} if spec.strategy is not None else {}
         return dataclasses.replace(head, svg=clean_svg(drawing.svg()), caption=drawing.caption, boxes=drawing.boxes,
                                    saved=saved)

@@ -132,7 +132,8 @@ def load_loss(text: str, loaded: Loaded) -> Any:
         if loaded.module is None:
             raise ModelSpecError(f"--loss {text}: a built-in example has no file to find {text!r} in",
                                  "write --loss package.module:NAME or --loss path/to/file.py:NAME")
-        fn, where = getattr(loaded.module, text, None), loaded.module.__name__
+        fn = getattr(loaded.module, text, None)
+        where = getattr(loaded.module, "__file__", None) or loaded.module.__name__
     if not callable(fn):
         raise ModelSpecError(f"--loss {text}: {where!r} has no function {text.rpartition(':')[2]!r}",
                              "name a function of the model's output that returns a scalar: --loss NAME (beside the "

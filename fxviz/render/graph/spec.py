@@ -52,7 +52,10 @@ class DrawSpec:
     view).  ``group``/``depth``/``expand``: how the graph is collapsed and which boxes are open.
     ``highlight``: names to emphasise.  ``differences``: the compare view's differences only.
     ``piece``: which graph of a graph-broken model (None: the trace's own).  ``node_limit`` and
-    ``timeout`` bound the layout (None: the defaults).  Make one with :meth:`of`, which validates."""
+    ``timeout`` bound the layout (None: the defaults).  ``pane``: the (width, height) in screen pixels a
+    page opens the drawing fitted in (``limits.PAGE_PANE``): an automatic collapse is then at the deepest
+    level whose labels stay readable there, not at the deepest that fits a scrolled notebook cell; it is
+    not part of the page key (``text``).  Make one with :meth:`of`, which validates."""
 
     view: str = "joint"
     strategy: Strategy | None = None
@@ -65,6 +68,7 @@ class DrawSpec:
     piece: int | None = None
     node_limit: int | None = None
     timeout: float | None = None
+    pane: tuple[int, int] | None = None
 
     @classmethod
     def of(cls, view: str | View = "joint", strategy: StrategyLike | None = None,

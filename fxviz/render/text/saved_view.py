@@ -95,6 +95,8 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
         widths[3] = max(6, widths[3] - (12 - rest))
         rest = width - sum(w for i, w in enumerate(widths) if i != 4) - (len(names) - 1) * 2
     widths[4] = max(12, min(rest, max([len(names[4])] + [len(row[4]) for row in rows])))
+    if rest > widths[4]:  # room left once every "what" fits: the module column takes it (long HF paths)
+        widths[3] = min(widths[3] + rest - widths[4], max([len(names[3])] + [len(row[3]) for row in rows]))
     right = {0, 6}
 
     def line(cells: list[str]) -> str:
