@@ -1323,19 +1323,22 @@ function paneState() {
     // into view once the drawing with an opened box arrives
     boxes: new Map(), boxOf: new Map(), seenBoxes: new Map(), expanded: [], reveal: null, highlight: "", compareHighlight: "", legend: null, doctor: null,
     lastSearch: { nodes: 0, drawn: 0, current: 0 }, hits: [], overlay: false, diffOnly: false, focusUnits: [],
+    opening: [],  // the view payload's `opening`: the model's blocks, where a drawing too big to read whole opens
     diffDrawn: false,  // the drawing shown is the kernel's differences-only drawing
   };
 }
 
-/** where the opening zoom looks: compare differences, else search hits, else the doctor's nodes */
+/** where the opening zoom looks: compare differences, else search hits, else the doctor's nodes,
+ *  else the model's blocks (the payload's `opening`) */
 function focusUnits(state) {
   if (state.view === "compare" && state.focusUnits.length) return state.focusUnits;
   if (state.hits && state.hits.length) return [state.hits[0]];
   if (state.doctor && state.doctor.healthy === false) {
     const names = (state.doctor.findings || []).flatMap((f) => f.nodes || []);
-    return names.map((n) => unitFor(state.units, n, state.boxOf)).filter(Boolean);
+    const found = names.map((n) => unitFor(state.units, n, state.boxOf)).filter(Boolean);
+    if (found.length) return found;
   }
-  return [];
+  return state.opening.map((id) => state.units.get(id)).filter(Boolean);
 }
 
 /** Re-apply every page-drawn mark of the shown drawing and the compare view's differences. */
@@ -1554,6 +1557,7 @@ export function createPane(root, opts = {}) {
     setDoctor(d) { state.doctor = d; showDoctor(ui, d, linkList, togglePanel); },
     setLegend(l) { state.legend = l; legend(); },
     setBoxes(list) { indexBoxes(state, list); markSelected(false); marks(); },  // the view payload's `boxes`
+    setOpening(list) { state.opening = list || []; },  // the view payload's `opening`, before its drawing
     setExpanded(list) { state.expanded = list || []; renderOpened(ui.opened, state, actions); markSelected(false); },
     setCaption(text) { ui.caption.textContent = text || ""; },
     /** the kernel drew (or stopped drawing) the differences only: the toggle shows it, nothing fades */
@@ -1587,6 +1591,7 @@ function showView(pane, v, how = {}) {
   pane.setHighlight(as.strategy || "", as.compare || "");
   pane.setError(how.alert || view.error || "");
   pane.setBoxes(view.boxes || []);  // before the drawing: its boxes' members are read when it is shown
+  pane.setOpening(view.opening || []);
   pane.setExpanded(view.expanded || []);
   pane.setDifferences(how.differences === undefined ? !!view.differences : how.differences, !!view.differences);
   pane.setSvg(view.svg || "", { keepZoom: !!how.keepZoom, key: as.key || "", overlay: !!view.overlay });

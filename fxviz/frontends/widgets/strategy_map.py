@@ -91,5 +91,5 @@ def strategy_choices(tr: Trace) -> list[tuple[str, str]]:
     is), then the kinds ``ON_REQUEST``.  ``explore(model, x)`` traces before it asks, so every way in
     opens on the choices ``fxviz.trace`` shows."""
     names = step_names(tr.capture) if tr.graph.logged is None else {}
-    chosen = [(named(s, names, f"{s.spec.short} ({{words}})"), s.kind) for s in offered(tr.graph, tr.capture)]
+    chosen = [(named(s, names) if s.name in names else s.spec.short, s.kind) for s in offered(tr.graph, tr.capture)]
     return [*chosen, *((KINDS[k].short, k) for k in ON_REQUEST)]

@@ -227,9 +227,9 @@ def _auto_structure(scene: sc.Scene, structure: sc.Structure, level: int | None,
     """Collapse along the model's structure: at ``level`` if given, else the deepest level with at
     most ``AUTO_UNITS`` units whose layout is screen-shaped (``ASPECT``), laying out candidates
     from the deepest fitting level up (each layout of ~60 units takes a fraction of a second);
-    if none is, the one closest to the bounds.  ``pane`` (a page's graph pane, screen pixels): the
-    deepest of those levels whose labels stay ``READABLE_PX`` tall with the drawing fitted in it,
-    else the one whose labels are biggest there."""
+    if none is, the one closest to the bounds.  ``pane`` (a page's graph pane, screen pixels): first
+    the deepest of those levels, not above the model's blocks (``Structure.blocks_level``), whose labels
+    stay ``READABLE_PX`` tall with the whole drawing fitted in it."""
     opened = frozenset(expand)
     top = max(structure.max_level, 1)
     counts = {lvl: structure.count(lvl, opened) for lvl in range(1, top + 1)}
@@ -244,14 +244,20 @@ def _auto_structure(scene: sc.Scene, structure: sc.Structure, level: int | None,
         order = order[:1]
         counts[order[0]] = structure.count(order[0], opened, containers=True)
     caption = list(scene.caption)
+    made: dict[int, Drawing] = {}
 
     def drawing_at(lvl: int) -> Drawing:
-        return _level_drawing(scene, structure, lvl, opened, containers, counts[lvl], n_nodes, node_limit, timeout,
-                              caption)
+        if lvl not in made:  # laid out once, whichever rule asks
+            made[lvl] = _level_drawing(scene, structure, lvl, opened, containers, counts[lvl], n_nodes, node_limit,
+                                       timeout, caption)
+        return made[lvl]
 
-    fitted = [lvl for lvl in sorted(counts, reverse=True) if structure.count(lvl) <= AUTO_UNITS]
-    if pane is not None and level is None and not containers and len(fitted) > 1:
-        return _readable_level(fitted, drawing_at, pane)
+    if pane is not None and level is None and not containers:
+        floor = structure.blocks_level()  # never above the model's own blocks: a page opens on its layers
+        fitted = [lvl for lvl in sorted(counts, reverse=True) if lvl >= floor and structure.count(lvl) <= AUTO_UNITS]
+        readable = _readable_level(fitted, drawing_at, pane)
+        if readable is not None:
+            return readable
     best: tuple[float, Drawing] | None = None
     for lvl in order:
         drawing = drawing_at(lvl)
@@ -295,11 +301,11 @@ def _level_drawing(scene: sc.Scene, structure: sc.Structure, lvl: int, opened: f
                    boxes=[g.record() for g in scene.groups.values()])
 
 
-def _readable_level(levels: list[int], drawing_at: Callable[[int], Drawing], pane: tuple[int, int]) -> Drawing:
+def _readable_level(levels: list[int], drawing_at: Callable[[int], Drawing], pane: tuple[int, int]) -> Drawing | None:
     """The drawing of the deepest of ``levels`` (deepest first) whose median node label is at least
-    ``READABLE_PX`` tall when the whole drawing is fitted in ``pane``; else the one whose labels are
-    biggest there.  A layout that times out is kept (it fails the same way when shown)."""
-    best: tuple[float, Drawing] | None = None
+    ``READABLE_PX`` tall when the whole drawing is fitted in ``pane``; None when none is (the page then
+    opens the default level on the model's blocks at a readable zoom).  A layout that times out is kept
+    (it fails the same way when shown)."""
     for lvl in levels:
         drawing = drawing_at(lvl)
         try:
@@ -308,10 +314,7 @@ def _readable_level(levels: list[int], drawing_at: Callable[[int], Drawing], pan
             return drawing
         if px >= READABLE_PX:
             return drawing
-        if best is None or px > best[0]:
-            best = (px, drawing)
-    assert best is not None
-    return best[1]
+    return None
 
 
 _NODE_TEXT = re.compile(r'<g id="[^"]*" class="node[^"]*">.*?</g>', re.S)
