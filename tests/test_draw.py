@@ -614,7 +614,8 @@ def test_differences_only_draws_the_differing_nodes_and_their_neighbors(name, tr
     sides = {tr.graph.info[n].phase for n in diff | near}
     assert ({"cluster_forward", "cluster_backward"} <= clusters) == (len(sides) == 2)
     text = "".join(root.itertext())
-    assert f"min_cut vs default_partition: {len(diff)} nodes treated differently (+{len(near)} neighbors shown as context)" \
+    assert (f"min_cut vs default_partition: {len(diff)} nodes treated differently (+{len(near)} neighbors shown as "
+            "context)") \
         in text
     # every edge drawn is a graph edge between two drawn nodes
     edges = {(a, b) for a, b, _ in svg_edges(root)}

@@ -43,8 +43,8 @@ def test_first_view_is_the_joint_graph_with_default_marks(mlp_explorer, traces):
         assert f"fx&#45;role&#45;{tr.graph.info[name].role}" in cls
     assert saved_in(w.pane.svg) == set(tr.partition("min_cut").saved)
     assert w.pane.highlight == "min_cut" and w.pane.view == "joint"
-    assert [r["key"] for r in w.pane.table["rows"]] == ["min_cut", "default_partition", "budget:0.5:dp", "recompute_all",
-                                                        "eager"]
+    assert [r["key"] for r in w.pane.table["rows"]] == ["min_cut", "default_partition", "budget:0.5:dp",
+                                                        "recompute_all", "eager"]
     assert w.pane.status["saved"] == list(tr.partition("min_cut").saved)
     assert set(w.pane.nodes) == set(nodes)
     assert w.pane.legend["roles"]["forward"]["color"] == fxviz.render.theme.ROLE_COLORS["forward"]
