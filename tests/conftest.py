@@ -35,6 +35,18 @@ def artifacts() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def jupyter(tmp_path_factory):
+    """One Jupyter server for the session's browser tests that open a notebook (started on first use):
+    it serves JupyterLab 4 (``/lab``) and Notebook 7 (``/notebooks``) alike; a test opens its own
+    notebook file in it (``dataclasses.replace(jupyter, app="notebook").lab_url(name)``)."""
+    pytest.importorskip("jupyterlab")
+    from .browser_util import jupyter_server
+
+    with jupyter_server(tmp_path_factory.mktemp("jupyter")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def example_models():
     return {name: make_example(name) for name in SMALL}
 

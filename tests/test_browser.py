@@ -5,7 +5,9 @@ the Trace itself (its partitions, its node facts), never from an earlier run.  S
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pathlib
 import time
 
 import pytest
@@ -13,7 +15,7 @@ import pytest
 import fxviz
 from fxviz.render import theme
 
-from .browser_util import browser, chromium_path, jupyter_server
+from .browser_util import browser, chromium_path
 
 pytestmark = [
     pytest.mark.browser,
@@ -202,11 +204,21 @@ def test_hostile_model_strings_stay_text_in_chromium(tmp_path, artifacts):
         assert b.console_errors == []
 
 
-# --- the explorer in JupyterLab 4 and Notebook 7 ----------------------------------------------------
-_NOTEBOOK_CELLS = [
-    "import fxviz\nfrom fxviz import examples\nmodel, inputs = examples.alexnet()",
-    "explorer = fxviz.explore(model, *inputs)\nexplorer",
-]
+# --- a newcomer's walk: the README's quickstart in JupyterLab 4 and Notebook 7 ----------------------
+README = pathlib.Path(__file__).parent.parent / "README.md"
+
+
+def quickstart_cells() -> list[str]:
+    """The README's quickstart, one notebook cell per statement (a line of comment only goes on with the
+    statement above it), as a newcomer pastes it."""
+    block = README.read_text(encoding="utf-8").split("## Quickstart", 1)[1].split("```python", 1)[1]
+    cells: list[str] = []
+    for line in block.split("```", 1)[0].strip("\n").splitlines():
+        if line.strip().startswith("#") and cells:
+            cells[-1] += "\n" + line
+        else:
+            cells.append(line)
+    return cells
 
 
 # records whether the page ever showed explore(model)'s tracing note and the memory table's
@@ -223,10 +235,10 @@ new MutationObserver((records) => {
 """
 
 
-def _write_notebook(path) -> None:
+def _write_notebook(path, cells: list[str]) -> None:
     nb = {
         "cells": [{"cell_type": "code", "execution_count": None, "id": f"cell{i}", "metadata": {}, "outputs": [],
-                   "source": src} for i, src in enumerate(_NOTEBOOK_CELLS)],
+                   "source": src} for i, src in enumerate(cells)],
         "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
                      "language_info": {"name": "python"}},
         "nbformat": 4, "nbformat_minor": 5,
@@ -286,51 +298,171 @@ def _run_all(page, attempts: int = 3) -> None:
 
 
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
-def test_explorer_in_jupyter(app, traces, tmp_path, artifacts):
+def test_newcomer_walk_in_jupyter(app, jupyter, traces, artifacts):
+    """Issue 47: the README's quickstart, cell by cell, in JupyterLab 4 and Notebook 7 (one Jupyter server
+    for the session, one notebook run per front end): every cell runs; the explorer the README opens with
+    ``fxviz.explore(model, *inputs)`` shows first what ``fxviz.trace`` shows (min_cut, in its words) and the
+    model's layers, readable; the mouse wheel over its graph scrolls the notebook, never zooms, and every
+    panel comes into view; ctrl + wheel zooms.  Then the explorer is used as a reader would."""
     pytest.importorskip(app)
     tr = traces[("alexnet", "lifted")]  # the reference: the same model traced in this process
-    root = tmp_path / "lab"
-    root.mkdir()
-    _write_notebook(root / "explore.ipynb")
-    with jupyter_server(root, app=app) as server, browser(viewport=(1600, 1000)) as b:
+    name = f"walk-{app}.ipynb"
+    _write_notebook(jupyter.root / name, quickstart_cells())
+    server = dataclasses.replace(jupyter, app=app)
+    with browser(viewport=(1600, 1000)) as b:
         page = b.new_page()
         page.add_init_script(_WATCH_PROGRESS_JS)
         try:
-            _drive_explorer(app, server, b, page, tr, artifacts)
+            _walk(app, server, page, tr, name, artifacts)
+            _drive_explorer(app, b, page, tr, artifacts)
         except BaseException:
             page.screenshot(path=str(artifacts / f"explorer-{app}-FAILED.png"))
-            print(f"--- {app} server log (tail) ---\n{server.log.read_text(errors='replace')[-4000:]}")
+            print(f"--- server log (tail) ---\n{server.log.read_text(errors='replace')[-4000:]}")
             print(f"--- console errors: {b.console_errors}\n--- page errors: {b.page_errors}")
             raise
+        finally:
+            _stop_kernel(server, name)
 
 
-def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
-    """Open the notebook, run all cells, and use the explorer as a reader would."""
-    page.goto(server.lab_url("explore.ipynb"), timeout=LONG)
+def _stop_kernel(server, name: str) -> None:
+    """The walk's kernel (an AlexNet and its traces) is shut down before the next test opens another."""
+    for session in server.api("/api/sessions"):
+        if session.get("path", "").endswith(name):
+            server.api(f"/api/sessions/{session['id']}", method="DELETE")
+
+
+_SCROLLER_JS = """(el) => {  // the element that scrolls the notebook: the widget's first scrollable ancestor
+  for (let e = el.parentElement; e; e = e.parentElement) {
+    const s = getComputedStyle(e);
+    if (/(auto|scroll)/.test(s.overflowY) && e.scrollHeight > e.clientHeight + 1) {
+      e.dataset.walkScroller = "1";
+      return true;
+    }
+  }
+  return false;
+}"""
+
+_SEEN_JS = """() => {  // the panels whose heading is on screen now: in the window and in every box that scrolls it
+  const seen = [];
+  for (const sec of document.querySelectorAll('.fxviz-explorer .fxviz-section:not([hidden])')) {
+    const head = sec.querySelector('h4').getBoundingClientRect();
+    if (!head.height) continue;
+    let ok = head.top >= 0 && head.bottom <= window.innerHeight;
+    for (let e = sec.parentElement; e && ok; e = e.parentElement) {
+      const s = getComputedStyle(e);
+      if (!/(auto|scroll|hidden)/.test(s.overflowY)) continue;
+      const r = e.getBoundingClientRect();
+      ok = head.top >= r.top - 1 && head.bottom <= r.bottom + 1;
+    }
+    if (ok) seen.push(sec.querySelector('h4').textContent);
+  }
+  return seen;
+}"""
+
+
+def _walk(app, server, page, tr, name, artifacts) -> None:
+    """Run the quickstart, then look at the explorer as a newcomer does: first screen, then the wheel."""
+    page.goto(server.lab_url(name), timeout=LONG)
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell .jp-InputArea", timeout=LONG)
     _wait_kernel_idle(page, app)
     if app == "jupyterlab":  # more room for the notebook: fold the file browser away
         page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").click()
+    cells = page.locator(".jp-Notebook .jp-CodeCell").count()
+    assert cells == len(quickstart_cells())
     _run_all(page)
+    # every cell ran (its prompt numbered), the last one too: the whole walk took
+    page.wait_for_function("n => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]"
+                           ".filter(p => /\\[\\d+\\]/.test(p.textContent)).length === n", arg=cells, timeout=600_000)
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr'], "
+                          ".jp-RenderedText[data-mime-type='application/vnd.jupyter.error']")
+    assert errors.count() == 0, errors.first.inner_text()
+    page.locator(".jp-Notebook .jp-Cell").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / f"walk-{app}-top.png"))
 
-    # the widget's graph (or the error the cell printed): role-colored nodes, the default's saves
-    page.wait_for_selector(".fxviz-explorer .fxviz-viewport svg g.node, "
-                           ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
-                           timeout=300_000)
-    stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-    assert stderr.count() == 0, stderr.first.inner_text()
-    _wait_key(page, "joint|default|-|-|-")
+    # what a person sees first once the explorer is on screen: the step's strategy, in fxviz.trace's words
+    widget = page.locator(".fxviz-explorer-widget")
+    widget.scroll_into_view_if_needed()
+    _wait_key(page, "joint|min_cut|-|-|-")
+    shown = _dropdown(page, "strategy").evaluate("s => s.options[s.selectedIndex].textContent")
+    assert shown == "min_cut (what torch.compile does)" == f"{tr.default_strategy.name} (what torch.compile does)"
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(artifacts / f"explorer-{app}-first.png"))
+    # ... and the model's layers, readable: nodes of several of AlexNet's layers in the graph's window
+    layers = {tr.graph.info[t].module for t in _titles_in_view(page) if t in tr.graph.info and tr.graph.info[t].module}
+    assert len(layers) >= 3, layers
+    assert _median_label_px(page) >= 10
+    _wheel_scrolls_the_notebook(app, page, artifacts)
+
+
+def _titles_in_view(page) -> list[str]:
+    return page.evaluate("""() => {
+        const vp = document.querySelector('.fxviz-viewport').getBoundingClientRect();
+        return [...document.querySelectorAll('.fxviz-viewport g.node')].filter((g) => {
+            const r = g.getBoundingClientRect();
+            return r.width && r.left >= vp.left && r.right <= vp.right && r.top >= Math.max(vp.top, 0) &&
+                r.bottom <= Math.min(vp.bottom, window.innerHeight);
+        }).map((g) => g.querySelector(':scope > title').textContent);
+    }""")
+
+
+def _wheel_scrolls_the_notebook(app, page, artifacts) -> None:
+    """The wheel over the graph scrolls the notebook (its window onto the drawing untouched), and wheeling on
+    as a reader does brings every panel of the explorer on screen; ctrl + wheel over the graph zooms."""
+    viewport = page.locator(".fxviz-explorer .fxviz-viewport")
+    assert viewport.evaluate(_SCROLLER_JS), "no element scrolls the notebook"
+    scroller = page.locator("[data-walk-scroller]")
+    box = viewport.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + min(box["height"], 1000 - box["y"]) / 2)
+    view_box = viewport.evaluate("v => v.querySelector('svg').getAttribute('viewBox')")
+    top = scroller.evaluate("e => e.scrollTop")
+    page.mouse.wheel(0, 300)
+    page.wait_for_timeout(300)
+    assert scroller.evaluate("e => e.scrollTop") > top, "the wheel over the graph did not scroll the notebook"
+    assert viewport.evaluate("v => v.querySelector('svg').getAttribute('viewBox')") == view_box, "the wheel zoomed"
+    assert page.locator(".fxviz-hint").first.inner_text().startswith("ctrl/\u2318 + scroll or pinch: zoom")
+    wanted = set(page.eval_on_selector_all(".fxviz-explorer .fxviz-section:not([hidden]) > h4",
+                                           "hs => hs.map(h => h.textContent)"))
+    seen: set[str] = set(page.evaluate(_SEEN_JS))
+    shot = False
+    for _ in range(40):  # a reader's wheel, kept where it is: over the graph, the panels, the cells below
+        if seen >= wanted:
+            break
+        page.mouse.wheel(0, 250)
+        page.wait_for_timeout(150)
+        now = set(page.evaluate(_SEEN_JS))
+        if "Saved tensors" in now and not shot:
+            page.screenshot(path=str(artifacts / f"explorer-{app}-panels.png"))
+            shot = True
+        seen |= now
+    assert seen >= wanted, f"panels never on screen while scrolling: {sorted(wanted - seen)}"
+    # ctrl + wheel over the graph zooms it, and the notebook stays where it is
+    viewport.scroll_into_view_if_needed()
+    box = viewport.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 40)
+    before, top = viewport.evaluate("v => v.querySelector('svg').getAttribute('viewBox')"), \
+        scroller.evaluate("e => e.scrollTop")
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -200)
+    page.keyboard.up("Control")
+    page.wait_for_timeout(300)
+    assert viewport.evaluate("v => v.querySelector('svg').getAttribute('viewBox')") != before
+    assert scroller.evaluate("e => e.scrollTop") == top
+    page.locator(".fxviz-explorer .fxviz-zoom-fit").click()
+
+
+def _drive_explorer(app, b, page, tr, artifacts) -> None:
+    """The explorer the quickstart opened, used as a reader would."""
+    page.locator(".fxviz-explorer-widget").scroll_into_view_if_needed()
     _assert_role_colors(page, tr)
-    assert _saved_titles(page) == set(tr.partition("default").saved)
+    assert _saved_titles(page) == set(tr.partition("min_cut").saved)
     page.wait_for_selector(".fxviz-table tr.fxviz-row-selected", timeout=LONG)
-    assert _selected_row(page) == "default"
+    assert _selected_row(page) == "min_cut"
     # the picture came first: the table's rows filled in after it, under a progress note, and
     # the line saying what was being traced is gone now that the explorer shows
     page.wait_for_function("() => !document.querySelector('.fxviz-table-progress') && "
                            "document.querySelectorAll('.fxviz-table tbody tr').length === 5", timeout=LONG)
     assert page.evaluate("window.__fxvizSeen") == {"tracing": True, "progress": True}
     assert page.get_by_text("fxviz: tracing").count() == 0
-    page.locator(".fxviz-explorer-widget").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / f"explorer-{app}-default.png"))
 
     # keys typed while the graph has focus stay in the widget: no notebook shortcut fires
@@ -383,8 +515,10 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
 
     # views seen before come back from the caches: well under a second, browser to browser
     times = []
-    for label, key in (("default", "joint|default|-|-|-"), ("recompute all", "joint|recompute_all|-|-|-"),
-                       ("default", "joint|default|-|-|-"), ("memory budget", "joint|budget:0.5:dp|-|-|-")):
+    for label, key in (("default_partition", "joint|default_partition|-|-|-"),
+                       ("recompute all", "joint|recompute_all|-|-|-"),
+                       ("default_partition", "joint|default_partition|-|-|-"),
+                       ("memory budget", "joint|budget:0.5:dp|-|-|-")):
         times.append(_timed_switch(page, lambda lb=label: _dropdown(page, "strategy").select_option(label=lb),
                                    key))
     render_ms = page.eval_on_selector(".fxviz-explorer", "e => e.dataset.renderMs")
@@ -395,9 +529,10 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
     page.set_viewport_size({"width": 1024, "height": 768})
     page.locator(".fxviz-explorer-widget .widget-toggle-buttons button", has_text="compare").click()
     _wait_key(page, "compare|budget:0.5:dp|min_cut|-|-")
-    _dropdown(page, "strategy").select_option(label="min-cut")
-    _wait_key(page, "compare|min_cut|default|-|-")
-    assert _dropdown(page, "compare with").evaluate("s => s.options[s.selectedIndex].textContent") == "default"
+    _dropdown(page, "strategy").select_option(label="min_cut (what torch.compile does)")
+    _wait_key(page, "compare|min_cut|default_partition|-|-")
+    assert _dropdown(page, "compare with").evaluate("s => s.options[s.selectedIndex].textContent") == \
+        "default_partition"
     page.locator(".fxviz-explorer").scroll_into_view_if_needed()
     page.wait_for_timeout(300)
     labels = _median_label_px(page)
