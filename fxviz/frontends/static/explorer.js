@@ -1556,8 +1556,7 @@ export function createPane(root, opts = {}) {
     setSaved(part) { Object.assign(state.savedPanel, part); saved.render(); },  // {tables, statuses, timeline}
     setDoctor(d) { state.doctor = d; showDoctor(ui, d, linkList, togglePanel); },
     setLegend(l) { state.legend = l; legend(); },
-    setBoxes(list) { indexBoxes(state, list); markSelected(false); marks(); },  // the view payload's `boxes`
-    setOpening(list) { state.opening = list || []; },  // the view payload's `opening`, before its drawing
+    setBoxes(list, opening) { indexBoxes(state, list); state.opening = opening || []; markSelected(false); marks(); },  // payload's boxes, opening
     setExpanded(list) { state.expanded = list || []; renderOpened(ui.opened, state, actions); markSelected(false); },
     setCaption(text) { ui.caption.textContent = text || ""; },
     /** the kernel drew (or stopped drawing) the differences only: the toggle shows it, nothing fades */
@@ -1590,8 +1589,7 @@ function showView(pane, v, how = {}) {
   pane.setStatus(statuses[as.strategy] || null, as.compare ? statuses[as.compare] || null : null);
   pane.setHighlight(as.strategy || "", as.compare || "");
   pane.setError(how.alert || view.error || "");
-  pane.setBoxes(view.boxes || []);  // before the drawing: its boxes' members are read when it is shown
-  pane.setOpening(view.opening || []);
+  pane.setBoxes(view.boxes || [], view.opening);  // before the drawing: its boxes' members are read when shown
   pane.setExpanded(view.expanded || []);
   pane.setDifferences(how.differences === undefined ? !!view.differences : how.differences, !!view.differences);
   pane.setSvg(view.svg || "", { keepZoom: !!how.keepZoom, key: as.key || "", overlay: !!view.overlay });
