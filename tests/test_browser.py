@@ -775,7 +775,8 @@ def test_report_overlay_on_module_boxes(traces, tmp_path):
 
     tr = traces[("mini_gpt", "lifted")]
     groups = sc.group_scene(sc.joint_scene(tr.graph), 1).groups
-    path = fxviz.report(tr, tmp_path / "boxes.html", strategies=["default_partition", "min_cut"], group="module", depth=1)
+    path = fxviz.report(tr, tmp_path / "boxes.html", strategies=["default_partition", "min_cut"], group="module",
+                        depth=1)
     with browser(viewport=SMALL_SCREEN) as b:
         page = b.new_page()
         page.goto(path.as_uri())
