@@ -78,6 +78,18 @@ def artifacts() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def jupyter(tmp_path_factory):
+    """One Jupyter server for the session's browser tests that open a notebook (started on first use):
+    it serves JupyterLab 4 (``/lab``) and Notebook 7 (``/notebooks``) alike; a test opens its own
+    notebook file in it (``dataclasses.replace(jupyter, app="notebook").lab_url(name)``)."""
+    pytest.importorskip("jupyterlab")
+    from .browser_util import jupyter_server
+
+    with jupyter_server(tmp_path_factory.mktemp("jupyter")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def example_models():
     return {name: make_example(name) for name in SMALL}
 
@@ -120,16 +132,6 @@ def traces(example_models) -> Traces:
 def logged() -> Callable[..., pathlib.Path]:
     """``logged(script, *args, env=None)``: the shared ``TORCH_TRACE`` directory of a real run."""
     return cached_log
-
-
-@pytest.fixture(scope="session")
-def jupyter(tmp_path_factory) -> Iterator[Any]:
-    """One Jupyter server for the session (JupyterLab, and Notebook 7 through it), always stopped."""
-    from .browser_util import jupyter_server
-
-    root = tmp_path_factory.mktemp("jupyter")
-    with jupyter_server(root) as server:
-        yield server
 
 
 def snapshot(model: torch.nn.Module) -> dict:

@@ -116,8 +116,8 @@ def test_eager_row_counts_nested_input_tensors_as_inputs() -> None:
     assert [t.data_ptr() for t in saved] == [x.data_ptr()]
     assert table.loc["eager", "saved_activation_bytes"] == 0
     assert table.loc["eager", "saved_input_bytes"] == x.numel() * x.element_size()
-    assert table.loc["eager", "saved_activation_bytes"] == table.loc["default", "saved_activation_bytes"]
-    assert table.loc["eager", "saved_input_bytes"] == table.loc["default", "saved_input_bytes"]
+    assert table.loc["eager", "saved_activation_bytes"] == table.loc["default_partition", "saved_activation_bytes"]
+    assert table.loc["eager", "saved_input_bytes"] == table.loc["default_partition", "saved_input_bytes"]
 
     d = fxviz.trace(lambda x, ws: torch.mm(x, ws["w"]).sum(), x, {"w": w})
     assert d.memory_table(["eager"])["saved_activation_bytes"].iloc[0] == 0
@@ -302,7 +302,7 @@ def test_pieces_in_draw_table_overview_and_report(tmp_path, monkeypatch) -> None
 
     # the per-piece memory table: each piece's rows are its own memory_table; the totals sum runs x value,
     # a value crossing a break that two graphs save counted once (tests/test_compiled_step: the real step's)
-    strategies = ["default", "min_cut"]
+    strategies = ["default_partition", "min_cut"]
     by_piece = tr.memory_table(strategies + ["eager"], scope="step")
     for i, piece in enumerate(tr.pieces):
         own = piece.memory_table(strategies, scope="graph").set_index("strategy")
@@ -462,9 +462,9 @@ def test_report_differences_toggle_per_piece_in_chromium(tmp_path, monkeypatch) 
         page.goto(path.as_uri())
         page.wait_for_selector(".fxviz-viewport svg g.node", timeout=120_000)
         page.click("button[data-view='compare']")
-        _wait_key(page, "compare|default|min_cut|-|-")
+        _wait_key(page, "compare|default_partition|min_cut|-|-")
         page.click(".fxviz-diff-toggle")  # piece 1 (small): the pair's own drawing
-        _wait_key(page, "compare|default|min_cut|-|-|differences")
+        _wait_key(page, "compare|default_partition|min_cut|-|-|differences")
         faded = "() => document.querySelector('.fxviz-viewport svg').classList.contains('fxviz-diffonly')"
         assert not page.evaluate(faded)
         page.select_option("#fxviz-piece", "1")  # piece 2 (no drawings): the toggle stays on and fades
@@ -476,6 +476,6 @@ def test_report_differences_toggle_per_piece_in_chromium(tmp_path, monkeypatch) 
         page.click(".fxviz-diff-toggle")  # on again, then back to piece 1: its drawing again
         page.wait_for_function(faded)
         page.select_option("#fxviz-piece", "0")
-        _wait_key(page, "compare|default|min_cut|-|-|differences")
+        _wait_key(page, "compare|default_partition|min_cut|-|-|differences")
         assert not page.evaluate(faded)
         assert not b.page_errors and not b.console_errors, (b.page_errors, b.console_errors)

@@ -5,7 +5,9 @@ the Trace itself (its partitions, its node facts), never from an earlier run.  S
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pathlib
 import time
 
 import pytest
@@ -110,11 +112,11 @@ def test_alexnet_report_in_chromium(traces, tmp_path, artifacts):
 
         # switch strategy: the SVG and the highlighted table row change
         before = page.inner_html(".fxviz-viewport")
-        page.select_option("#fxviz-strategy", "default")
-        _wait_key(page, "joint|default|-|-|-")
+        page.select_option("#fxviz-strategy", "default_partition")
+        _wait_key(page, "joint|default_partition|-|-|-")
         assert page.inner_html(".fxviz-viewport") != before
-        assert _saved_titles(page) == set(tr.partition("default").saved)
-        assert _selected_row(page) == "default"
+        assert _saved_titles(page) == set(tr.partition("default_partition").saved)
+        assert _selected_row(page) == "default_partition"
         page.select_option("#fxviz-strategy", "min_cut")  # and back to what torch.compile does
         _wait_key(page, "joint|min_cut|-|-|-")
 
@@ -149,8 +151,8 @@ def test_alexnet_report_in_chromium(traces, tmp_path, artifacts):
         page.click("button[data-view='backward']")
         _wait_key(page, "backward|min_cut|-|-|-")
         page.click("button[data-view='compare']")
-        _wait_key(page, "compare|min_cut|default|-|-")
-        assert "fxviz-row-compare" in page.get_attribute(".fxviz-table tr[data-strategy='default']", "class")
+        _wait_key(page, "compare|min_cut|default_partition|-|-")
+        assert "fxviz-row-compare" in page.get_attribute(".fxviz-table tr[data-strategy='default_partition']", "class")
         page.screenshot(path=str(artifacts / "report-alexnet-compare.png"))
 
         # zoom and pan rewrite the viewBox
@@ -170,7 +172,7 @@ def test_alexnet_report_in_chromium(traces, tmp_path, artifacts):
         page.click("button[data-view='joint']")
         _wait_key(page, "joint|min_cut|-|-|-")
         times = [_timed_switch(page, lambda s=s: page.select_option("#fxviz-strategy", s), f"joint|{s}|-|-|-")
-                 for s in ("default", "min_cut", "recompute_all", "default")]
+                 for s in ("default_partition", "min_cut", "recompute_all", "default_partition")]
         print(f"report strategy switches (s): {[round(t, 3) for t in times]}")  # the target: benchmarks/
 
         assert b.console_errors == [] and b.page_errors == []
@@ -184,7 +186,7 @@ def test_hostile_model_strings_stay_text_in_chromium(tmp_path, artifacts):
     from .test_report import EVIL, Hostile
 
     tr = fxviz.trace(Hostile(), torch.randn(2, 4))
-    path = fxviz.report(tr, tmp_path / "hostile.html", strategies=["default", "min_cut"])
+    path = fxviz.report(tr, tmp_path / "hostile.html", strategies=["default_partition", "min_cut"])
     with browser() as b:
         page = b.new_page()
         page.goto(path.as_uri())
@@ -202,11 +204,21 @@ def test_hostile_model_strings_stay_text_in_chromium(tmp_path, artifacts):
         assert b.console_errors == []
 
 
-# --- the explorer in JupyterLab 4 and Notebook 7 ----------------------------------------------------
-_NOTEBOOK_CELLS = [
-    "import fxviz\nfrom fxviz import examples\nmodel, inputs = examples.alexnet()",
-    "explorer = fxviz.explore(model, *inputs)\nexplorer",
-]
+# --- a newcomer's walk: the README's quickstart in JupyterLab 4 and Notebook 7 ----------------------
+README = pathlib.Path(__file__).parent.parent / "README.md"
+
+
+def quickstart_cells() -> list[str]:
+    """The README's quickstart, one notebook cell per statement (a line of comment only goes on with the
+    statement above it), as a newcomer pastes it."""
+    block = README.read_text(encoding="utf-8").split("## Quickstart", 1)[1].split("```python", 1)[1]
+    cells: list[str] = []
+    for line in block.split("```", 1)[0].strip("\n").splitlines():
+        if line.strip().startswith("#") and cells:
+            cells[-1] += "\n" + line
+        else:
+            cells.append(line)
+    return cells
 
 
 # records whether the page ever showed explore(model)'s tracing note and the memory table's
@@ -223,10 +235,10 @@ new MutationObserver((records) => {
 """
 
 
-def _write_notebook(path) -> None:
+def _write_notebook(path, cells: list[str]) -> None:
     nb = {
         "cells": [{"cell_type": "code", "execution_count": None, "id": f"cell{i}", "metadata": {}, "outputs": [],
-                   "source": src} for i, src in enumerate(_NOTEBOOK_CELLS)],
+                   "source": src} for i, src in enumerate(cells)],
         "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
                      "language_info": {"name": "python"}},
         "nbformat": 4, "nbformat_minor": 5,
@@ -286,52 +298,205 @@ def _run_all(page, attempts: int = 3) -> None:
 
 
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
-def test_explorer_in_jupyter(app, traces, jupyter, artifacts):
+def test_newcomer_walk_in_jupyter(app, jupyter, traces, artifacts):
+    """Issue 47: the README's quickstart, cell by cell, in JupyterLab 4 and Notebook 7 (one Jupyter server
+    for the session, one notebook run per front end): every cell runs; the explorer the README opens with
+    ``fxviz.explore(model, *inputs)`` shows first what ``fxviz.trace`` shows (min_cut, in its words) and the
+    model's layers, readable; the mouse wheel over its graph scrolls the notebook, never zooms, and every
+    panel comes into view; ctrl + wheel zooms.  Then the explorer is used as a reader would."""
     pytest.importorskip(app)
     tr = traces[("alexnet", "lifted")]  # the reference: the same model traced in this process
-    (jupyter.root / app).mkdir()
-    _write_notebook(jupyter.root / app / "explore.ipynb")
+    name = f"walk-{app}.ipynb"
+    _write_notebook(jupyter.root / name, quickstart_cells())
+    server = dataclasses.replace(jupyter, app=app)
     with browser(viewport=(1600, 1000)) as b:
         page = b.new_page()
         page.add_init_script(_WATCH_PROGRESS_JS)
         try:
-            _drive_explorer(app, jupyter, b, page, tr, artifacts)
+            _walk(app, server, page, tr, name, artifacts)
+            _drive_explorer(app, b, page, tr, artifacts)
         except BaseException:
             page.screenshot(path=str(artifacts / f"explorer-{app}-FAILED.png"))
-            print(f"--- server log (tail) ---\n{jupyter.log.read_text(errors='replace')[-4000:]}")
+            print(f"--- server log (tail) ---\n{server.log.read_text(errors='replace')[-4000:]}")
             print(f"--- console errors: {b.console_errors}\n--- page errors: {b.page_errors}")
             raise
         finally:
-            jupyter.stop_kernels()
+            _stop_kernel(server, name)
 
 
-def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
-    """Open the notebook, run all cells, and use the explorer as a reader would."""
-    page.goto(server.lab_url(f"{app}/explore.ipynb", app=app), timeout=LONG)
+def _stop_kernel(server, name: str) -> None:
+    """The walk's kernel (an AlexNet and its traces) is shut down before the next test opens another."""
+    for session in server.api("/api/sessions"):
+        if session.get("path", "").endswith(name):
+            server.api(f"/api/sessions/{session['id']}", method="DELETE")
+
+
+_SCROLLER_JS = """(el) => {  // the element that scrolls the notebook: the widget's first scrollable ancestor
+  for (let e = el.parentElement; e; e = e.parentElement) {
+    const s = getComputedStyle(e);
+    if (/(auto|scroll)/.test(s.overflowY) && e.scrollHeight > e.clientHeight + 1) {
+      e.dataset.walkScroller = "1";
+      return true;
+    }
+  }
+  return false;
+}"""
+
+_SEEN_JS = """() => {  // the panels whose heading is on screen now: in the window and in every box that scrolls it
+  const seen = [];
+  for (const sec of document.querySelectorAll('.fxviz-explorer .fxviz-section:not([hidden])')) {
+    const head = sec.querySelector('h4').getBoundingClientRect();
+    if (!head.height) continue;
+    let ok = head.top >= 0 && head.bottom <= window.innerHeight;
+    for (let e = sec.parentElement; e && ok; e = e.parentElement) {
+      const s = getComputedStyle(e);
+      if (!/(auto|scroll)/.test(s.overflowY) || e.scrollHeight <= e.clientHeight + 1) continue;
+      const r = e.getBoundingClientRect();
+      ok = head.top >= r.top - 1 && head.bottom <= r.bottom + 1;
+    }
+    if (ok) seen.push(sec.querySelector('h4').textContent);
+  }
+  return seen;
+}"""
+
+
+def _walk(app, server, page, tr, name, artifacts) -> None:
+    """Run the quickstart, then look at the explorer as a newcomer does: first screen, then the wheel."""
+    page.goto(server.lab_url(name), timeout=LONG)
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell .jp-InputArea", timeout=LONG)
     _wait_kernel_idle(page, app)
     if app == "jupyterlab":  # more room for the notebook: fold the file browser away
         page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").click()
+    report = server.root / "alexnet.html"  # what the quickstart's last cell writes
+    report.unlink(missing_ok=True)
     _run_all(page)
+    _wait_for(report.exists, 600, "the quickstart's last cell (fxviz.report) never wrote alexnet.html")
+    # every cell ran without an error or a line on stderr: read from the notebook saved by the page (a
+    # windowed notebook keeps only the cells on screen in the page)
+    page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
+    page.keyboard.press("Control+s")
+    saved = server.root / name
 
-    # the widget's graph (or the error the cell printed): role-colored nodes, the default's saves
-    page.wait_for_selector(".fxviz-explorer .fxviz-viewport svg g.node, "
-                           ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
-                           timeout=300_000)
-    stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-    assert stderr.count() == 0, stderr.first.inner_text()
-    _wait_key(page, "joint|default|-|-|-")
+    def ran() -> bool:
+        nb = json.loads(saved.read_text())
+        return all(c.get("execution_count") for c in nb["cells"] if c["cell_type"] == "code")
+
+    _wait_for(ran, 60, "the notebook saved by the page does not show every cell run")
+    cells = json.loads(saved.read_text())["cells"]
+    assert ["".join(c["source"]) for c in cells] == quickstart_cells()  # saved as lines (nbformat)
+    problems = [(i, o.get("ename") or o.get("text", "")[:300]) for i, c in enumerate(cells) for o in c["outputs"]
+                if o["output_type"] == "error" or (o["output_type"] == "stream" and o["name"] == "stderr")]
+    assert problems == [], problems
+    page.locator(".jp-Notebook .jp-Cell").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / f"walk-{app}-top.png"))
+
+    # what a person sees first once the explorer is on screen: the step's strategy, in fxviz.trace's words
+    widget = page.locator(".fxviz-explorer-widget")
+    _wait_key(page, "joint|min_cut|-|-|-")
+    page.wait_for_timeout(500)  # the notebook has done scrolling to the cell Run All ended on
+    _bring_to_top(page, widget)  # its top at the window's top, as a reader stops
+    shown = _dropdown(page, "strategy").evaluate("s => s.options[s.selectedIndex].textContent").replace("\xa0", " ")
+    assert shown == "min_cut (what torch.compile does)" == f"{tr.default_strategy.name} (what torch.compile does)"
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(artifacts / f"explorer-{app}-first.png"))
+    # ... and the model's layers, readable: nodes of several of AlexNet's layers in the graph's window
+    layers = {tr.graph.info[t].module for t in _titles_in_view(page) if t in tr.graph.info and tr.graph.info[t].module}
+    assert len(layers) >= 3, layers
+    assert _median_label_px(page) >= 10
+    _wheel_scrolls_the_notebook(app, page, artifacts)
+
+
+def _wait_for(ready, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not ready():
+        assert time.monotonic() < deadline, what
+        time.sleep(1)
+
+
+def _bring_to_top(page, locator) -> None:
+    """Scroll ``locator``'s top to the top of the window.  A windowed notebook lays a cell out in full only
+    once it is on screen (JupyterLab 4, Notebook 7), which moves what is above it: scrolled again until it stays."""
+    for _ in range(5):
+        locator.evaluate("e => e.scrollIntoView({ block: 'start', behavior: 'instant' })")
+        page.wait_for_timeout(400)
+        box = locator.bounding_box()
+        if box and 0 <= box["y"] < 200:
+            return
+
+
+def _titles_in_view(page) -> list[str]:
+    return page.evaluate("""() => {
+        const vp = document.querySelector('.fxviz-viewport').getBoundingClientRect();
+        return [...document.querySelectorAll('.fxviz-viewport g.node')].filter((g) => {
+            const r = g.getBoundingClientRect();
+            return r.width && r.left >= vp.left && r.right <= vp.right && r.top >= Math.max(vp.top, 0) &&
+                r.bottom <= Math.min(vp.bottom, window.innerHeight);
+        }).map((g) => g.querySelector(':scope > title').textContent);
+    }""")
+
+
+def _wheel_scrolls_the_notebook(app, page, artifacts) -> None:
+    """The wheel over the graph scrolls the notebook (its window onto the drawing untouched), and wheeling on
+    as a reader does brings every panel of the explorer on screen; ctrl + wheel over the graph zooms."""
+    viewport = page.locator(".fxviz-explorer .fxviz-viewport")
+    assert viewport.evaluate(_SCROLLER_JS), "no element scrolls the notebook"
+    scroller = page.locator("[data-walk-scroller]")
+    box = viewport.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + min(box["height"], 1000 - box["y"]) / 2)
+    view_box = viewport.evaluate("v => v.querySelector('svg').getAttribute('viewBox')")
+    top = scroller.evaluate("e => e.scrollTop")
+    seen: set[str] = set(page.evaluate(_SEEN_JS))  # on screen before the wheel turns
+    page.mouse.wheel(0, 300)
+    page.wait_for_timeout(300)
+    assert scroller.evaluate("e => e.scrollTop") > top, "the wheel over the graph did not scroll the notebook"
+    assert viewport.evaluate("v => v.querySelector('svg').getAttribute('viewBox')") == view_box, "the wheel zoomed"
+    assert page.locator(".fxviz-hint").first.inner_text().startswith("ctrl/\u2318 + scroll or pinch: zoom")
+    wanted = set(page.eval_on_selector_all(".fxviz-explorer .fxviz-section:not([hidden]) > h4",
+                                           "hs => hs.map(h => h.textContent)"))
+    # back to the explorer, and on as a reader reads its panels: the wheel over them (the side column
+    # scrolls, then the notebook), the mouse following the column while any of it is on screen
+    _bring_to_top(page, viewport)
+    side = page.locator(".fxviz-explorer .fxviz-side")
+    for _ in range(30):
+        seen |= set(page.evaluate(_SEEN_JS))
+        if seen >= wanted:
+            break
+        sb = side.bounding_box()
+        y0, y1 = max(sb["y"], 80), min(sb["y"] + sb["height"], 990)
+        if y1 - y0 >= 20:  # the column is on screen: the mouse goes over it
+            page.mouse.move(sb["x"] + sb["width"] / 2, (y0 + y1) / 2)
+        page.mouse.wheel(0, 250)
+        page.wait_for_timeout(150)
+    page.screenshot(path=str(artifacts / f"explorer-{app}-panels.png"))  # the last panels, reached
+    assert seen >= wanted, f"panels never on screen while scrolling: {sorted(wanted - seen)}"
+    # ctrl + wheel over the graph zooms it, and the notebook stays where it is
+    viewport.scroll_into_view_if_needed()
+    box = viewport.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 40)
+    before, top = viewport.evaluate("v => v.querySelector('svg').getAttribute('viewBox')"), \
+        scroller.evaluate("e => e.scrollTop")
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -200)
+    page.keyboard.up("Control")
+    page.wait_for_timeout(300)
+    assert viewport.evaluate("v => v.querySelector('svg').getAttribute('viewBox')") != before
+    assert scroller.evaluate("e => e.scrollTop") == top
+    page.locator(".fxviz-explorer .fxviz-zoom-fit").click()
+
+
+def _drive_explorer(app, b, page, tr, artifacts) -> None:
+    """The explorer the quickstart opened, used as a reader would."""
+    page.locator(".fxviz-explorer-widget").scroll_into_view_if_needed()
     _assert_role_colors(page, tr)
-    assert _saved_titles(page) == set(tr.partition("default").saved)
+    assert _saved_titles(page) == set(tr.partition("min_cut").saved)
     page.wait_for_selector(".fxviz-table tr.fxviz-row-selected", timeout=LONG)
-    assert _selected_row(page) == "default"
+    assert _selected_row(page) == "min_cut"
     # the picture came first: the table's rows filled in after it, under a progress note, and
     # the line saying what was being traced is gone now that the explorer shows
     page.wait_for_function("() => !document.querySelector('.fxviz-table-progress') && "
                            "document.querySelectorAll('.fxviz-table tbody tr').length === 5", timeout=LONG)
     assert page.evaluate("window.__fxvizSeen") == {"tracing": True, "progress": True}
     assert page.get_by_text("fxviz: tracing").count() == 0
-    page.locator(".fxviz-explorer-widget").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / f"explorer-{app}-default.png"))
 
     # keys typed while the graph has focus stay in the widget: no notebook shortcut fires
@@ -384,8 +549,10 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
 
     # views seen before come back from the caches: well under a second, browser to browser
     times = []
-    for label, key in (("default", "joint|default|-|-|-"), ("recompute all", "joint|recompute_all|-|-|-"),
-                       ("default", "joint|default|-|-|-"), ("memory budget", "joint|budget:0.5:dp|-|-|-")):
+    for label, key in (("default_partition", "joint|default_partition|-|-|-"),
+                       ("recompute all", "joint|recompute_all|-|-|-"),
+                       ("default_partition", "joint|default_partition|-|-|-"),
+                       ("memory budget", "joint|budget:0.5:dp|-|-|-")):
         times.append(_timed_switch(page, lambda lb=label: _dropdown(page, "strategy").select_option(label=lb),
                                    key))
     render_ms = page.eval_on_selector(".fxviz-explorer", "e => e.dataset.renderMs")
@@ -395,10 +562,11 @@ def _drive_explorer(app, server, b, page, tr, artifacts) -> None:
     # a class at 1024x768: the compare view opens readable, and never compares a strategy with itself
     page.set_viewport_size({"width": 1024, "height": 768})
     page.locator(".fxviz-explorer-widget .widget-toggle-buttons button", has_text="compare").click()
-    _wait_key(page, "compare|budget:0.5:dp|min_cut|-|-")
-    _dropdown(page, "strategy").select_option(label="min-cut")
-    _wait_key(page, "compare|min_cut|default|-|-")
-    assert _dropdown(page, "compare with").evaluate("s => s.options[s.selectedIndex].textContent") == "default"
+    _wait_key(page, "compare|budget:0.5:dp|default_partition|-|-")  # B: min_cut's partner, set when it opened
+    _dropdown(page, "strategy").select_option(label="min_cut (what torch.compile does)")
+    _wait_key(page, "compare|min_cut|default_partition|-|-")
+    assert _dropdown(page, "compare with").evaluate("s => s.options[s.selectedIndex].textContent") == \
+        "default_partition"  # one word: no space for the widget to turn into a no-break one
     page.locator(".fxviz-explorer").scroll_into_view_if_needed()
     page.wait_for_timeout(300)
     labels = _median_label_px(page)
@@ -466,7 +634,7 @@ def test_teacher_report_at_1024(traces, tmp_path, artifacts):
     """pointwise_chain: readable at the opening zoom, every strategy's marks = its Partition
     (overlays on one layout), compare any pair but never A = B, search that moves to its hits."""
     tr = traces[("pointwise_chain", "lifted")]
-    keys = ["default", "min_cut", "budget:0.5:dp", "recompute_all", "eager"]
+    keys = ["default_partition", "min_cut", "budget:0.5:dp", "recompute_all", "eager"]
     path = fxviz.report(tr, tmp_path / "teacher.html")
     with browser(viewport=SMALL_SCREEN) as b:
         page = b.new_page()
@@ -489,9 +657,9 @@ def test_teacher_report_at_1024(traces, tmp_path, artifacts):
             assert _titles(page, "fx-removed") == set(p.removed), k
 
         # compare: any pair, never A = B; marks per pair are the two Partitions
-        page.select_option("#fxviz-strategy", "default")
+        page.select_option("#fxviz-strategy", "default_partition")
         page.click("button[data-view='compare']")
-        _wait_key(page, "compare|default|min_cut|-|-")
+        _wait_key(page, "compare|default_partition|min_cut|-|-")
         for a in keys:
             page.select_option("#fxviz-strategy", a)
             bkey = page.eval_on_selector("#fxviz-compare", "s => s.value")
@@ -508,10 +676,10 @@ def test_teacher_report_at_1024(traces, tmp_path, artifacts):
         assert _titles(page, "fx-recomputed-A-only") == pa.recomputed - pb.recomputed
 
         # the teacher's question: what min-cut recomputes that default saves, on one screen
-        page.select_option("#fxviz-strategy", "default")
+        page.select_option("#fxviz-strategy", "default_partition")
         page.select_option("#fxviz-compare", "min_cut")
-        _wait_key(page, "compare|default|min_cut|-|-")
-        pd_, pm = tr.partition("default"), tr.partition("min_cut")
+        _wait_key(page, "compare|default_partition|min_cut|-|-")
+        pd_, pm = tr.partition("default_partition"), tr.partition("min_cut")
         answer = {n for n in pd_.saved if n in pm.recomputed}
         rows = page.eval_on_selector_all(".fxviz-diff-table tbody tr",
                                          "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
@@ -524,7 +692,7 @@ def test_teacher_report_at_1024(traces, tmp_path, artifacts):
         assert _median_label_px(page) >= 10
         # "differences only": this small graph's report holds the pair's own drawing (issue 19)
         page.click(".fxviz-diff-toggle")
-        _wait_key(page, "compare|default|min_cut|-|-|differences")
+        _wait_key(page, "compare|default_partition|min_cut|-|-|differences")
         joint = {n.name: n for n in tr.joint.graph.nodes if n.op != "output"}
         near = {m.name for d in table for m in [*joint[d].all_input_nodes, *joint[d].users] if m.op != "output"}
         assert set(page.eval_on_selector_all(".fxviz-viewport g.node > title", "ts => ts.map(t => t.textContent)")) \
@@ -542,8 +710,8 @@ def test_teacher_report_at_1024(traces, tmp_path, artifacts):
         _wait_key(page, "compare|recompute_all|min_cut|-|-|differences")
         page.click(".fxviz-diff-toggle")
         _wait_key(page, "compare|recompute_all|min_cut|-|-")
-        page.select_option("#fxviz-strategy", "default")
-        _wait_key(page, "compare|default|min_cut|-|-")
+        page.select_option("#fxviz-strategy", "default_partition")
+        _wait_key(page, "compare|default_partition|min_cut|-|-")
 
         # search: exact names first, Enter / Shift+Enter step with "n of N", the hit in view
         page.fill(".fxviz-search", "primals_1")
@@ -581,7 +749,7 @@ def test_engineer_report_at_1024(tmp_path, artifacts):
 
     model, inputs = fxviz.examples.alexnet()
     tr = fxviz.trace(model, *inputs, params="closure")
-    path = fxviz.report(tr, tmp_path / "engineer.html", strategies=["default", "min_cut"])
+    path = fxviz.report(tr, tmp_path / "engineer.html", strategies=["default_partition", "min_cut"])
     table = tr.doctor().table
     missing = set(table.loc[table["requires_grad"] & ~table["gets_gradient"].astype(bool), "parameter"])
     assert missing
@@ -625,12 +793,13 @@ def test_report_overlay_on_module_boxes(traces, tmp_path):
 
     tr = traces[("mini_gpt", "lifted")]
     groups = sc.group_scene(sc.joint_scene(tr.graph), 1).groups
-    path = fxviz.report(tr, tmp_path / "boxes.html", strategies=["default", "min_cut"], group="module", depth=1)
+    path = fxviz.report(tr, tmp_path / "boxes.html", strategies=["default_partition", "min_cut"], group="module",
+                        depth=1)
     with browser(viewport=SMALL_SCREEN) as b:
         page = b.new_page()
         page.goto(path.as_uri())
         page.wait_for_selector(".fxviz-viewport svg g.node.fx-group", timeout=LONG)
-        for k in ("default", "min_cut"):
+        for k in ("default_partition", "min_cut"):
             page.select_option("#fxviz-strategy", k)
             _wait_key(page, f"joint|{k}|-|module|1")
             p = tr.partition(k)

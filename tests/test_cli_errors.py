@@ -94,7 +94,83 @@ def test_factory_returning_the_wrong_thing(capsys, spec_file):
             return torch.nn.Linear(2, 2)
     """)
     code, _, err = run_main(["nodes", spec], capsys)
-    assert_one_line_error(code, err, "not (model, example_inputs)")
+    assert_one_line_error(code, err, "returned Linear, not (model, inputs)",
+                          "make the factory return (model, inputs) for positional inputs, (model, {'input_ids': "
+                          "ids, 'labels': ids}) for keyword inputs, or (model, args, kwargs)")
+
+
+def test_factory_returning_three_values_without_keywords(capsys, spec_file):
+    spec = spec_file("""
+        import torch
+        def make():
+            return torch.nn.Linear(2, 2), torch.randn(3, 2), torch.randn(3, 2)
+    """)
+    code, _, err = run_main(["nodes", spec], capsys)
+    assert_one_line_error(code, err, "whose third is Tensor, not a dict of keyword inputs", "(model, args, kwargs)")
+
+
+class _Keyed(__import__("torch").nn.Module):
+    """A model called as Hugging Face's are: ``model(x, scale=s, labels=y)`` returns its own ``.loss``."""
+
+    def __init__(self) -> None:
+        import torch
+
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x, scale=None, labels=None):
+        out = self.fc(x) * (1.0 if scale is None else scale)
+        return {"logits": out, "loss": ((out - labels) ** 2).mean()} if labels is not None else {"logits": out}
+
+
+@pytest.mark.parametrize("returns", ["{'x': x, 'labels': y, 'scale': 2.0}", "(x,), {'labels': y, 'scale': 2.0}"])
+def test_factories_return_keyword_inputs(capsys, spec_file, returns):
+    """Issue 47: a factory may return (model, kwargs) or (model, args, kwargs); the model is called with
+    them as fxviz.trace calls it, and its own .loss is the loss, as in Python."""
+    import torch
+
+    import fxviz
+
+    spec = spec_file(f"""
+        import torch
+        from tests.test_cli_errors import _Keyed
+        def make():
+            torch.manual_seed(0)
+            x, y = torch.randn(3, 4), torch.randn(3, 4)
+            return _Keyed(), {returns}
+    """)
+    code, out, err = run_main(["nodes", spec], capsys)
+    assert code == 0, err
+    assert "loss = the model's own loss (output .loss), applied outside the graph" in " ".join(out.split()), out
+    loaded = load_model_spec(spec)
+    assert loaded.kwargs["scale"] == 2.0 and set(loaded.kwargs) >= {"labels", "scale"}
+    tr = fxviz.trace(loaded.model, *loaded.args, **loaded.kwargs)
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    assert tr.partition().saved == fxviz.trace(_Keyed(), x, labels=y, scale=2.0).partition().saved
+    code, out, err = run_main(["table", spec, "--strategies", "min_cut"], capsys)
+    assert code == 0, err
+    assert f"{tr.memory_table(['min_cut']).loc['min_cut', 'saved_tensors']}" in out
+
+
+def test_loss_option_names_a_function_beside_the_factory(capsys, spec_file):
+    spec = spec_file("""
+        import torch
+        from tests.test_cli_errors import _Keyed
+        def make():
+            return _Keyed(), {"x": torch.randn(3, 4)}
+        def logits_squared(out):
+            return out["logits"].pow(2).mean()
+    """)
+    code, out, err = run_main(["nodes", spec, "--loss", "logits_squared"], capsys)
+    assert code == 0, err
+    assert "loss = loss_fn(outputs), applied outside the graph" in " ".join(out.split()), out
+    code, out, err = run_main(["nodes", spec], capsys)  # without it: the sum of the outputs, in the graph
+    assert code == 0 and "loss = sum of every floating output" in " ".join(out.split()), err
+    code, _, err = run_main(["nodes", spec, "--loss", "logit_squared"], capsys)
+    assert_one_line_error(code, err, "--loss logit_squared", "has no function 'logit_squared'")
+    code, _, err = run_main(["nodes", "mlp", "--loss", "logits_squared"], capsys)
+    assert_one_line_error(code, err, "a built-in example has no file", "--loss package.module:NAME")
 
 
 def test_model_that_rejects_its_inputs(capsys, spec_file):
@@ -274,8 +350,8 @@ def test_the_summary_and_the_table_caption_name_the_doctor_command(capsys):
     code, out, err = run_main(["table", spec, "--strategies", "default"], capsys)
     assert code == 0, err
     assert "'fxviz doctor' names it" in " ".join(out.split()) and not PYTHON_CALL.search(out), out
-    model, inputs = load_model_spec(spec)
-    tr = fxviz.trace(model, *inputs)
+    loaded = load_model_spec(spec)
+    tr = fxviz.trace(loaded.model, *loaded.args, **loaded.kwargs)
     assert "tr.doctor() says which" in tr.summary()
     assert "(tr.doctor() names it)" in tr.memory_table(["default"], scope="step").attrs["caption"]
 

@@ -204,7 +204,7 @@ def test_table(name):
     assert list(table["strategy"]) == [s.name for s in tr.offered]
     assert table["error"].isna().all(), table[["strategy", "error"]].to_string()
     rows = table.set_index("strategy")
-    assert rows.loc["min_cut", "saved_activation_bytes"] <= rows.loc["default", "saved_activation_bytes"]
+    assert rows.loc["min_cut", "saved_activation_bytes"] <= rows.loc["default_partition", "saved_activation_bytes"]
 
 
 @pytest.mark.parametrize("name", MODELS)

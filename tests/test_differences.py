@@ -103,7 +103,8 @@ def test_differences_only_at_1024x768(name, all_on_screen, traces, tmp_path, art
         # a strategy switch (a memory-table row click) keeps "differences only" on, B moving off A
         page.locator(".fxviz-table tr[data-strategy='min_cut']").click()
         page.wait_for_function("() => !window.__fxvizPending && document.querySelector('.fxviz-explorer')"
-                               ".dataset.viewKey === 'compare|min_cut|default|-|-|differences'", timeout=60_000)
+                               ".dataset.viewKey === 'compare|min_cut|default_partition|-|-|differences'",
+                               timeout=60_000)
         assert toggle.get_attribute("aria-pressed") == "true"
         swapped = set(page.eval_on_selector_all(".fxviz-viewport g.node > title", "ts => ts.map(t => t.textContent)"))
         assert swapped == titles  # the same nodes differ, A and B swapped

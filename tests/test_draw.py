@@ -450,6 +450,9 @@ def test_drawing_display_and_save(traces, tmp_path):
     d = tr.draw(strategy="min_cut")
     assert tr.draw(strategy="min_cut") is d  # cached per arguments
     assert tr.draw(strategy="default") is not d
+    # no strategy named: the default's saves marked, as every view shows them (issue 47: roles only)
+    assert tr.default_strategy.name == "min_cut" and tr.draw() is d
+    assert "fx&#45;saved" in d.svg() or "fx-saved" in d.svg()
     bundle = d._repr_mimebundle_()
     assert bundle["text/html"].count("<svg") == 1 and "<?xml" not in bundle["text/html"]
     assert "<title>addmm</title>" in bundle["text/html"]
@@ -611,7 +614,8 @@ def test_differences_only_draws_the_differing_nodes_and_their_neighbors(name, tr
     sides = {tr.graph.info[n].phase for n in diff | near}
     assert ({"cluster_forward", "cluster_backward"} <= clusters) == (len(sides) == 2)
     text = "".join(root.itertext())
-    assert f"min_cut vs default: {len(diff)} nodes treated differently (+{len(near)} neighbors shown as context)" \
+    assert (f"min_cut vs default_partition: {len(diff)} nodes treated differently (+{len(near)} neighbors shown as "
+            "context)") \
         in text
     # every edge drawn is a graph edge between two drawn nodes
     edges = {(a, b) for a, b, _ in svg_edges(root)}
@@ -631,8 +635,9 @@ def test_differences_only_when_nothing_differs_says_so(traces):
     root = parse(drawing.svg())
     assert svg_nodes(root) == {}
     text = " ".join(root.itertext())
-    assert "default vs default: the same values saved, recomputed and removed: nothing to draw" in text
-    assert drawing.caption == "PointwiseChain: default and default treat every node alike"
+    assert "default_partition vs default_partition: the same values saved, recomputed and removed: nothing to draw" \
+        in text
+    assert drawing.caption == "PointwiseChain: default_partition and default_partition treat every node alike"
     assert 200 < float(root.get("width").removesuffix("pt")) < 700  # a message that fits a small screen
 
 

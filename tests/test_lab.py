@@ -65,12 +65,12 @@ def test_00_the_names_its_prose_walks_through(by_hand):
 def test_00_what_default_and_min_cut_save(by_hand):
     tr, _, _ = by_hand
     inputs = [n for n in tr.nodes.index if tr.nodes.loc[n, "role"] == "primal"]
-    default, min_cut = tr.partition("default"), tr.partition("min_cut")
+    default, min_cut = tr.partition("default_partition"), tr.partition("min_cut")
     mul = [n for n in default.saved if n not in inputs]
     assert sorted(default.saved) == sorted(inputs + mul) and len(mul) == 1 and tr.nodes.loc[mul[0], "short_op"] == "mul"
     assert sorted(min_cut.saved) == sorted(inputs) and min_cut.recomputed == set(mul)
-    table = tr.memory_table(["default", "min_cut"]).set_index("strategy")
-    assert table.loc["default", "unfused_backward_peak_bytes"] == table.loc["min_cut", "unfused_backward_peak_bytes"]
+    table = tr.memory_table(["default_partition", "min_cut"]).set_index("strategy")
+    assert table.loc["default_partition", "unfused_backward_peak_bytes"] == table.loc["min_cut", "unfused_backward_peak_bytes"]
     # the hand cut: cutting mul alone does not separate source from sink; the inputs' edges do
     net = tr.flow_network()
     assert {e.node for e in net.cut} == set(inputs)
@@ -113,7 +113,7 @@ def test_00_a_cut_through_an_intermediate_and_its_max_flow():
     p = tr.partition("min_cut")
     assert p.saved == ["convert_element_type"] and tr.nodes.loc["convert_element_type", "bytes"] == 128
     assert {tr.nodes.loc[n, "short_op"] for n in p.recomputed} == {"sin"}
-    assert set(tr.partition("default").saved) == {"convert_element_type", "sin"}
+    assert set(tr.partition("default_partition").saved) == {"convert_element_type", "sin"}
     net = tr.flow_network(strategy="min_cut")
     assert (net.capacity("primals_1"), net.capacity("convert_element_type"), net.capacity("sin")) == (619, 280, 280)
     assert int(512 * 1.1 ** 2) == 619 and 2 * int(128 * 1.1) == 280
@@ -149,7 +149,7 @@ def _ops(tr, names):
 def test_01_default_saves_what_each_step_reads(chain):
     """Answer to 'which values does one step's backward read': h, sin(h), sigmoid(h) per step (three
     steps), the last Linear's input, x and the last weight; sigmoid's derivative decomposed to sub/mul."""
-    saved = chain.partition("default").saved
+    saved = chain.partition("default_partition").saved
     expected = ["placeholder", "permute", "addmm"] + ["add"] * 3 + ["sin"] * 3 + ["sigmoid"] * 3
     assert _ops(chain, saved) == sorted(expected)
     permute = next(n for n in saved if chain.nodes.loc[n, "short_op"] == "permute")
@@ -168,8 +168,8 @@ def test_01_min_cut_saves_four_values_64_kib(chain):
     bans = {e.head[:-3]: e.reason for e in chain.flow_network(strategy="min_cut").edges if e.tail == "source"}
     assert "allowlist" in bans["addmm"] and "materialized in backward" in bans["add_2"]
     assert not any(chain.nodes.loc[n, "short_op"] == "sigmoid" for n in bans)
-    t = chain.memory_table(["default", "min_cut"]).set_index("strategy")["saved_activation_bytes"]
-    assert (t["min_cut"], t["default"]) == (64 * 1024, 320 * 1024)  # the prose: 64 KiB, 320 KiB, 20%
+    t = chain.memory_table(["default_partition", "min_cut"]).set_index("strategy")["saved_activation_bytes"]
+    assert (t["min_cut"], t["default_partition"]) == (64 * 1024, 320 * 1024)  # the prose: 64 KiB, 320 KiB, 20%
     assert {chain.nodes.loc[n, "short_op"] for n in p.removed} <= {"sin", "cos"}
     assert all(chain.nodes.loc[n, "phase"] == "backward" for n in p.removed) and p.removed
 
@@ -196,26 +196,26 @@ def test_01_aot_eager_saves_the_sigmoids_because_of_detach(chain, chain_aot_eage
 
 
 def test_01_min_cut_saves_less_and_the_materialized_ban_is_not_about_memory(chain):
-    t = chain.memory_table(["default", "min_cut", _no_materialized_ban]).set_index("strategy")
+    t = chain.memory_table(["default_partition", "min_cut", _no_materialized_ban]).set_index("strategy")
     saved = t["saved_activation_bytes"]
     no_ban = next(s for s in t.index if s.startswith("callable:"))
     assert set(chain.partition("min_cut").saved) - set(chain.partition(_no_materialized_ban).saved) == {"add_2"}
     assert saved["min_cut"] - saved[no_ban] == 32 * 1024  # "one value fewer (add_2: 32 KiB)"
     assert t.loc[no_ban, "recomputed_ops"] > t.loc["min_cut", "recomputed_ops"]
     # "recompute_bytes: several times the bytes they save"; 0 FLOPs for pointwise recomputation
-    assert t.loc["min_cut", "recompute_bytes"] > 2 * (saved["default"] - saved["min_cut"])
+    assert t.loc["min_cut", "recompute_bytes"] > 2 * (saved["default_partition"] - saved["min_cut"])
     assert t.loc["min_cut", "recompute_flops"] == 0
-    assert saved["default"] - saved["min_cut"] == 256 * 1024  # "256 KiB fewer"
+    assert saved["default_partition"] - saved["min_cut"] == 256 * 1024  # "256 KiB fewer"
 
 
 def test_01_saved_is_not_peak(chain):
     """'By how many KiB does the backward peak go down': 0, at the same node; the forward peak drops."""
-    t = chain.memory_table(["default", "min_cut"]).set_index("strategy")
-    assert t.loc["min_cut", "unfused_backward_peak_bytes"] == t.loc["default", "unfused_backward_peak_bytes"]
-    assert t.loc["min_cut", "unfused_forward_peak_bytes"] < t.loc["default", "unfused_forward_peak_bytes"]
-    peaks = chain.memory_timeline(["default", "min_cut"], unfused=True).peaks
+    t = chain.memory_table(["default_partition", "min_cut"]).set_index("strategy")
+    assert t.loc["min_cut", "unfused_backward_peak_bytes"] == t.loc["default_partition", "unfused_backward_peak_bytes"]
+    assert t.loc["min_cut", "unfused_forward_peak_bytes"] < t.loc["default_partition", "unfused_forward_peak_bytes"]
+    peaks = chain.memory_timeline(["default_partition", "min_cut"], unfused=True).peaks
     bw = peaks[peaks["phase"] == "backward"].set_index("strategy")["node"]
-    assert bw["default"] == bw["min_cut"]
+    assert bw["default_partition"] == bw["min_cut"]
 
 
 def test_01_parameters_are_free_to_save_under_torch_compile(chain):
@@ -232,9 +232,9 @@ def gpt1():
 
 
 def test_01_gpt_min_cut_saves_about_what_default_saves(gpt1):
-    raw = gpt1.memory_table(["default", "min_cut"]).set_index("strategy")["saved_activation_bytes"]
-    assert abs(raw["min_cut"] - raw["default"]) <= 0.01 * raw["default"]
-    assert set(gpt1.partition("min_cut").saved) != set(gpt1.partition("default").saved)
+    raw = gpt1.memory_table(["default_partition", "min_cut"]).set_index("strategy")["saved_activation_bytes"]
+    assert abs(raw["min_cut"] - raw["default_partition"]) <= 0.01 * raw["default_partition"]
+    assert set(gpt1.partition("min_cut").saved) != set(gpt1.partition("default_partition").saved)
 
 
 def test_01_gpt_allowlist_bans_more_than_matmuls(gpt1):
@@ -744,7 +744,7 @@ def test_05_dead_dropouts_depend_on_the_tracing_context():
     def dropouts(bw):
         return [n for n in bw.graph.nodes if n.target is torch.ops.aten.native_dropout.default]
 
-    p = bad.partition("default")
+    p = bad.partition("default_partition")
     assert dropouts(p.backward) == [] and not p.recomputed
     g = bad.graph
     with _torch.quiet_torch():
@@ -763,7 +763,7 @@ def _chart_helper(notebook):
 
 
 @pytest.mark.parametrize(("notebook", "fixture", "strategies"), [
-    ("01_partitioning_explained.ipynb", "gpt1", ["default", "min_cut"]),
+    ("01_partitioning_explained.ipynb", "gpt1", ["default_partition", "min_cut"]),
     ("03_memory_budget.ipynb", "gpt", ["min_cut", "budget:0.6"]),
 ])
 def test_projector_charts(notebook, fixture, strategies, request):
@@ -788,10 +788,10 @@ def test_projector_charts(notebook, fixture, strategies, request):
     plt.close("all")
     if fixture == "gpt1":
         per = {s: tr.saved(s).by_module(2).set_index("module")["saved_activation_bytes"] for s in strategies}
-        assert abs(table["min_cut"] / table["default"] - 1) < 0.01
+        assert abs(table["min_cut"] / table["default_partition"] - 1) < 0.01
         for module in ("ln_f", "lm_head", "h.0.ln_1"):
-            assert per["min_cut"][module] > per["default"].get(module, 0)
-        assert any(per["default"][m] > per["min_cut"].get(m, 0) for m in per["default"].index)
+            assert per["min_cut"][module] > per["default_partition"].get(module, 0)
+        assert any(per["default_partition"][m] > per["min_cut"].get(m, 0) for m in per["default_partition"].index)
 
 
 def test_captions_are_not_clipped():

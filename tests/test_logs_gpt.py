@@ -86,7 +86,7 @@ def test_logged_is_the_default_everywhere(logs, capsys):
 
     model = torch.nn.Linear(4, 2)
     assert fxviz.trace(model, torch.randn(3, 4)).default_strategy.name == "min_cut"
-    assert fxviz.trace(model, torch.randn(3, 4), capture_route="aot").default_strategy.name == "default"
+    assert fxviz.trace(model, torch.randn(3, 4), capture_route="aot").default_strategy.name == "default_partition"
 
 
 # --- (3) no false alarms: returned gradients are not "dropped"; a random op must draw ------------------

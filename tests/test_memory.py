@@ -14,7 +14,9 @@ import torch.fx as fx
 from fxviz.analysis.memory.columns import COLUMNS
 from fxviz.analysis.memory.storage import has_symbolic_sizes
 from fxviz.analysis.memory.sweep import pareto_mask
+from fxviz.analysis.memory.columns import COLUMNS
 from fxviz.analysis.memory.table import memory_table
+from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.errors import StrategyError
 from fxviz.core.graph_facts import concrete
 
@@ -117,9 +119,11 @@ def run_partition_real(graph, p) -> dict:
 
 
 def _row(df, strategy):
-    rows = df[df["strategy"] == strategy]
-    assert len(rows) == 1, (strategy, list(df["strategy"]))
-    return rows.iloc[0]
+    """The row of ``strategy`` (as written: "default" is torch's default_partition), by the table's
+    strategy labels (issue 47: ``mt.loc["min_cut"]``)."""
+    name = Strategy.parse(strategy).name
+    assert list(df.index) == list(df["strategy"]) and df.index.is_unique, list(df.index)
+    return df.loc[name]
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +232,7 @@ def test_table_columns_and_caption(traces, tables):
     tr = traces[("mini_gpt", "lifted")]
     df = tables("mini_gpt")
     assert list(df.columns) == COLUMNS
-    assert list(df["strategy"]) == ["default", "min_cut", "budget:0.5:dp", "recompute_all", "eager"]
+    assert list(df["strategy"]) == ["default_partition", "min_cut", "budget:0.5:dp", "recompute_all", "eager"]
     for c in ("saved_activation_bytes", "saved_param_bytes", "recompute_flops", "forward_peak_bytes"):
         assert str(df[c].dtype) == "Int64"
     cap = df.attrs["caption"]
@@ -243,6 +247,24 @@ def test_table_columns_and_caption(traces, tables):
     assert (df["recomputed_random_ops"] > 0).any() == ("drawing afresh" in cap)
     for _, r in df[df["strategy"] != "eager"].iterrows():
         assert r["recomputed_random_ops"] == len(tr.partition(r["strategy"]).recomputed_random)
+
+
+def test_rows_are_labelled_by_strategy(traces):
+    """Issue 47: the table is one row per strategy, labelled by it, so a selection keeps the names and
+    ``mt.loc["min_cut"]`` is min-cut's row; printed, it still reads one column per strategy."""
+    tr = traces[("mlp", "lifted")]
+    mt = tr.memory_table()
+    assert list(mt.index) == [s.name for s in tr.offered]
+    cut = mt.loc[:, ["saved_activation_bytes", "recomputed_ops"]]
+    assert list(cut.index) == list(mt.index)
+    p = tr.partition("min_cut")
+    assert mt.loc["min_cut", "saved_tensors"] == (tr.saved("min_cut")["kind"] != "symint").sum()
+    assert mt.loc["min_cut"]["recomputed_ops"] == len(p.recomputed)
+    text = repr(mt)
+    assert text.splitlines()[0].split() == list(mt.index) and "memory table: 5 strategies" in text
+    assert "<table" in mt._repr_html_()
+    step = tr.memory_table(scope="step")
+    assert "step min_cut" in step.index and step.loc["step min_cut", "strategy"] == "min_cut"
 
 
 def test_failing_strategy_gives_an_error_row(traces):
@@ -363,7 +385,7 @@ def test_cli_table_prints_the_table(capsys):
 
     assert main(["table", "mlp", "--strategies", "default,min_cut,eager"]) == 0
     out = capsys.readouterr().out
-    for s in ("default", "min_cut", "eager", "saved_activation_bytes", "KiB", "num_fwd_outputs"):
+    for s in ("default_partition", "min_cut", "eager", "saved_activation_bytes", "KiB", "num_fwd_outputs"):
         assert s in out
 
 

@@ -113,7 +113,9 @@ def test_report_data_is_the_analysis(alexnet_report):
     tr, _, text = alexnet_report
     data = _data(text)
     keys = [s["key"] for s in data["strategies"]]
-    assert keys == ["min_cut", "default", "budget:0.5:dp", "recompute_all", "eager"]  # what torch.compile does first
+    assert keys == ["min_cut", "default_partition", "budget:0.5:dp", "recompute_all", "eager"]  # torch.compile's first
+    labels = [s["label"] for s in data["strategies"]]
+    assert labels[0] == "min_cut (what torch.compile does)"  # as fxviz.trace and the explorer say it
     for k in keys:
         p = tr.partition(k)
         assert data["status"][k]["saved"] == list(p.saved)
@@ -142,7 +144,7 @@ def test_report_data_is_the_analysis(alexnet_report):
                 assert drawings[key]["error"] and not drawings[key]["svg"]
             else:
                 assert drawings[key]["svg"] and not drawings[key]["error"], drawings[key]["error"]
-    assert data["pairs"] == [["min_cut", "default"]]  # the pair the compare view opens with
+    assert data["pairs"] == [["min_cut", "default_partition"]]  # the pair the compare view opens with
     # the layout carries no strategy's marks: the page draws them
     fallback = text[text.index('<div id="fxviz-fallback">'):text.index('<script type="application/json"')]
     assert "fx&#45;saved" not in fallback and 'class="node fx&#45;node' in fallback
@@ -279,7 +281,7 @@ def test_cli_report(tmp_path, capsys):
     assert main(["report", "mlp", "-o", str(out), "--strategies", "default,min_cut", "--params", "closure"]) == 0
     assert out.exists() and str(out) in capsys.readouterr().out
     data = _data(out.read_text(encoding="utf-8"))
-    assert [s["key"] for s in data["strategies"]] == ["default", "min_cut"]
+    assert [s["key"] for s in data["strategies"]] == ["default_partition", "min_cut"]
     assert "parameters closure" in data["summary"]
     assert data["doctor"]["healthy"] is False  # closure capture: the parameters get no gradient
     assert main(["report", "mlp", "-o", str(tmp_path / "x.html"), "--strategies", "nonsense"]) == 2

@@ -13,7 +13,7 @@ import torch.nn as nn
 
 import fxviz
 from fxviz import examples
-from fxviz.analysis.memory.saved_words import FATES, KINDS, NO_MODULE, OP_WORDS
+from fxviz.analysis.memory.saved_words import FATES, HELD_ANYWAY, KINDS, NO_MODULE, OP_WORDS, ROW_ORDER
 from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.errors import FxvizError
 from fxviz.core.graph_facts import saved_values
@@ -62,9 +62,15 @@ def _check(tr: fxviz.Trace, strategy: str | None = None, model: nn.Module | None
     # every saved value once
     assert sorted(df.index) == sorted(p.saved) and df.index.is_unique
     assert set(df["kind"]) <= set(KINDS)
-    # biggest storage first; a value sharing a storage sits after the value it names, with 0 bytes
-    firsts = df[df["shares_storage_with"].isna() & (df["kind"] != "symint")]
-    assert list(firsts["bytes"]) == sorted(firsts["bytes"], reverse=True)
+    # activations first, what the step holds anyway (inputs, parameters) last (issue 47: a Qwen3's first
+    # 11 rows were parameters); within a kind the biggest storage first; a value sharing a storage sits
+    # after the value it names, with 0 bytes
+    ranks = [ROW_ORDER.index(k) for k in df["kind"]]
+    assert ranks == sorted(ranks), list(df["kind"])
+    assert all(k not in HELD_ANYWAY for k in df["kind"][:(~df["kind"].isin(HELD_ANYWAY)).sum()])
+    for kind in set(df["kind"]) - {"symint"}:
+        firsts = df[df["shares_storage_with"].isna() & (df["kind"] == kind)]
+        assert list(firsts["bytes"]) == sorted(firsts["bytes"], reverse=True), kind
     position = {n: i for i, n in enumerate(df.index)}
     for n, first in df["shares_storage_with"].dropna().items():
         assert position[first] < position[n] and df.loc[n, "bytes"] == 0 and df.loc[first, "kind"] == df.loc[n, "kind"]
@@ -84,10 +90,11 @@ def _check(tr: fxviz.Trace, strategy: str | None = None, model: nn.Module | None
     if model is not None:
         known = dict(model.named_modules())
         assert {m for m in df["module"].dropna()} <= set(known)
-    # the other strategies' columns are what each Partition does
+    # one column per strategy, the one listed first, each what that Partition does
     others = [c for c in df.columns if c not in ("kind", "module", "op", "what", "shape", "dtype", "bytes",
                                                  "shares_storage_with", "source")]
-    assert others == [s.name for s in tr.offered if s.name != name]
+    assert others == [name] + [s.name for s in tr.offered if s.name != name]
+    assert set(df[name]) <= {"saved", "offloaded"}
     for s in others:
         q = tr.partition(s)
         for n, fate in df[s].items():
@@ -273,9 +280,9 @@ def test_saved_panel_data_travels_in_the_view_payload(traces):
         tr.memory_table(["min_cut"])["saved_activation_bytes"].iloc[0]
     data = report_data(tr, strategies=["default", "min_cut", "eager"], views=("joint",))
     layout = data["drawings"][data["initial"]["drawing"]]
-    assert set(layout["saved"]) == {"default", "min_cut", "eager"}
+    assert set(layout["saved"]) == {"default_partition", "min_cut", "eager"}  # "default" written, named as torch's
     assert layout["saved"]["eager"]["message"] and "rows" not in layout["saved"]["eager"]
-    assert layout["saved"]["default"] == saved_data(tr, "default")
+    assert layout["saved"]["default_partition"] == saved_data(tr, "default")
     pytest.importorskip("anywidget")
     w = fxviz.explore(tr, view="forward", strategy="min_cut")
     assert w.pane.get_state()["view_data"]["saved"] == payload["saved"]

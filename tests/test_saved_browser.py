@@ -7,6 +7,8 @@ import pytest
 
 import fxviz
 from fxviz.analysis.memory.saved import fate
+from fxviz.render.graph.limits import PAGE_PANE
+from fxviz.render.graph.spec import DrawSpec
 
 from .browser_util import browser, chromium_path
 
@@ -32,21 +34,28 @@ def test_saved_panel_in_the_report(traces, tmp_path, artifacts):
     tr = traces[("mini_gpt", "lifted")]
     path = fxviz.report(tr, tmp_path / "saved.html", strategies=["default", "min_cut"])
     table = tr.saved("default")  # the page opens on the first strategy it is given
-    boxes = {b["id"]: b["members"] for b in tr.draw().boxes}  # the report's joint layout
+    layout = tr.draw(DrawSpec.of("joint").replace(pane=PAGE_PANE))  # the report's joint layout, drawn for its pane
+    boxes = {b["id"]: b["members"] for b in layout.boxes}
     with browser(viewport=SMALL_SCREEN) as b:
         page = b.new_page()
         page.goto(path.as_uri())
         page.wait_for_selector(".fxviz-saved-row", timeout=LONG)
-        # the rows are tr.saved()'s, biggest first, with a letter per other strategy of the report:
-        # what its Partition does with the value (analysis.saved.fate)
+        # the rows are tr.saved()'s, activations first (biggest first), what is held anyway after a line
+        # that says so, with a letter per strategy of the report, the listed one first: what its
+        # Partition does with the value (analysis.saved.fate)
         assert _rows(page) == list(table.index)
-        others = ["min_cut"]
+        held = page.locator(".fxviz-saved-held")
+        assert held.count() == 1 and held.inner_text().startswith("held anyway")
+        first_held = next(i for i, k in enumerate(table["kind"]) if k in ("input", "parameter"))
+        assert page.evaluate("() => [...document.querySelectorAll('.fxviz-saved-table tbody tr')]"
+                             ".findIndex(r => r.classList.contains('fxviz-saved-held'))") == first_held
+        others = ["default_partition", "min_cut"]
         legend = page.inner_text(".fxviz-saved-legend")
         assert all(f"{'ABCDEFGH'[i]} = {o}" in legend for i, o in enumerate(others))
         letters = page.eval_on_selector_all(".fxviz-saved-fates", "ts => ts.map(t => t.textContent)")
         codes = {"saved": "S", "recomputed": "R", "not needed": "\u2013", "failed": "!"}
         assert letters == [" ".join(codes[fate(tr.partition(o), n)] for o in others) for n in table.index]
-        assert letters == [" ".join(codes[f] for f in tr.saved("default", compare=others).loc[n, others])
+        assert letters == [" ".join(codes[f] for f in tr.saved("default", compare=others[1:]).loc[n, others])
                            for n in table.index]
         # sortable: bytes ascending is the reverse; by module, each module's rows sit together
         page.click(".fxviz-saved-table th[data-sort='bytes']")

@@ -188,6 +188,9 @@ def test_code_one_side_ran_outside_its_graphs_is_said() -> None:
     assert len(lines) == 1 and lines[0].startswith("B's graphs read none of 1 parameter(s) of blk.a")
     assert set(why) == {"blk.a", "blk"} and why["blk"].startswith("B ran blk outside its compiled graphs")
     assert outside_notes([a], [a]) == ([], {})
+    # the root module's own parameter has no module path: the note names the model itself, not ""
+    lines, _ = outside_notes([_key(0, scale=(1,), head__w=(2,))], [b])
+    assert lines[0].startswith("B's graphs read none of 1 parameter(s) of the model itself (scale): "), lines
 
 
 def test_a_saved_detach_is_the_value_it_aliases(runs: tuple[pathlib.Path, pathlib.Path]) -> None:

@@ -12,8 +12,9 @@ from fxviz.analysis.strategy.strategies import KINDS, OFFERED, Strategy, forms_t
 
 
 @pytest.mark.parametrize("text, kind, budget, solver, name", [
-    ("default", "default", None, None, "default"),
-    (" Default ", "default", None, None, "default"),
+    ("default", "default", None, None, "default_partition"),  # torch's default_partition, named as it is named
+    (" Default ", "default", None, None, "default_partition"),
+    ("default_partition", "default", None, None, "default_partition"),
     ("min_cut", "min_cut", None, None, "min_cut"),
     ("min-cut", "min_cut", None, None, "min_cut"),
     ("mincut", "min_cut", None, None, "min_cut"),
@@ -77,7 +78,7 @@ def test_unknown_names_list_the_valid_forms():
 def test_parse_list_accepts_strings_and_lists_and_drops_duplicates():
     assert parse_list(None) is None
     assert [s.name for s in parse_list("default, min-cut,,budget:0.5,default")] == \
-        ["default", "min_cut", "budget:0.5:dp"]
+        ["default_partition", "min_cut", "budget:0.5:dp"]
     assert [s.name for s in parse_list(["eager", Strategy("eager")])] == ["eager"]
     # one strategy that is not a string is a list of one (tr.memory_timeline(Strategy(...)) or a callable)
     assert parse_list(Strategy("min_cut")) == [Strategy("min_cut")]
@@ -96,7 +97,7 @@ def test_the_registry_is_the_one_place_a_strategy_lives():
                 partitioner(s)
         else:
             assert callable(partitioner(s)), kind.name
-    assert [s.name for s in OFFERED] == ["default", "min_cut", "budget:0.5:dp", "recompute_all", "eager"]
+    assert [s.name for s in OFFERED] == ["default_partition", "min_cut", "budget:0.5:dp", "recompute_all", "eager"]
     assert "optimal" in KINDS and not any(s.kind == "optimal" for s in OFFERED)  # the default table stays fast
     assert Strategy.parse("eager").needs_model and not Strategy.parse("min_cut").needs_model
     assert set(strategies.SOLVERS) == {"dp", "greedy", "ilp"}

@@ -8,7 +8,7 @@ import torch
 
 import fxviz
 
-STRATEGIES = ["default", "min_cut", "budget:0.5", "budget:0", "recompute_all"]
+STRATEGIES = ["default_partition", "min_cut", "budget:0.5", "budget:0", "recompute_all"]
 
 
 
@@ -46,9 +46,9 @@ def test_the_backward_holds_its_inputs_from_its_first_row(traces, name):
     """The saved values are handed to the backward before its first op runs: every placeholder row
     of the unfused walk shows them all (it used to add them one row at a time, a ramp no backward builds)."""
     tr = traces[name]
-    timeline = tr.memory_timeline(["default", "min_cut"], unfused=True)
-    table = tr.memory_table(["default", "min_cut"]).set_index("strategy")
-    for s in ("default", "min_cut"):
+    timeline = tr.memory_timeline(["default_partition", "min_cut"], unfused=True)
+    table = tr.memory_table(["default_partition", "min_cut"]).set_index("strategy")
+    for s in ("default_partition", "min_cut"):
         bw = timeline[(timeline["strategy"] == s) & (timeline["phase"] == "backward")]
         kinds = [n.op for n in tr.partition(s).backward.graph.nodes]
         leading = kinds.index(next(k for k in kinds if k != "placeholder"))
@@ -73,11 +73,11 @@ def test_saving_less_is_not_peaking_lower(traces):
     """The by-hand graph: min-cut saves 16 bytes less than default, the backward peak of the unfused
     walk is the same."""
     tr = traces["by_hand"]
-    table = tr.memory_table(["default", "min_cut"]).set_index("strategy")
-    assert table.loc["min_cut", "saved_activation_bytes"] < table.loc["default", "saved_activation_bytes"]
-    peaks = tr.memory_timeline(["default", "min_cut"], unfused=True).peaks.set_index(
+    table = tr.memory_table(["default_partition", "min_cut"]).set_index("strategy")
+    assert table.loc["min_cut", "saved_activation_bytes"] < table.loc["default_partition", "saved_activation_bytes"]
+    peaks = tr.memory_timeline(["default_partition", "min_cut"], unfused=True).peaks.set_index(
         ["strategy", "phase"])["total_bytes"]
-    assert peaks[("default", "backward")] == peaks[("min_cut", "backward")] == table.loc[
+    assert peaks[("default_partition", "backward")] == peaks[("min_cut", "backward")] == table.loc[
         "min_cut", "unfused_backward_peak_bytes"]
 
 
@@ -93,12 +93,12 @@ def test_default_strategies_skip_the_measured_eager_row(traces):
 
 
 def test_plot_draws_one_curve_per_strategy_per_panel(traces, tmp_path):
-    timeline = traces["pointwise_chain"].memory_timeline(["default", "min_cut", "recompute_all"])
+    timeline = traces["pointwise_chain"].memory_timeline(["default_partition", "min_cut", "recompute_all"])
     fig = timeline.plot()
     forward, backward = fig.axes
     for ax in (forward, backward):
         labels = [t.get_text() for t in ax.get_legend().get_texts()]
-        assert sum(lab.split(":")[0] in ("default", "min_cut", "recompute_all") for lab in labels) == 3
+        assert sum(lab.split(":")[0] in ("default_partition", "min_cut", "recompute_all") for lab in labels) == 3
         assert all("peak" in lab for lab in labels if not lab.startswith("parameters"))
     fig.savefig(tmp_path / "timeline.png")
     assert (tmp_path / "timeline.png").stat().st_size > 5000
@@ -137,4 +137,4 @@ def test_no_timeline_without_a_backward():
 
     tr = fxviz.trace(lambda x: torch.topk(x, 2).indices.float().sum(), torch.randn(6))
     assert not tr.graph.has_backward
-    assert timeline_data(tr, ["default"]) is None
+    assert timeline_data(tr, ["default_partition"]) is None

@@ -43,8 +43,8 @@ def test_first_view_is_the_joint_graph_with_default_marks(mlp_explorer, traces):
         assert f"fx&#45;role&#45;{tr.graph.info[name].role}" in cls
     assert saved_in(w.pane.svg) == set(tr.partition("min_cut").saved)
     assert w.pane.highlight == "min_cut" and w.pane.view == "joint"
-    assert [r["key"] for r in w.pane.table["rows"]] == ["min_cut", "default", "budget:0.5:dp", "recompute_all",
-                                                        "eager"]
+    assert [r["key"] for r in w.pane.table["rows"]] == ["min_cut", "default_partition", "budget:0.5:dp",
+                                                        "recompute_all", "eager"]
     assert w.pane.status["saved"] == list(tr.partition("min_cut").saved)
     assert set(w.pane.nodes) == set(nodes)
     assert w.pane.legend["roles"]["forward"]["color"] == fxviz.render.theme.ROLE_COLORS["forward"]
@@ -104,9 +104,9 @@ def test_compare_view(mlp_explorer, traces):
     w.view_control.value = "compare"
     assert w.compare_control.layout.display == ""
     # B opened as the first strategy's partner: min_cut (what torch.compile does) pairs with default
-    assert w.pane.view == "compare" and w.pane.view_key == "compare|recompute_all|default|-|-"
+    assert w.pane.view == "compare" and w.pane.view_key == "compare|recompute_all|default_partition|-|-"
     assert w.pane.compare_status["saved"] == list(tr.partition("default").saved)
-    assert w.pane.compare_highlight == "default"
+    assert w.pane.compare_highlight == "default_partition"
     w.compare_control.value = "min_cut"
     assert w.pane.compare_status["saved"] == list(tr.partition("min_cut").saved)
     # never A = B: picking B's strategy as A (or B = A) moves B to another strategy
@@ -118,7 +118,7 @@ def test_compare_view(mlp_explorer, traces):
             assert w.pane.status["key"] != w.pane.compare_status["key"]
     w.strategy_control.value = "min_cut"
     w.compare_control.value = "min_cut"
-    assert w.compare_control.value == "default" and w.pane.view_key == "compare|min_cut|default|-|-"
+    assert w.compare_control.value == "default" and w.pane.view_key == "compare|min_cut|default_partition|-|-"
 
 
 def test_forward_and_backward_views_and_an_undrawable_one(mlp_explorer, traces):
@@ -195,6 +195,33 @@ def test_explore_a_model_switches_parameter_capture_without_touching_it():
     assert w.params_control not in fxviz.explore(w.trace).children[1].children
 
 
+def test_every_way_in_opens_on_what_the_trace_shows(traces):
+    """Issue 47: ``explore(model, x)`` opened on default_partition with generic labels while
+    ``explore(trace(model, x))`` opened on min_cut: both open on the trace's own strategy and words,
+    and so does a closure capture (aot_function's default_partition); keyword inputs go to the model
+    as ``fxviz.trace`` takes them, and a misspelled option is named."""
+    model, inputs = make_example("mlp")
+    tr = traces[("mlp", "lifted")]
+    labels = [label for label, _ in fxviz.explore(tr).strategy_control.options]
+    assert labels[0] == "min_cut (what torch.compile does)"
+    for w in (fxviz.explore(model, *inputs), fxviz.explore(model, x=inputs[0])):
+        assert w.strategy == tr.default_strategy.name == "min_cut"
+        assert [label for label, _ in w.strategy_control.options] == labels
+        assert saved_in(w.pane.svg) == set(tr.partition("min_cut").saved)
+    closure = fxviz.explore(model, *inputs, params="closure")
+    assert closure.strategy == "default_partition"
+    assert closure.strategy_control.options[0][0] == "default_partition (what aot_function does)"
+    with pytest.raises(fxviz.InputError, match="stratgy") as err:
+        fxviz.explore(model, *inputs, stratgy="min_cut")
+    assert "did you mean strategy=" in err.value.hint
+    with pytest.raises(fxviz.InputError) as err:
+        fxviz.explore(tr, veiw="compare")
+    assert "did you mean view=" in err.value.hint
+    with pytest.raises(fxviz.InputError) as err:
+        fxviz.explore(tr, view="comprae")
+    assert "did you mean 'compare'" in err.value.hint
+
+
 def test_explore_rejects_bad_calls(traces):
     tr = traces[("mlp", "lifted")]
     with pytest.raises(fxviz.InputError):
@@ -204,7 +231,7 @@ def test_explore_rejects_bad_calls(traces):
     with pytest.raises(fxviz.StrategyError):
         fxviz.explore(tr, strategy="nonsense")
     w = fxviz.explore(tr, strategy="budget:0.25:greedy", view="compare", compare="default")
-    assert w.pane.view_key == "compare|budget:0.25:greedy|default|-|-"
+    assert w.pane.view_key == "compare|budget:0.25:greedy|default_partition|-|-"
     # the example's (model, inputs) tuple passed whole: one line saying to unpack it
     with pytest.raises(fxviz.InputError, match="unpack"):
         fxviz.explore(make_example("mlp"))
@@ -269,7 +296,7 @@ def test_in_a_running_event_loop_the_picture_comes_first_and_the_table_fills_in(
         assert saved_in(w.pane.svg) == set(tr.partition("min_cut").saved) and w.first_picture_s is not None
         assert "rows" not in w.pane.table and w.pane.table["progress"] == {"done": 0, "total": 5}
         assert w.pane.table["message"].startswith("computing the memory table: strategy 1 of 5")
-        assert ("memory_table", ("min_cut", "default", "budget:0.5:dp", "recompute_all", "eager"), None) \
+        assert ("memory_table", ("min_cut", "default_partition", "budget:0.5:dp", "recompute_all", "eager"), None) \
             not in fresh._cache
         w.pane.observe(lambda change: tables.append(change["new"]), "table")
         await w.filled()
@@ -291,10 +318,10 @@ def test_differences_only_is_the_kernels_drawing_cached_and_kept_across_strategi
     tr = traces[("pointwise_chain", "lifted")]
     w = fxviz.explore(tr, view="compare", strategy="default", compare="min_cut")
     full = w.pane.svg
-    assert w.pane.view_key == "compare|default|min_cut|-|-" and w.pane.differences is False
+    assert w.pane.view_key == "compare|default_partition|min_cut|-|-" and w.pane.differences is False
     w._on_pane_msg(w.pane, {"event": "differences", "on": True}, None)  # the pane's toggle
     assert w.differences and w.pane.differences
-    assert w.pane.view_key == "compare|default|min_cut|-|-|differences"
+    assert w.pane.view_key == "compare|default_partition|min_cut|-|-|differences"
     expected = tr.draw("compare", strategy="default", compare="min_cut", differences=True)
     assert set(drawn(w.pane.svg)) == set(drawn(expected.svg())) and len(drawn(w.pane.svg)) < len(drawn(full))
     assert w.pane.caption == expected.caption and w.pane.keep_zoom is False
@@ -305,7 +332,7 @@ def test_differences_only_is_the_kernels_drawing_cached_and_kept_across_strategi
     assert w.timings[-1].cached and w.timings[-2].cached
     # a strategy switch keeps it on (and B moves off A as ever)
     w.strategy_control.value = "min_cut"
-    assert w.pane.view_key == "compare|min_cut|default|-|-|differences" and w.pane.differences
+    assert w.pane.view_key == "compare|min_cut|default_partition|-|-|differences" and w.pane.differences
     assert set(drawn(w.pane.svg)) == set(drawn(tr.draw("compare", strategy="min_cut", compare="default",
                                                        differences=True).svg()))
     # other views ignore it, and it is still on when the compare view comes back
@@ -315,7 +342,7 @@ def test_differences_only_is_the_kernels_drawing_cached_and_kept_across_strategi
     assert w.pane.view_key.endswith("|differences")
     # grouping does not apply: drawn node by node
     w.group_control.value = "module"
-    assert w.pane.view_key == "compare|min_cut|default|-|-|differences" and w.pane.boxes == []
+    assert w.pane.view_key == "compare|min_cut|default_partition|-|-|differences" and w.pane.boxes == []
     w.show_differences(False)
     assert not w.pane.view_key.endswith("|differences")
 

@@ -136,8 +136,8 @@ class Trace:
     # --- analysis ---------------------------------------------------------------------------------
     def partition(self, strategy: StrategyLike | None = None) -> Partition:
         """Partition the joint graph with ``strategy`` (cached; default :attr:`default_strategy`):
-        ``"default"``, ``"min_cut"``, ``"budget:0.3[:greedy]"``, ``"eager"``, ``"recompute_all"``,
-        ``"optimal:0.5"`` / ``"optimal:64MiB"``, a torch partitioner callable, or a ``Strategy``
+        ``"min_cut"``, ``"default_partition"`` (or ``"default"``), ``"budget:0.3[:greedy]"``, ``"eager"``,
+        ``"recompute_all"``, ``"optimal:0.5"`` / ``"optimal:64MiB"``, a torch partitioner callable, or a ``Strategy``
         (every form: ``fxviz.analysis.strategy.strategies.forms_text()``)."""
         return self._cache.partition(self._strategy(strategy))
 
@@ -168,7 +168,7 @@ class Trace:
 
     def memory_table(self, strategies: StrategiesLike | None = None, gaps: bool | None = None, *,
                      scope: Literal["graph", "step"] | None = None,
-                     measured: Measured | bool | None = None, compiled: bool = False) -> pd.DataFrame:
+                     measured: Measured | bool | None = None, compiled: bool = False) -> MemoryTable:
         """One row per strategy (a list or a comma-separated string; default :attr:`offered`): saved
         activation / parameter / input bytes (storage-aware), recompute FLOPs and bytes, op counts,
         peaks, torch's own estimate; ``error`` where a strategy fails on this graph.  Exact integers,
@@ -187,8 +187,10 @@ class Trace:
         what eager code between graphs holds); default: the step where the model has several graphs,
         else the graph.  ``measured``: ``measure()``'s result, or True to measure now: its twin
         columns ``measured_*`` (saved bytes, each phase's peak) beside the row of the strategy the real
-        step used."""
+        step used.  Rows are labelled by
+        strategy (``mt.loc["min_cut"]``; the step's ``mt.loc["step min_cut"]``)."""
         from fxviz.analysis.real.measure import add_measured
+        from fxviz.render.text.table import MemoryTable
 
         chosen = tuple(parse_list(strategies) or self.offered)
         if scope not in (None, "graph", "step"):
@@ -197,7 +199,7 @@ class Trace:
         lowered = chosen if compiled else (self.default_strategy,)  # each costs inductor's lowering
         out = self._step_table(chosen, lowered) if whole else self._graph_table(chosen, gaps, lowered)
         measurement = self._measured(measured)
-        return out if measurement is None else add_measured(out, measurement)
+        return MemoryTable.of(out if measurement is None else add_measured(out, measurement))
 
     def _step_table(self, chosen: tuple[Strategy, ...], lowered: tuple[Strategy, ...]) -> pd.DataFrame:
         """Every graph's rows, then one ``total`` row per strategy (``analysis.memory.step``), the whole
@@ -209,9 +211,7 @@ class Trace:
         totals = {s.name: self._whole.totals(s, tables, s in lowered) for s in chosen if s.kind != "eager"}
         table = step_table([PieceTable(g.index, len(self._piece_facts.runs_of(g.index)), g.has_backward,
                                        tables[g.index]) for g in self.capture.graphs], totals)
-        out = MemoryTable(table)
-        out.attrs = dict(table.attrs)
-        return out
+        return MemoryTable.of(table)
 
     @property
     def _whole(self) -> WholeStep:
@@ -224,11 +224,12 @@ class Trace:
     def saved(self, strategy: StrategyLike | None = None, compare: StrategiesLike | None = None, *,
               run: int | None = None, measured: Measured | bool | None = None) -> SavedTable:
         """What the backward reads from the forward under ``strategy`` (default :attr:`default_strategy`),
-        one row per value, biggest first, indexed by joint node name (``analysis.memory.saved``):
-        ``kind``, ``module``, ``op``, ``what`` (``GELU output``), ``shape`` (a tuple of ints), ``dtype``,
-        ``bytes`` (by storage, counted once), ``shares_storage_with``, ``source``; then what each strategy
-        of ``compare`` (default: the other offered ones) does with it.  Each kind's bytes add up to the
-        memory table's.  ``run=k``: a reused graph's k-th run, its modules named as in that run.
+        one row per value, activations first (biggest first), the inputs and parameters held anyway last,
+        indexed by joint node name (``analysis.memory.saved``): ``kind``, ``module``, ``op``, ``what``
+        (``GELU output``), ``shape`` (a tuple of ints), ``dtype``, ``bytes`` (by storage, counted once),
+        ``shares_storage_with``, ``source``; then one column per strategy, named by it: what ``strategy``
+        does with each value, then each of ``compare`` (default: the other offered ones).  Each kind's
+        bytes add up to the memory table's.  ``run=k``: a reused graph's k-th run, its modules named as in that run.
         ``measured`` (a ``measure()`` result, or True): a ``measured`` column, what the real step holds.
 
         ``.by_module(depth)`` sums the activations per module; ``print(...)`` / ``.to_text()`` reads it
@@ -376,8 +377,8 @@ class Trace:
                 ``"flow"`` (min-cut's flow network and its cut: :meth:`flow_network`) or ``"overview"``
                 (every graph of a graph-broken model as one box, in execution order); or a
                 ``DrawSpec`` (``fxviz.render.graph.spec``) that says all of it, taken as it is.
-            strategy: mark what it saves, recomputes and removes (default: a log's ``logged``, a
-                side or compare view's :attr:`default_strategy`; a model's joint view: roles only).
+            strategy: mark what it saves, recomputes and removes (default: :attr:`default_strategy`, a
+                log's ``logged``; a graph compiled for inference: roles only).
             compare: a second strategy: mark what each saves/recomputes that the other does not.
             group: ``"module"`` boxes by module path; ``"none"`` never collapses; default: every
                 node up to ``node_limit`` nodes, module boxes above.  ``depth``: the boxes' level.
@@ -506,7 +507,8 @@ class Trace:
         """Each strategy's partition run on real tensors (default: the offered ones): the memory table
         with ``replayed_*`` twins beside the estimates (``analysis.real.replay``)."""
         from fxviz.analysis.real.replay import add_replayed, replay_strategies
+        from fxviz.render.text.table import MemoryTable
 
         chosen = parse_list(strategies) or list(self.offered)
         replays = replay_strategies(self.capture, self.graph, self._cache.partition, chosen)
-        return add_replayed(self._graph_table(tuple(chosen)), replays)
+        return MemoryTable.of(add_replayed(self._graph_table(tuple(chosen)), replays))

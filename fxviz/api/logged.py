@@ -201,5 +201,6 @@ def _saved_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df = pd.DataFrame([{**r, "shape": tuple(r["shape"]) if r.get("shape") is not None else None} for r in rows],
                       columns=["name"] + SAVED_COLUMNS).set_index("name")
     df["bytes"] = df["bytes"].astype("int64")
+    df["logged"] = "saved"
     df.attrs.update(strategy="logged", strategy_words="", caption=saved_caption("logged", len(df), False, []))
     return df

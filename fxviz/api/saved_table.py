@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from fxviz.analysis.memory.saved import SAVED_COLUMNS
 from fxviz.core.errors import InputError
 
 __all__ = ["SavedTable"]
@@ -55,7 +56,8 @@ class SavedTable(pd.DataFrame):
         return str(as_text(self))
 
     def __str__(self) -> str:
-        """``print(tr.saved())``: the folded text; a slice that lost its trace prints as a frame."""
-        if getattr(self, "_as_text", None) is None:
+        """``print(tr.saved())``: the folded text; a slice that lost its trace or the columns the text
+        reads (``tr.saved()[["kind", "bytes"]]``) prints as the frame it is."""
+        if getattr(self, "_as_text", None) is None or not set(SAVED_COLUMNS) <= set(self.columns):
             return super().__str__()
         return self.to_text()

@@ -11,6 +11,7 @@ the same parts its own way (the CLI: ``--group module --depth 2``) with ``Say.sp
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,8 @@ __all__ = [
     "Span",
     "Say",
     "spelled",
+    "close_matches",
+    "did_you_mean",
     "FxvizError",
     "InputError",
     "TraceError",
@@ -127,6 +130,24 @@ def spelled(text: object, words: Callable[[Do], str]) -> str:
     return text.spell(words) if isinstance(text, Say) else str(text)
 
 
+def close_matches(word: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """The names of ``choices`` a person most likely meant by ``word`` (a typo, a missing letter,
+    another case or separator), best first; none when nothing is close."""
+    options = list(dict.fromkeys(choices))
+    by_key = {c.lower().replace("-", "_"): c for c in options}
+    found = difflib.get_close_matches(word.lower().replace("-", "_"), list(by_key), n=n, cutoff=0.6)
+    return [by_key[f] for f in found]
+
+
+def did_you_mean(word: str, choices: Iterable[str], quote: Callable[[str], str] = repr) -> str:
+    """``"did you mean 'input_ids'? "`` (``quote`` writes each name) for the close matches of ``word``
+    among ``choices``; ``""`` when none is close.  The start of a hint, before what else to do."""
+    found = close_matches(word, choices)
+    if not found:
+        return ""
+    return f"did you mean {' or '.join(quote(f) for f in found[:2])}? "
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -178,7 +199,7 @@ class StrategyError(FxvizError):
     """An unknown or failing partition strategy."""
 
     hint = (
-        "use 'default', 'min_cut', 'budget:B[:dp|greedy|ilp]' with 0<=B<=1, 'eager', "
+        "use 'min_cut', 'default_partition', 'budget:B[:dp|greedy|ilp]' with 0<=B<=1, 'eager', "
         "'recompute_all', 'optimal:B' (a fraction or a size such as 64MiB), 'logged' (a trace read from a log), "
         "or a callable with a torch partitioner's signature"
     )

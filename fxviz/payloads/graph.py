@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fxviz.analysis.strategy.choices import compare_partner, drawable
+from fxviz.analysis.strategy.choices import compare_partner, drawable, named, step_names
 from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.errors import FxvizError
 from fxviz.core.graph_facts import joint_node_count
@@ -70,9 +70,11 @@ def graph_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Sequ
     except FxvizError as exc:
         table = {"message": f"no memory table: {exc.message}"}
     index = _index(keys, views, group, depth, layout.text(), differences)
+    step = {} if tr.graph.logged is not None else step_names(tr.capture)  # "min_cut (what torch.compile does)"
     return {
         "summary": tr.summary(),
-        "strategies": [{"key": s, "label": statuses[s].label, "error": statuses[s].error} for s in keys],
+        "strategies": [{"key": s, "label": named(s, step) if s in step else statuses[s].label,
+                        "error": statuses[s].error} for s in keys],
         "pairs": [list(first_pair)] if first_pair[1] else [],
         "index": index,
         "drawings": drawn,

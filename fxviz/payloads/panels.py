@@ -14,6 +14,7 @@ from fxviz.analysis.strategy.strategies import Strategy, StrategyLike
 from fxviz.core.errors import FxvizError
 from fxviz.core.units import format_bytes, is_missing
 from fxviz.render import theme
+from fxviz.render.graph.limits import READABLE_PX
 from fxviz.render.graph.scene import RECOMPUTED_SUFFIX, format_tensor
 from fxviz.render.page.embed import SVG_ELEMENTS, clean_svg
 from fxviz.sources.roles import INPUT_ROLES, PARAMETER_ROLES
@@ -315,5 +316,7 @@ def legend_data() -> dict[str, Any]:
 def page_constants() -> dict[str, Any]:
     """What ``explorer.js`` needs to know of fxviz's drawings, sent with the data instead of copied
     into the script: the suffix of a recomputed op's backward copy, graphviz's SVG elements the
-    page keeps (``render.embed.SVG_ELEMENTS``), and what the page shows for a missing value."""
-    return {"recomputed_suffix": RECOMPUTED_SUFFIX, "svg_elements": sorted(SVG_ELEMENTS), "missing": MISSING}
+    page keeps (``render.embed.SVG_ELEMENTS``), what the page shows for a missing value, and how tall a
+    label must be on screen to be read (``render.graph.limits.READABLE_PX``: the opening zoom)."""
+    return {"recomputed_suffix": RECOMPUTED_SUFFIX, "svg_elements": sorted(SVG_ELEMENTS), "missing": MISSING,
+            "readable_px": READABLE_PX}

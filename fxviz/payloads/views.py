@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 from fxviz.analysis.strategy.strategies import StrategyLike
 from fxviz.core.errors import FxvizError
 from fxviz.payloads.panels import saved_data
+from fxviz.render.graph.limits import PAGE_PANE
 from fxviz.render.graph.spec import DrawSpec
 from fxviz.render.page.embed import clean_svg, page_data
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.api.facade import Trace
 
-__all__ = ["ViewPayload", "view_payload", "openable_boxes"]
+__all__ = ["ViewPayload", "view_payload", "openable_boxes", "opening_units"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,9 @@ class ViewPayload:
     ``differences``: the differences-only drawing of a compare.  ``overlay``: drawn without any
     strategy's marks (the report's shared joint layout): the page draws them from the statuses.
     ``saved``: the "saved tensors" panel's data by strategy name (``panels.saved_data``): the view's
-    strategy, or on the report's shared layout every strategy it overlays.
+    strategy, or on the report's shared layout every strategy it overlays.  ``opening``: the units the
+    page opens on when the whole drawing is not readable fitted (:func:`opening_units`: the model's
+    blocks), after any focus of its own (differences, search hits, the doctor's nodes).
     """
 
     key: str
@@ -50,6 +53,7 @@ class ViewPayload:
     overlay: bool = False
     error: str = ""
     saved: dict[str, Any] = field(default_factory=dict)
+    opening: list[str] = field(default_factory=list)
 
     @classmethod
     def head(cls, spec: DrawSpec) -> ViewPayload:
@@ -71,15 +75,25 @@ def view_payload(tr: Trace, spec: DrawSpec, timeout: float | None = None) -> Vie
     (what the drawing refused, with what to do) and no SVG, so one view's failure never sinks the
     page that shows the others."""
     head = ViewPayload.head(spec)
-    try:
-        drawing = tr.draw(spec if timeout is None else spec.replace(timeout=timeout))
+    try:  # a page opens the drawing fitted in its pane: an automatic collapse at a level readable there
+        drawing = tr.draw(spec.replace(pane=PAGE_PANE) if timeout is None else spec.replace(timeout=timeout,
+                                                                                             pane=PAGE_PANE))
         saved = {spec.strategy.name: saved_data(tr, spec.strategy)} if spec.strategy is not None else {}
         return dataclasses.replace(head, svg=clean_svg(drawing.svg()), caption=drawing.caption, boxes=drawing.boxes,
-                                   saved=saved)
+                                   saved=saved, opening=opening_units(drawing.boxes))
     except FxvizError as exc:
         return dataclasses.replace(head, error=f"{exc.message}\nWhat to do: {exc.hint}" if exc.hint else exc.message)
     except Exception as exc:  # a bug: said in the pane, not a traceback that loses every other view
         return dataclasses.replace(head, error=f"fxviz could not draw this view: {type(exc).__name__}: {exc}")
+
+
+def opening_units(boxes: list[dict[str, Any]]) -> list[str]:
+    """Where a page opens a collapsed drawing too big to read whole: the forward boxes of the model's
+    repeated blocks (``model.layers.0``, ``model.layers.1``: a pattern letter), which the page centers
+    at a readable zoom, the first ones on top, instead of the drawing's top left corner (a Hugging Face
+    model's attention-mask functions); none where nothing repeats."""
+    return [str(b["id"]) for b in boxes
+            if b.get("pattern") and b.get("side") == "forward" and b.get("kind") == "module"]
 
 
 def openable_boxes(tr: Trace, view: str, strategy: StrategyLike = "default", group: str | None = None) -> set[str]:

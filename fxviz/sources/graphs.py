@@ -103,6 +103,10 @@ class Capture:
     # a log: the parameters its graphs name, as meta tensors with the logged shape, dtype and
     # requires_grad (what the doctor and the parameter table read when there is no model)
     state: list[tuple[str, torch.Tensor]] = field(default_factory=list)
+    # why this graph is not the one torch.compile's step partitions although fxviz.trace's default would
+    # be (a model on the meta device: aot_function over fake tensors): said in every view's title
+    # (``title``) and, in full, in the summary; "" when the route is the one asked for
+    route_note: str = ""
 
     # --- the source's facts, read through one door each ---------------------------------------------
     @property
@@ -154,7 +158,7 @@ class Capture:
     def title(self) -> str:
         """What views call the model: its class, the traced function's name, or a log's frame."""
         if self.model is not None:
-            return type(self.model).__name__
+            return type(self.model).__name__ + (f" [{self.route_note}]" if self.route_note else "")
         if isinstance(self.source, LogSource):
             return self.source.title
         return getattr(self.fn, "__name__", None) or "function"

@@ -224,6 +224,8 @@ def classify_nodes(
                 module = _module_of(_torch.fwd_module_stack(n), module_paths)
                 if module is None:
                     module = seq_module.get(_torch.seq_nr(n) or -1)
+            if module is None and modules is None and _made_by_pass(n):
+                module = _shared_module([infos[a.name].module for a in n.all_input_nodes if a.name in infos])
             if qual is None:
                 qual, module = _in_graph_update(n, placeholder_role, module)
         source, code = innermost_frame(_torch.stack_trace(n))
@@ -234,6 +236,29 @@ def classify_nodes(
             checkpoint_region=_torch.checkpoint_region(n), symbolic_shape=symbolic_shape(_torch.meta_val(n)),
         )
     return infos
+
+
+def _made_by_pass(n: fx.Node) -> bool:
+    """An op a graph pass made after tracing, which records no place of its own: inductor's joint-graph
+    pattern rewrites (a ViT's eager attention becomes ``_scaled_dot_product_flash_attention_for_cpu``)
+    leave no stack trace, module stack or ``seq_nr`` on the ops they insert."""
+    return (n.op == "call_function" and _torch.stack_trace(n) is None and _torch.seq_nr(n) is None
+            and not _torch.module_stack(n) and not _torch.fwd_module_stack(n))
+
+
+def _shared_module(modules: list[str | None]) -> str | None:
+    """The deepest module holding every one of ``modules`` that is set (a pass-made op's inputs): where
+    the op it replaced ran.  None when none is set or they share no module."""
+    paths = [m.split(".") for m in modules if m]
+    if not paths:
+        return None
+    shared = paths[0]
+    for p in paths[1:]:
+        k = 0
+        while k < min(len(shared), len(p)) and shared[k] == p[k]:
+            k += 1
+        shared = shared[:k]
+    return ".".join(shared) or None
 
 
 def _in_graph_update(n: fx.Node, placeholder_role: Mapping[str, tuple[str, str | None]], module: str | None

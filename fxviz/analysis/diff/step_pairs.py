@@ -209,6 +209,8 @@ def outside_notes(keys_a: Sequence[PieceKey], keys_b: Sequence[PieceKey]) -> tup
         if not missing:
             continue
         owners = sorted({n.rsplit(".", 1)[0] for n in missing if "." in n})
+        top = [n for n in missing if "." not in n]  # the root module's own parameters: no module path to name
+        owners += [f"the model itself ({', '.join(top[:3])}{', ...' if len(top) > 3 else ''})"] if top else []
         shown = ", ".join(owners[:4]) + (f" and {len(owners) - 4} more" if len(owners) > 4 else "")
         lines.append(f"{x}'s graphs read none of {len(missing)} parameter(s) of {shown}: {x} ran that code "
                      "outside every graph it compiled, and what it saved there is in no total")

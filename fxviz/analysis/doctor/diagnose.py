@@ -35,6 +35,7 @@ from fxviz.analysis.doctor.no_gradient import (
 from fxviz.analysis.graph.pieces import piece_facts
 from fxviz.analysis.strategy.choices import step_names
 from fxviz.analysis.strategy.partition import Partition
+from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.sources.graphs import INFERENCE_NOTE, Capture, graph_name
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def diagnose(cap: Capture, parts: Sequence[Partition | None] | None = None,
     kinds = {k: i for i, k in enumerate(KINDS)}
     findings.sort(key=lambda f: (order[f.severity], kinds[f.kind]))
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
-    strategy = next((p.name for p in parts if p is not None), "default")
+    strategy = next((p.name for p in parts if p is not None), Strategy("default").name)
     return Diagnosis(findings=findings, table=table, strategy=strategy, graphs=len(cap.graphs), title=cap.title,
                      params_mode=cap.params, strategy_words=step_names(cap).get(strategy, ""),
                      origin=(cap.origin or "") if cap.route == "log" else "",

@@ -14,6 +14,7 @@ from fxviz.analysis.doctor.findings import FIX_LIFT, Finding, Param
 from fxviz.analysis.doctor.gradient_paths import resolve_state
 from fxviz.analysis.real.gradients import gradient_outputs
 from fxviz.analysis.strategy.partition import Partition
+from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.fx_facts import output_values
 from fxviz.sources.graphs import Capture, JointGraph
 from fxviz.sources.roles import short_op
@@ -105,7 +106,7 @@ def _dropped_finding(cap: Capture, graph: JointGraph, node: fx.Node, state: str,
            "buffer": "it is a buffer, which gets no gradient"}.get(role, "")
     if p is not None and not p.tensor.requires_grad:
         why = "it is frozen (requires_grad=False)"
-    strategy = part.name if part is not None else "default"
+    strategy = part.name if part is not None else Strategy("default").name
     fate = (f"the '{strategy}' partitioner removes it as dead code" if removed else
             f"{node.name} still runs in the backward graph (its other results are needed), so the "
             "gradient is computed at run time and thrown away")

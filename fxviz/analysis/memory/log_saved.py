@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fxviz.analysis.memory.columns import COLUMNS, table_frame
-from fxviz.analysis.memory.saved_words import SAVED_COLUMNS, output_words, saved_caption
+from fxviz.analysis.memory.saved_words import ROW_ORDER, SAVED_COLUMNS, output_words, saved_caption
 from fxviz.core.errors import Say
 from fxviz.sources.log.guards import allgathered_note
 from fxviz.sources.log.light.logged import SavedValue
@@ -137,9 +137,11 @@ def logged_saved(piece: LightPiece) -> pd.DataFrame:
     import pandas as pd
 
     words = _Words(piece)
-    rows = [words.row(sv) for sv in piece.facts.saved]
+    rank = {k: i for i, k in enumerate(ROW_ORDER)}
+    rows = sorted((words.row(sv) for sv in piece.facts.saved), key=lambda r: rank.get(r["kind"], 0))  # stable
     df = pd.DataFrame(rows, columns=["name"] + SAVED_COLUMNS).set_index("name")
     df["bytes"] = df["bytes"].astype("int64")
+    df["logged"] = "saved"  # the strategy's own column, as saved.saved_table puts it first
     df.attrs["strategy"] = "logged"
     df.attrs["strategy_words"] = ""
     df.attrs["caption"] = saved_caption("logged", len(df), False, [])

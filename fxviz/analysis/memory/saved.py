@@ -17,7 +17,14 @@ import torch
 import torch.fx as fx
 
 from fxviz import _torch
-from fxviz.analysis.memory.saved_words import BY_MODULE_COLUMNS, NO_MODULE, SAVED_COLUMNS, output_words, saved_caption
+from fxviz.analysis.memory.saved_words import (
+    BY_MODULE_COLUMNS,
+    NO_MODULE,
+    ROW_ORDER,
+    SAVED_COLUMNS,
+    output_words,
+    saved_caption,
+)
 from fxviz.analysis.memory.storage import saved_memory
 from fxviz.analysis.strategy.choices import named
 from fxviz.analysis.strategy.partition import Partition
@@ -27,6 +34,7 @@ from fxviz.sources.graphs import JointGraph
 from fxviz.sources.roles import NodeInfo, tensor_facts
 
 __all__ = ["op_words", "fate", "saved_table", "by_module"]
+
 
 def op_words(node: fx.Node, info: NodeInfo, names: Mapping[str, NodeInfo]) -> str:
     """A saved value in plain words: ``GELU output``, ``LayerNorm rstd``, ``a view of `addmm_1```,
@@ -94,9 +102,10 @@ def fate(p: Partition, name: str) -> str:
 
 def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (),
                 names: dict[str, str] | None = None) -> pd.DataFrame:
-    """One row per value ``p`` saves (index: joint node name), storages biggest first, the values
-    sharing a storage right after its first one (``bytes`` 0, ``shares_storage_with`` naming it),
-    sizes last; one column per partition of ``others`` (named by its strategy) with its ``fate``.
+    """One row per value ``p`` saves (index: joint node name), by kind in ``ROW_ORDER`` (activations
+    first, the inputs and parameters held anyway last), storages biggest first within a kind, the values
+    sharing a storage right after its first one (``bytes`` 0, ``shares_storage_with`` naming it); then
+    one column per strategy, named by it, with its ``fate``: ``p``'s own first, then each of ``others``.
 
     ``bytes`` is the storage's size as ``memory.saved_memory`` counts it, so the rows of each
     ``kind`` sum to the memory table's ``saved_activation_bytes`` / ``saved_param_bytes`` /
@@ -108,10 +117,12 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
     if p.reference or p.forward is None:
         raise StrategyError(f"strategy {p.name!r} is measured on the model's eager run and has no graphs whose "
                             "saved values could be listed",
-                            f"pass a graph strategy (default, min_cut, ...); {p.name!r} can be a comparison column")
+                            f"pass a graph strategy (min_cut, default_partition, ...); {p.name!r} can be a "
+                            "comparison column")
     nodes = {n.name: n for n in graph.gm.graph.nodes}
     memory = saved_memory(p, graph)
-    ordered = sorted(enumerate(memory.storages), key=lambda x: (-x[1].nbytes, x[0]))
+    rank = {k: i for i, k in enumerate(ROW_ORDER)}
+    ordered = sorted(enumerate(memory.storages), key=lambda x: (rank.get(x[1].owner, 0), -x[1].nbytes, x[0]))
     rows: list[dict[str, Any]] = []
     for _, use in ordered:
         kind = use.owner
@@ -123,15 +134,16 @@ def saved_table(graph: JointGraph, p: Partition, others: Sequence[Partition] = (
     for name in p.saved:
         if name not in tensors and name in nodes:  # sizes: no storage
             rows.append(_row(name, nodes[name], graph, "symint", 0, None))
+    rows.sort(key=lambda r: rank.get(r["kind"], 0))  # stable: storages stay biggest first within a kind
     df = pd.DataFrame(rows, columns=["name"] + SAVED_COLUMNS).set_index("name")
     df["bytes"] = df["bytes"].astype("int64")
     joint = [p.made[n].wraps or n if n in p.made and p.made[n].kind == "offloaded" else n for n in df.index]
-    for other in others:  # an offloaded copy: what the other strategy does with the value it holds
+    for other in (p, *others):  # an offloaded copy: what each strategy does with the value it holds
         df[other.name] = [fate(other, n) for n in joint]
     df.attrs["strategy"] = p.name
     df.attrs["strategy_words"] = (names or {}).get(p.name, "")  # "what torch.compile does" for the step's
     df.attrs["caption"] = saved_caption(named(p.name, names or {}), len(df), bool((df["kind"] == "offloaded").any()),
-                                        [o.name for o in others])
+                                        [o.name for o in others], column=p.name)
     return df
 
 

@@ -4,7 +4,7 @@ table made from partitions (``saved``) and the one a log's own text gives (``api
 
 from __future__ import annotations
 
-__all__ = ["OP_WORDS", "KINDS", "FATES", "SAVED_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE", "output_words",
+__all__ = ["OP_WORDS", "KINDS", "FATES", "ROW_ORDER", "HELD_ANYWAY", "SAVED_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE", "output_words",
            "saved_caption"]
 
 KINDS: tuple[str, ...] = ("activation", "parameter", "input", "offloaded", "symint")
@@ -18,9 +18,18 @@ FATES: tuple[str, ...] = ("saved", "offloaded", "recomputed", "not needed", "fai
 offloading), runs it again in the backward, needs it not at all (it saves something else it is made
 from or makes), or fails on this graph."""
 
+ROW_ORDER: tuple[str, ...] = ("activation", "offloaded", "symint", "input", "parameter")
+"""The order of the table's rows by kind: what the choice of partition costs first (activations, their
+offloaded copies, sizes), then the inputs and parameters the backward reads, which the step holds anyway
+(``HELD_ANYWAY``).  Within a kind, the biggest storage first."""
+
+HELD_ANYWAY: tuple[str, ...] = ("input", "parameter")
+"""Kinds the step holds whatever the partition: saving them costs no memory."""
+
 SAVED_COLUMNS: list[str] = ["kind", "module", "op", "what", "shape", "dtype", "bytes", "shares_storage_with",
                             "source"]
-"""The table's columns (its index is the joint node name), before one column per other strategy."""
+"""The table's columns (its index is the joint node name), before one column per strategy: the one
+listed first (every row ``saved``, or ``offloaded``), then the others."""
 
 BY_MODULE_COLUMNS: list[str] = ["module", "saved_activation_bytes", "saved_activations", "storages", "biggest"]
 
@@ -95,11 +104,14 @@ def output_words(op: str, index: int) -> str:
     return f"{name} output {index}" if index else f"{name} output"
 
 
-def saved_caption(strategy: str, values: int, offloaded: bool, others: list[str]) -> str:
-    """The saved table's caption: ``strategy`` (its name, with what it is), how many values, how bytes count."""
+def saved_caption(strategy: str, values: int, offloaded: bool, others: list[str], column: str | None = None) -> str:
+    """The saved table's caption: ``strategy`` (its name, with what it is), how many values, how bytes count;
+    ``column``: the strategy's own column (its name; default ``strategy``), ``others``: the columns after it."""
     copies = (" and offloaded_bytes (kind 'offloaded': the copies torch's activation offloading saves in place of a "
               "value, on the device each row's 'what' names; not among the activations). " if offloaded else ". ")
-    return (f"What strategy {strategy} saves for the backward: {values} values, biggest storage first. bytes count "
+    return (f"What strategy {strategy} saves for the backward: {values} values, activations first (biggest storage "
+            "first), then the inputs and parameters the backward reads, which the step holds anyway. bytes count "
             "storages (a view or alias of a saved value adds 0 and says which value's storage it shares); the kinds "
             "add up to tr.memory_table()'s saved_activation_bytes, saved_param_bytes and saved_input_bytes" + copies
-            + (f"Other columns: what {', '.join(others)} do with each value." if others else ""))
+            + f"Column {column or strategy}: what it does with each value"
+            + (f"; then what {', '.join(others)} do with it." if others else "."))

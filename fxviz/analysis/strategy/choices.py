@@ -102,16 +102,16 @@ def drawable(strategies: Sequence[Strategy]) -> list[Strategy]:
 
 def drawn_strategy(graph: JointGraph, capture: Capture, view: str, named: Strategy | None,
                    compare: Strategy | None = None) -> Strategy | None:
-    """The strategy a drawing marks: the one ``named``; else the default for a side view
-    (``forward``/``backward``), a compare view, or a graph its run partitioned (a log's); else none:
-    the joint view of a traced model shows roles only.  A compare view whose ``compare`` is the default
-    opens with the default's partner (:func:`compare_partner`): ``compare="min_cut"`` alone compares
-    torch's default_partition with it, not min-cut with itself."""
+    """The strategy a drawing marks: the one ``named``; else the default (:func:`default_strategy`, what
+    every view shows: the README's "views show min_cut by default") wherever the graph has a backward to
+    partition; else none: a graph compiled for inference shows roles only.  A compare view whose
+    ``compare`` is the default opens with the default's partner (:func:`compare_partner`):
+    ``compare="min_cut"`` alone compares torch's default_partition with it, not min-cut with itself."""
     if named is not None:
         return named
     if compare is not None and compare == default_strategy(graph, capture):
         return compare_partner(compare, offered(graph, capture)) or compare
-    if compare is not None or view in ("forward", "backward") or graph.logged is not None:
+    if compare is not None or view in ("forward", "backward") or graph.has_backward:
         return default_strategy(graph, capture)
     return None
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fxviz.core.errors import StrategyError
+from fxviz.core.errors import StrategyError, close_matches
 from fxviz.core.units import exact_size, format_bytes, parse_size
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "StrategiesLike",
     "Kind",
     "KINDS",
+    "DISPLAY_NAMES",
     "SOLVERS",
     "OFFERED",
     "parse",
@@ -75,7 +76,7 @@ class Strategy:
         head = _ALIASES.get(head, head)
         kind = KINDS.get(head)
         if kind is None or kind.name == "callable":
-            raise StrategyError(f"unknown strategy {spec!r}", f"valid forms: {forms_text()}")
+            raise StrategyError(f"unknown strategy {spec!r}", f"{_guess(head, rest)}valid forms: {forms_text()}")
         return kind.parse_args(rest.split(":") if rest else [], spec)
 
     @property
@@ -89,7 +90,7 @@ class Strategy:
             return f"optimal:{exact_size(self.budget_bytes)}"
         if self.kind == "callable":
             return f"callable:{getattr(self.fn, '__qualname__', repr(self.fn))}"
-        return self.kind
+        return DISPLAY_NAMES.get(self.kind, self.kind)
 
     @property
     def label(self) -> str:
@@ -199,8 +200,9 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("default", ("default",), "torch's default_partition: saves what the backward reads",
-         "default (torch default_partition: aot_function's)", "default", _no_args("default")),
+    Kind("default", ("default_partition", "default"), "torch's default_partition: saves what the backward reads",
+         "default_partition (torch's default_partition: aot_function's)", "default_partition",
+         _no_args("default")),
     Kind("min_cut", ("min_cut",), "torch's min-cut rematerialization (what torch.compile uses)",
          "min_cut (torch.compile's partitioner: min_cut_rematerialization_partition)", "min-cut",
          _no_args("min_cut")),
@@ -224,7 +226,13 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "", "your partitioner", _unparsable),
 )}
 
-_ALIASES = {"mincut": "min_cut", "memory_budget": "budget"}
+_ALIASES = {"mincut": "min_cut", "memory_budget": "budget", "default_partition": "default"}
+
+DISPLAY_NAMES: dict[str, str] = {"default": "default_partition"}
+"""A kind whose name is spelled otherwise wherever a person reads it: torch's ``default_partition`` is
+``default_partition`` in every table, caption, drawing, page and CLI line, so that nobody reads "default"
+as fxviz's default (which is the user's step's strategy, min-cut for ``torch.compile``).  ``"default"``
+stays accepted as input; the kind (a control's value) stays ``default``."""
 
 OFFERED: tuple[Strategy, ...] = (
     Strategy("default"), Strategy("min_cut"), Strategy("budget", budget=0.5, solver="dp"),
@@ -232,6 +240,18 @@ OFFERED: tuple[Strategy, ...] = (
 )
 """The strategies fxviz shows by default for a traced model: the memory table's rows, the
 report's and the explorer's choices.  ``analysis.choices.offered`` adapts it to where a trace came from."""
+
+
+def _guess(head: str, rest: str) -> str:
+    """``"did you mean 'budget:0.3'? "`` for a misspelled strategy ``head``: the kinds whose names are
+    close, each as a person writes it whole (``rest``, the arguments given, kept; else a kind's first
+    form with an example budget); ``""`` when no kind is close."""
+    kind_of = {f.split(":")[0]: k for k in KINDS.values() if k.name != "callable" for f in k.forms}
+    kind_of.update({a: KINDS[k] for a, k in _ALIASES.items()})
+    found = list(dict.fromkeys(kind_of[m] for m in close_matches(head, kind_of)))
+    written = [f"{k.forms[0].split(':')[0]}:{rest}" if rest and ":" in k.forms[0] else k.forms[0].replace(":B", ":0.5")
+               for k in found[:2]]
+    return f"did you mean {' or '.join(repr(w) for w in written)}? " if written else ""
 
 
 def parse(spec: StrategyLike) -> Strategy:

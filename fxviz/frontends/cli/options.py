@@ -21,7 +21,7 @@ __all__ = ["Option", "opt", "Command", "COMMANDS", "command", "SOURCE", "strateg
 STRATEGY_FORMS = forms_text()
 """Every strategy form, from the one registry (fxviz/analysis/strategy/strategies.py)."""
 STEP_DEFAULT = ("what torch.compile does (min_cut; its knapsack budget:B when torch's activation_memory_budget "
-                "is below 1; default for aot_function's routes: --params closure, models on the meta device)")
+                "is below 1; default_partition for aot_function's routes: --params closure, models on the meta device)")
 """What every view shows when no strategy is named (``analysis.choices.step_strategy``), in words."""
 DEFAULT_STRATEGIES = (STEP_DEFAULT + " first, then " + ",".join(s.name for s in OFFERED if s.name != "min_cut")
                       + " (from --logs: logged, read from the log's text, and the strategies an earlier view of the "
@@ -96,8 +96,13 @@ SOURCE = (
     params(),
     backend(),
     DYNAMIC,
+    opt("--loss", metavar="FN", help="the loss: a function of the model's output returning a scalar, applied outside "
+                                     "the compiled model as in a training step (NAME beside the factory, "
+                                     "package.module:NAME or file.py:NAME); default: the model's own .loss when it "
+                                     "returns one (a Hugging Face model called with labels=), else the sum of its "
+                                     "floating outputs"),
 )
-"""Where a command's graph comes from: a model, or one graph of a logged run."""
+"""Where a command's graph comes from: a model (with its loss), or one graph of a logged run."""
 
 
 def strategy(purpose: str) -> Option:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from fxviz.api.run import load_logs
 from fxviz.core.errors import FxvizError, ModelSpecError
-from fxviz.frontends.cli.specs import load_spec, parse_spec
+from fxviz.frontends.cli.specs import load_loss, load_spec, parse_spec
 from fxviz.frontends.cli.words import wrap
 from fxviz.sources.log.reader import log_files
 from fxviz.sources.log_source import LogSource
@@ -57,7 +57,10 @@ def open_trace(args: argparse.Namespace) -> Any:
     """The command's ``Trace``: one graph of ``--logs`` (``args.run`` keeps the whole run, for the
     commands that say where the graph sits in it), or the model traced."""
     if not from_log(args):
-        return trace_model(args.model, args.params, args.backend, args.dynamic, args.spec)
+        return trace_model(args.model, args.params, args.backend, args.dynamic, args.spec, args.loss)
+    if args.loss:
+        raise FxvizError("--loss applies to a model's outputs; a log holds the graphs its run compiled, loss and all",
+                         "drop --loss with --logs")
     run = args.run = open_run(args.logs)
     tr = run.trace(rank=args.rank, compile_id=args.graph)
     args.found_rank = logged_at(tr).rank  # with no --rank: the rank the graph was found on
@@ -67,12 +70,17 @@ def open_trace(args: argparse.Namespace) -> Any:
     return tr
 
 
-def trace_model(model: str, params: str, backend: str | None, dynamic: bool, spec: Any = None) -> Any:
-    """``fxviz.trace`` of a model spec (parsed already, or parsed here)."""
-    m, inputs = load_spec(spec or parse_spec(model))
+def trace_model(model: str, params: str, backend: str | None, dynamic: bool, spec: Any = None,
+                loss: str | None = None) -> Any:
+    """``fxviz.trace`` of a model spec (parsed already, or parsed here) with the positional and keyword
+    inputs its factory returned, and ``--loss`` as ``loss_fn`` (default: the model's own ``.loss``
+    when it returns one, as in Python)."""
+    loaded = load_spec(spec or parse_spec(model))
+    loss_fn = load_loss(loss, loaded) if loss else None
     from fxviz.api.tracing import trace
 
-    return trace(m, *inputs, params=params, backend=backend, dynamic=dynamic)
+    return trace(loaded.model, *loaded.args, params=params, backend=backend, dynamic=dynamic, loss_fn=loss_fn,
+                 inputs=loaded.kwargs)
 
 
 def where_in_run(run: Any, tr: Any, rank: int | None = None) -> str:

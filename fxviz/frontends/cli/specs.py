@@ -1,5 +1,7 @@
 """Model specs: the ``MODEL`` argument (a built-in example, ``package.module:factory`` or
-``path/to/file.py:factory``) parsed once and turned into ``(model, example_inputs)``."""
+``path/to/file.py:factory``) parsed once and turned into the model and the inputs it is called with:
+``Loaded`` (positional and keyword inputs, as ``fxviz.trace(model, *args, **kwargs)`` takes them), and
+``--loss`` (a function beside the factory, or ``module:fn`` / ``file.py:fn``) as ``loss_fn``."""
 
 from __future__ import annotations
 
@@ -16,9 +18,15 @@ from typing import Any
 from fxviz.core.errors import ModelSpecError
 from fxviz.core.example_names import NAMES as EXAMPLE_NAMES
 
-__all__ = ["ModelSpec", "parse_spec", "load_spec", "load_model_spec", "SPEC_FORMS"]
+__all__ = ["ModelSpec", "Loaded", "parse_spec", "load_spec", "load_model_spec", "load_loss", "SPEC_FORMS",
+           "FACTORY_RETURNS"]
 
-SPEC_FORMS = f"built-in example ({', '.join(EXAMPLE_NAMES)}) or package.module:factory or file.py:factory"
+SPEC_FORMS = (f"built-in example ({', '.join(EXAMPLE_NAMES)}) or package.module:factory or file.py:factory; the "
+              "factory returns (model, inputs), (model, kwargs) or (model, args, kwargs)")
+
+FACTORY_RETURNS = ("return (model, inputs) for positional inputs, (model, {'input_ids': ids, 'labels': ids}) for "
+                   "keyword inputs, or (model, args, kwargs) for both")
+"""What a factory returns, as the hint for a factory that returned something else says it."""
 
 
 @dataclass(frozen=True)
@@ -47,24 +55,38 @@ def parse_spec(spec: str) -> ModelSpec:
     return ModelSpec(spec, where, name)
 
 
-def load_model_spec(spec: str) -> tuple[Any, tuple[Any, ...]]:
+@dataclass(frozen=True)
+class Loaded:
+    """What a spec names: the model and the inputs it is called with (``model(*args, **kwargs)``),
+    and the module its factory lives in (``--loss NAME`` looks there first; None for an example)."""
+
+    model: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    module: ModuleType | None = None
+
+
+def load_model_spec(spec: str) -> Loaded:
     """``alexnet`` (built-in), ``package.module:factory`` or ``path/to/file.py:factory``.
 
-    The factory is called with no arguments and returns ``(model, example_inputs)``.  A file's own
-    folder is importable while it loads (``from helpers import Block`` beside it works, as ``python
-    file.py`` would run it).
+    The factory is called with no arguments and returns ``(model, inputs)`` (a tuple or list of
+    positional inputs, or one input), ``(model, kwargs)`` (a dict of keyword inputs: ``input_ids``,
+    ``labels``) or ``(model, args, kwargs)``.  A file's own folder is importable while it loads
+    (``from helpers import Block`` beside it works, as ``python file.py`` would run it).
     """
     return load_spec(parse_spec(spec))
 
 
-def load_spec(parsed: ModelSpec) -> tuple[Any, tuple[Any, ...]]:
-    """A parsed spec's ``(model, example_inputs)``: the example built, or the factory imported and called."""
+def load_spec(parsed: ModelSpec) -> Loaded:
+    """A parsed spec's model and inputs: the example built, or the factory imported and called."""
     if not parsed.where:
         from fxviz.examples import get_example
 
-        return get_example(parsed.name)
+        model, inputs = get_example(parsed.name)
+        return Loaded(model, tuple(inputs), {})
     with _importable(parsed.where):
-        factory = getattr(_import(parsed), parsed.name, None)
+        module = _import(parsed)
+        factory = getattr(module, parsed.name, None)
         if not callable(factory):
             raise ModelSpecError(f"{parsed.where!r} has no callable {parsed.name!r}")
         try:
@@ -72,11 +94,51 @@ def load_spec(parsed: ModelSpec) -> tuple[Any, tuple[Any, ...]]:
         except Exception as exc:
             raise ModelSpecError(f"{parsed.text} raised {type(exc).__name__}: {exc}",
                                  "the factory must run with no arguments") from exc
-    if not (isinstance(result, tuple) and len(result) == 2):
-        raise ModelSpecError(f"{parsed.text} returned {type(result).__name__}, not (model, example_inputs)",
-                             "make the factory return (model, example_inputs)")
+    return _inputs_of(parsed, result, module)
+
+
+def _inputs_of(parsed: ModelSpec, result: Any, module: ModuleType) -> Loaded:
+    """A factory's result as model and inputs: ``(model, inputs)``, ``(model, kwargs)`` or
+    ``(model, args, kwargs)``; anything else is refused with the three forms."""
+    if not isinstance(result, tuple) or len(result) not in (2, 3):
+        got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type(result).__name__
+        raise ModelSpecError(f"{parsed.text} returned {got}, not (model, inputs)",
+                             f"make the factory {FACTORY_RETURNS}")
+    if len(result) == 3:
+        model, args, kwargs = result
+        if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+            raise ModelSpecError(f"{parsed.text} returned 3 values whose third is {type(kwargs).__name__}, not a "
+                                 "dict of keyword inputs", f"make the factory {FACTORY_RETURNS}")
+        return Loaded(model, tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs), module)
     model, inputs = result
-    return model, tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    if isinstance(inputs, dict):  # keyword inputs: model(input_ids=..., labels=...)
+        if not all(isinstance(k, str) for k in inputs):
+            raise ModelSpecError(f"{parsed.text} returned a dict of inputs whose keys are not all names",
+                                 f"make the factory {FACTORY_RETURNS}")
+        return Loaded(model, (), dict(inputs), module)
+    return Loaded(model, tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,), {}, module)
+
+
+def load_loss(text: str, loaded: Loaded) -> Any:
+    """``--loss``: a function of the model's output that returns the scalar to differentiate, applied
+    outside the compiled model as ``fxviz.trace(..., loss_fn=...)`` applies it.  ``NAME`` (beside the
+    factory), ``package.module:NAME`` or ``file.py:NAME``."""
+    if ":" in text:
+        spec = parse_spec(text)
+        with _importable(spec.where):
+            fn = getattr(_import(spec), spec.name, None)
+        where = spec.where
+    else:
+        if loaded.module is None:
+            raise ModelSpecError(f"--loss {text}: a built-in example has no file to find {text!r} in",
+                                 "write --loss package.module:NAME or --loss path/to/file.py:NAME")
+        fn = getattr(loaded.module, text, None)
+        where = getattr(loaded.module, "__file__", None) or loaded.module.__name__
+    if not callable(fn):
+        raise ModelSpecError(f"--loss {text}: {where!r} has no function {text.rpartition(':')[2]!r}",
+                             "name a function of the model's output that returns a scalar: --loss NAME (beside the "
+                             "factory), --loss package.module:NAME or --loss file.py:NAME")
+    return fn
 
 
 def _import(spec: ModelSpec) -> ModuleType:

@@ -24,7 +24,7 @@
 // What fxviz's drawings are made of, sent with the data (fxviz.payloads.page_constants) rather than
 // copied here: graphviz's SVG elements the page keeps (none until told: nothing is trusted by
 // default), the suffix of a recomputed op's backward copy, what a missing value reads as.
-const PAGE = { svgElements: new Set(), recomputedSuffix: null, missing: "\u2014" };
+const PAGE = { svgElements: new Set(), recomputedSuffix: null, missing: "\u2014", readablePx: 10.5 };
 
 /** Take the page constants (the widget's `constants` trait, the report's `data.constants`). */
 function configure(c) {
@@ -32,6 +32,7 @@ function configure(c) {
   PAGE.svgElements = new Set((c.svg_elements || []).map((e) => e.toLowerCase()));
   PAGE.recomputedSuffix = c.recomputed_suffix || null;
   if (c.missing) PAGE.missing = c.missing;
+  if (c.readable_px) PAGE.readablePx = c.readable_px;
 }
 const isRecomputed = (id) => !!PAGE.recomputedSuffix && id.endsWith(PAGE.recomputedSuffix);
 const recomputedId = (name) => name + (PAGE.recomputedSuffix || "");
@@ -148,24 +149,24 @@ class ZoomPan {
     }
   }
 
-  /** The opening window: the whole drawing when its labels stay readable (>= `this.readable`
-   *  screen px per SVG unit, set from the drawing's label font sizes), else that scale, centered
-   *  on `this.focus()` (the region that matters: compare differences, search hits, the doctor's
-   *  nodes), else on the drawing's top left corner, where its title, legend and first ops are
-   *  (centered, a drawing wider than the window opened with its title and legend cut off).
-   *  Never magnified beyond 4/3. */
+  /** The opening window, never a corner: the whole drawing when its labels stay readable there
+   *  (>= FIT_SLACK of `this.readable` screen px per SVG unit, set from the drawing's label font
+   *  sizes; a big model's drawing is collapsed at the level that fits a page's pane so, see
+   *  fxviz.render.graph.limits.PAGE_PANE), else that scale centered on `this.focus()` (compare
+   *  differences, search hits, the doctor's nodes), else the drawing's whole width when that is
+   *  readable (a tall graph: its title, legend and first ops across both sides), else the readable
+   *  scale on the middle of its top.  Never magnified beyond 4/3. */
   initial() {
     const r = this.viewport.getBoundingClientRect();
     if (!r.width || !r.height) return this.fit(false);
     const fitScale = Math.min(r.width / this.base.w, r.height / this.base.h);
     const readable = this.readable || 1;
-    if (fitScale >= readable) return this.oneToOne(Math.min(fitScale, 96 / 72));
+    if (fitScale >= readable * FIT_SLACK) return this.oneToOne(Math.min(fitScale, 96 / 72));
     const focus = this.focus ? this.focus() : null;
+    const widthScale = r.width / this.base.w;
+    if (!focus && widthScale >= readable) return widthScale <= 96 / 72 ? this.fitWidth(false) : this.oneToOne(96 / 72);
     this.oneToOne(readable);
-    if (focus) return this.centerOn(focus);
-    this.vb = { ...this.vb, x: this.base.x };
-    this.clamp();
-    this.apply();
+    if (focus) this.centerOn(focus);
   }
 
   /** center the window on box `b` (SVG units); a box taller than the window shows its top */
@@ -320,14 +321,16 @@ function buildLayout(root) {
                               title: "show or hide the side panel (details, memory, doctor, legend)", text: "panel" });
   const status = h("div", { class: "fxviz-statusline", "aria-live": "polite" });
   const caption = h("div", { class: "fxviz-caption" });
-  const hint = h("span", { class: "fxviz-hint", text: "scroll: zoom \u00b7 drag: pan \u00b7 click: details" });
+  const hint = h("span", { class: "fxviz-hint",
+                           text: "ctrl/\u2318 + scroll or pinch: zoom \u00b7 drag: pan \u00b7 click: details" });
   const toolbar = h("div", { class: "fxviz-toolbar" }, Object.values(buttons),
     h("span", { class: "fxviz-searchbox" }, search, prev, next), diffOnly, panel, hint, status);
   const banner = h("div", { class: "fxviz-banner", hidden: true });
   // the boxes opened (notebook only): one chip each with a close button, and "collapse all"
   const opened = h("div", { class: "fxviz-opened", hidden: true });
   const viewport = h("div", { class: "fxviz-viewport", tabindex: "0", role: "application",
-                              "aria-label": "graph: scroll to zoom, drag to pan, click a node for details" });
+                              "aria-label": "graph: ctrl or cmd + scroll (or pinch, or + and -) to zoom, drag to pan, "
+                                            + "click a node for details" });
   const busyText = h("span", { class: "fxviz-busy-text" });
   const busy = h("div", { class: "fxviz-busy", hidden: true }, h("span", { class: "fxviz-spinner" }), busyText);
   const errorBox = h("div", { class: "fxviz-error", hidden: true });
@@ -389,16 +392,26 @@ const NARROW_PX = 1180;
 
 // --- zoom and pan: buttons, wheel, keys, drag ------------------------------------------------------
 const ZOOM_STEP = 1.4;
+const FIT_SLACK = 0.8;  // the whole drawing opens fitted while its labels are at least this share of readable
 const PAN_STEP = 60;  // screen pixels per arrow key
 
 /** The zoom buttons, the wheel and the keyboard drive `zp`; returns a function that detaches the wheel. */
-function bindZoomControls({ viewport, buttons }, zp) {
+function bindZoomControls({ viewport, buttons, hint }, zp) {
   buttons.zoomIn.addEventListener("click", () => zp.zoom(ZOOM_STEP));
   buttons.zoomOut.addEventListener("click", () => zp.zoom(1 / ZOOM_STEP));
   buttons.zoomFit.addEventListener("click", () => zp.fit(true));
   buttons.zoomWidth.addEventListener("click", () => zp.fitWidth(true));
+  // the wheel alone scrolls the page (a notebook scrolls past a ~1000 px graph to its panels); with
+  // ctrl or cmd held, or a trackpad's pinch (which the browser sends as a ctrl wheel), it zooms
+  let flash = 0;
   const onWheel = (e) => {
     if (!zp.vb) return;
+    if (!e.ctrlKey && !e.metaKey) {
+      hint.classList.add("fxviz-hint-flash");  // says how to zoom, then fades
+      clearTimeout(flash);
+      flash = setTimeout(() => hint.classList.remove("fxviz-hint-flash"), 1200);
+      return;
+    }
     e.preventDefault();
     const delta = e.deltaMode === 1 ? e.deltaY * 16 : e.deltaY;
     zp.zoom(Math.exp(-delta * 0.0015), e.clientX, e.clientY);
@@ -459,7 +472,6 @@ function bindDragAndClick(viewport, zp, onNodeClick) {
 
 // --- loading views: parse a drawing once, show it many times ---------------------------------------
 const PARSED_MAX = 64;
-const READABLE_PX = 10.5;  // the opening zoom keeps the median node label at least this tall
 
 /** Ready a freshly parsed drawing for the pane (its class, its own viewBox, the node outlines) and
  *  index its drawn units (nodes and module boxes) by title. */
@@ -483,8 +495,8 @@ function prepareDrawing(svg) {
   }
   sizes.sort((a, b) => a - b);
   const median = sizes.length ? sizes[Math.floor(sizes.length / 2)] : 10;
-  // screen px per SVG unit at which the median label is READABLE_PX tall
-  return { svg, units, labels, readable: READABLE_PX / median };
+  // screen px per SVG unit at which the median label is readable (fxviz.render.graph.limits.READABLE_PX)
+  return { svg, units, labels, readable: PAGE.readablePx / median };
 }
 
 /** `drawing(text)`: the parsed drawing of an SVG text, remembered (the least recently used of more
@@ -945,7 +957,9 @@ function renderSaved(box, state, onPick) {
     tot.parameter && tot.parameter !== "0 B" ? `, parameters ${tot.parameter}` : "",
     tot.input && tot.input !== "0 B" ? `, inputs ${tot.input}` : "",
     tot.offloaded ? `, offloaded ${tot.offloaded} (copies on another device)` : ""));
-  const statuses = Object.values(state.savedPanel.statuses || {}).filter((s) => s && s.key && s.key !== t.strategy);
+  // one fate column per strategy: the one listed first (what it does with each value), then the others
+  const all = Object.values(state.savedPanel.statuses || {}).filter((s) => s && s.key);
+  const statuses = [...all.filter((s) => s.key === t.strategy), ...all.filter((s) => s.key !== t.strategy)];
   const others = statuses.map((s) => s.key);
   const sets = statuses.map((s) => [s.error, new Set(s.saved), new Set(s.recomputed), new Set(s.offloaded || [])]);
   const fate = (i, n) => (sets[i][0] ? "failed" : sets[i][1].has(n) ? "saved" : sets[i][3].has(n) ? "offloaded"
@@ -956,13 +970,20 @@ function renderSaved(box, state, onPick) {
                      onclick: () => { state.savedSort = { key, desc: sort.key === key ? !sort.desc : key === "bytes" }; renderSaved(box, state, onPick); } }, text + arrow);
   };
   const offloads = rows.some((r) => r.kind === "offloaded") || sets.some((x) => x[3].size);
-  const fateTip = others.map((o, i) => `${"ABCDEFGH"[i]} = ${o}`).join(", ") + ": S saved, R recomputed, \u2013 not needed, ! fails" +
+  const fateTip = others.map((o, i) => `${"ABCDEFGH"[i]} = ${o}${o === t.strategy ? " (listed)" : ""}`).join(", ") +
+    ": S saved, R recomputed, \u2013 not needed, ! fails" +
     (offloads ? ", O offloaded" : "");
   const headRow = h("tr", {}, head("name", "value", "the joint-graph node"), head("module", "what \u00b7 module", "the value in plain words, and the module that made it"),
     head("bytes", "bytes", "the storage's bytes, counted once: a value sharing a storage adds 0"),
     others.length ? h("th", { title: fateTip, text: others.map((_, i) => "ABCDEFGH"[i]).join(" ") }) : null);
   const chosen = selectedNames(state);
-  const body = rows.map((r) => {
+  const payloadOrder = sort.key === "bytes" && sort.desc;  // activations first, what is held anyway after
+  const body = [];
+  rows.forEach((r) => {
+    if (payloadOrder && r.held && !body.some((b) => b.classList.contains("fxviz-saved-held"))) {
+      body.push(h("tr", { class: "fxviz-saved-held" }, h("td", { colspan: String(others.length ? 4 : 3),
+        text: "held anyway: inputs and parameters the step holds whatever the partition saves" })));
+    }
     const value = r.holds || r.name;  // an offloaded copy: what the others do with the value it holds
     const fates = others.map((o, i) => FATE_LETTERS[fate(i, value)]).join(" ");
     const tip = `${r.name}: ${r.what}${r.tensor ? ` ${r.tensor}` : ""}${r.source ? `, ${r.source}` : ""}\n` +
@@ -974,7 +995,7 @@ function renderSaved(box, state, onPick) {
       h("td", {}, r.shares ? h("span", { class: "fxviz-muted", title: `shares storage with ${r.shares}`, text: `= ${r.shares}` }) : formatBytes(r.bytes)),
       others.length ? h("td", { class: "fxviz-saved-fates", text: fates }) : null);
     if (chosen.has(r.name)) { row.classList.add("fxviz-saved-selected"); row.setAttribute("aria-selected", "true"); }
-    return row;
+    body.push(row);
   });
   if (others.length) box.append(h("p", { class: "fxviz-saved-legend", text: fateTip }));
   // the rows scroll in their own list; the caption and the timeline stay below it, in view
@@ -1302,19 +1323,22 @@ function paneState() {
     // into view once the drawing with an opened box arrives
     boxes: new Map(), boxOf: new Map(), seenBoxes: new Map(), expanded: [], reveal: null, highlight: "", compareHighlight: "", legend: null, doctor: null,
     lastSearch: { nodes: 0, drawn: 0, current: 0 }, hits: [], overlay: false, diffOnly: false, focusUnits: [],
+    opening: [],  // the view payload's `opening`: the model's blocks, where a drawing too big to read whole opens
     diffDrawn: false,  // the drawing shown is the kernel's differences-only drawing
   };
 }
 
-/** where the opening zoom looks: compare differences, else search hits, else the doctor's nodes */
+/** where the opening zoom looks: compare differences, else search hits, else the doctor's nodes,
+ *  else the model's blocks (the payload's `opening`) */
 function focusUnits(state) {
   if (state.view === "compare" && state.focusUnits.length) return state.focusUnits;
   if (state.hits && state.hits.length) return [state.hits[0]];
   if (state.doctor && state.doctor.healthy === false) {
     const names = (state.doctor.findings || []).flatMap((f) => f.nodes || []);
-    return names.map((n) => unitFor(state.units, n, state.boxOf)).filter(Boolean);
+    const found = names.map((n) => unitFor(state.units, n, state.boxOf)).filter(Boolean);
+    if (found.length) return found;
   }
-  return [];
+  return state.opening.map((id) => state.units.get(id)).filter(Boolean);
 }
 
 /** Re-apply every page-drawn mark of the shown drawing and the compare view's differences. */
@@ -1532,7 +1556,7 @@ export function createPane(root, opts = {}) {
     setSaved(part) { Object.assign(state.savedPanel, part); saved.render(); },  // {tables, statuses, timeline}
     setDoctor(d) { state.doctor = d; showDoctor(ui, d, linkList, togglePanel); },
     setLegend(l) { state.legend = l; legend(); },
-    setBoxes(list) { indexBoxes(state, list); markSelected(false); marks(); },  // the view payload's `boxes`
+    setBoxes(list, opening) { indexBoxes(state, list); state.opening = opening || []; markSelected(false); marks(); },  // payload's boxes, opening
     setExpanded(list) { state.expanded = list || []; renderOpened(ui.opened, state, actions); markSelected(false); },
     setCaption(text) { ui.caption.textContent = text || ""; },
     /** the kernel drew (or stopped drawing) the differences only: the toggle shows it, nothing fades */
@@ -1565,7 +1589,7 @@ function showView(pane, v, how = {}) {
   pane.setStatus(statuses[as.strategy] || null, as.compare ? statuses[as.compare] || null : null);
   pane.setHighlight(as.strategy || "", as.compare || "");
   pane.setError(how.alert || view.error || "");
-  pane.setBoxes(view.boxes || []);  // before the drawing: its boxes' members are read when it is shown
+  pane.setBoxes(view.boxes || [], view.opening);  // before the drawing: its boxes' members are read when shown
   pane.setExpanded(view.expanded || []);
   pane.setDifferences(how.differences === undefined ? !!view.differences : how.differences, !!view.differences);
   pane.setSvg(view.svg || "", { keepZoom: !!how.keepZoom, key: as.key || "", overlay: !!view.overlay });

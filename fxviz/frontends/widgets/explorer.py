@@ -24,7 +24,7 @@ from fxviz.analysis.strategy.choices import default_strategy
 from fxviz.analysis.strategy.strategies import Strategy, StrategyLike
 from fxviz.api.facade import Trace
 from fxviz.api.tracing import trace
-from fxviz.core.errors import FxvizError, InputError
+from fxviz.core.errors import FxvizError, InputError, did_you_mean
 from fxviz.frontends.widgets.boxes import OpenBoxes
 from fxviz.frontends.widgets.budget_curve import BudgetCurveView
 from fxviz.frontends.widgets.controls import Controls, max_depth
@@ -32,7 +32,6 @@ from fxviz.frontends.widgets.measured import MeasuredView
 from fxviz.frontends.widgets.pane import GraphPane, SwitchTiming
 from fxviz.frontends.widgets.strategy_map import (
     ON_REQUEST,
-    STRATEGY_CHOICES,
     controls_of,
     names,
     partner_choice,
@@ -49,7 +48,7 @@ from fxviz.payloads.views import ViewPayload, view_payload
 from fxviz.render.graph.spec import PAGE_VIEWS, DrawSpec
 from fxviz.render.page.static_html import static_html
 
-__all__ = ["Explorer", "GraphPane", "SwitchTiming", "STRATEGY_CHOICES"]
+__all__ = ["Explorer", "GraphPane", "SwitchTiming"]
 
 
 class Explorer(MeasuredView, BudgetCurveView, widgets.VBox):
@@ -75,22 +74,21 @@ class Explorer(MeasuredView, BudgetCurveView, widgets.VBox):
             raise InputError("explore needs a model (with example inputs) or a Trace",
                              "call fxviz.explore(model, x) or fxviz.explore(fxviz.trace(model, x))")
         if view not in PAGE_VIEWS:
-            raise InputError(f"unknown view {view!r}", f"use one of {', '.join(PAGE_VIEWS)}")
+            raise InputError(f"unknown view {view!r}", f"{did_you_mean(str(view), PAGE_VIEWS)}use one of "
+                                                       f"{', '.join(PAGE_VIEWS)}")
         self._t_start = time.perf_counter()
+        self._model, self._inputs, self._trace_kwargs = model, tuple(inputs), dict(trace_kwargs or {})
+        if tr is None:  # traced first: the choices, the strategy and its words are the trace's (choices.offered)
+            with tracing_note(model, params):
+                tr = trace(model, *self._inputs, params=params, **self._trace_kwargs)
+        self._traces: dict[str, Trace] = {tr.capture.params: tr}
+        params = tr.capture.params
         self._choices = strategy_choices(tr)
         kinds = [v for _, v in self._choices]
         if strategy is None:  # the trace's own default (choices.default_strategy): a log's is what the run saved
-            strategy = default_strategy(tr.graph, tr.capture).name if tr is not None else "default"
+            strategy = default_strategy(tr.graph, tr.capture).name
         strategy, budget, solver = controls_of(strategy, budget, solver, kinds)
         compare, _, _ = controls_of(compare or partner_choice(strategy, kinds) or strategy, budget, solver, kinds)
-        self._model, self._inputs, self._trace_kwargs = model, tuple(inputs), dict(trace_kwargs or {})
-        self._traces: dict[str, Trace] = {}
-        if tr is not None:
-            self._traces[tr.capture.params] = tr
-            params = tr.capture.params
-        else:
-            with tracing_note(model, params):
-                self._traces[params] = trace(model, *self._inputs, params=params, **self._trace_kwargs)
         self.first_picture_s: float | None = None
         self._views: dict[tuple[Any, ...], ViewPayload] = {}
         self._doctors: dict[tuple[Any, ...], dict[str, Any]] = {}

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fxviz.analysis.strategy.choices import compare_partner, named, offered, step_names
-from fxviz.analysis.strategy.strategies import KINDS, OFFERED, Strategy, StrategyLike
+from fxviz.analysis.strategy.strategies import KINDS, Strategy, StrategyLike
 from fxviz.core.errors import FxvizError, InputError
 from fxviz.payloads.panels import status_data
 from fxviz.render.graph.spec import DrawSpec
@@ -17,13 +17,8 @@ from fxviz.render.graph.spec import DrawSpec
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.api.facade import Trace
 
-__all__ = ["STRATEGY_CHOICES", "reads_slider", "strategy_of", "controls_of", "partner_choice", "names",
+__all__ = ["reads_slider", "strategy_of", "controls_of", "partner_choice", "names",
            "statuses_of", "strategy_choices", "ON_REQUEST"]
-
-# the strategies fxviz offers (one registry: fxviz/analysis/strategy/strategies.py), by kind: the budget
-# kind's number and solver come from the slider and the solver control
-STRATEGY_CHOICES: list[tuple[str, str]] = [(s.spec.short, s.kind) for s in OFFERED]
-
 
 @functools.cache
 def reads_slider(kind: str) -> tuple[bool, bool]:
@@ -90,10 +85,11 @@ lists only while one is picked: the exact optimum under the budget slider (issue
 per budget."""
 
 
-def strategy_choices(tr: Trace | None) -> list[tuple[str, str]]:
+def strategy_choices(tr: Trace) -> list[tuple[str, str]]:
     """The strategy controls' (label, kind) options: what the trace offers (``choices.offered``: a
-    log's shows what the run saved first, no eager), then the kinds ``ON_REQUEST``."""
-    names = step_names(tr.capture) if tr is not None and tr.graph.logged is None else {}
-    chosen = [(named(s, names, f"{s.spec.short} ({{words}})"), s.kind) for s in offered(tr.graph, tr.capture)] \
-        if tr is not None else list(STRATEGY_CHOICES)
+    log's shows what the run saved first, no eager; the user's step's strategy first, with what it
+    is), then the kinds ``ON_REQUEST``.  ``explore(model, x)`` traces before it asks, so every way in
+    opens on the choices ``fxviz.trace`` shows."""
+    names = step_names(tr.capture) if tr.graph.logged is None else {}
+    chosen = [(named(s, names) if s.name in names else s.spec.short, s.kind) for s in offered(tr.graph, tr.capture)]
     return [*chosen, *((KINDS[k].short, k) for k in ON_REQUEST)]

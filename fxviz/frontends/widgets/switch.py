@@ -2,16 +2,54 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 from fxviz.api.facade import Trace
 from fxviz.api.run import Run
-from fxviz.core.errors import InputError
+from fxviz.core.errors import InputError, close_matches
 from fxviz.frontends.widgets.explorer import Explorer
 from fxviz.frontends.widgets.run_explorer import RunExplorer
+from fxviz.sources.model.inputs import TRACE_OPTIONS
 
-__all__ = ["explore"]
+__all__ = ["explore", "OPTIONS"]
+
+OPTIONS: tuple[str, ...] = ("view", "strategy", "compare", "budget", "solver", "group", "depth", "expand",
+                            "differences", "measure", "runs", "advice")
+"""``fxviz.explore``'s own options (beside ``params``, ``loss_fn``, ``capture_route`` and, for a model,
+``fxviz.trace``'s options); any other keyword given with a model is one of the model's inputs."""
+
+
+def _split(model: Any, options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``options`` as (the explorer's and ``fxviz.trace``'s, the model's keyword inputs): a keyword
+    neither option is an input of the model (``input_ids=``, ``labels=``), unless it is so close to an
+    option's name (``stratgy``) and so far from the model's inputs that it was surely that option."""
+    try:
+        takes = set(inspect.signature(model.forward if hasattr(model, "forward") else model).parameters)
+    except (TypeError, ValueError):
+        takes = set()
+    own, keywords = {}, {}
+    for k, v in options.items():
+        if k in OPTIONS or k in TRACE_OPTIONS:
+            own[k] = v
+            continue
+        guess = close_matches(k, OPTIONS + TRACE_OPTIONS)
+        if guess and k not in takes and not close_matches(k, takes):
+            raise InputError(f"{k!r} is neither an option of fxviz.explore nor an input of the model",
+                             f"did you mean {guess[0]}=...? (the options: {', '.join(OPTIONS)})")
+        keywords[k] = v
+    return own, keywords
+
+
+def _refuse_unknown(options: dict[str, Any]) -> None:
+    """A keyword that is no option of ``fxviz.explore(trace)``, said with the option it resembles."""
+    for k in options:
+        if k not in OPTIONS:
+            guess = close_matches(k, OPTIONS)
+            raise InputError(f"fxviz.explore has no option {k!r}",
+                             (f"did you mean {guess[0]}=...? " if guess else "") + f"the options: {', '.join(OPTIONS)}"
+                             " (a trace's inputs are fixed: trace again with fxviz.trace(model, ...) to change them)")
 
 
 def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: Callable | None = None,
@@ -20,7 +58,7 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
     logged ``Run`` (a rank and a graph selector above it; ``rank=``, ``compile_id=`` pick the first).
 
     ``options``: ``view`` (joint, forward, backward, compare), ``strategy`` and ``compare``
-    (default, min_cut, budget or ``budget:B[:solver]``, recompute_all, eager, ``optimal:B``, and a
+    (default_partition, min_cut, budget or ``budget:B[:solver]``, recompute_all, eager, ``optimal:B``, and a
     log's ``logged``), ``budget``, ``solver``, ``group`` (module, none), ``depth`` and ``expand``
     (boxes open from the start, as ``Trace.draw(expand=...)`` names them; a double click opens
     more), ``differences`` (the compare view shows only the nodes its two strategies treat
@@ -31,6 +69,11 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
     ``advice`` (``tr.advise(...)``): the budget curve with them on it, below the graph
     (``Explorer.show_budget_curve``).
     """
+    keywords: dict[str, Any] = {}
+    if isinstance(model_or_trace, Trace):
+        _refuse_unknown(options)
+    elif not isinstance(model_or_trace, Run):
+        options, keywords = _split(model_or_trace, options)
     measure = options.pop("measure", False)
     curve = {k: options.pop(k) for k in ("runs", "advice") if options.get(k) is not None}
     if isinstance(model_or_trace, Run):
@@ -50,8 +93,11 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
                              "call fxviz.explore(tr) or fxviz.explore(model, x)")
         ex = Explorer(model_or_trace, **options)
     else:
+        traced = {k: options.pop(k) for k in TRACE_OPTIONS if k in options}
+        if keywords:  # the model's keyword inputs, as fxviz.trace takes them (inputs= wins no clash: both refused)
+            traced["inputs"] = {**traced.get("inputs", {}), **keywords}
         ex = Explorer(model=model_or_trace, inputs=inputs, params=params,
-                      trace_kwargs={"loss_fn": loss_fn, "capture_route": capture_route}, **options)
+                      trace_kwargs={"loss_fn": loss_fn, "capture_route": capture_route, **traced}, **options)
     if measure is not False:
         ex.show_measured(measure)
     if curve:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.units import byte_unit, format_flops
 from fxviz.render.theme import EDGE_COLOR, ROLE_COLORS, STATUS, TIMELINE_COLORS
 
@@ -186,7 +187,7 @@ def _frontier_points(ax: Any, ok: pd.DataFrame, x: pd.Series, y: pd.Series) -> N
         rows = ok["kind"] == kind
         if rows.any():
             ax.scatter(x[rows], y[rows], s=110, marker=marker, color=STATUS["saved"].color, edgecolor="#000000",
-                       linewidth=0.6, zorder=5, label=f"torch {kind}")
+                       linewidth=0.6, zorder=5, label=f"torch {Strategy(kind).name}")
     for i, r in ok[ok["kind"] == "budget"].iterrows():
         budgets = r["budgets"] if isinstance(r["budgets"], list) else [r["budget"]]
         text = f"{budgets[0]:g}" if len(budgets) == 1 else f"{min(budgets):g}–{max(budgets):g}"

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-__all__ = ["NODE_LIMIT", "REPORT_BUDGET"]
+__all__ = ["NODE_LIMIT", "REPORT_BUDGET", "READABLE_PX", "PAGE_PANE"]
 
 # Above this many nodes the default view collapses modules into boxes.  Layout time is not the
 # limit (docs/rendering-timings.md: ~1 s in ``dot -Tsvg`` at 560 nodes): readability is.  A
@@ -23,3 +23,15 @@ took twice the trace.  10 s keeps the report of that graph near half its trace. 
 report (node records, doctor, saved panel, memory table, timeline, the page) computes only from
 what the budget computed and is linear in the graph: about 15 s of a 15,162-node report (issue 36,
 benchmarks/RESULTS.md), whose min-cut and opening drawing are the other 105 s."""
+
+READABLE_PX = 10.5
+"""Screen pixels a node label's font needs to be read (the median label of a drawing): a page opens a
+drawing fitted when its labels are this big there, and picks the level of an automatic collapse so that
+they are (``PAGE_PANE``).  The page's script reads it from the page constants."""
+
+PAGE_PANE = (1100, 640)
+"""The graph pane a page opens a drawing in, in screen pixels: the explorer's in JupyterLab on a
+laptop (70% of a 900-pixel-high window, beside the notebook's margins), the report's at 1280x800.  An
+automatic collapse drawn for a page (``DrawSpec.pane``) is at the deepest level of the model's structure
+whose labels stay ``READABLE_PX`` tall with the whole drawing fitted in it: a 2-layer Qwen3's level 2
+(45 boxes, 2323 x 1648 pt) fits at 5 px labels, its level 1 (20 boxes, 985 x 762 pt) at 8-9 px."""

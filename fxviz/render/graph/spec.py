@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from fxviz.analysis.strategy.strategies import Strategy, StrategyLike
-from fxviz.core.errors import Blank, Do, InputError, Say
+from fxviz.core.errors import Blank, Do, InputError, Say, did_you_mean
 
 __all__ = ["View", "VIEWS", "SIDES", "GROUPS", "DrawSpec"]
 
@@ -52,7 +52,10 @@ class DrawSpec:
     view).  ``group``/``depth``/``expand``: how the graph is collapsed and which boxes are open.
     ``highlight``: names to emphasise.  ``differences``: the compare view's differences only.
     ``piece``: which graph of a graph-broken model (None: the trace's own).  ``node_limit`` and
-    ``timeout`` bound the layout (None: the defaults).  Make one with :meth:`of`, which validates."""
+    ``timeout`` bound the layout (None: the defaults).  ``pane``: the (width, height) in screen pixels a
+    page opens the drawing fitted in (``limits.PAGE_PANE``): an automatic collapse is then at the deepest
+    level whose labels stay readable there, not at the deepest that fits a scrolled notebook cell; it is
+    not part of the page key (``text``).  Make one with :meth:`of`, which validates."""
 
     view: str = "joint"
     strategy: Strategy | None = None
@@ -65,6 +68,7 @@ class DrawSpec:
     piece: int | None = None
     node_limit: int | None = None
     timeout: float | None = None
+    pane: tuple[int, int] | None = None
 
     @classmethod
     def of(cls, view: str | View = "joint", strategy: StrategyLike | None = None,
@@ -80,7 +84,8 @@ class DrawSpec:
             raise InputError(f"unknown view {name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""),
                              f"use one of {', '.join(VIEWS)}")
         if group not in GROUPS:
-            raise InputError(f"unknown group {group!r}", "use group='module', group='none' or leave it out")
+            raise InputError(f"unknown group {group!r}", did_you_mean(str(group), ("module", "none"))
+                             + "use group='module', group='none' or leave it out")
         if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
             raise InputError(f"depth must be a positive integer, not {depth!r}", "depth=1 draws top-level modules")
         spec = cls(view=name, strategy=None if strategy is None else Strategy.parse(strategy),
@@ -96,7 +101,7 @@ class DrawSpec:
         if self.differences and self.compare is None:
             raise InputError("differences=True shows what two strategies treat differently, and no compare=... "
                              "strategy was given",
-                             Say("call ", Do("draw", ((None, "compare"), ("strategy", "default"),
+                             Say("call ", Do("draw", ((None, "compare"), ("strategy", "default_partition"),
                                                       ("compare", "min_cut"), ("differences", True)), on="")))
         if self.compare is not None and self.view not in ("joint", "compare"):
             raise InputError(f"compare=... draws the joint graph, not the {self.view!r} view",

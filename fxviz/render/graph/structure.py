@@ -188,6 +188,16 @@ class Structure:
         for the ops a level draws loose, not for the 50,000 a collapsed view boxes."""
         return _source_function(self._joint_nodes.get(self.scene.items[item_id].joint), self._functions)
 
+    def blocks_level(self) -> int:
+        """The level at which the model's stack of blocks are boxes (``model.layers.0`` ...: the children of
+        the container with the most children, the shallower of a tie); 1 without a container."""
+        stacks = sorted(((len(self.children.get(c, ())), -len(c), c) for c in self.container), reverse=True)
+        if not stacks:
+            return 1
+        stack = stacks[0][2]
+        return min((self.level[stack + (k,)] for k in self.children.get(stack, ()) if stack + (k,) in self.level),
+                   default=1)
+
     @property
     def max_level(self) -> int:
         return max((lvl for q, lvl in self.level.items() if q not in self.container), default=0)

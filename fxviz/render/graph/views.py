@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from fxviz.analysis.strategy.choices import named
 from fxviz.analysis.strategy.partition import Partition
@@ -14,7 +14,7 @@ from fxviz.core.units import plural
 from fxviz.render.graph import dot
 from fxviz.render.graph import scene as sc
 from fxviz.render.graph.drawing import DEFAULT_TIMEOUT, Drawing
-from fxviz.render.graph.limits import NODE_LIMIT
+from fxviz.render.graph.limits import NODE_LIMIT, READABLE_PX
 from fxviz.render.graph.spec import GROUPS, PAGE_VIEWS, SIDES, DrawSpec
 from fxviz.sources.graphs import INFERENCE_NOTE, JointGraph
 
@@ -81,7 +81,7 @@ def draw(graph: JointGraph, spec: DrawSpec, partition: Partition | None = None, 
         modules = {".".join(q) for q in structure.level}
         boxes = structure.openable() if any(m not in modules for m in expand) else set()  # every level's units
         expand = [m if m in modules else box_name(m, boxes) for m in expand]
-        return _auto_structure(scene, structure, depth, list(expand), n_nodes, node_limit, timeout)
+        return _auto_structure(scene, structure, depth, list(expand), n_nodes, node_limit, timeout, spec.pane)
     units = len(set(scene.unit_of.values())) if scene.unit_of else n_nodes
     return Drawing(dot.to_digraph(scene), nodes=units, timeout=timeout, caption=scene.title,
                    boxes=[g.record() for g in scene.groups.values()])
@@ -111,7 +111,7 @@ def _refuse(graph: JointGraph, spec: DrawSpec, partition: Partition | None, comp
     if view in ("forward", "backward") and compare is None:
         if partition is None:
             raise InputError(f"the {view!r} view needs a strategy",
-                             Say("call ", Do("draw", ((None, view), ("strategy", "default")), on="")))
+                             Say("call ", Do("draw", ((None, view), ("strategy", "default_partition")), on="")))
         if (partition.forward if view == "forward" else partition.backward) is None:
             why = ": it is measured, not partitioned" if partition.measurement is not None else ""
             raise InputError(f"{partition.label} has no {view} graph to draw{why}",
@@ -223,11 +223,13 @@ def aspect_of(svg: str) -> float:
 
 
 def _auto_structure(scene: sc.Scene, structure: sc.Structure, level: int | None, expand: list[str], n_nodes: int,
-                    node_limit: int, timeout: float) -> Drawing:
+                    node_limit: int, timeout: float, pane: tuple[int, int] | None = None) -> Drawing:
     """Collapse along the model's structure: at ``level`` if given, else the deepest level with at
     most ``AUTO_UNITS`` units whose layout is screen-shaped (``ASPECT``), laying out candidates
     from the deepest fitting level up (each layout of ~60 units takes a fraction of a second);
-    if none is, the one closest to the bounds."""
+    if none is, the one closest to the bounds.  ``pane`` (a page's graph pane, screen pixels): first
+    the deepest of those levels, not above the model's blocks (``Structure.blocks_level``), whose labels
+    stay ``READABLE_PX`` tall with the whole drawing fitted in it."""
     opened = frozenset(expand)
     top = max(structure.max_level, 1)
     counts = {lvl: structure.count(lvl, opened) for lvl in range(1, top + 1)}
@@ -241,27 +243,24 @@ def _auto_structure(scene: sc.Scene, structure: sc.Structure, level: int | None,
     if containers:
         order = order[:1]
         counts[order[0]] = structure.count(order[0], opened, containers=True)
-    best: tuple[float, Drawing] | None = None
     caption = list(scene.caption)
+    made: dict[int, Drawing] = {}
+
+    def drawing_at(lvl: int) -> Drawing:
+        if lvl not in made:  # laid out once, whichever rule asks
+            made[lvl] = _level_drawing(scene, structure, lvl, opened, containers, counts[lvl], n_nodes, node_limit,
+                                       timeout, caption)
+        return made[lvl]
+
+    if pane is not None and level is None and not containers:
+        floor = structure.blocks_level()  # never above the model's own blocks: a page opens on its layers
+        fitted = [lvl for lvl in sorted(counts, reverse=True) if lvl >= floor and structure.count(lvl) <= AUTO_UNITS]
+        readable = _readable_level(fitted, drawing_at, pane)
+        if readable is not None:
+            return readable
+    best: tuple[float, Drawing] | None = None
     for lvl in order:
-        scene.unit_of, scene.place, scene.groups, scene.caption = {}, {}, {}, list(caption)
-        sc.structure_scene(scene, structure, lvl, opened, containers)
-        why = (f"{n_nodes} nodes is more than {node_limit}: " if n_nodes > node_limit else "") + \
-            f"modules are collapsed into boxes at level {lvl} of the model's structure"
-        if containers:
-            lists = sorted({g.path for g in scene.groups.values() if tuple(g.path.split(".")) in structure.container})
-            why += (f" ({structure.count(lvl)} boxes at that level: each list of blocks is one box, "
-                    f"{', '.join(lists[:3])}{', ...' if len(lists) > 3 else ''}; expand=[{lists[0]!r}] opens it)"
-                    if lists else "")
-        scene.caption.append(Say(why + (f" (opened: {', '.join(expand)})" if expand else "") + ". ",
-                                 Do("draw", (("expand", Blank("['<module>']", "MODULE")),), on=""), " opens a box; ",
-                                 Do("draw", (("depth", Blank("k", "K")),), on=""), " picks the level; ",
-                                 Do("draw", (("group", "none"),), on=""), " draws every node (slow)."))
-        digraph = dot.to_digraph(scene)
-        if counts[lvl] > STRAIGHT_EDGES_ABOVE:
-            digraph.attr("graph", splines="line")
-        drawing = Drawing(digraph, nodes=counts[lvl], timeout=timeout, caption=scene.title,
-                          boxes=[g.record() for g in scene.groups.values()])
+        drawing = drawing_at(lvl)
         if len(order) == 1:
             return drawing
         try:
@@ -275,3 +274,61 @@ def _auto_structure(scene: sc.Scene, structure: sc.Structure, level: int | None,
             best = (off, drawing)
     assert best is not None
     return best[1]
+
+
+def _level_drawing(scene: sc.Scene, structure: sc.Structure, lvl: int, opened: frozenset[str], containers: bool,
+                   units: int, n_nodes: int, node_limit: int, timeout: float, caption: list[str]) -> Drawing:
+    """``scene`` collapsed at structure level ``lvl`` (``opened`` boxes open), its caption ``caption``
+    (the scene's own, before any level's) with the line that says so."""
+    scene.unit_of, scene.place, scene.groups, scene.caption = {}, {}, {}, list(caption)
+    sc.structure_scene(scene, structure, lvl, opened, containers)
+    why = (f"{n_nodes} nodes is more than {node_limit}: " if n_nodes > node_limit else "") + \
+        f"modules are collapsed into boxes at level {lvl} of the model's structure"
+    if containers:
+        lists = sorted({g.path for g in scene.groups.values() if tuple(g.path.split(".")) in structure.container})
+        why += (f" ({structure.count(lvl)} boxes at that level: each list of blocks is one box, "
+                f"{', '.join(lists[:3])}{', ...' if len(lists) > 3 else ''}; expand=[{lists[0]!r}] opens it)"
+                if lists else "")
+    expand = sorted(opened)
+    scene.caption.append(Say(why + (f" (opened: {', '.join(expand)})" if expand else "") + ". ",
+                             Do("draw", (("expand", Blank("['<module>']", "MODULE")),), on=""), " opens a box; ",
+                             Do("draw", (("depth", Blank("k", "K")),), on=""), " picks the level; ",
+                             Do("draw", (("group", "none"),), on=""), " draws every node (slow)."))
+    digraph = dot.to_digraph(scene)
+    if units > STRAIGHT_EDGES_ABOVE:
+        digraph.attr("graph", splines="line")
+    return Drawing(digraph, nodes=units, timeout=timeout, caption=scene.title,
+                   boxes=[g.record() for g in scene.groups.values()])
+
+
+def _readable_level(levels: list[int], drawing_at: Callable[[int], Drawing], pane: tuple[int, int]) -> Drawing | None:
+    """The drawing of the deepest of ``levels`` (deepest first) whose median node label is at least
+    ``READABLE_PX`` tall when the whole drawing is fitted in ``pane``; None when none is (the page then
+    opens the default level on the model's blocks at a readable zoom).  A layout that times out is kept
+    (it fails the same way when shown)."""
+    for lvl in levels:
+        drawing = drawing_at(lvl)
+        try:
+            px = fitted_label_px(drawing.svg(), pane)
+        except RenderError:
+            return drawing
+        if px >= READABLE_PX:
+            return drawing
+    return None
+
+
+_NODE_TEXT = re.compile(r'<g id="[^"]*" class="node[^"]*">.*?</g>', re.S)
+_FONT = re.compile(r'<text[^>]*font-size="([\d.]+)"')
+
+
+def fitted_label_px(svg: str, pane: tuple[int, int]) -> float:
+    """How tall (screen pixels) the median node label of a laid-out SVG is when the whole drawing is
+    fitted in ``pane`` (width, height in pixels), as the page's script measures it: font size in SVG
+    units times the fitted scale."""
+    m = _SIZE.search(svg)
+    if not m:
+        return 0.0
+    w, h = float(m.group(1)), float(m.group(2))
+    sizes = sorted(float(f) for g in _NODE_TEXT.findall(svg) for f in _FONT.findall(g))
+    median = sizes[len(sizes) // 2] if sizes else 14.0
+    return median * min(pane[0] / w, pane[1] / h) if w and h else 0.0

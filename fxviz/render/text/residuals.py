@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from fxviz import _torch
 from fxviz.analysis.advice.changes import repeated_blocks
+from fxviz.analysis.memory.saved_words import ROW_ORDER
 from fxviz.analysis.memory.storage import storage_owners
 from fxviz.analysis.strategy.partition import Partition
 from fxviz.core.graph_facts import Storages, tensors
@@ -73,7 +74,7 @@ def _line(row: Any, module: str | None) -> str:
     return f"  {head:<16} {nbytes:>9}  {what}{src}{share}"
 
 
-_KIND_ORDER = {"activation": 0, "symint": 1, "input": 2, "parameter": 3}
+_KIND_ORDER = {k: i for i, k in enumerate(ROW_ORDER)}  # the saved table's own order: activations first
 
 
 def _held_anyway(rows: list[Any]) -> str:

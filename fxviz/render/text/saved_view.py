@@ -12,11 +12,11 @@ from typing import Any
 
 import pandas as pd
 
-from fxviz.analysis.memory.saved_words import SAVED_COLUMNS
+from fxviz.analysis.memory.saved_words import HELD_ANYWAY, SAVED_COLUMNS
 from fxviz.core.units import format_bytes, is_missing, plural
 from fxviz.render.graph.scene_types import format_shape
 
-__all__ = ["FATE_CODES", "KIND_SHORT", "saved_text", "by_module_text", "saved_records", "other_strategies"]
+__all__ = ["FATE_CODES", "KIND_SHORT", "saved_text", "by_module_text", "saved_records", "strategy_columns"]
 
 FATE_CODES: dict[str, str] = {"saved": "S", "offloaded": "O", "recomputed": "R", "not needed": "-", "failed": "!"}
 """One letter per fate in the terminal's strategy columns (the legend under the table spells them)."""
@@ -25,8 +25,9 @@ KIND_SHORT: dict[str, str] = {"activation": "act", "parameter": "param", "input"
                               "symint": "size"}
 
 
-def other_strategies(df: pd.DataFrame) -> list[str]:
-    """The strategy columns of a saved table (every column after the table's own)."""
+def strategy_columns(df: pd.DataFrame) -> list[str]:
+    """The strategy columns of a saved table (every column after the table's own): the strategy
+    listed first, then the others."""
     return [c for c in df.columns if c not in SAVED_COLUMNS and c != "measured"]
 
 
@@ -63,9 +64,9 @@ def _totals(df: pd.DataFrame) -> str:
 
 def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 100) -> str:
     """The table as lines of at most ``width`` characters: rank, value, kind, module, what,
-    tensor, bytes, then one letter per other strategy (legend below).  ``top``: rows shown
-    (None or 0: all)."""
-    others = other_strategies(df)
+    tensor, bytes, then one letter per strategy, the listed one first (legend below); the inputs and
+    parameters the step holds anyway after a line that says so.  ``top``: rows shown (None or 0: all)."""
+    others = strategy_columns(df)
     measured = "measured" in df.columns  # Trace.saved(measured=m): what the real step holds, per value
     shown = df if not top else df.head(top)
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:len(others)]
@@ -94,6 +95,8 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
         widths[3] = max(6, widths[3] - (12 - rest))
         rest = width - sum(w for i, w in enumerate(widths) if i != 4) - (len(names) - 1) * 2
     widths[4] = max(12, min(rest, max([len(names[4])] + [len(row[4]) for row in rows])))
+    if rest > widths[4]:  # room left once every "what" fits: the module column takes it (long HF paths)
+        widths[3] = min(widths[3] + rest - widths[4], max([len(names[3])] + [len(row[3]) for row in rows]))
     right = {0, 6}
 
     def line(cells: list[str]) -> str:
@@ -110,13 +113,20 @@ def saved_text(df: pd.DataFrame, title: str, top: int | None = 20, width: int = 
         return [line([*cells[:4], parts[0], *cells[5:]])] + [line(["", "", "", "", p] + [""] * (len(cells) - 5))
                                                              for p in parts[1:]]
 
-    body = [line(names)] + [text for r in rows for text in lines(r)]
+    body = [line(names)]
+    said = False
+    for r, kind in zip(rows, shown["kind"]):
+        if kind in HELD_ANYWAY and not said:  # the rows before cost memory; these the step holds anyway
+            body.append("held anyway (inputs and parameters: the step holds them whatever the partition saves)")
+            said = True
+        body += lines(r)
     tail = []
     if top and len(df) > top:
         tail.append(f"... {len(df) - top} more (--top 0 shows all)")
     if others:
-        tail.append(_wrap("what other strategies do: " + ", ".join(f"{a} = {s}" for a, s in zip(letters, others)),
-                          width))
+        listed = df.attrs.get("strategy")
+        tail.append(_wrap("what each strategy does: " + ", ".join(
+            f"{a} = {s}" + (" (listed)" if s == listed else "") for a, s in zip(letters, others)), width))
         moved = ", O offloaded (a copy in place of the value)" if (df[others] == "offloaded").any().any() else ""
         codes = "  S saved, R recomputed, - not needed (the backward reads another value), ! fails on this graph"
         tail.append(_wrap(codes + moved, width) if moved else codes)
@@ -153,8 +163,9 @@ def by_module_text(df: pd.DataFrame, title: str, width: int = 100) -> str:
 
 def saved_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """The rows as plain JSON-able records for a panel: name, kind, module, op, what, tensor,
-    bytes, shares, source, and ``fates`` (strategy -> fate) for the frame's strategy columns."""
-    others = other_strategies(df)
+    bytes, shares, source, ``held`` (an input or parameter the step holds anyway), and ``fates``
+    (strategy -> fate) for the frame's strategy columns."""
+    others = strategy_columns(df)
     out = []
     for name, r in df.iterrows():
         out.append({
@@ -164,6 +175,7 @@ def saved_records(df: pd.DataFrame) -> list[dict[str, Any]]:
             "bytes": int(r["bytes"]),
             "shares": r["shares_storage_with"] if isinstance(r["shares_storage_with"], str) else None,
             "source": None if is_missing(r["source"]) else str(r["source"]),
+            "held": r["kind"] in HELD_ANYWAY,  # the step holds it anyway: listed after the activations
             "fates": {c: str(r[c]) for c in others},
             **({"measured": str(r["measured"])} if "measured" in df.columns else {}),
         })

@@ -61,6 +61,12 @@ def summary_text(capture: Capture, index: int, gradients: GradientCounts | None)
         lines.append(_parameter_line(gradients))
     if graph.has_backward and graph.logged is None:
         lines.append(_default_line(capture))
+    if capture.route_note:  # the route fxviz chose is not the step's: said before any number is read
+        lines.append(f"  note: the model is on the meta device, which torch.compile cannot run: traced with "
+                     f"{ROUTES[capture.route]} (backend={capture.backend!r}), shown with "
+                     f"{step_strategy(capture).name}; "
+                     "a torch.compile step runs inductor's graph with min_cut, which saves differently (build the "
+                     "model on a real device, cpu is fine, to see that)")
     total, breaks = len(capture.graphs), capture.graph_breaks
     if total > 1 or breaks:
         lines.append(Say("  ", _where(capture, index), f"; {len(breaks)} graph break(s): " + "; ".join(breaks[:3])))
@@ -84,7 +90,7 @@ def _where(capture: Capture, index: int) -> Say:
 def _default_line(capture: Capture) -> str:
     """Which partition every view shows when none is named, what it is, and the others one option away."""
     step = step_strategy(capture)
-    other = ("strategy='min_cut' (torch.compile's)" if step.name == "default"
-             else "strategy='default' (aot_function's)")
+    other = ("strategy='min_cut' (torch.compile's)" if step.kind == "default"
+             else "strategy='default_partition' (aot_function's)")
     graph = ", backend='aot_eager' (AOTAutograd's own graph)" if capture.backend == "inductor" else ""
     return f"  views show {named(step, step_names(capture))} by default; one option away: {other}{graph}"

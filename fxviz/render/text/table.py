@@ -255,11 +255,24 @@ def memory_table_text(df: pd.DataFrame, width: int = 100) -> str:
 
 
 class MemoryTable(pd.DataFrame):
-    """The raw memory table (exact integers) that displays itself styled in a notebook."""
+    """The raw memory table (exact integers) that displays itself styled in a notebook.  Its rows are
+    labelled by strategy (``mt.loc["min_cut"]``; a step's table ``mt.loc["step min_cut"]``,
+    ``mt.loc["graph 1 min_cut"]``), as its terminal text heads each column, so a selection
+    (``mt.loc[:, ["saved_activation_bytes"]]``) keeps the names; the ``strategy`` column stays."""
 
     @property
     def _constructor(self) -> type:
         return MemoryTable
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> MemoryTable:
+        """``frame`` (``analysis``'s memory table: exact integers, one row per strategy) as a
+        ``MemoryTable`` labelled by strategy, its ``attrs`` kept."""
+        out = cls(frame)
+        out.attrs = dict(frame.attrs)
+        if "strategy" in out.columns:
+            out.index = pd.Index([_row_label(out, r) for r in out.index])
+        return out
 
     def styled(self) -> Any:
         """The pandas ``Styler`` the notebook shows."""

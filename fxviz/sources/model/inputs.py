@@ -12,7 +12,7 @@ from torch import nn
 
 from fxviz import _torch
 from fxviz._torch import pytree
-from fxviz.core.errors import InputError
+from fxviz.core.errors import InputError, close_matches
 from fxviz.sources.model.loss import describe, one_line
 from fxviz.sources.roles import InputName
 
@@ -54,9 +54,8 @@ def bind_keywords(fn: Callable, args: tuple[Any, ...], keywords: dict[str, Any])
     index = {p.name: i for i, p in enumerate(positional) if p.kind == p.POSITIONAL_OR_KEYWORD}
     unknown = [k for k in keywords if k not in index]
     if unknown:
-        raise InputError(f"keyword input(s) {unknown} name no parameter the model takes positionally "
-                         f"({', '.join(index) or 'none'})",
-                         "bind them in a wrapper: fxviz.trace(lambda x: model(x, key=value), x)")
+        rest = {p.name for p in params if p.kind == p.KEYWORD_ONLY}
+        raise unknown_keywords(unknown, list(index), unknown[0] in rest or any(p.kind == p.VAR_KEYWORD for p in params))
     twice = [k for k in keywords if index[k] < len(args)]
     if twice:
         raise InputError(f"input(s) {twice} given both positionally and by keyword", "pass each input once")
@@ -71,6 +70,34 @@ def bind_keywords(fn: Callable, args: tuple[Any, ...], keywords: dict[str, Any])
             raise InputError(f"the model's parameter {p.name!r} has no default and was not given",
                              f"pass {p.name} too (positionally or as a keyword)")
     return tuple(out)
+
+
+TRACE_OPTIONS: tuple[str, ...] = ("loss_fn", "params", "capture_route", "backend", "dynamic", "inputs",
+                                  "compile_loss")
+"""``fxviz.trace``'s own keywords: any other keyword is an input of the model."""
+
+
+def unknown_keywords(unknown: list[str], positional: list[str], takes_it: bool) -> InputError:
+    """Keywords the model does not take positionally, said with what was probably meant: a parameter
+    of the model's (``input_id`` -> ``input_ids``) or an fxviz option (``backnd`` -> ``backend``);
+    else a wrapper that binds them.  ``takes_it``: the model takes the first as a keyword-only argument
+    or through ``**kwargs``."""
+    first = unknown[0]
+    guess = close_matches(first, positional)
+    if guess:
+        return InputError(f"the model takes no input named {first!r}",
+                          f"did you mean {guess[0]!r}? fxviz.trace(model, {guess[0]}=...) (the model's inputs: "
+                          f"{', '.join(positional)})")
+    option = close_matches(first, TRACE_OPTIONS)
+    if option:
+        return InputError(f"{first!r} is neither an input of the model nor an option of fxviz.trace",
+                          f"did you mean the option {option[0]}=...? (the model's inputs: "
+                          f"{', '.join(positional) or 'none'})")
+    where = ("it takes them as keyword-only or **kwargs, which fxviz cannot pass as graph inputs" if takes_it
+             else "it has no such parameter")
+    return InputError(f"keyword input(s) {unknown} name no parameter the model takes positionally "
+                      f"({', '.join(positional) or 'none'}): {where}",
+                      "bind them in a wrapper: fxviz.trace(lambda x: model(x, key=value), x)")
 
 
 def named_state(model: nn.Module | None) -> tuple[dict[int, InputName], list[tuple[str, torch.Tensor]],
@@ -147,9 +174,12 @@ def uncompiled(model_or_fn: Any) -> Any:
 def model_raised(exc: Exception, inputs: tuple[Any, ...]) -> InputError:
     """The user's forward rejected the example inputs: say why, and what usually fixes it."""
     text = one_line(exc)
-    if isinstance(exc, TypeError) and "keyword" in text:
-        hint = ("fxviz.trace passes example inputs positionally; bind keyword arguments with a wrapper: "
-                "fxviz.trace(lambda x: model(x, key=value), x)")
+    if "not dict" in text and any(isinstance(a, dict) for a in inputs):
+        hint = ("a dict given as one positional input is passed as one value: pass its items as keyword inputs, "
+                "fxviz.trace(model, **inputs) (the CLI: make the factory return (model, inputs_dict))")
+    elif isinstance(exc, TypeError) and "keyword" in text:
+        hint = ("pass keyword inputs by name: fxviz.trace(model, x, name=value); one the model takes only as a "
+                "keyword-only argument needs a wrapper: fxviz.trace(lambda x: model(x, key=value), x)")
     elif isinstance(exc, TypeError) and "positional argument" in text:
         hint = f"pass exactly the inputs model.forward takes (got {len(inputs)}): fxviz.trace(model, *inputs)"
     elif "device" in text and ("meta" in text or "same device" in text):
@@ -184,6 +214,30 @@ def all_meta(model: nn.Module | None, inputs: Sequence[Any]) -> bool:
     if model is not None:
         tensors += list(model.parameters()) + list(model.buffers())
     return all(t.device.type == "meta" for t in tensors)
+
+
+def refuse_mixed_meta(model: nn.Module | None, inputs: tuple[Any, ...], names: list[str]) -> None:
+    """A meta model with inputs on a real device (or meta inputs to a real model), said as that, before
+    torch fails on it somewhere inside (a Hugging Face model's ``DynamicCache`` "register a pytree"):
+    a meta model is traced with fake tensors, every tensor on the meta device."""
+    state = (list(model.parameters()) + list(model.buffers())) if model is not None else []
+    leaves = [(n, t) for n, t in named_leaves(inputs, names) if isinstance(t, torch.Tensor)]
+    if not any(t.device.type == "meta" for t in state) and not any(t.device.type == "meta" for _, t in leaves):
+        return
+    real = [(n, t) for n, t in leaves if t.device.type != "meta"]
+    if model is not None and state and all(t.device.type == "meta" for t in state) and real:
+        devices = sorted({str(t.device) for _, t in real})
+        raise InputError(f"the model is on the meta device, and its input(s) {', '.join(n for n, _ in real)} on "
+                         f"{', '.join(devices)}: a meta model is traced with fake tensors, every tensor on the meta "
+                         "device (nothing is computed)",
+                         f"put the inputs on the model's device too: {real[0][0]}.to('meta') (or build the model on "
+                         f"{devices[0]} to trace it with real tensors)")
+    on_real = [t for t in state if t.device.type != "meta"]
+    meta_inputs = [n for n, t in leaves if t.device.type == "meta"]
+    if on_real and meta_inputs:
+        raise InputError(f"input(s) {', '.join(meta_inputs)} are on the meta device, and the model's parameters on "
+                         f"{on_real[0].device}", "put the inputs on the model's device (or the model on the meta "
+                         "device: model.to('meta'), to trace it with fake tensors)")
 
 
 _COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)

@@ -31,6 +31,7 @@ from fxviz.sources.model.inputs import (
     named_leaves,
     named_state,
     refuse_compressed,
+    refuse_mixed_meta,
     uncompiled,
 )
 from fxviz.sources.model.loss import (
@@ -44,8 +45,13 @@ from fxviz.sources.model.loss import (
 )
 from fxviz.sources.roles import InputName, classify_nodes
 
-
 # --- the routes ----------------------------------------------------------------------------------
+META_NOTE = "on the meta device: aot_function's graph, not torch.compile's"
+"""``Capture.route_note`` of a model on the meta device, which torch.compile cannot run: fxviz traces it
+with ``aot_function`` over fake tensors, whose graph (AOTAutograd's, ``backend='aot_eager'``) and
+partitioner (``default_partition``) are not what a ``torch.compile`` step of the same model runs."""
+
+
 def capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], *, loss_fn: Callable | None = None,
             params: str = "lifted", route: str = "auto", backend: str | None = None,
             dynamic: bool = False, keyword_inputs: dict[str, Any] | None = None,
@@ -90,10 +96,12 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
     example_inputs = bind_keywords(target_fn, tuple(example_inputs), keyword_inputs or {})
     inputs = private_copy(tuple(example_inputs))  # fxviz's own: the caller's tensors are never run
     names = argument_names(target_fn, len(inputs))
+    refuse_mixed_meta(model, inputs, names)
     on_meta = any_meta(model, inputs)
     if route == "auto":
         route = ("aot" if (on_meta or params == "closure") and backend in (None, "aot_eager") and not dynamic
                  else "dynamo")
+    note = META_NOTE if route == "aot" and on_meta and params != "closure" else ""
     if params == "closure":
         route = "closure"
     elif route == "dynamo" and on_meta:
@@ -121,7 +129,7 @@ def _capture(model_or_fn: Callable, example_inputs: tuple[Any, ...], loss_fn: Ca
                          input_names=names)
     return Capture(graphs=graphs, source=source, route=route, params=params, loss=plan.desc, graph_breaks=breaks,
                    warnings=notes, eager_frames=eager_frames, backend=backend, dynamic=dynamic,
-                   torch_budget=_torch.step_budget(), loss_outside=plan.outside)
+                   torch_budget=_torch.step_budget(), loss_outside=plan.outside, route_note=note)
 
 
 def _probe_then_capture(fn: Callable, inputs: tuple[Any, ...], model: nn.Module | None, names: list[str],
@@ -306,8 +314,14 @@ def _data_dependent(exc: BaseException) -> bool:
     return False
 
 
-def _trace_failed(exc: Exception, route: str) -> TraceError:
-    if _data_dependent(exc) and route != "dynamo":
+def _trace_failed(exc: Exception, route: str, on_meta: bool = False) -> TraceError:
+    """torch's failure as one line, with the way around it that fits the route it was on: a meta
+    model has no other route (dynamo runs the model), so it is told what a meta trace needs."""
+    if on_meta:
+        hint = ("a model on the meta device is traced with fake tensors only (capture_route='aot'); check that "
+                "model(*inputs) runs with every tensor on the meta device, or build the model on a real device "
+                "(then torch.compile's own capture, capture_route='dynamo', traces it)")
+    elif _data_dependent(exc) and route != "dynamo":
         who = "closure capture (plain aot_function)" if route == "closure" else "capture_route='aot'"
         hint = (f"{who} cannot follow Python that depends on tensor values (.item(), if on a tensor), nor an op "
                 "whose output shape does (masked_select, nonzero); "
@@ -520,7 +534,7 @@ def _via_aot(step: Callable, fn: Callable, inputs: tuple[Any, ...], model: nn.Mo
             break
         except Exception as exc:
             if k == len(attempts) - 1:
-                raise _trace_failed(exc, "aot") from exc
+                raise _trace_failed(exc, "aot", on_meta=len(attempts) > 1) from exc
     return [_joint_graph(raw, input_names, {}, {}, model, 0, "aot_function", {0: "loss"}, values=flat_real)], []
 
 
