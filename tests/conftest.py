@@ -33,7 +33,7 @@ scripts/run.sh sweeps`` runs those, while the default run keeps a representative
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import pytest

@@ -370,7 +370,8 @@ def test_the_logs_text_gives_the_rebuilds_logged_row_and_saved_table(name, reque
         view, tr = run.logged(*where), run.trace(*where)
         fast, slow = view.memory_table().iloc[0], tr.memory_table(["logged"]).iloc[0]
         # under inductor the rebuild's peaks are of inductor's logged code (issue 44); the text gives the walk
-        compiled = ("forward_peak_bytes", "backward_peak_bytes", "layout_copy_bytes") if tr.graph.backend == "inductor" else ()
+        compiled = (("forward_peak_bytes", "backward_peak_bytes", "layout_copy_bytes")
+                    if tr.graph.backend == "inductor" else ())
         for col in COLUMNS:
             if col not in ("seconds", "error", *compiled):
                 assert _same(fast[col], slow[col]), (where, col, fast[col], slow[col])

@@ -14,7 +14,6 @@ import torch.fx as fx
 from fxviz.analysis.memory.columns import COLUMNS
 from fxviz.analysis.memory.storage import has_symbolic_sizes
 from fxviz.analysis.memory.sweep import pareto_mask
-from fxviz.analysis.memory.columns import COLUMNS
 from fxviz.analysis.memory.table import memory_table
 from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.errors import StrategyError

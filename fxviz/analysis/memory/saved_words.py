@@ -4,8 +4,8 @@ table made from partitions (``saved``) and the one a log's own text gives (``api
 
 from __future__ import annotations
 
-__all__ = ["OP_WORDS", "KINDS", "FATES", "ROW_ORDER", "HELD_ANYWAY", "SAVED_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE", "output_words",
-           "saved_caption"]
+__all__ = ["OP_WORDS", "KINDS", "FATES", "ROW_ORDER", "HELD_ANYWAY", "SAVED_COLUMNS", "BY_MODULE_COLUMNS", "NO_MODULE",
+           "output_words", "saved_caption"]
 
 KINDS: tuple[str, ...] = ("activation", "parameter", "input", "offloaded", "symint")
 """What a saved value is: a new tensor of the forward, a view of module state (the memory table's

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from fxviz.analysis.memory.step_totals import StepTotals
 from fxviz.analysis.memory.columns import COLUMNS, INT_COLUMNS
+from fxviz.analysis.memory.step_totals import StepTotals
 from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.errors import Do, Say
 from fxviz.sources.graphs import graph_name

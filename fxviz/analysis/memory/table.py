@@ -160,9 +160,9 @@ def memory_table(graph: JointGraph, get_partition: Callable[[Strategy], Partitio
         try:
             p = get_partition(s)
             peaks = get_peaks(s) if get_peaks is not None and compiles(graph) and p.error is None \
-                and not p.measured else None
+                and not p.reference else None
             row = memory_row(graph, p, peaks)
-            if peaks is None and compiles(graph) and p.error is None and not p.measured:
+            if peaks is None and compiles(graph) and p.error is None and not p.reference:
                 skipped.append(name)
         except StrategyError:
             raise
