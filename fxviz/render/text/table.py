@@ -114,9 +114,12 @@ def _empty_columns(df: pd.DataFrame) -> set[str]:
 def shown_columns(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` without the columns that say nothing on most runs where every row's is zero or empty:
     ``offloaded_bytes`` (no activation offloading), ``layout_copy_bytes`` (no layout copy),
-    ``eager_held_bytes`` (no code outside the graphs, or a log); the frame itself keeps them."""
+    ``eager_held_bytes`` (no code outside the graphs, or a log), and the ``unfused_*`` walk where it is the
+    peak shown beside it in every row (``aot_eager``: the step runs the graphs op by op); the frame keeps them."""
     quiet = [c for c in ("offloaded_bytes", "layout_copy_bytes", "eager_held_bytes")
              if c in df and not df[c].fillna(0).astype(bool).any()]
+    quiet += [f"unfused_{c}" for c in ("forward_peak_bytes", "backward_peak_bytes")
+              if f"unfused_{c}" in df and c in df and df[f"unfused_{c}"].fillna(-1).equals(df[c].fillna(-1))]
     if quiet:
         out = df.drop(columns=quiet)
         out.attrs = dict(df.attrs)
