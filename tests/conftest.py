@@ -62,6 +62,7 @@ def _by_hand(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.sin(x * w).sum()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group into the node id
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``) every browser and notebook test runs on one worker, one after
     another: Chromium and Jupyter kernels each want a core, and they share the session's ``jupyter`` server."""

@@ -369,24 +369,24 @@ def _walk(app, server, page, tr, name, artifacts) -> None:
         page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").click()
     report = server.root / "alexnet.html"  # what the quickstart's last cell writes
     report.unlink(missing_ok=True)
+    report_started = time.time()
     _run_all(page)
-    _wait_for(report.exists, 600, "the quickstart's last cell (fxviz.report) never wrote alexnet.html")
+    # the last cell writes the report; a cell that fails stops the run: the kernel then stays idle
+    _IDLE_SINCE.pop(server.url, None)
+    _wait_for(lambda: report.exists() or _idle_for(server, 20), 600, "the quickstart never finished running")
     # every cell ran without an error or a line on stderr: read from the notebook saved by the page (a
     # windowed notebook keeps only the cells on screen in the page)
     page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
     page.keyboard.press("Control+s")
     saved = server.root / name
-
-    def ran() -> bool:
-        nb = json.loads(saved.read_text())
-        return all(c.get("execution_count") for c in nb["cells"] if c["cell_type"] == "code")
-
-    _wait_for(ran, 60, "the notebook saved by the page does not show every cell run")
+    _wait_for(lambda: saved.stat().st_mtime > report_started, 60, "the page did not save the notebook")
     cells = json.loads(saved.read_text())["cells"]
     assert ["".join(c["source"]) for c in cells] == quickstart_cells()  # saved as lines (nbformat)
-    problems = [(i, o.get("ename") or o.get("text", "")[:300]) for i, c in enumerate(cells) for o in c["outputs"]
+    problems = [(i, o.get("ename") or o.get("text", "")[:300], o.get("evalue", "")[:300]) for i, c in enumerate(cells)
+                for o in c["outputs"]
                 if o["output_type"] == "error" or (o["output_type"] == "stream" and o["name"] == "stderr")]
     assert problems == [], problems
+    assert all(c.get("execution_count") for c in cells if c["cell_type"] == "code"), "a cell did not run"
     page.locator(".jp-Notebook .jp-Cell").first.scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / f"walk-{app}-top.png"))
 
@@ -404,6 +404,20 @@ def _walk(app, server, page, tr, name, artifacts) -> None:
     assert len(layers) >= 3, layers
     assert _median_label_px(page) >= 10
     _wheel_scrolls_the_notebook(app, page, artifacts)
+
+
+_IDLE_SINCE: dict[str, float] = {}
+
+
+def _idle_for(server, seconds: float) -> bool:
+    """Whether every kernel of ``server`` has been idle for ``seconds`` (polled: the first idle poll starts
+    the clock, a busy one resets it)."""
+    busy = any(k.get("execution_state") != "idle" for k in server.api("/api/kernels") or [])
+    now = time.monotonic()
+    if busy:
+        _IDLE_SINCE.pop(server.url, None)
+        return False
+    return now - _IDLE_SINCE.setdefault(server.url, now) >= seconds
 
 
 def _wait_for(ready, seconds: float, what: str) -> None:

@@ -138,3 +138,16 @@ def test_no_timeline_without_a_backward():
     tr = fxviz.trace(lambda x: torch.topk(x, 2).indices.float().sum(), torch.randn(6))
     assert not tr.graph.has_backward
     assert timeline_data(tr, ["default_partition"]) is None
+
+
+def test_a_peak_at_a_line_no_fx_node_made_is_plotted_and_named(traces):
+    """AlexNet's compiled backward peaks where AccumulateGrad copies a gradient into its parameter's layout
+    (no FX node made that line): the peak is on the timeline and named by what the line does."""
+    tr = traces[("alexnet", "lifted")]
+    timeline = tr.memory_timeline()
+    peaks = timeline.peaks
+    unnamed = peaks[peaks["node"].isna()]
+    assert not unnamed.empty and unnamed["op"].str.startswith("AccumulateGrad").all()
+    fig = timeline.plot()
+    labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert any("peak" in label and "AccumulateGrad" in label for label in labels), labels

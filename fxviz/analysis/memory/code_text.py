@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-__all__ = ["Layout", "CodeText", "ITEMSIZE", "split_top_level"]
+__all__ = ["Layout", "CodeText", "ITEMSIZE", "split_top_level", "item_path"]
 
 ITEMSIZE: dict[str, int] = {
     "float32": 4, "float": 4, "float64": 8, "double": 8, "float16": 2, "half": 2, "bfloat16": 2, "int64": 8,
@@ -28,7 +28,18 @@ _ALLOC = re.compile(r"^(\w+) = (?:torch\.)?empty_strided(?:_\w+)?\((\(.*?\)), (\
 _REUSE = re.compile(r"^(\w+) = (\w+); del (\w+)\s+# reuse")
 _REINTERPRET = re.compile(r"^(\w+) = reinterpret_tensor\((\w+), (\(.*?\)), (\(.*?\)), ([^)]*)\)(?:; del (\w+))?"
                           r"(?:\s+#.*)?$")
-_ITEM = re.compile(r"^(\w+) = (\w+)\[(\d+)\]\s*$")
+_ITEM = re.compile(r"^(\w+) = (\w+)((?:\[\d+\])+)\s*$")
+"""``buf3 = buf2[0]``, and nested (``buf26 = buf24[1][0]``: a higher-order op's outputs, such as
+``run_and_save_rng_state``'s ``(rng state, (the op's outputs...))``); group 3 is the index path."""
+
+
+_RNG_STATE_OP = "run_and_save_rng_state"
+"""The higher-order op that returns ``(the generator's state, (the op's outputs...))``."""
+
+
+def item_path(text: str) -> tuple[int, ...]:
+    """``"[1][0]"`` -> ``(1, 0)``."""
+    return tuple(int(k) for k in re.findall(r"\d+", text))
 _ALIAS = re.compile(r"^(\w+) = (\w+)\s*$")
 _DEL = re.compile(r"^del ([\w, ]+)$")
 _CALL = re.compile(r"^(\w+) = ([\w.]+)\(")
@@ -162,14 +173,19 @@ class CodeText:
             elif (m := _REINTERPRET.match(line)) and m.group(2) in out:
                 out[m.group(1)] = Layout(self.ints(m.group(3)), self.ints(m.group(4)), out[m.group(2)].dtype)
             elif (m := _ITEM.match(line)):
-                arguments[m.group(1)] = arguments.get(m.group(2), "")
+                call = arguments.get(m.group(2), "")
+                if item_path(m.group(3)) == (0,) and call.startswith(_RNG_STATE_OP):
+                    call = "torch.uint8"  # the generator's state: bytes, whatever the op computes in
+                arguments[m.group(1)] = call
             elif (m := _ALIAS.match(line)) and m.group(2) in out:
                 out[m.group(1)] = out[m.group(2)]
             elif (m := _CALL.match(line)):
-                arguments[m.group(1)] = line.split("(", 1)[1]
+                arguments[m.group(1)] = (_RNG_STATE_OP if m.group(2).endswith(_RNG_STATE_OP) else "") \
+                    + line.split("(", 1)[1]
             elif (m := _ASSERT.match(line)) and m.group(1) not in out:
-                dtype = next((out[t].dtype for t in re.findall(r"\b([A-Za-z_]\w*)\b", arguments.get(m.group(1), ""))
-                              if t in out), "torch.float32")
+                given = arguments.get(m.group(1), "")
+                dtype = "torch.uint8" if given == "torch.uint8" else next(
+                    (out[t].dtype for t in re.findall(r"\b([A-Za-z_]\w*)\b", given) if t in out), "torch.float32")
                 out[m.group(1)] = Layout(self.ints(m.group(2)), self.ints(m.group(3)), dtype)
         return out
 
@@ -181,17 +197,22 @@ class CodeText:
                 return self.layouts.get(name)
         return None
 
-    def items_of(self, start: int, name: str) -> list[tuple[int, str]]:
-        """``buf3 = buf2[0]`` lines after ``start`` that take apart the tuple ``name``: (index, name),
-        one per index up to the highest taken (an index never taken gets ``name[k]``)."""
-        found: dict[int, str] = {}
+    def items_of(self, start: int, name: str) -> list[tuple[tuple[int, ...], str]]:
+        """``buf3 = buf2[0]`` (or ``buf2[1][0]``) lines after ``start`` that take apart the tuple ``name``:
+        (index path, name) in path order; at the top level one per index up to the highest taken (an index
+        never taken gets ``name[k]``)."""
+        found: dict[tuple[int, ...], str] = {}
         for line in self.body[start + 1:start + 200]:
             m = _ITEM.match(line)
             if m and m.group(2) == name:
-                found.setdefault(int(m.group(3)), m.group(1))
+                found.setdefault(item_path(m.group(3)), m.group(1))
         if not found:
             return []
-        return [(k, found.get(k, f"{name}[{k}]")) for k in range(max(found) + 1)]
+        tops = {path[0] for path in found}
+        for k in range(max(tops) + 1):
+            if k not in tops:
+                found[(k,)] = f"{name}[{k}]"
+        return sorted(found.items())
 
     @cached_property
     def device(self) -> str:

@@ -19,7 +19,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fxviz.analysis.memory.code_text import ALIAS, ALLOC, CALL, DEL, ITEM, REINTERPRET, REUSE, SYMBOL, CodeText
+from fxviz.analysis.memory.code_text import (
+    ALIAS,
+    ALLOC,
+    CALL,
+    DEL,
+    ITEM,
+    REINTERPRET,
+    REUSE,
+    SYMBOL,
+    CodeText,
+    item_path,
+)
 
 __all__ = ["Storage", "Peak", "Event", "Pool", "simulate"]
 
@@ -165,6 +176,7 @@ def simulate(text: CodeText, pool: Pool, *, run: int, inputs: Sequence[int | Non
     sizes = sizes or {}
     line_peaks = line_peaks or {}
     names: dict[str, int | tuple[int, ...]] = {}
+    paths: dict[str, list[tuple[int, ...]]] = {}  # a tuple's index paths, in the order of its storages
     held: list[int] = []  # the caller's argument list
     for i, line in enumerate(text.body):
         before = pool.live
@@ -201,9 +213,9 @@ def simulate(text: CodeText, pool: Pool, *, run: int, inputs: Sequence[int | Non
             for name in m.group(1).split(","):
                 _drop(pool, names, name.strip())
         elif (m := ITEM.match(line)):
-            whole = names.get(m.group(2))
-            if isinstance(whole, tuple):
-                _bind(pool, names, m.group(1), whole[int(m.group(3))])
+            whole, path = names.get(m.group(2)), item_path(m.group(3))
+            if isinstance(whole, tuple) and path in paths.get(m.group(2), ()):
+                _bind(pool, names, m.group(1), whole[paths[m.group(2)].index(path)])
             else:  # an element of a tuple the text did not show being made
                 made = pool.new(_extern_bytes(text, sizes, m.group(1), i), m.group(1), "extern", run)
                 _bind(pool, names, m.group(1), made)
@@ -213,7 +225,8 @@ def simulate(text: CodeText, pool: Pool, *, run: int, inputs: Sequence[int | Non
         elif (m := CALL.match(line)) and not line.startswith("return "):
             name = m.group(1)
             items = text.items_of(i, name)
-            if items:  # several outputs: one storage each
+            if items:  # several outputs: one storage each (by index path: nested tuples flattened)
+                paths[name] = [path for path, _ in items]
                 several = tuple(pool.new(_extern_bytes(text, sizes, item, i), item, "extern", run) for _, item in items)
                 made = several[0] if several else None
                 _bind(pool, names, name, several)

@@ -31,7 +31,6 @@ from fxviz.analysis.advice.eager_check import plain_backward_flops, run_eagerly
 from fxviz.analysis.advice.offload import offloaded_bytes
 from fxviz.analysis.advice.target import Target, optimizer_bytes
 from fxviz.analysis.graph.pieces import piece_facts
-from fxviz.analysis.memory.crossing import crossing_bytes
 from fxviz.analysis.strategy.choices import budget_strategy, step_strategy
 from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.api.advice.options import Advice, Option, seconds_text
@@ -74,9 +73,9 @@ def model_state_bytes(model: nn.Module | None) -> int:
 def step_of(tr: Any, strategy: Strategy | None = None, optimizer: str | int | None = None) -> StepPeak:
     """The whole step of the trace ``tr`` partitioned with ``strategy`` (default: what the user's
     ``torch.compile`` step runs, ``choices.step_strategy``): saved bytes and recompute cost as its
-    step memory table's ``total`` row says (``tr.memory_table([strategy], scope="step")``), plus the
-    tensors crossing graph breaks until that table counts them (``memory.crossing``); the peak taken
-    apart (``anatomy.step_peak``), or the table's step peak where it gives one."""
+    step memory table's ``total`` row says (``tr.memory_table([strategy], scope="step")``:
+    :func:`held_for_backward`); the peak taken apart (``anatomy.step_peak``), or the table's step peak where
+    it gives one."""
     cap: Capture = tr.capture
     s = step_strategy(cap) if strategy is None else strategy
     facts = piece_facts(cap)
@@ -98,12 +97,11 @@ def step_of(tr: Any, strategy: Strategy | None = None, optimizer: str | int | No
     step = step_peak(pieces, model_state_bytes(cap.model), optimizer_bytes(optimizer, trained))
     if s.kind != "optimal":  # the bound's figures are its partition's (the table would solve two MILPs more)
         total = _total_row(tr, s)
-        step.saved_bytes = int(total["saved_activation_bytes"])
+        step.saved_bytes = held_for_backward(total)
         step.recompute_flops, step.recompute_bytes = int(total["recompute_flops"]), int(total["recompute_bytes"])
         peak = _table_peak(total)
         if peak is not None:
             step.peak_bytes = peak + step.by_kind["optimizer state"]
-    step.saved_bytes += crossing_bytes(cap, pieces)
     return step
 
 
@@ -114,6 +112,15 @@ def _total_row(tr: Any, s: Strategy) -> pd.Series:
         why = rows.iloc[0]["error"] if not rows.empty else "no total row"
         raise InputError(f"{s.name} fails on this step: {why}", "advice needs a partition to change")
     return rows.iloc[0]
+
+
+def held_for_backward(total: pd.Series) -> int:
+    """What the step holds for its backward, by its memory table's ``total`` row: the saved activations (a
+    tensor crossing a graph break once), inductor's layout copies, what eager code between graphs holds."""
+    import pandas as pd
+
+    return sum(int(v) for c in ("saved_activation_bytes", "layout_copy_bytes", "eager_held_bytes")
+               if (v := total.get(c)) is not None and not pd.isna(v))
 
 
 def _table_peak(total: pd.Series) -> int | None:

@@ -242,7 +242,9 @@ def timeline_plot(df: pd.DataFrame, title: str | None = None) -> Any:
             color = TIMELINE_COLORS[k % len(TIMELINE_COLORS)]
             label = name
             for _, r in peaks[(peaks["strategy"] == name) & (peaks["phase"] == phase)].iterrows():
-                where = r["node"] + (f" ({r['module']})" if isinstance(r["module"], str) and r["module"] else "")
+                # a peak at a line no FX node made (AccumulateGrad's layout copy, a kernel's scratch): its op
+                what = r["node"] if isinstance(r["node"], str) and r["node"] else str(r["op"]).split(":")[0]
+                where = what + (f" ({r['module']})" if isinstance(r["module"], str) and r["module"] else "")
                 ax.scatter([r["step"]], [r["total_bytes"] / scale], s=40, color=color, edgecolor="#000000", zorder=4)
                 label = f"{name}: peak {r['total_bytes'] / scale:.4g} {unit} at {where}"
             ax.step(rows["step"], rows["total_bytes"] / scale, where="mid", color=color, linewidth=1.4,
