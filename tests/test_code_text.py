@@ -32,3 +32,24 @@ def test_a_nested_tuple_item_is_the_storage_the_op_made():
     # the attention output (8 KiB, float32) and the RNG state (5056 B) come back, each its own storage
     assert sorted(pool.storages[s].nbytes for s in outputs if s is not None) == [5056, 2 * 4 * 16 * 16 * 4]
     assert pool.live == 5056 + 2 * 4 * 16 * 16 * 4  # buf0 freed at the return; the outputs held by the caller
+
+
+def test_code_text_is_never_run_as_python():
+    """A log's wrapper code is someone else's file: sizes are arithmetic on symbols, a kernel call is names,
+    attributes, literals and calls of the namespace's objects; anything else is refused, not run."""
+    import pytest
+
+    from fxviz.core.expressions import UnsafeExpression, call_expression, int_expression
+
+    assert int_expression("(8*s0, (s0 + 7)//8)", {"s0": 3}) == (24, 1)
+    for text in ("__import__('os').system('true')", "s0.__class__", "[x for x in ()]", "open('f')"):
+        with pytest.raises(UnsafeExpression):
+            int_expression(text, {"s0": 3})
+    namespace = {"ops": {"mm": lambda a, b: a * b}, "buf0": 2, "buf1": 5}
+    with pytest.raises(UnsafeExpression):
+        call_expression("ops.__class__.__bases__[0]()", namespace)
+    with pytest.raises(UnsafeExpression):
+        call_expression("os.system('true')", namespace)
+    with pytest.raises(UnsafeExpression):
+        call_expression("ops.get('mm')(buf0, *buf1)", namespace)
+    assert call_expression("ops.get('mm')(buf0, buf1)", namespace)() == 10

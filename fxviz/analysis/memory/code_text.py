@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from fxviz.core.expressions import int_expression
+
 __all__ = ["Layout", "CodeText", "ITEMSIZE", "split_top_level", "item_path"]
 
 ITEMSIZE: dict[str, int] = {
@@ -149,7 +151,7 @@ class CodeText:
         try:
             value = ast.literal_eval(text)
         except (ValueError, SyntaxError):
-            value = eval(text, {"__builtins__": {}}, dict(self.symbols))
+            value = int_expression(text, self.symbols)
         return tuple(int(v) for v in (value if isinstance(value, tuple) else (value,)))
 
     @cached_property

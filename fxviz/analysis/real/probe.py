@@ -24,6 +24,7 @@ import torch
 from fxviz._torch.lowering import extern_call_namespace
 from fxviz._torch.profiling import high_water
 from fxviz.analysis.memory.code_text import CodeText, Layout
+from fxviz.core.expressions import call_expression
 from fxviz.core.state import restore_rng, rng_state
 
 __all__ = ["line_peaks"]
@@ -50,9 +51,10 @@ def _call_peak(expr: str, layouts: Mapping[str, Layout], device: str) -> int | N
         namespace = extern_call_namespace()
         for name in set(_NAME.findall(expr)) & set(layouts):
             namespace[name] = _tensor(layouts[name], device)
+        call = call_expression(expr, namespace)  # checked: names, attributes, literals, calls; no eval
         with torch.no_grad():
-            eval(expr, namespace)
-            return high_water(lambda: eval(expr, namespace), device)
+            call()
+            return high_water(call, device)
     except Exception:
         return None
 
