@@ -142,7 +142,7 @@ def test_keyword_inputs_are_bound_and_named():
     assert same.partition("default").saved == tr.partition("default").saved
     with pytest.raises(InputError, match="both"):
         fxviz.trace(model, ids, input_ids=ids)
-    with pytest.raises(InputError, match="name no parameter"):
+    with pytest.raises(InputError, match=r"takes no input named 'labelz'.*did you mean 'labels'"):
         fxviz.trace(model, ids, labelz=ids)
     with pytest.raises(InputError, match="both as keywords and in inputs"):
         fxviz.trace(model, input_ids=ids, inputs={"input_ids": ids})

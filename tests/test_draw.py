@@ -638,7 +638,7 @@ def test_differences_only_when_nothing_differs_says_so(traces):
     assert "default_partition vs default_partition: the same values saved, recomputed and removed: nothing to draw" \
         in text
     assert drawing.caption == "PointwiseChain: default_partition and default_partition treat every node alike"
-    assert 200 < float(root.get("width").removesuffix("pt")) < 700  # a message that fits a small screen
+    assert 200 < float(root.get("width").removesuffix("pt")) < 768  # fits a 1024 px screen (768 pt), in DejaVu Sans
 
 
 def test_differences_only_needs_a_partner(traces):

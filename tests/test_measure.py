@@ -88,7 +88,7 @@ def test_alexnet_inductor_equals_the_independent_count(alexnet_inductor):
     assert measured_sizes(measured) == count["sizes"]
     # the partition (min-cut as inductor calls it) saves the conv weights and the input as themselves
     table = tr.memory_table([session_step_strategy()])
-    estimated = int(table["saved_activation_bytes"][0])
+    estimated = int(table["saved_activation_bytes"].iloc[0])
     assert measured.estimated_bytes == estimated
     assert measured.saved_bytes == estimated + measured.copy_bytes  # the copies are the whole difference
 
@@ -155,7 +155,7 @@ def test_aot_eager_measured_equals_estimated(name):
     count = independent_count(model, inputs, "aot_eager", loss)
     assert measured.saved_bytes == count["bytes"]
     assert measured_sizes(measured) == count["sizes"]
-    estimated = int(tr.memory_table([session_step_strategy()])["saved_activation_bytes"][0])
+    estimated = int(tr.memory_table([session_step_strategy()])["saved_activation_bytes"].iloc[0])
     assert measured.saved_bytes == measured.estimated_bytes == estimated
     assert measured.copies.empty and measured.difference == 0
     assert not measured.saved["value"].isna().any()  # every storage named

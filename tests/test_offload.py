@@ -59,18 +59,18 @@ def test_offloaded_bytes_are_not_the_devices_activations(logs):
         ((copy, nbytes, device),) = _copy(logs[name])
         assert device == "cpu"
         tr = fxviz.load_logs(logs[name]).trace()
-        table = tr.memory_table(["logged", "default"])
+        table = tr.memory_table(["logged", "default_partition"])
         row = table.iloc[0]
         assert row["offloaded_bytes"] == nbytes and table.iloc[1]["offloaded_bytes"] == 0
         assert row["saved_activation_bytes"] + nbytes == plain["saved_activation_bytes"]
         assert "offloaded_bytes: logged offloads 1 saved value(s) with torch's activation offloading (relu to cpu)" \
             in table.attrs["caption"]
-        saved = tr.saved("logged", compare=["default"])
+        saved = tr.saved("logged", compare=["default_partition"])
         sums = saved.groupby("kind")["bytes"].sum()
         assert sums["offloaded"] == nbytes and sums.get("activation", 0) == row["saved_activation_bytes"]
         off = saved.loc[f"forward:{copy}"]
-        assert (off["kind"], off["default"]) == ("offloaded", "saved")  # default saves the value it holds
-        assert tr.saved("default", compare=["logged"]).loc["relu", "logged"] == "offloaded"
+        assert (off["kind"], off["default_partition"]) == ("offloaded", "saved")  # default saves the value it holds
+        assert tr.saved("default_partition", compare=["logged"]).loc["relu", "logged"] == "offloaded"
         assert "offloaded_bytes (kind 'offloaded'" in saved.attrs["caption"]
         assert tr.saved("logged").by_module()["saved_activation_bytes"].sum() == row["saved_activation_bytes"]
         step = tr.memory_table(["logged"], scope="step")  # the whole step: the copies are a total of their own

@@ -92,7 +92,7 @@ def test_memory_table_says_it_cannot_measure_sparse_values():
     table = tr.memory_table()
     row = table.set_index("strategy").loc["eager"]
     assert "cannot measure sparse tensors" in row["error"]
-    assert table.set_index("strategy").loc["default"]["error"] is None
+    assert table.set_index("strategy").loc["default_partition"]["error"] is None
 
 
 # --- 3. check_gradients ---------------------------------------------------------------------------

@@ -75,7 +75,9 @@ def test_model_traces_give_the_runs_totals(runs: tuple[pathlib.Path, pathlib.Pat
     b = fxviz.trace(*[stack(True)[0]], *stack(True)[1], backend="aot_eager")
     d = fxviz.diff(a, b, "min_cut")  # what torch.compile partitions with, aot_eager included
     assert isinstance(d, StepDiff)
-    assert d.totals == (_logged_total(runs[0]), _logged_total(runs[1]))
+    # one graph: the log's figure; several: the model's step also counts the tensors crossing its breaks as
+    # activations (issue 44), which a log's index, reading signatures alone, files under inputs
+    assert d.totals[0] == _logged_total(runs[0]) and d.totals[1] > _logged_total(runs[1])
     by_piece = b.memory_table(["min_cut"], scope="step")
     total = by_piece[(by_piece["piece"] == "total") & (by_piece["strategy"] == "min_cut")]
     assert d.totals[1] == int(total["saved_activation_bytes"].iloc[0])

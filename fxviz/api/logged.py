@@ -87,7 +87,7 @@ class LoggedView:
 
     def kept(self) -> list[str]:
         """The strategies whose rows an earlier view kept, in offered order (``logged`` aside)."""
-        rows = self.entry.get("rows", {})
+        rows = [name for name in self.entry.get("rows", {}) if name != "logged"]
         order = [s.name for s in self.offered]
         return sorted(rows, key=lambda s: order.index(s) if s in order else len(order))
 
@@ -101,12 +101,12 @@ class LoggedView:
             return None
         logged = self._logged()
         rows, notes = [], list(self.notes)
-        for n in names:
-            rows.append(logged["row"] if n == "logged" else kept[n]["row"])
-            notes += [] if n == "logged" else kept[n]["notes"]
+        for n in names:  # logged: as a rebuild left it, else read from the text
+            rows.append(kept[n]["row"] if n in kept else logged["row"])
+            notes += kept[n]["notes"] if n in kept else []
         if logged.get("missing"):
             notes.append(f"{logged['missing'][0].upper()}{logged['missing'][1:]}.")
-        if "logged" in names and self.piece.backend == "inductor" and logged["row"]["forward_peak_bytes"] is None:
+        if "logged" in names and "logged" not in kept and self.piece.backend == "inductor":
             notes.append(COMPILED_PEAKS_NOTE)
         if strategies is None and not logged.get("missing"):
             notes.append(self._others_note(names))
@@ -115,7 +115,9 @@ class LoggedView:
     def _others_note(self, shown: list[str]) -> Say:
         """What the default table leaves out, and what it costs to ask for it."""
         others = [s.name for s in self.offered if s.name not in shown]
-        lead = "Shown: logged, the run's own partition, read from the log's text (the graph is not rebuilt)"
+        lead = ("Shown: logged, the run's own partition, as an earlier rebuild of this log computed it"
+                if "logged" in self.entry.get("rows", {}) else
+                "Shown: logged, the run's own partition, read from the log's text (the graph is not rebuilt)")
         if len(shown) > 1:
             lead += f"; {', '.join(shown[1:])}, kept from an earlier view of this log"
         if not others:
@@ -128,13 +130,14 @@ class LoggedView:
                    "of this log: ", Do("memory_table", (("strategies", Blank(repr(ask), ask)),), on="view"), ".")
 
     def keep_table(self, df: pd.DataFrame) -> None:
-        """Keep the rows of a rebuilt trace's memory table (``logged`` aside, and a strategy that failed) for
-        later views.  Their caption's words are made again from the rows (random ops recomputed)."""
+        """Keep the rows of a rebuilt trace's memory table (a strategy that failed aside) for later views:
+        ``logged``'s too, which then carries what only the rebuild gives (inductor's code's peaks).  Their
+        caption's words are made again from the rows (random ops recomputed)."""
         rows = dict(self.entry.get("rows", {}))
         for _, r in df.iterrows():
             name = str(r["strategy"])
             offloads = str(r.get("offloaded_bytes")) not in ("0", "<NA>")  # its caption words are its partition's
-            if name == "logged" or isinstance(r.get("error"), str) or offloads:
+            if isinstance(r.get("error"), str) or offloads:
                 continue
             rows[name] = {"row": {k: _plain(v) for k, v in r.items()}, "notes": []}
         self._keep("rows", rows)

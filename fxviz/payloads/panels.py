@@ -236,15 +236,17 @@ def timeline_data(tr: Trace, strategies: Sequence[str]) -> dict[str, Any] | None
         return None
     chosen = [s for s in strategies if (p := tr.partition(s)).error is None and not p.reference]
     code = compiles(tr.graph)
-    if code:  # inductor's code: the step's own strategy (each other costs a lowering)
-        chosen = [s for s in chosen if tr.partition(s).strategy == tr.default_strategy]
+    if code:  # inductor's code: one strategy (each costs a lowering): the step's own, else the first shown
+        own = [s for s in chosen if tr.partition(s).strategy == tr.default_strategy]
+        chosen = own or chosen[:1]
     if not chosen:
         return None
     timeline = tr.memory_timeline(chosen)
     if timeline.empty:
         return None
     skipped = timeline.attrs.get("skipped") or []
-    what = ("at each line of inductor's generated code that allocates or frees (the step's strategy)" if code
+    name = tr.partition(chosen[0]).strategy.name
+    what = (f"at each line of inductor's generated code for {name} that allocates or frees" if code
             else "while each node runs")
     caption = (f"Memory held {what}, parameters and inputs included: the top of each curve is the "
                "memory table's forward or backward peak (dots; hover for the node and module)."

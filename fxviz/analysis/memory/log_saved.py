@@ -35,7 +35,9 @@ def logged_row(piece: LightPiece) -> dict[str, Any]:
     row["unfused_forward_peak_bytes"] = row["forward_peak_bytes"]
     row["unfused_backward_peak_bytes"] = row["backward_peak_bytes"]
     if piece.backend == "inductor":
-        row["forward_peak_bytes"] = row["backward_peak_bytes"] = None
+        row["forward_peak_bytes"] = row["backward_peak_bytes"] = None  # and its layout copies: the code's
+    else:
+        row["layout_copy_bytes"] = 0  # aot_eager runs the graphs as they are: no copy in another layout
     return row
 
 
