@@ -175,6 +175,11 @@ def jupyter_server(root: pathlib.Path, timeout: float = 120.0, app: str = "jupyt
         settings.mkdir(parents=True)
         (settings / "notification.jupyterlab-settings").write_text(json.dumps(
             {"checkForUpdates": False, "fetchNews": "false", "doNotDisturbMode": True}))
+        # every cell laid out in the page (JupyterLab 4 and Notebook 7 window long notebooks: cells off
+        # screen are not in the DOM), so a test reads every cell's prompt and output from the page
+        tracker = data / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
+        tracker.mkdir(parents=True)
+        (tracker / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_DATA_DIR=str(data),
                JUPYTER_RUNTIME_DIR=str(runtime), IPYTHONDIR=str(ipython), JUPYTER_PLATFORM_DIRS="1",
                PYTHONUNBUFFERED="1")

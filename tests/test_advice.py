@@ -283,15 +283,20 @@ def test_the_peak_anatomy_adds_up_to_the_peak(advised, qwen3_peak):
         assert o.peak.biggest and all(t.label for t in o.peak.biggest)
         value = o.peak_bytes
         assert o.meets == (value <= advice.goal_bytes) and o.short_by == max(0, value - advice.goal_bytes)
-    # the plain step's peak is the memory table's (its own liveness walk) and the timeline's top
+    # the plain step's peak is the memory table's (inductor's code, simulated) and the timeline's top, taken
+    # apart at that line of the code (the piece and phase it is in)
     strategy = step_strategy(tr.capture)
     row = tr.memory_table([strategy], scope="graph").iloc[0]
     top = max(int(row["forward_peak_bytes"]), int(row["backward_peak_bytes"]))
     assert int(tr.memory_timeline(strategy)["total_bytes"].max()) == top
     plain = advice.plain
-    assert [pk.phase for pk in plain.pieces] == ["forward", "backward"]
+    assert plain.pieces and plain.pieces[0].phase == plain.at.phase and plain.at.phase in ("forward", "backward")
     outside = plain.by_kind["model state outside the graph"]
-    assert plain.peak_bytes == top + optimizer_state + outside
+    step = tr.memory_table([strategy], scope="step")  # the whole step: its loss returned, as the real one
+    total = step[step["piece"] == "total"].iloc[0]
+    step_top = max(int(total["forward_peak_bytes"]), int(total["backward_peak_bytes"]))
+    assert abs(step_top - top) <= 64  # the graph alone and the step differ by what the step returns
+    assert plain.peak_bytes == step_top + optimizer_state + outside
 
 
 def test_the_bound_is_not_beaten_by_a_budget(advised):

@@ -27,13 +27,17 @@ from fxviz import _torch
 from fxviz.analysis.memory.compiled import Storage
 from fxviz.analysis.memory.compiled_step import StepMemory
 from fxviz.analysis.memory.inductor_code import CompiledGraph
+from fxviz.analysis.memory.program import step_runs
 from fxviz.analysis.memory.storage import elsewhere, recompute_cost, saved_memory, storage_owners, storage_spans
+from fxviz.analysis.memory.whole import WholeStep
 from fxviz.analysis.strategy.partition import Partition
+from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.graph_facts import Storages, concrete, tensors
 from fxviz.core.units import format_bytes
 from fxviz.sources.graphs import JointGraph
 
-__all__ = ["KINDS", "LiveTensor", "PiecePeak", "StepPeak", "piece_peak", "step_peak", "compiled_step_peak"]
+__all__ = ["KINDS", "LiveTensor", "PiecePeak", "StepPeak", "piece_peak", "step_peak", "compiled_step_peak",
+           "whole_step_peak"]
 
 KINDS: tuple[str, ...] = ("saved activations", "temporaries", "gradients", "parameters", "inputs",
                           "model state outside the graph", "optimizer state", "other graph runs' saved activations",
@@ -279,3 +283,15 @@ def compiled_step_peak(step: StepMemory, graph_of_run: Sequence[int],
                    model_param_bytes, flops, traffic, live)
     total_saved = sum(step.pool.storages[s].nbytes for s in saved)
     return StepPeak(sum(kinds.values()), at, kinds, [at], total_saved, flops, traffic)
+
+
+def whole_step_peak(whole: WholeStep, s: Strategy, resident: int, model_param_bytes: int,
+                    optimizer_bytes: int = 0) -> StepPeak | None:
+    """:func:`compiled_step_peak` of the step ``whole`` runs under ``s`` (None where a graph has no
+    compiled code): the anatomy of the peak the memory table shows for a step of inductor's code."""
+    step = whole.compiled(s)
+    if step is None:
+        return None
+    parts = [(c.graph, c.partition(s), c.compiled(s)) for c in whole.caches]
+    runs, _ = step_runs(whole.capture, parts)
+    return compiled_step_peak(step, [r.graph for r in runs], parts, resident, model_param_bytes, optimizer_bytes)

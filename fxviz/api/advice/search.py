@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fxviz import _torch
-from fxviz.analysis.advice.anatomy import StepPeak, step_peak
+from fxviz.analysis.advice.anatomy import StepPeak, step_peak, whole_step_peak
 from fxviz.analysis.advice.changes import Change, budget_change, checkpoint_change, offload_change, repeated_blocks
 from fxviz.analysis.advice.eager_check import plain_backward_flops, run_eagerly
 from fxviz.analysis.advice.offload import offloaded_bytes
@@ -97,11 +97,17 @@ def step_of(tr: Any, strategy: Strategy | None = None, optimizer: str | int | No
     step = step_peak(pieces, model_state_bytes(cap.model), optimizer_bytes(optimizer, trained))
     if s.kind != "optimal":  # the bound's figures are its partition's (the table would solve two MILPs more)
         total = _total_row(tr, s)
-        step.saved_bytes = held_for_backward(total)
+        step.saved_bytes = held_for_backward(total) + _eager_held_elsewhere(tr, cap, s, total)
         step.recompute_flops, step.recompute_bytes = int(total["recompute_flops"]), int(total["recompute_bytes"])
-        peak = _table_peak(total)
-        if peak is not None:
-            step.peak_bytes = peak + step.by_kind["optimizer state"]
+        if _table_peak(total) is not None:  # the step runs inductor's code: its peak, taken apart
+            resident = int(total["resident_bytes"])
+            whole = tr._whole  # noqa: SLF001 - the step the same floor's Trace holds, its caches shared
+            compiled = whole_step_peak(whole, s, resident, min(resident, model_state_bytes(cap.model)),
+                                       step.by_kind["optimizer state"])
+            if compiled is not None:
+                compiled.saved_bytes = step.saved_bytes
+                compiled.recompute_flops, compiled.recompute_bytes = step.recompute_flops, step.recompute_bytes
+                step = compiled
     return step
 
 
@@ -112,6 +118,18 @@ def _total_row(tr: Any, s: Strategy) -> pd.Series:
         why = rows.iloc[0]["error"] if not rows.empty else "no total row"
         raise InputError(f"{s.name} fails on this step: {why}", "advice needs a partition to change")
     return rows.iloc[0]
+
+
+def _eager_held_elsewhere(tr: Any, cap: Capture, s: Strategy, total: pd.Series) -> int:
+    """What eager code between the graphs holds, where ``s``'s total does not say (it is measured on the step
+    inductor's code runs, the step's own strategy's): the same code runs whatever the graphs save."""
+    import pandas as pd
+
+    own = step_strategy(cap)
+    if s == own or not pd.isna(total.get("eager_held_bytes", pd.NA)) or len(cap.graphs) < 2:
+        return 0
+    held = _total_row(tr, own).get("eager_held_bytes")
+    return 0 if held is None or pd.isna(held) else int(held)
 
 
 def held_for_backward(total: pd.Series) -> int:
