@@ -251,14 +251,19 @@ def _dropdown(page, label: str):
     return page.locator(f".fxviz-explorer-widget .widget-dropdown:has(label:text-is('{label}')) select")
 
 
-# Notebook 7.6 itself throws this on every page load, notebook or not (its shortcuts settings
-# handler reads a plugin schema that is not registered); nothing of fxviz is on its stack.
-_UPSTREAM = ("Cannot read properties of undefined (reading 'schema')", "/static/notebook/notebook_core.")
+# Jupyter's own bundles: Notebook 7.6 throws on every page load (its shortcuts settings handler reads a plugin
+# schema that is not registered), and runs commands its page lacks ("Command 'filebrowser:open-path' not
+# registered"); nothing of fxviz is on their stacks.
+_JUPYTER_BUNDLES = ("/static/notebook/", "/static/lab/", "/lab/extensions/")
 
 
 def _ours(page_errors: list[str]) -> list[str]:
-    return [e for e in page_errors if not (e.startswith(_UPSTREAM[0]) and all(
-        _UPSTREAM[1] in line for line in e.splitlines()[2:] if line.strip().startswith("at ") and "http" in line))]
+    """The page errors fxviz may have caused: all but those whose every stack frame is Jupyter's own code."""
+    def upstream(e: str) -> bool:
+        frames = [line for line in e.splitlines() if line.strip().startswith("at ") and "http" in line]
+        return bool(frames) and "fxviz" not in e and all(any(b in line for b in _JUPYTER_BUNDLES) for line in frames)
+
+    return [e for e in page_errors if not upstream(e)]
 
 
 def _wait_kernel_idle(page, app: str) -> None:

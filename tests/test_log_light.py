@@ -16,8 +16,14 @@ from fxviz.sources.log.light.text import parse_text
 
 
 def _packets(namespace: object, keep) -> set[str]:
+    """Every op of ``namespace`` (``torch.ops.aten``) that ``keep``s: all its registered schemas, not only the
+    packets this process happened to touch (``dir`` lists those alone, so the set depended on test order)."""
+    import torch._inductor.lowering
+
+    prefix = f"{namespace.name}::"
+    names = {s.name[len(prefix):] for s in torch._C._jit_get_all_schemas() if s.name.startswith(prefix)}
     found = set()
-    for name in dir(namespace):
+    for name in names | set(dir(namespace)):
         packet = getattr(namespace, name, None)
         if not hasattr(packet, "overloads"):
             continue

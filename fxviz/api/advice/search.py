@@ -112,7 +112,8 @@ def step_of(tr: Any, strategy: Strategy | None = None, optimizer: str | int | No
 
 
 def _total_row(tr: Any, s: Strategy) -> pd.Series:
-    table = tr.memory_table([s], scope="step")
+    # inductor's code of this strategy's partitions (a lowering per graph): its layout copies and peak
+    table = tr.memory_table([s], scope="step", compiled=True)
     rows = table[(table["piece"] == "total") & (table["strategy"] == s.name)]
     if rows.empty or (isinstance(rows.iloc[0]["error"], str) and rows.iloc[0]["error"]):
         why = rows.iloc[0]["error"] if not rows.empty else "no total row"

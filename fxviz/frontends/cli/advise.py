@@ -14,7 +14,6 @@ from fxviz.core.errors import FxvizError, InputError, LogError
 from fxviz.frontends.cli.options import SOURCE, command, opt
 from fxviz.frontends.cli.source import from_log, logged_at, open_trace, where_in_run
 from fxviz.frontends.cli.words import option_words, wrap
-from fxviz.sources.log.rebuild.crossing import logged_crossing
 
 __all__ = ["cmd_advise", "step_trace"]
 
@@ -141,6 +140,8 @@ def step_trace(run: Any, tr: Any, rank: int | None = None) -> tuple[Any, str | N
             f"{', '.join(ids)}), in the order the step runs them (the tables below call them graphs 1 "
             f"{'and' if len(traces) == 2 else 'to'} {len(traces)}); --graph ID advises on one of them")
     note = run.step_note(found)
+    from fxviz.sources.log.rebuild.crossing import logged_crossing  # torch: not on the CLI's help path
+
     # after the first graph, an input whose gradient the backward returns is a tensor the step made
     graphs = [dataclasses.replace(t.graph, index=i, crossing=logged_crossing(t.graph) if i else frozenset())
               for i, t in enumerate(traces)]

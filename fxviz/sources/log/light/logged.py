@@ -33,18 +33,25 @@ __all__ = ["SavedValue", "LoggedFacts", "logged_facts", "traced_phases", "tangen
            "draws_random", "num_fwd"]
 
 RANDOM_OPS = frozenset({
-    "_cudnn_rnn", "_efficient_attention_forward", "_flash_attention_forward",
-    "_flash_attention_forward_no_dropout_inplace", "_fused_dropout", "_scaled_dot_product_attention_math_for_mps",
-    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward",
-    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
-    "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_fused_attention_overrideable", "_standard_gamma", "alpha_dropout", "bernoulli", "bernoulli_",
-    "cauchy", "cauchy_", "dropout", "exponential", "exponential_", "geometric", "geometric_", "gru", "log_normal",
-    "log_normal_", "lstm", "miopen_rnn", "multinomial", "native_dropout", "normal", "normal_", "poisson", "rand",
-    "rand_like", "randint", "randint_like", "randn", "randn_like", "randperm", "rnn_relu", "rnn_tanh",
-    "rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise_functional", "uniform", "uniform_",
+    "_cudnn_attention_backward", "_cudnn_attention_forward", "_cudnn_init_dropout_state", "_cudnn_rnn",
+    "_efficient_attention_forward", "_fill_mem_eff_dropout_mask_", "_flash_attention_forward",
+    "_flash_attention_forward_no_dropout_inplace", "_fused_dropout", "_fused_sdp_choice", "_lstm_mps",
+    "_nested_tensor_softmax_with_shape", "_sample_dirichlet", "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_attention_math_for_mps", "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_cudnn_attention_backward", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_fused_attention_overrideable",
+    "_standard_gamma", "_triton_scaled_dot_attention", "alpha_dropout", "alpha_dropout_", "bernoulli", "bernoulli_",
+    "binomial", "cauchy", "cauchy_", "dropout", "dropout_", "exponential", "exponential_", "feature_alpha_dropout",
+    "feature_alpha_dropout_", "feature_dropout", "feature_dropout_", "geometric", "geometric_", "gru",
+    "inductor_rand_eager_offset", "inductor_rand_eager_offsets", "inductor_seed", "inductor_seeds", "log_normal",
+    "log_normal_", "lstm", "miopen_rnn", "multinomial", "native_dropout", "normal", "normal_", "normal_functional",
+    "poisson", "rand", "rand_like", "randint", "randint_like", "randn", "randn_like", "random", "random_",
+    "randperm", "rnn_relu", "rnn_tanh", "rrelu", "rrelu_", "rrelu_with_noise", "rrelu_with_noise_",
+    "rrelu_with_noise_functional", "scaled_dot_product_attention", "uniform", "uniform_",
 })
-"""aten and prims ops torch tags ``nondeterministic_seeded`` (the tests check the list against torch)."""
+"""aten and prims ops torch tags ``nondeterministic_seeded``, inductor's seed prims included (the tests check the
+list against every schema torch registers)."""
 
 _DRAWN = {  # op -> (its drop probability's position, name, default), (its train flag's position or -1)
     "aten.native_dropout.default": (1, "p", None, 2), "aten.dropout.default": (1, "p", None, 2),
