@@ -57,26 +57,43 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 _POOL = ThreadPoolExecutor(2)  # the real steps run in subprocesses while the next model is advised
 
 
-@pytest.fixture(scope="module")
-def advised() -> dict[str, tuple[nn.Module, dict[str, Any], Any, Advice, dict[str, Any], Future | None]]:
-    """name -> (model, call, trace, advice at its saved target, state before, the real steps of the plain
-    step and every offered option: a future)."""
-    out = {}
-    for name in MODELS:
+class _Advised(dict):
+    """name -> (model, call, trace, advice at its saved target, state before, None), each model advised on first
+    use; its real steps (``real_steps``) run when a test asks for them (a test of one model pays for that one)."""
+
+    def __missing__(self, name: str) -> tuple[nn.Module, dict[str, Any], Any, Advice, dict[str, Any], Future | None]:
         model, kwargs = build(name)
         before = _state(model)
         tr = fxviz.trace(model, **kwargs)
         advice = tr.advise(saved=TARGETS[name])
-        steps = _POOL.submit(run_options, name, [""] + [o.code for o in advice.options]) if HAS_CXX else None
-        out[name] = (model, kwargs, tr, advice, before, steps)
-    return out
+        self[name] = (model, kwargs, tr, advice, before, None)
+        return self[name]
+
+    def real_steps(self, name: str) -> Future:
+        """The real steps of the plain step and every offered option, started on first ask (a subprocess)."""
+        if name not in self.steps:
+            self.steps[name] = _POOL.submit(run_options, name, [""] + [o.code for o in self[name][3].options])
+        return self.steps[name]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: dict[str, Future] = {}
+
+
+@pytest.fixture(scope="module")
+def advised() -> _Advised:
+    return _Advised()
+
+
+# the real-step checks of the graph-broken model and the conv net: `bash scripts/run.sh sweeps` (the default
+# run keeps the Hugging Face model at its defaults; the broken model's advice is checked there without its run)
+REAL_MODELS = [pytest.param(m, marks=pytest.mark.sweep) if m != "qwen3" else m for m in MODELS]
 
 
 def _real(advised, name: str) -> list[dict[str, Any]]:
-    future = advised[name][5]
-    if future is None:
+    if not HAS_CXX:
         pytest.skip("a real inductor compile needs a C++ compiler")
-    return future.result()
+    return advised.real_steps(name).result()
 
 
 def test_targets_and_their_errors():
@@ -91,7 +108,7 @@ def test_targets_and_their_errors():
         assert "saved='50%'" in err.value.hint and "peak='8 GiB'" in err.value.hint
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", REAL_MODELS)
 def test_every_offered_option_runs_in_a_real_compiled_step_as_the_plain_step_does(advised, name):
     """Pasted into a real step of a fresh copy: it runs, compiles the plain step's graphs (no break added)
     and computes eager's gradients."""
@@ -104,7 +121,7 @@ def test_every_offered_option_runs_in_a_real_compiled_step_as_the_plain_step_doe
         assert r["grad_error"] < 1e-4, (str(o), r["grad_error"])
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", REAL_MODELS)
 def test_the_step_holds_what_each_option_predicts_and_meets_the_target_it_says(advised, name):
     """What the real step holds for its backward is each option's saved bytes within 5% (the plain step's
     too); an option that meets its share of the plain step's saved bytes meets that share of what the real

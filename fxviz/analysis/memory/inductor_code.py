@@ -17,14 +17,14 @@ import torch
 from fxviz import _torch
 from fxviz._torch.lowering import LoweredGraph, LoweringFailed, lower_partition
 from fxviz.analysis.memory.code_text import CodeText
-from fxviz.analysis.memory.compiled_step import GraphCode, StepMemory, StepRun, grad_copies, step_memory
+from fxviz.analysis.memory.compiled_step import GraphCode, grad_copies
 from fxviz.analysis.memory.storage import crossing_inputs
 from fxviz.analysis.real.probe import line_peaks
 from fxviz.analysis.strategy.partition import Partition
 from fxviz.sources.graphs import JointGraph
 from fxviz.sources.roles import STATE_ROLES
 
-__all__ = ["CompiledGraph", "compiled_graph", "from_code", "graph_alone"]
+__all__ = ["CompiledGraph", "compiled_graph", "from_code"]
 
 
 @dataclass
@@ -138,15 +138,3 @@ def compiled_graph(graph: JointGraph, p: Partition, probe: bool = True) -> Compi
     fw, bw = lowered
     return from_code(graph, p, fw.code, bw.code if bw is not None else None, lowered=lowered, probe=probe)
 
-
-def graph_alone(graph: JointGraph, compiled: CompiledGraph, last: bool) -> StepMemory | None:
-    """The graph's own step: its forward, then its backward, as if nothing else ran (the memory
-    table's row for one graph); the loss is its output when a run of it returns the step's loss (a
-    log's last graph: its first output)."""
-    if compiled.code is None:
-        return None
-    if graph.loss_output is not None:
-        loss: tuple[int, int] | None = (0, graph.loss_output[1])
-    else:
-        loss = (0, 0) if last and not graph.runs and graph.logged is not None else None
-    return step_memory([compiled.code], [StepRun(0)], loss)

@@ -91,6 +91,12 @@ OP_WORDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "sum": ("sum", ("output",)),
     "arange": ("arange", ("output",)),
     "bitwise_not": ("mask (not)", ("output",)),
+    "le": ("mask (<=)", ("output",)),
+    "lt": ("mask (<)", ("output",)),
+    "ge": ("mask (>=)", ("output",)),
+    "gt": ("mask (>)", ("output",)),
+    "eq": ("mask (==)", ("output",)),
+    "ne": ("mask (!=)", ("output",)),
     "clone": ("copy", ("output",)),
     "_unsafe_view": ("reshape (copy)", ("output",)),
 }
