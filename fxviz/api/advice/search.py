@@ -112,8 +112,9 @@ def step_of(tr: Any, strategy: Strategy | None = None, optimizer: str | int | No
 
 
 def _total_row(tr: Any, s: Strategy) -> pd.Series:
-    # inductor's code of this strategy's partitions (a lowering per graph): its layout copies and peak
-    table = tr.memory_table([s], scope="step", compiled=True)
+    # a model's: inductor's code of this strategy's partitions (a lowering per graph: its layout copies and
+    # peak); a log's graphs can be thousands of layers' worth, lowered only where the table lowers them anyway
+    table = tr.memory_table([s], scope="step", compiled=not tr.capture.from_log)
     rows = table[(table["piece"] == "total") & (table["strategy"] == s.name)]
     if rows.empty or (isinstance(rows.iloc[0]["error"], str) and rows.iloc[0]["error"]):
         why = rows.iloc[0]["error"] if not rows.empty else "no total row"
