@@ -28,6 +28,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import fxviz
 from fxviz import _torch
+from fxviz._torch.profiling import profiled
 from tests.advice_models import build
 
 
@@ -43,14 +44,13 @@ def _held(step: Any, kwargs: dict[str, Any], device: str) -> tuple[int, Any]:
             del result
             torch.cuda.synchronize()
             return torch.cuda.memory_allocated() - before - loss.untyped_storage().nbytes(), loss
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        with profiled() as trace:  # the allocator's [memory] events, as Trace.measure reads them
             result = step(**kwargs)
             loss = result["loss"]
             del result
     finally:
         gc.enable()
-    events = sorted(prof.profiler.kineto_results.events(), key=lambda e: e.start_ns())
-    now = sum(e.nbytes() for e in events if e.name() == "[memory]" and str(e.device_type()).endswith("CPU"))
+    now = sum(n for _, n in trace.events)
     return now - loss.untyped_storage().nbytes(), loss
 
 

@@ -21,35 +21,14 @@ from typing import Any
 import torch
 from torch import nn
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # tests.step_models
+
 import fxviz
+from tests.step_models import BreakNet
 
 CLOSE = 0.05
 DEVICE = "cuda"
 
-
-class BreakBlock(nn.Module):
-    def __init__(self, d: int) -> None:
-        super().__init__()
-        self.ln, self.lin, self.out = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.nn.functional.gelu(self.lin(self.ln(x)))
-        torch._dynamo.graph_break()  # noqa: SLF001 - the break this model is about
-        return x + self.out(h)
-
-
-class BreakNet(nn.Module):
-    """A graph break in every block, in a loop: several graphs and eager code between them."""
-
-    def __init__(self, d: int = 256, n: int = 2) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList([BreakBlock(d) for _ in range(n)])
-        self.head = nn.Linear(d, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for b in self.blocks:
-            x = b(x)
-        return self.head(x).logsumexp(-1).mean()
 
 
 def _to(value: Any) -> Any:
@@ -64,7 +43,7 @@ def models() -> dict[str, tuple[nn.Module, tuple[Any, ...], dict[str, Any]]]:
     out["mini_gpt"] = (model, inputs, {})
     model, inputs = fxviz.examples.alexnet(batch=8)
     out["alexnet"] = (model, inputs, {})
-    out["break"] = (BreakNet(), (torch.randn(8, 64, 256),), {})
+    out["break"] = (BreakNet(d=256), (torch.randn(8, 64, 256),), {})
     try:
         from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
     except ImportError:

@@ -1,5 +1,6 @@
-"""Small models whose compiled step has several graphs, for the whole-step diff tests
-(``tests/test_step_diff.py``): imported by the test and by the subprocess that runs them for real."""
+"""Small models whose compiled step has several graphs, for the whole-step tests (``tests/test_step_diff.py``,
+``tests/test_compiled_step.py``, ``scripts/gpu_check.py``): imported by the tests and by the processes that
+run them for real."""
 
 from __future__ import annotations
 
@@ -70,3 +71,29 @@ def tiny_llama(checkpointed: bool) -> tuple[nn.Module, torch.Tensor]:
     if checkpointed:
         model.gradient_checkpointing_enable()
     return model, torch.randint(0, 128, (2, 16))
+
+
+class BreakBlock(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.ln, self.lin, self.out = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.nn.functional.gelu(self.lin(self.ln(x)))
+        torch._dynamo.graph_break()
+        return x + self.out(h)
+
+
+class BreakNet(nn.Module):
+    """A graph break inside every block, in a loop (dynamo then runs the loop and the head eagerly): several
+    graphs and eager code between them (tests/test_compiled_step.py, scripts/gpu_check.py)."""
+
+    def __init__(self, d: int = 32, n: int = 2) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([BreakBlock(d) for _ in range(n)])
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x).logsumexp(-1).mean()

@@ -26,6 +26,7 @@ import fxviz
 
 from .conftest import assert_unchanged, snapshot
 from .logs_util import make_log
+from .step_models import BreakNet
 
 CLOSE = 0.05
 
@@ -42,30 +43,6 @@ class ConvNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.features(x), 1))
 
-
-class BreakBlock(nn.Module):
-    def __init__(self, d: int) -> None:
-        super().__init__()
-        self.ln, self.lin, self.out = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.nn.functional.gelu(self.lin(self.ln(x)))
-        torch._dynamo.graph_break()
-        return x + self.out(h)
-
-
-class BreakNet(nn.Module):
-    """A graph break inside every block, in a loop (dynamo then runs the loop and the head eagerly)."""
-
-    def __init__(self, d: int = 32, n: int = 2) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList([BreakBlock(d) for _ in range(n)])
-        self.head = nn.Linear(d, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for b in self.blocks:
-            x = b(x)
-        return self.head(x).logsumexp(-1).mean()
 
 
 def _llama() -> tuple[nn.Module, dict[str, torch.Tensor]]:
