@@ -143,3 +143,38 @@ def test_user_callable_strategy(traces):
     tr = traces[("mlp", "lifted")]
     p = tr.partition(_torch.default_partition)
     assert p.saved == tr.partition("default").saved
+
+
+def test_budget_sweep_solves_each_flow_network_once_and_saves_what_torch_saves(traces):
+    """A sweep of budgets (``fxviz advise``) shares the flow networks min-cut solves before its knapsack
+    (``_torch.partitioners.remembered_min_cuts``): the saved values are torch's own, partitioned without it,
+    and networkx is left as it was."""
+    import networkx as nx
+
+    from fxviz._torch import partitioners as tp
+    from fxviz.analysis.strategy.partition import partition
+
+    solve = nx.minimum_cut
+    graph = traces[("mini_gpt", "lifted")].graph
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return solve(*args, **kwargs)
+
+    tp._CUTS.clear()
+    nx.minimum_cut = counted
+    try:
+        sweep = {b: partition(graph, f"budget:{b}") for b in (0.9, 0.7, 0.5, 0.3)}
+        solved, calls[:] = len(calls), []
+        again = partition(graph, "budget:0.5")
+        assert calls == []  # every network of this budget was solved before
+    finally:
+        nx.minimum_cut = solve
+    assert nx.minimum_cut is solve
+    assert solved < 4 * 3  # each budget solves the same plain and aggressive networks first
+    assert again.saved == sweep[0.5].saved
+    for b, p in sweep.items():
+        assert p.ok, p.error
+        fwd, _ = _direct(graph, f"budget:{b}")  # no memo here: torch as it is
+        assert p.saved == [n.name for n in list(fwd.graph.nodes)[-1].args[0][graph.num_fwd_outputs:]]

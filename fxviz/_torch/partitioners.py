@@ -3,9 +3,12 @@ copy of a graph a partitioner may mutate."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
+import hashlib
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -140,16 +143,74 @@ def partitioner_context(gm: fx.GraphModule) -> Iterator[None]:
     there is none, so the fake mode of the graph's own values is supplied (none: nothing to do)."""
     from torch._guards import TracingContext, detect_fake_mode, tracing
 
-    if detect_fake_mode() is not None:
+    with remembered_min_cuts():
+        if detect_fake_mode() is not None:
+            yield
+            return
+        values = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+        mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
+        if mode is None:
+            yield
+            return
+        with tracing(TracingContext(mode)):
+            yield
+
+
+_CUTS: collections.OrderedDict[bytes, tuple[Any, tuple[frozenset[Any], frozenset[Any]]]] = collections.OrderedDict()
+_CUTS_KEPT = 16
+"""The flow networks min-cut solved in this process, by their digest (the most recently used kept)."""
+
+
+def _flow_digest(g: Any, s: Any, t: Any, capacity: Any) -> bytes:
+    """A digest of everything ``networkx.minimum_cut`` reads of ``g``: its nodes, each edge with its data, in
+    the order they were added (successors and predecessors: the order decides which of several minimum cuts
+    the preflow-push finds), and the terminals."""
+    h = hashlib.blake2b(repr((s, t, capacity)).encode(), digest_size=32)
+    for u, data in g._node.items():  # networkx's own insertion-ordered dicts
+        h.update(repr((u, sorted(data.items()), [(v, sorted(d.items())) for v, d in g._succ[u].items()],
+                       list(g._pred[u]))).encode())
+    return h.digest()
+
+
+@contextlib.contextmanager
+def remembered_min_cuts() -> Iterator[None]:
+    """torch's min-cut solves its flow network with ``networkx.minimum_cut``: a network solved before in this
+    process (the same nodes, edges, capacities and order) gets that solve's answer, which networkx's
+    deterministic preflow-push would find again.  An activation-memory budget's partition solves three
+    networks that do not depend on the budget (plain min-cut's and its two more aggressive ones) before its
+    knapsack's: across a sweep of budgets (``fxviz advise``) those are solved once (issue 46: at 64 layers a
+    solve took seconds).  Any other call of ``networkx.minimum_cut`` goes straight through."""
+    try:
+        import networkx as nx
+    except ImportError:  # min-cut says it needs networkx itself
         yield
         return
-    values = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
-    mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
-    if mode is None:
+    solve = nx.minimum_cut
+    if getattr(solve, "_fxviz_remembered", False):  # nested: already in place
         yield
         return
-    with tracing(TracingContext(mode)):
+
+    def minimum_cut(g: Any, s: Any, t: Any, capacity: str = "capacity", flow_func: Any = None,
+                    **kwargs: Any) -> Any:
+        if flow_func is not None or kwargs or not isinstance(g, nx.DiGraph) or type(g) is not nx.DiGraph:
+            return solve(g, s, t, capacity=capacity, flow_func=flow_func, **kwargs)
+        key = _flow_digest(g, s, t, capacity)
+        found = _CUTS.get(key)
+        if found is None:
+            value, (a, b) = solve(g, s, t, capacity=capacity)
+            found = _CUTS[key] = (value, (frozenset(a), frozenset(b)))
+        _CUTS.move_to_end(key)
+        while len(_CUTS) > _CUTS_KEPT:
+            _CUTS.popitem(last=False)
+        value, (a, b) = found
+        return value, (set(a), set(b))
+
+    minimum_cut._fxviz_remembered = True  # type: ignore[attr-defined]
+    nx.minimum_cut = minimum_cut
+    try:
         yield
+    finally:
+        nx.minimum_cut = solve
 
 
 def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
