@@ -137,13 +137,18 @@ def budget_config(budget: float, solver: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def partitioner_context(gm: fx.GraphModule) -> Iterator[None]:
-    """The tracing context torch's partitioners expect to run in: min-cut functionalizes the RNG of
+    """The context torch's partitioners expect to run in: min-cut functionalizes the RNG of
     random ops a checkpoint region must recompute (CPU attention is tagged random), and that asks
     ``detect_fake_mode()`` for the fake mode the joint graph was traced in.  Outside torch.compile
     there is none, so the fake mode of the graph's own values is supplied (none: nothing to do)."""
     from torch._guards import TracingContext, detect_fake_mode, tracing
 
-    with remembered_min_cuts():
+    from torch.fx._lazy_graph_module import _use_lazy_graph_module
+
+    # the graphs a partitioner makes write their Python code when something runs or prints them, as under
+    # torch.compile (inductor's compile sets the same flag): a partition's views never do, and writing the
+    # code of a 64-layer graph's forward and backward was ~10% of a budget sweep (issue 46)
+    with remembered_min_cuts(), _use_lazy_graph_module(True):
         if detect_fake_mode() is not None:
             yield
             return

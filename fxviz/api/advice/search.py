@@ -162,6 +162,7 @@ class _Search:
         self.optimizer_state = self.plain.by_kind["optimizer state"]
         self.goal = target.bytes_for(self.plain.saved_bytes)
         self._plain_flops: int | None = None
+        self.say: Callable[[str], None] = lambda _what: None
 
     def value(self, step: StepPeak) -> int:
         return step.saved_bytes if self.target.kind == "saved" else step.peak_bytes
@@ -180,6 +181,7 @@ class _Search:
         solver = self.cap.torch_budget[1]
         closest: Option | None = None
         for b in BUDGETS:
+            self.say(f"activation_memory_budget={b:g}")  # a partition each: seconds apiece on a big graph
             option = self.option(budget_change(b), step_of(self.tr, budget_strategy(b, solver), self.optimizer))
             if option.meets:
                 return option
@@ -322,6 +324,7 @@ def advise(tr: Any, target: Target, optimizer: str | int | None = None, *, flops
     notes: list[str] = []
     options: list[Option] = []
     say = progress or (lambda _what: None)
+    search.say = lambda what: say(f"  {what}")
     if "budget" in kinds:
         say("activation_memory_budget")
         options.append(search.budget())
@@ -351,6 +354,8 @@ def advise(tr: Any, target: Target, optimizer: str | int | None = None, *, flops
                          "on the compute stream: its est. time is those transfers, its peak the plain step's less "
                          "what it moves (fxviz has not checked it against a real accelerator's step)")
     notes += _step_notes(search, options, cap)
+    if search.target.kind == "saved":
+        say("the exact optimum (a MILP: the bound)")
     bound = search.bound()
     if bound is None:
         notes.append("no exact-optimum bound here: fxviz gives one for a saved-bytes target on a single graph "
