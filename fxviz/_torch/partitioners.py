@@ -142,7 +142,6 @@ def partitioner_context(gm: fx.GraphModule) -> Iterator[None]:
     ``detect_fake_mode()`` for the fake mode the joint graph was traced in.  Outside torch.compile
     there is none, so the fake mode of the graph's own values is supplied (none: nothing to do)."""
     from torch._guards import TracingContext, detect_fake_mode, tracing
-
     from torch.fx._lazy_graph_module import _use_lazy_graph_module
 
     # the graphs a partitioner makes write their Python code when something runs or prints them, as under
