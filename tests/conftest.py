@@ -24,8 +24,9 @@ before making your own.
 
 Markers and workers (``pyproject.toml``): ``bash scripts/run.sh test`` runs ``pytest -n 2 --dist loadgroup
 -m "not sweep"`` (pytest-xdist, one worker a core).  Every ``browser`` or ``notebook`` test joins the xdist group
-``"browser"`` (the hook below): one worker runs them one after another, beside the other worker's tests.
-Mark a test ``@pytest.mark.xdist_group("browser")`` too when it must not share the machine with them.
+``"browser"`` (the hook below): one worker runs them one after another, beside the other worker's tests; every
+other test runs on the worker that runs its file (a module fixture is made once).  Mark a test
+``@pytest.mark.xdist_group("browser")`` too when it must not share the machine with them.
 ``sweep`` marks a long sweep's full run (the op database, the corpus, the lab's notebooks): ``bash
 scripts/run.sh sweeps`` runs those, while the default run keeps a representative subset of each.
 """
@@ -62,14 +63,27 @@ def _by_hand(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.sin(x * w).sum()
 
 
+# the groups one worker starts with: the longest chains of tests that must run one after another
+_FIRST = ("browser", "tests/test_advice.py")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group into the node id
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``) every browser and notebook test runs on one worker, one after
-    another: Chromium and Jupyter kernels each want a core, and they share the session's ``jupyter`` server."""
+    another: Chromium and Jupyter kernels each want a core, and they share the session's ``jupyter`` server.
+    Every other test runs on the worker that runs the rest of its file: a module's fixtures (a model advised,
+    real compiled steps measured) are made once, not once per worker.  The longest groups are handed out first,
+    so that no worker is left with one at the end."""
     for item in items:
-        if item.get_closest_marker("xdist_group") is None and (
-                item.get_closest_marker("browser") or item.get_closest_marker("notebook")):
-            item.add_marker(pytest.mark.xdist_group("browser"))
+        if item.get_closest_marker("xdist_group") is None:
+            browser = item.get_closest_marker("browser") or item.get_closest_marker("notebook")
+            item.add_marker(pytest.mark.xdist_group("browser" if browser else item.nodeid.split("::")[0]))
+
+    def group(item: pytest.Item) -> str:
+        marker = item.get_closest_marker("xdist_group")
+        return str(marker.args[0] if marker and marker.args else marker.kwargs.get("name", "")) if marker else ""
+
+    items.sort(key=lambda item: _FIRST.index(group(item)) if group(item) in _FIRST else len(_FIRST))
 
 
 @pytest.fixture(scope="session")

@@ -508,11 +508,10 @@ def test_no_option_that_changes_nothing_and_the_floor_of_a_peak():
     assert "no option to offer" in advice.text() or advice.options
 
 
-def test_an_option_that_saves_less_but_raises_the_peak_is_said():
+def test_an_option_that_saves_less_but_raises_the_peak_is_said(traces):
     """On the examples' mini GPT the exact optimum at 50% saved recomputes in the backward at its peak: it saves
     less and peaks higher than the plain step, which the table says in words (not only in its delta column)."""
-    model, inputs = fxviz.examples.mini_gpt()
-    advice = fxviz.trace(model, *inputs).advise(saved="50%")
+    advice = traces["mini_gpt"].advise(saved="50%")
     raised = [o for o in [*advice.options, *([advice.bound] if advice.bound else [])]
               if o.meets and o.peak_change_bytes > 0]
     assert raised, "the model no longer shows the case: pick one whose optimum raises the peak"
