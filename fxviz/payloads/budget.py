@@ -24,23 +24,24 @@ __all__ = ["PARTITION_S_PER_NODE", "DRAW_S_PER_NODE", "estimated_seconds", "with
            "drawings_within"]
 
 PARTITION_S_PER_NODE: dict[str, float] = {
-    "logged": 0.03e-3, "default": 0.25e-3, "recompute_all": 0.25e-3, "eager": 0.25e-3,
-    "min_cut": 0.45e-3, "callable": 0.45e-3, "budget": 0.5e-3, "optimal": 2.0e-3,
+    "logged": 0.01e-3, "default": 0.25e-3, "recompute_all": 0.3e-3, "eager": 0.25e-3,
+    "min_cut": 0.65e-3, "callable": 0.65e-3, "budget": 1.0e-3, "optimal": 2.0e-3,
 }
-"""Seconds per joint node a partition of each strategy kind is expected to take on a quiet reference
-machine: the report's estimate of a strategy's cost, from the graph's size alone, never from the clock
-(so the same command on the same input writes the same report however busy the machine is).  Measured
-at low load (benchmarks/RESULTS.md, the issue-17 ladder): ``default_partition`` 2.54 s and ``min_cut``
-4.63 s on the 10,282-node rung, 0.34 s and 0.91 s on 12-layer GPT-2's 2,032 nodes; reading a log's
-``logged`` partition ~0.5 s of a 14,959-node log's; a ``budget`` is min-cut's with a knapsack; an
-``optimal`` one a MILP (seconds to minutes: its estimate is the least).  ``eager`` runs the model (its
-cost is the model's, not the graph's: estimated as a default partition)."""
+"""Seconds per joint node a partition of each strategy kind is expected to take on a quiet machine: the
+report's estimate of a strategy's cost, from the graph's size alone, never from the clock (so the same command
+on the same input writes the same report however busy the machine is).  Measured (CPU seconds, 2026-12-07,
+benchmarks/RESULTS.md) on a 16-layer Llama log's 3,400-node joint graph: ``logged`` 0.03 s (a reading),
+``default_partition`` 0.73, ``min_cut`` 2.24, ``budget:0.5`` 3.55 (min-cut with its knapsack),
+``recompute_all`` 0.91; the issue-17 ladder's 10,282-node rung gave ``default_partition`` 2.54 s and
+``min_cut`` 4.63 s (a lighter graph per node).  ``optimal`` is a MILP (seconds to minutes: its estimate is the
+least); ``eager`` runs the model (its cost is the model's, not the graph's: estimated as a default partition).
+Everything fits a 10 s budget up to about 3,500 joint nodes (a 16-layer Llama step, a 12-layer GPT-2)."""
 
-DRAW_S_PER_NODE = 0.3e-3
-"""Seconds per node of the graph a drawing shows (the joint graph for the joint layout, about half of
-it for one strategy's forward or backward view): building the scene and DOT is linear in the graph's
-nodes, and a big graph's drawing collapses into boxes, so ``dot`` itself stays small (gpt12's collapsed
-joint 0.08 s, the 10,282-node rung's 6.2 s)."""
+DRAW_S_PER_NODE = 0.1e-3
+"""Seconds per node of the graph a drawing shows (the joint graph for the joint layout, about half of it for one
+strategy's forward or backward view): building the scene and DOT is linear in the graph's nodes, and a big
+graph's drawing collapses into boxes, so ``dot`` itself stays small.  Measured on the same 3,400-node log: the
+joint layout 0.13 CPU s, each strategy's forward or backward view 0.14-0.35 CPU s."""
 
 
 def estimated_seconds(subject: Strategy | DrawSpec, nodes: int) -> float:
