@@ -267,3 +267,38 @@ def test_offloading_is_an_option_where_the_step_is_on_an_accelerator(break_log, 
     assert f"{_torch.OFFLOAD_SETTING} = True" in offload.code and offload.config == {_torch.OFFLOAD_SETTING: True}
     with pytest.raises(fxviz.InputError, match="offloading"):
         offload.trace()
+
+
+def test_a_second_advise_of_the_same_log_reads_the_first_ones_partitions(break_log, capsys, monkeypatch):
+    """Issue 46: the second ``advise`` of a log reads each step the first partitioned (the plain step, every
+    budget of the sweep, the bound) from the log's cache, and prints the same figures; nothing is partitioned."""
+    import dataclasses
+
+    from fxviz.api.advice import search
+
+    def advised() -> tuple[str, str]:
+        assert main(["advise", "--logs", str(break_log), "--saved", "50%"]) == 0
+        got = capsys.readouterr()
+        return got.out, got.err
+
+    first, said = advised()
+    assert "kept from an earlier advise" not in said
+
+    def refused(*_args, **_kwargs):
+        raise AssertionError("the second advise partitioned a step the first kept")
+
+    monkeypatch.setattr(search, "step_of", refused)
+    second, said = advised()
+    assert second == first and "activation_memory_budget=0.5 (kept from an earlier advise of this log)" in said
+    # the figures themselves, through the API: a fresh Run over the same cache
+    from fxviz.frontends.cli.advise import step_trace
+
+    run = fxviz.load_logs(break_log, cache=True)
+    step, _ = step_trace(run, run.trace())
+    kept = step.advise(saved="50%")
+    monkeypatch.undo()
+    fresh_run = fxviz.load_logs(break_log)  # no cache: partitioned now
+    fresh, _ = step_trace(fresh_run, fresh_run.trace())
+    computed = fresh.advise(saved="50%")
+    assert [dataclasses.asdict(o.peak) for o in kept.options] == [dataclasses.asdict(o.peak) for o in computed.options]
+    assert kept.plain == computed.plain and kept.text(option_words) == computed.text(option_words)

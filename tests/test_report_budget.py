@@ -69,3 +69,46 @@ def test_the_collector_is_handed_back_as_the_session_had_it():
         assert 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
+
+
+def test_what_the_budget_leaves_out_depends_on_the_graph_not_the_clock(monkeypatch):
+    """The report's contents must not depend on machine load (issue 46): the decision is a pure
+    function of the strategies, the graph's size and the budget; a clock that jumps an hour between
+    two readings changes nothing."""
+    import itertools
+    import time
+
+    from fxviz.analysis.strategy.strategies import Strategy
+    from fxviz.payloads.budget import estimated_seconds, within
+
+    strategies = [Strategy.parse(s) for s in ("logged", "default", "min_cut", "budget:0.5", "recompute_all")]
+    for nodes in (56, 2032, 3800, 14959):
+        costs = [estimated_seconds(s, nodes) for s in strategies]
+        assert costs == [estimated_seconds(s, nodes) for s in strategies] and all(c > 0 for c in costs)
+        assert within(costs, 10.0) == within(list(costs), 10.0)
+    small = [estimated_seconds(s, 2032) for s in strategies]
+    assert all(within(small, 10.0))  # a 12-layer GPT-2's strategies all fit, as before
+    big = within([estimated_seconds(s, 14959) for s in strategies], 10.0)
+    assert big[0] and not all(big) and big == sorted(big, reverse=True)  # once one is left out, so are the rest
+    assert within([5.0, 6.0], None) == [True, True] and within([5.0, 6.0], 0.0) == [True, False]
+
+    tr = _trace()
+    keys = ["default_partition", "min_cut", "recompute_all"]
+    quiet = report_data(tr, strategies=keys, budget=0.001)
+    hour = itertools.count(0, 3600.0)
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(hour)))  # a very busy machine
+    monkeypatch.setattr(time, "monotonic", lambda: float(next(hour)))
+    busy = report_data(_trace(), strategies=keys, budget=10.0)
+    assert {k: v["state"] for k, v in busy["status"].items()} == dict.fromkeys(keys, "done")
+    assert all(d["svg"] and not d["error"] for d in busy["drawings"].values())
+    assert quiet["status"]["min_cut"]["state"] == "left_out"  # a budget below the estimate leaves it out
+
+
+def test_the_cli_says_on_stderr_what_the_budget_left_out(tmp_path, capsys):
+    from fxviz.frontends.cli.entry import main
+
+    path = tmp_path / "mlp.html"
+    assert main(["report", "mlp", "-o", str(path), "--strategies",
+                 "default_partition,min_cut", "--budget", "0.000001"]) == 0
+    err = capsys.readouterr().err
+    assert "left out by the report's budget: min_cut" in err and "--budget 0" in err, err

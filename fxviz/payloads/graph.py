@@ -6,7 +6,6 @@ set for its trace and one for each other piece of a graph-broken model (``pieces
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -52,14 +51,13 @@ def graph_data(tr: Trace, keys: Sequence[str], views: Sequence[str], pairs: Sequ
     parsed = [Strategy.parse(k) for k in keys]
     partner = compare_partner(parsed[0], parsed)
     first_pair = pairs[0] if pairs else (keys[0], partner.name if partner else None)
-    start = time.perf_counter()
-    statuses = statuses_within(tr, keys, start, budget, say)
+    statuses, spent = statuses_within(tr, keys, budget, say)
     left_out = {s for s in keys if statuses[s].state == "left_out"}
     layout = DrawSpec.of("joint", None, None, group, depth)
     todo = [DrawSpec.of(v, s, None, group, depth) for v in views if v in ("forward", "backward") for s in keys]
     if "joint" in views or "compare" in views:
         todo.insert(0, layout)
-    drawn = drawings_within(tr, todo, todo[0] if todo else layout, start, budget, left_out, say)
+    drawn = drawings_within(tr, todo, todo[0] if todo else layout, spent, budget, left_out, say)
     if layout.text() in drawn and not drawn[layout.text()].get("error"):
         # the shared layout shows every strategy: each partitioned one's saved tensors
         drawn[layout.text()]["saved"] = page_data({s: saved_data(tr, s) for s in keys if s not in left_out})

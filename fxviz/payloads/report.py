@@ -39,11 +39,12 @@ def report_data(tr: Trace, strategies: Iterable[StrategyLike] | None = None,
     node records, the memory table, the doctor's findings and the legend.  ``strategies``: default
     ``tr.offered`` (a log's trace shows what the run saved first).  ``compare``: the pair the
     compare view opens with (its first pair; default: the first strategy and its
-    ``choices.compare_partner``).  ``budget``: seconds after which the report stops partitioning
-    further strategies and drawing further views (the first strategy and the opening view always;
-    see ``budget.statuses_within``, ``budget.drawings_within``), per graph; None computes and
-    draws everything.  ``measure``: True runs the real compiled step (``Trace.measure()``: it
-    compiles, so it is asked for), or a ``Measured`` already made; the memory table then shows
+    ``choices.compare_partner``).  ``budget``: estimated seconds (from the graph's size, never
+    the clock) after which the report stops partitioning further strategies and drawing further views
+    (the first strategy and the opening view always; see ``budget.statuses_within``,
+    ``budget.drawings_within``), per graph; None computes and draws everything.  ``measure``: True
+    runs the real compiled step (``Trace.measure()``: it compiles, so it is asked for), or a
+    ``Measured`` already made; the memory table then shows
     its twin and the step's storages, the doctor what it keeps beyond the partition.  ``runs`` (logged
     runs of the same model) and ``advice`` (``tr.advise(...)``): the budget curve with them on it
     (``pareto.pareto_data``), under the timeline."""

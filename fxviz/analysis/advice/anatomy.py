@@ -17,9 +17,11 @@ parameters.
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch.fx as fx
 
@@ -178,6 +180,22 @@ class StepPeak:
                f"at {self.at.node}: {kinds}"
         lines = textwrap.wrap(head, 100, subsequent_indent="  ")
         return "\n".join(lines + [f"  {format_bytes(t.nbytes):>10}  {t.label}"[:100] for t in self.biggest])
+
+    def to_json(self) -> dict[str, Any]:
+        """Every figure as JSON keeps it (:meth:`from_json` makes an equal ``StepPeak`` back): what the log
+        cache keeps of an advised step (``api.advice.kept``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StepPeak:
+        """The ``StepPeak`` :meth:`to_json` wrote."""
+        def piece(d: dict[str, Any]) -> PiecePeak:
+            live = [LiveTensor(**{**t, "shape": None if t["shape"] is None else tuple(t["shape"])}) for t in d["live"]]
+            return PiecePeak(**{**d, "live": live})
+
+        return cls(int(data["peak_bytes"]), piece(data["at"]), {k: int(v) for k, v in data["by_kind"].items()},
+                   [piece(p) for p in data["pieces"]], int(data["saved_bytes"]), int(data["recompute_flops"]),
+                   int(data["recompute_bytes"]))
 
 
 def step_peak(pieces: Sequence[tuple[JointGraph, Partition, int]], model_param_bytes: int,

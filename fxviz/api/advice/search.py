@@ -33,6 +33,7 @@ from fxviz.analysis.advice.target import Target, optimizer_bytes
 from fxviz.analysis.graph.pieces import piece_facts
 from fxviz.analysis.strategy.choices import budget_strategy, step_strategy
 from fxviz.analysis.strategy.strategies import Strategy
+from fxviz.api.advice.kept import KeptSteps
 from fxviz.api.advice.options import Advice, Option, seconds_text
 from fxviz.core.errors import Blank, Do, FxvizError, FxvizWarning, InputError, Say
 from fxviz.core.graph_facts import input_devices
@@ -158,11 +159,26 @@ class _Search:
                  bytes_per_s: float, memo: StepMemo) -> None:
         self.tr, self.cap, self.target, self.optimizer, self.memo = tr, tr.capture, target, optimizer, memo
         self.flops_per_s, self.bytes_per_s = flops_per_s, bytes_per_s
-        self.plain = step_of(tr, optimizer=optimizer)
+        self.kept = KeptSteps(self.cap, optimizer)  # a log's: what an earlier advise of it partitioned
+        self.plain = self.step(step_strategy(self.cap))
         self.optimizer_state = self.plain.by_kind["optimizer state"]
         self.goal = target.bytes_for(self.plain.saved_bytes)
         self._plain_flops: int | None = None
         self.say: Callable[[str], None] = lambda _what: None
+
+    def step(self, strategy: Strategy) -> StepPeak:
+        """:func:`step_of` the trace under ``strategy`` with the optimizer's state, or as an earlier advise of
+        the same log kept it (``kept.KeptSteps``: the same figures, without partitioning); kept for the next."""
+        kept = self.kept.get(strategy)
+        if kept is not None:
+            return kept
+        try:
+            step = step_of(self.tr, strategy, self.optimizer)
+        except InputError as exc:
+            self.kept.keep(strategy, exc)
+            raise
+        self.kept.keep(strategy, step)
+        return step
 
     def value(self, step: StepPeak) -> int:
         return step.saved_bytes if self.target.kind == "saved" else step.peak_bytes
@@ -181,8 +197,10 @@ class _Search:
         solver = self.cap.torch_budget[1]
         closest: Option | None = None
         for b in BUDGETS:
-            self.say(f"activation_memory_budget={b:g}")  # a partition each: seconds apiece on a big graph
-            option = self.option(budget_change(b), step_of(self.tr, budget_strategy(b, solver), self.optimizer))
+            strategy = budget_strategy(b, solver)  # a partition each: seconds apiece on a big graph
+            self.say(f"activation_memory_budget={b:g}" + (" (kept from an earlier advise of this log)"
+                                                          if self.kept.has(strategy) else ""))
+            option = self.option(budget_change(b), self.step(strategy))
             if option.meets:
                 return option
             if closest is None or option.short_by < closest.short_by:
@@ -299,7 +317,7 @@ class _Search:
         if self.target.kind != "saved" or len(graphs) != 1:
             return None
         try:  # one MILP: step_of partitions, and refuses where no partition meets the goal
-            step = step_of(self.tr, Strategy("optimal", budget_bytes=self.goal), self.optimizer)
+            step = self.step(Strategy("optimal", budget_bytes=self.goal))
         except InputError:
             return None
         option = self.option(None, step, name=f"exact optimum at {format_bytes(self.goal) or '0 B'} saved (bound)")
@@ -355,7 +373,8 @@ def advise(tr: Any, target: Target, optimizer: str | int | None = None, *, flops
                          "what it moves (fxviz has not checked it against a real accelerator's step)")
     notes += _step_notes(search, options, cap)
     if search.target.kind == "saved":
-        say("the exact optimum (a MILP: the bound)")
+        kept = search.kept.has(Strategy("optimal", budget_bytes=search.goal))
+        say("the exact optimum (a MILP: the bound)" + (" (kept from an earlier advise of this log)" if kept else ""))
     bound = search.bound()
     if bound is None:
         notes.append("no exact-optimum bound here: fxviz gives one for a saved-bytes target on a single graph "

@@ -147,5 +147,6 @@ def step_trace(run: Any, tr: Any, rank: int | None = None) -> tuple[Any, str | N
               for i, t in enumerate(traces)]
     warnings = list(dict.fromkeys(w for t in traces for w in t.capture.warnings))
     state = list({n: v for t in traces for n, v in t.capture.state}.items())
-    cap = dataclasses.replace(traces[0].capture, graphs=graphs, state=state, warnings=warnings)
+    keys = tuple(k for t in traces for k in t.capture.log_keys)  # the step's figures kept under all its graphs'
+    cap = dataclasses.replace(traces[0].capture, graphs=graphs, state=state, warnings=warnings, log_keys=keys)
     return type(tr)(cap), head + (f". {note}" if note else "")

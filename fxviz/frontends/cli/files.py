@@ -81,16 +81,23 @@ def piece_number(text: str | None, pieces: int, log: tuple[str, list[str]] | Non
     return n - 1
 
 
+def _left_out_only(message: str) -> None:
+    """The report's progress without --verbose: only what its budget left out (and how to include it)."""
+    if message.startswith("left out by the report's budget"):
+        print(f"fxviz: report: {message}", file=sys.stderr, flush=True)
+
+
 @command("report", "a self-contained HTML report: graph views, details, search, memory table, doctor", *SOURCE,
          output("the HTML file to write (default MODEL.html)"), STRATEGIES, GROUP, DEPTH,
          opt("--budget", type=float, default=REPORT_BUDGET,
-             help=f"seconds to spend partitioning and drawing beyond the first strategy and the opening view; what "
+             help=f"seconds to spend partitioning and drawing beyond the first strategy and the opening view, as "
+                  f"estimated from the graph's size (not the clock: the same input gives the same report); what "
                   f"is left out says how to get it (default {REPORT_BUDGET:g}; 0: everything)"),
          opt("-v", "--verbose", action="store_true", help="say what is being computed"), MEASURE)
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the self-contained HTML report: graph views per strategy, details, search, memory
     table, doctor's findings; one file that loads nothing from the network."""
-    say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else None
+    say = (lambda m: print(f"  {m}", file=sys.stderr)) if args.verbose else _left_out_only
     out = args.output
     if out:
         check_writable(out)
@@ -101,7 +108,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                              "--logs DIR --measure",
                              "drop --measure here, or run fxviz table --logs DIR --graph ID --measure")
         run = open_run(args.logs)
-        if say is None and slow_log(run):  # a big log's report takes a while: what it computes is said
+        if say is _left_out_only and slow_log(run):  # a big log's report takes a while: what it computes is said
             say = (lambda m: print(f"fxviz: report: {m}", file=sys.stderr, flush=True))  # noqa: E731
         from fxviz.frontends.report.page import report
 

@@ -15,14 +15,16 @@ NODE_LIMIT = 150
 REPORT_BUDGET = 10.0
 """Seconds a report spends partitioning and laying out before it leaves the rest out.  The first
 strategy and the view the page opens with are always computed; further strategies and drawings only
-while the time spent plus their estimated cost stays under the budget, and each one left out says so
-in the page with how to get it.  Small graphs never reach it (AlexNet's whole report: about 2 s; a
-12-layer GPT-2: about 5 s); on a 10,282-node graph (issue 26) torch's own partitioners take 6-18 s
-(default) and 20-43 s (min-cut) each, and its trace 27-90 s, so a report holding every strategy
-took twice the trace.  10 s keeps the report of that graph near half its trace.  The rest of the
-report (node records, doctor, saved panel, memory table, timeline, the page) computes only from
-what the budget computed and is linear in the graph: about 15 s of a 15,162-node report (issue 36,
-benchmarks/RESULTS.md), whose min-cut and opening drawing are the other 105 s."""
+while their estimated costs add up to under the budget (``payloads.budget``: seconds per joint node
+on a quiet machine, never the clock, so that the same input gives the same report under any load),
+and each one left out says so in the page and on stderr with how to get it.  Small graphs never
+reach it (AlexNet's whole report: about 2 s; a 12-layer GPT-2: about 5 s); on a 10,282-node graph
+(issue 26) torch's own partitioners took 6-18 s (default) and 20-43 s (min-cut) each, and its trace
+27-90 s, so a report holding every strategy took twice the trace.  10 s keeps the report of that
+graph near half its trace.  The rest of the report (node records, doctor, saved panel, memory table,
+timeline, the page) computes only from what the budget computed and is linear in the graph: about
+15 s of a 15,162-node report (issue 36, benchmarks/RESULTS.md), whose min-cut and opening drawing
+are the other 105 s."""
 
 READABLE_PX = 10.5
 """Screen pixels a node label's font needs to be read (the median label of a drawing): a page opens a

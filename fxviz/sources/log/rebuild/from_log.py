@@ -113,7 +113,8 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None, cache
                    loss="loss: what the run's compiled frame returned (read from the log)",
                    graph_breaks=[c.graph_break_reason] if c.graph_break_reason else [], warnings=warnings_,
                    state=_state(c), backend=backend, torch_budget=run_budget(c.functorch),
-                   log_config=dict(c.functorch))
+                   log_config=dict(c.functorch), log_cache=cache,
+                   log_keys=(piece_key(c, p),) if cache is not None else ())
 
 
 def _dynamo_names(c: Compile, warnings_: list[str]) -> tuple[list[str], dict[int, str]]:
