@@ -107,12 +107,6 @@ class Capture:
     # be (a model on the meta device: aot_function over fake tensors): said in every view's title
     # (``title``) and, in full, in the summary; "" when the route is the one asked for
     route_note: str = ""
-    # a log read with a cache (``Run.cache``): where views keep what they worked out for the next view of the
-    # same log, and each graph's entry there (``sources.log.cache.piece_key``; None: not keyed), in ``graphs``
-    # order; None and () for a model's capture or a log read without one.  A ``sources.log.cache.LogCache``,
-    # typed Any: this module is a leaf of ``sources`` (tests/test_layers.py)
-    log_cache: Any = None
-    log_keys: tuple[str | None, ...] = ()
 
     # --- the source's facts, read through one door each ---------------------------------------------
     @property

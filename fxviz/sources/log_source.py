@@ -4,6 +4,7 @@ a log, and what a view of the log says of it without rebuilding it (torch-free).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["LogSource"]
 
@@ -22,6 +23,12 @@ class LogSource:
     frame: str = "compiled frame"  # the frame's name, as dynamo logged it
     torch_version: str | None = None  # the torch that wrote the log
     input_names: list[str] = field(default_factory=list)
+    # the log read with a cache (``Run.cache``): where views keep what they worked out for the next view of
+    # the same log (a ``sources.log.cache.LogCache``, typed Any: this module is torch-free and a leaf), and
+    # the entry there of each graph of the step this source stands for (``sources.log.cache.piece_key``;
+    # None: not keyed), in the step's order; None and () for a log read without one
+    cache: Any = field(default=None, compare=False, repr=False)
+    keys: tuple[str | None, ...] = ()
 
     @property
     def origin(self) -> str:

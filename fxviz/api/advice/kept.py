@@ -22,6 +22,7 @@ from fxviz import _torch
 from fxviz.analysis.advice.anatomy import StepPeak
 from fxviz.analysis.strategy.strategies import Strategy
 from fxviz.core.errors import InputError
+from fxviz.sources.log_source import LogSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from fxviz.sources.graphs import Capture
@@ -30,14 +31,15 @@ __all__ = ["KeptSteps"]
 
 
 class KeptSteps:
-    """The steps kept for the capture ``cap`` (a log's step, read with a cache: ``Capture.log_cache``) under
+    """The steps kept for the capture ``cap`` (a log's step, read with a cache: ``LogSource.cache``) under
     ``optimizer``; keeps nothing for a model's capture, a log read without a cache, or a graph whose entry has
     no key (a damaged payload)."""
 
     def __init__(self, cap: Capture, optimizer: str | int | None) -> None:
-        keys = cap.log_keys
-        usable = cap.log_cache is not None and len(keys) == len(cap.graphs) and all(k is not None for k in keys)
-        self.cache = cap.log_cache if usable else None
+        source = cap.source
+        cache, keys = (source.cache, source.keys) if isinstance(source, LogSource) else (None, ())
+        usable = cache is not None and len(keys) == len(cap.graphs) and all(k is not None for k in keys)
+        self.cache = cache if usable else None
         self.key = hashlib.sha256(json.dumps({"advised step": keys}).encode()).hexdigest()[:40] if usable else None
         config = hashlib.sha256(_torch.step_config_state()).hexdigest()[:16] if usable else ""
         self._suffix = f"|{optimizer!r}|{config}"

@@ -14,6 +14,7 @@ from fxviz.core.errors import FxvizError, InputError, LogError
 from fxviz.frontends.cli.options import SOURCE, command, opt
 from fxviz.frontends.cli.source import from_log, logged_at, open_trace, where_in_run
 from fxviz.frontends.cli.words import option_words, wrap
+from fxviz.sources.log_source import LogSource
 
 __all__ = ["cmd_advise", "step_trace"]
 
@@ -147,6 +148,9 @@ def step_trace(run: Any, tr: Any, rank: int | None = None) -> tuple[Any, str | N
               for i, t in enumerate(traces)]
     warnings = list(dict.fromkeys(w for t in traces for w in t.capture.warnings))
     state = list({n: v for t in traces for n, v in t.capture.state}.items())
-    keys = tuple(k for t in traces for k in t.capture.log_keys)  # the step's figures kept under all its graphs'
-    cap = dataclasses.replace(traces[0].capture, graphs=graphs, state=state, warnings=warnings, log_keys=keys)
+    first = traces[0].capture
+    # the step's figures are kept under all its graphs' keys
+    keys = tuple(k for t in traces if isinstance(t.capture.source, LogSource) for k in t.capture.source.keys)
+    source = dataclasses.replace(first.source, keys=keys) if isinstance(first.source, LogSource) else first.source
+    cap = dataclasses.replace(first, graphs=graphs, state=state, warnings=warnings, source=source)
     return type(tr)(cap), head + (f". {note}" if note else "")

@@ -108,13 +108,13 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None, cache
                          "strategy 'logged' is unavailable")
     source = LogSource(file=c.file, rank=c.rank, compile_id=c.compile_id, piece=c.pieces.index(p),
                        pieces=len(c.pieces), frame=c.frame or "compiled frame", torch_version=c.torch_version or None,
-                       input_names=[i.qualname for i in names.values()])
+                       input_names=[i.qualname for i in names.values()], cache=cache,
+                       keys=(piece_key(c, p),) if cache is not None else ())
     return Capture(graphs=[graph], source=source, route="log", params="lifted",
                    loss="loss: what the run's compiled frame returned (read from the log)",
                    graph_breaks=[c.graph_break_reason] if c.graph_break_reason else [], warnings=warnings_,
                    state=_state(c), backend=backend, torch_budget=run_budget(c.functorch),
-                   log_config=dict(c.functorch), log_cache=cache,
-                   log_keys=(piece_key(c, p),) if cache is not None else ())
+                   log_config=dict(c.functorch))
 
 
 def _dynamo_names(c: Compile, warnings_: list[str]) -> tuple[list[str], dict[int, str]]:
