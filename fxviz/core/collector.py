@@ -15,17 +15,26 @@ from collections.abc import Iterator
 __all__ = ["old_objects_frozen"]
 
 
+_held = 0
+"""How many ``old_objects_frozen`` blocks are running: one inside another freezes nothing more, and never asks
+``gc.get_freeze_count()``, which counts the frozen objects one by one (CPython walks its list: 50 ms with
+torch's millions of objects frozen, once per drawing of a report)."""
+
+
 @contextlib.contextmanager
 def old_objects_frozen() -> Iterator[None]:
     """The objects that exist before the block (the trace) left out of the collector's passes
     while it runs, and handed back afterwards.  Nothing is kept alive longer than the block takes;
     a session that froze objects itself, or turned the collector off, is left as it is (and so is a
     block inside another)."""
-    if not gc.isenabled() or gc.get_freeze_count():
+    global _held
+    if _held or not gc.isenabled() or gc.get_freeze_count():
         yield
         return
     gc.freeze()
+    _held += 1
     try:
         yield
     finally:
+        _held -= 1
         gc.unfreeze()
