@@ -46,7 +46,7 @@ case "${1:-demo}" in
     what=$1; shift
     workers="${FXVIZ_TEST_WORKERS:-2}"
     args=()
-    if [ "$workers" != 0 ]; then args+=(-n "$workers" --dist loadgroup); fi
+    if [ "$workers" != 0 ]; then args+=(-n "$workers" --dist loadscope); fi
     if [ "$what" = test ]; then args+=(-m "not sweep"); else args+=(-m sweep); fi
     set +e
     "$PY" -m pytest "${args[@]}" "$@"

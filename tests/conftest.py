@@ -22,11 +22,12 @@ before making your own.
   person looks at after a run.
 - ``example_models`` (session): the examples' ``(model, inputs)`` at ``SMALL`` sizes.
 
-Markers and workers (``pyproject.toml``): ``bash scripts/run.sh test`` runs ``pytest -n 2 --dist loadgroup
--m "not sweep"`` (pytest-xdist, one worker a core).  Every ``browser`` or ``notebook`` test joins the xdist group
-``"browser"`` (the hook below): one worker runs them one after another, beside the other worker's tests; every
-other test runs on the worker that runs its file (a module fixture is made once).  Mark a test
-``@pytest.mark.xdist_group("browser")`` too when it must not share the machine with them.
+Markers and workers (``pyproject.toml``): ``bash scripts/run.sh test`` runs ``pytest -n 2 --dist loadscope
+-m "not sweep"`` (pytest-xdist, one worker a core) with the scheduler below (``pytest_xdist_make_scheduler``):
+every test runs on the worker that runs the rest of its file (a module's fixtures, a model advised or real
+compiled steps measured, are made once, not once per worker), and every test of a file in ``BROWSER_FILES``
+(the files with ``browser`` or ``notebook`` tests; collection fails when a marked test is elsewhere) runs on
+one worker, one after another, beside the other worker's tests.
 ``sweep`` marks a long sweep's full run (the op database, the corpus, the lab's notebooks): ``bash
 scripts/run.sh sweeps`` runs those, while the default run keeps a representative subset of each.
 """
@@ -63,27 +64,53 @@ def _by_hand(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.sin(x * w).sum()
 
 
-# the groups one worker starts with: the longest chains of tests that must run one after another
-_FIRST = ("browser", "tests/test_advice.py")
+# the files whose tests open Chromium or a Jupyter kernel: one worker runs them one after another (each wants a
+# core, and they share the session's ``jupyter`` server)
+BROWSER_FILES = frozenset({"tests/test_browser.py", "tests/test_notebooks.py", "tests/test_logs_browser.py",
+                           "tests/test_saved_browser.py", "tests/test_differences.py", "tests/test_explorer_expand.py",
+                           "tests/test_widget.py", "tests/test_breaks.py"})
+# the work units handed out first, longest first, so that no worker is left with a long one at the end (the rest
+# follow in collection order): by their time on a clean clone
+_FIRST = ("browser", "tests/test_advice.py", "tests/test_inductor.py", "tests/test_compiled_step.py",
+          "tests/test_nonmutation.py", "tests/test_logs_gpt.py", "tests/test_lab.py")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group into the node id
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: ``"browser"``, or its file."""
+    file = nodeid.split("::")[0]
+    return "browser" if file in BROWSER_FILES else file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's ``loadscope`` scheduling by :func:`work_unit` (its ``loadgroup`` reads groups from a node id that
+    pytest 9 no longer lets a plugin change), the units in the order the workers collected them."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False  # the order of the collection below, not by number of tests
+    return ByWorkUnit(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``) every browser and notebook test runs on one worker, one after
-    another: Chromium and Jupyter kernels each want a core, and they share the session's ``jupyter`` server.
-    Every other test runs on the worker that runs the rest of its file: a module's fixtures (a model advised,
-    real compiled steps measured) are made once, not once per worker.  The longest groups are handed out first,
-    so that no worker is left with one at the end."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            browser = item.get_closest_marker("browser") or item.get_closest_marker("notebook")
-            item.add_marker(pytest.mark.xdist_group("browser" if browser else item.nodeid.split("::")[0]))
+    """The long work units first (``_FIRST``); a ``browser`` or ``notebook`` test outside ``BROWSER_FILES`` is an
+    error (it would share the machine with the other worker's browser)."""
+    marked = [item for item in items if item.get_closest_marker("browser") or item.get_closest_marker("notebook")]
+    stray = [item.nodeid for item in marked if work_unit(item.nodeid) != "browser"]
+    if stray:
+        raise pytest.UsageError(f"browser or notebook tests outside BROWSER_FILES (tests/conftest.py): {stray[:3]}; "
+                                "add their files there")
 
-    def group(item: pytest.Item) -> str:
-        marker = item.get_closest_marker("xdist_group")
-        return str(marker.args[0] if marker and marker.args else marker.kwargs.get("name", "")) if marker else ""
+    def rank(item: pytest.Item) -> int:
+        unit = work_unit(item.nodeid)
+        return _FIRST.index(unit) if unit in _FIRST else len(_FIRST)
 
-    items.sort(key=lambda item: _FIRST.index(group(item)) if group(item) in _FIRST else len(_FIRST))
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")
