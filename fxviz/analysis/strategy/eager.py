@@ -276,22 +276,29 @@ def _run(cap: Capture, rec: _Recorder, placeholder_of: dict[int, str]
             # what else eager holds for the backward: torch.utils.checkpoint keeps its regions'
             # inputs and a selective-checkpoint policy's saved outputs in its own cache, which
             # saved_tensors_hooks never see (inside a region its own hooks win); any storage a
-            # forward op made that is still alive now is held by autograd or by checkpoint
-            gc.collect()
-            # the outputs hold what they reach: a KV cache object (GPT-2's past_key_values) is no
-            # pytree, so its tensors are found by walking it
-            outputs = {_torch.storage_key(t) for t in _reachable_tensors((out, loss))}
-            hooked = {sig[0] for sig in rec.packed}
-            held = [(key, probe) for key, probe in rec.probes.items()
-                    if probe[0].alive() and key not in hooked and key not in outputs and key not in rec.owners]
-            if not _may_checkpoint(cap):  # no region anywhere: nothing is held by checkpoint
-                held = []
+            # forward op made that is still alive now is held by autograd or by checkpoint; with no
+            # region anywhere nothing is (and the full collection, half a second in a session holding
+            # torch's millions of objects, is not paid)
+            held = _held_by_checkpoint(rec, out, loss) if _may_checkpoint(cap) else []
             if loss.requires_grad:
                 seed = torch.ones_like(loss)  # made here: backward() would make it under grad mode
                 with _torch.OpRecorder(rec.on_backward_op, with_kwargs=True):
                     loss.backward(seed)
             del loss, out
     return held
+
+
+def _held_by_checkpoint(rec: _Recorder, out: Any, loss: torch.Tensor
+                        ) -> list[tuple[int, tuple[_torch.StorageProbe, int, tuple[int, ...], str, int]]]:
+    """The storages a forward op made that are alive after the forward, collected, and that no saved-tensor hook,
+    output or input holds: held by checkpoint's own cache."""
+    gc.collect()
+    # the outputs hold what they reach: a KV cache object (GPT-2's past_key_values) is no pytree, so its
+    # tensors are found by walking it
+    outputs = {_torch.storage_key(t) for t in _reachable_tensors((out, loss))}
+    hooked = {sig[0] for sig in rec.packed}
+    return [(key, probe) for key, probe in rec.probes.items()
+            if probe[0].alive() and key not in hooked and key not in outputs and key not in rec.owners]
 
 
 def _joint_of_events(events: list[tuple[Any, ...]], graph: JointGraph | None) -> dict[int, str | None]:
