@@ -253,3 +253,33 @@ def test_inductor_capture_leaves_model_and_session_alone(name, dynamic):
     assert tr.capture.backend == "inductor" and tr.graph.compiler == "inductor"
     assert inductor_values() == before
     assert code_state == (pgo._CODE_STATE, pgo._INIT_CODE_STATE)
+
+
+def test_quiet_blocks_nested_hand_every_torch_logger_its_level_back():
+    """fxviz silences torch's loggers while it drives torch, in blocks that nest (a partition inside a table inside
+    a report): each logger gets the level the session gave it back, and an inner block at the level already set
+    touches nothing (every ``setLevel`` clears the cache of each of torch's hundreds of loggers)."""
+    import logging
+
+    from fxviz._torch.tracing import quiet_torch
+
+    dynamo, inductor = logging.getLogger("torch._dynamo"), logging.getLogger("torch._inductor")
+    before = dynamo.level, inductor.level
+    calls: list[str] = []
+    original = logging.Logger.setLevel
+    try:
+        dynamo.setLevel(logging.INFO)
+        logging.Logger.setLevel = lambda self, level: calls.append(self.name) or original(self, level)  # type: ignore[method-assign]
+        with quiet_torch():
+            assert dynamo.level == logging.ERROR
+            outer = len(calls)
+            with quiet_torch():
+                assert dynamo.level == logging.ERROR
+            assert len(calls) == outer  # nothing set again
+            with quiet_torch(silent=True):
+                assert dynamo.level == inductor.level == logging.CRITICAL + 1
+            assert dynamo.level == logging.ERROR
+        assert dynamo.level == logging.INFO and inductor.level == before[1]
+    finally:
+        logging.Logger.setLevel = original  # type: ignore[method-assign]
+        dynamo.setLevel(before[0])

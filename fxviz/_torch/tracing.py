@@ -458,18 +458,21 @@ def quiet_torch(silent: bool = False) -> Iterator[None]:
     # torch.compile" (selective checkpointing), said about fxviz's own compile, not the user's
     loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._functorch", "torch.fx", "torch._inductor",
                                               "torch._higher_order_ops", "torch._subclasses")]
-    levels = [lg.level for lg in loggers]
+    # only the loggers not at the level already: each setLevel clears the cache of every logger the process has
+    # (hundreds of torch's), and these blocks nest
+    target = logging.CRITICAL + 1 if silent else logging.ERROR
+    changed = [(lg, lg.level) for lg in loggers if lg.level != target]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", module=r"torch\.")
         warnings.filterwarnings("ignore", module="copyreg")
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", message=".*boxed arguments.*")
-        for lg in loggers:
-            lg.setLevel(logging.CRITICAL + 1 if silent else logging.ERROR)
+        for lg, _level in changed:
+            lg.setLevel(target)
         try:
             yield
         finally:
-            for lg, level in zip(loggers, levels):
+            for lg, level in changed:
                 lg.setLevel(level)
 
 
