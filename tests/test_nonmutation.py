@@ -255,7 +255,7 @@ def test_inductor_capture_leaves_model_and_session_alone(name, dynamic):
     assert code_state == (pgo._CODE_STATE, pgo._INIT_CODE_STATE)
 
 
-def test_quiet_blocks_nested_hand_every_torch_logger_its_level_back():
+def test_quiet_blocks_nested_hand_every_torch_logger_its_level_back(monkeypatch):
     """fxviz silences torch's loggers while it drives torch, in blocks that nest (a partition inside a table inside
     a report): each logger gets the level the session gave it back, and an inner block at the level already set
     touches nothing (every ``setLevel`` clears the cache of each of torch's hundreds of loggers)."""
@@ -269,7 +269,8 @@ def test_quiet_blocks_nested_hand_every_torch_logger_its_level_back():
     original = logging.Logger.setLevel
     try:
         dynamo.setLevel(logging.INFO)
-        logging.Logger.setLevel = lambda self, level: calls.append(self.name) or original(self, level)  # type: ignore[method-assign]
+        monkeypatch.setattr(logging.Logger, "setLevel",
+                            lambda self, level: calls.append(self.name) or original(self, level))
         with quiet_torch():
             assert dynamo.level == logging.ERROR
             outer = len(calls)
@@ -281,5 +282,5 @@ def test_quiet_blocks_nested_hand_every_torch_logger_its_level_back():
             assert dynamo.level == logging.ERROR
         assert dynamo.level == logging.INFO and inductor.level == before[1]
     finally:
-        logging.Logger.setLevel = original  # type: ignore[method-assign]
+        monkeypatch.undo()
         dynamo.setLevel(before[0])
