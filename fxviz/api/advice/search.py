@@ -193,20 +193,42 @@ class _Search:
 
     def budget(self) -> Option:
         """The largest budget that meets the target (the least recompute); when none does, the one
-        that comes closest (a lower budget can raise the peak: the backward recomputes more at once)."""
+        that comes closest (a lower budget can raise the peak: the backward recomputes more at once).
+        A budget whose partitions alone save more than a saved-bytes target allows is passed over
+        without lowering its graphs (:meth:`_short_for_sure`) until one meets."""
         solver = self.cap.torch_budget[1]
-        closest: Option | None = None
         for b in BUDGETS:
             strategy = budget_strategy(b, solver)  # a partition each: seconds apiece on a big graph
             self.say(f"activation_memory_budget={b:g}" + (" (kept from an earlier advise of this log)"
                                                           if self.kept.has(strategy) else ""))
+            if self._short_for_sure(strategy):
+                continue
             option = self.option(budget_change(b), self.step(strategy))
             if option.meets:
                 return option
+        closest: Option | None = None  # none meets: every budget's step, the closest first on the grid
+        for b in BUDGETS:
+            option = self.option(budget_change(b), self.step(budget_strategy(b, solver)))
             if closest is None or option.short_by < closest.short_by:
                 closest = option
         assert closest is not None
         return closest
+
+    def _short_for_sure(self, strategy: Strategy) -> bool:
+        """Whether ``strategy``'s step misses a saved-bytes target by what its partitions alone save: the
+        step table's saved activations without inductor's code (no lowering), a lower bound of the step's
+        saved bytes, to which inductor's layout copies and eager code's holdings only add.  False for a
+        peak target (no partition-only bound of a compiled peak) and for a log (its tables lower nothing)."""
+        if self.target.kind != "saved" or self.cap.from_log:
+            return False
+        try:
+            table = self.tr.memory_table([strategy], scope="step")
+        except FxvizError:
+            return False
+        rows = table[(table["piece"] == "total") & (table["strategy"] == strategy.name)]
+        if rows.empty or (isinstance(rows.iloc[0]["error"], str) and rows.iloc[0]["error"]):
+            return False
+        return held_for_backward(rows.iloc[0]) > self.goal
 
     def evaluate(self, make: Callable[[bool | None], Change]) -> Evaluated:
         """The change ``make(None)`` makes, tried (memoized by its code): its step with the optimizer's
