@@ -112,10 +112,11 @@ def step_of(tr: Any, strategy: Strategy | None = None, optimizer: str | int | No
     return step
 
 
-def _total_row(tr: Any, s: Strategy) -> pd.Series:
+def _total_row(tr: Any, s: Strategy, compiled: bool = True) -> pd.Series:
     # a model's: inductor's code of this strategy's partitions (a lowering per graph: its layout copies and
-    # peak); a log's graphs can be thousands of layers' worth, lowered only where the table lowers them anyway
-    table = tr.memory_table([s], scope="step", compiled=not tr.capture.from_log)
+    # peak), unless ``compiled`` is False; a log's graphs can be thousands of layers' worth, lowered only where
+    # the table lowers them anyway
+    table = tr.memory_table([s], scope="step", compiled=compiled and not tr.capture.from_log)
     rows = table[(table["piece"] == "total") & (table["strategy"] == s.name)]
     if rows.empty or (isinstance(rows.iloc[0]["error"], str) and rows.iloc[0]["error"]):
         why = rows.iloc[0]["error"] if not rows.empty else "no total row"
@@ -197,18 +198,19 @@ class _Search:
         A budget whose partitions alone save more than a saved-bytes target allows is passed over
         without lowering its graphs (:meth:`_short_for_sure`) until one meets."""
         solver = self.cap.torch_budget[1]
+        tried: dict[float, Option] = {}
         for b in BUDGETS:
             strategy = budget_strategy(b, solver)  # a partition each: seconds apiece on a big graph
             self.say(f"activation_memory_budget={b:g}" + (" (kept from an earlier advise of this log)"
                                                           if self.kept.has(strategy) else ""))
             if self._short_for_sure(strategy):
                 continue
-            option = self.option(budget_change(b), self.step(strategy))
+            tried[b] = option = self.option(budget_change(b), self.step(strategy))
             if option.meets:
                 return option
         closest: Option | None = None  # none meets: every budget's step, the closest first on the grid
         for b in BUDGETS:
-            option = self.option(budget_change(b), self.step(budget_strategy(b, solver)))
+            option = tried[b] if b in tried else self.option(budget_change(b), self.step(budget_strategy(b, solver)))
             if closest is None or option.short_by < closest.short_by:
                 closest = option
         assert closest is not None
@@ -222,13 +224,10 @@ class _Search:
         if self.target.kind != "saved" or self.cap.from_log:
             return False
         try:
-            table = self.tr.memory_table([strategy], scope="step")
-        except FxvizError:
+            total = _total_row(self.tr, strategy, compiled=False)
+        except FxvizError:  # the strategy fails here: its step, lowered, says how
             return False
-        rows = table[(table["piece"] == "total") & (table["strategy"] == strategy.name)]
-        if rows.empty or (isinstance(rows.iloc[0]["error"], str) and rows.iloc[0]["error"]):
-            return False
-        return held_for_backward(rows.iloc[0]) > self.goal
+        return held_for_backward(total) > self.goal
 
     def evaluate(self, make: Callable[[bool | None], Change]) -> Evaluated:
         """The change ``make(None)`` makes, tried (memoized by its code): its step with the optimizer's
