@@ -40,6 +40,11 @@ import os
 # their C++ kernels without DWARF line tables: inductor adds ``-g1`` by default, a quarter of each kernel's g++
 # time (the precompiled header is built with the same flags), and nothing the suite measures reads it.
 os.environ.setdefault("AOT_INDUCTOR_ENABLE_LINE_TABLES", "0")
+# ... and scalar C++ kernels (no vector ISA: no at::vec templates to instantiate, no ISA probe compiled in each
+# process): a third less time for a real step's compile.  Vectorizing changes a kernel's loops, never the
+# wrapper's memory plan (its allocations, reuses and frees, every buffer's bytes), which is all that fxviz reads
+# and the suite measures: tests/test_compiled_step.py checks that against a vectorized lowering.
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "0")
 
 import pathlib
 from collections.abc import Callable, Hashable

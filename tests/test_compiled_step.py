@@ -17,15 +17,22 @@ the logged step's peaks.  Done when each is within 5% (most are exact to the byt
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
 import pandas as pd
 import pytest
 import torch
 from torch import nn
 
 import fxviz
+from fxviz._torch.lowering import lower_partition
 
 from .conftest import assert_unchanged, snapshot
-from .logs_util import make_log
+from .logs_util import ROOT, make_log
 from .step_models import BreakNet
 
 CLOSE = 0.05
@@ -187,6 +194,59 @@ def test_lowering_leaves_nothing_behind(example_models):
     assert (functorch_config.save_config(), inductor_config.save_config()) == configs
     assert GraphLowering.compile_to_module is compile_to_module
     assert_unchanged(model, before)
+
+
+def _call_body(code: str) -> str:
+    """The wrapper's ``call`` function: every allocation, reuse, kernel call and free, in order."""
+    start = code.index("def call(")
+    end = code.find("\ndef benchmark_compiled_module", start)
+    return code[start:end if end > 0 else None]
+
+
+def _memory_plans(traces: dict[str, fxviz.Trace]) -> dict[str, dict[str, Any]]:
+    """Each trace's default partition as inductor lowers it here: the ``call`` function, every buffer's
+    bytes, and whether the kernels are vectorized."""
+    plans = {}
+    for name, tr in traces.items():
+        p = tr.partition()
+        lowered = lower_partition(p.forward, p.backward, tr.graph.num_fwd_outputs,
+                                  tr.graph.static_lifetime_input_indices)
+        for part, graph in zip(("forward", "backward"), lowered):
+            assert graph is not None
+            plans[f"{name} {part}"] = {"call": _call_body(graph.code), "buffers": graph.buffers,
+                                       "vectorized": "at::vec::" in graph.code}
+    return plans
+
+
+_VECTORIZED_PLANS = """
+import json, torch, fxviz
+from tests.test_compiled_step import ConvNet, _llama, _memory_plans
+torch.manual_seed(0)
+llama, keywords = _llama()
+traces = {"conv": fxviz.trace(ConvNet(), torch.randn(2, 3, 32, 32)), "llama": fxviz.trace(llama, **keywords)}
+print("PLANS " + json.dumps(_memory_plans(traces)))
+"""
+
+
+def test_the_memory_plan_is_the_vectorized_kernels_plan(steps):
+    """The suite compiles scalar C++ kernels (tests/conftest.py: a third less time per real step); a user's
+    machine vectorizes them.  Inductor's wrapper plans memory the same either way: the ``call`` function
+    (every allocation, reuse and free) and every buffer's bytes of the conv net's and Llama's steps
+    lowered with this machine's vector ISA equal the suite's, so the real steps it measures hold what a
+    user's would."""
+    proc = subprocess.run([sys.executable, "-c", _VECTORIZED_PLANS], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT, env=dict(os.environ, TORCHINDUCTOR_VEC_ISA_OK="1", PYTHONPATH=str(ROOT)))
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("PLANS ")), None)
+    assert proc.returncode == 0 and line is not None, proc.stderr[-3000:]
+    vectorized = json.loads(line[len("PLANS "):])
+    ours = _memory_plans({"conv": steps["conv"][0], "llama": steps["llama"][0]})
+    if not any(p["vectorized"] for p in vectorized.values()):
+        pytest.skip("inductor finds no vector ISA on this CPU: its kernels are scalar for users too")
+    assert not any(p["vectorized"] for p in ours.values())
+    assert vectorized.keys() == ours.keys()
+    for key, plan in ours.items():
+        assert vectorized[key]["call"] == plan["call"], key
+        assert vectorized[key]["buffers"] == plan["buffers"], key
 
 
 LOGGED = """
