@@ -222,6 +222,14 @@ def quickstart_cells() -> list[str]:
     return cells
 
 
+def explorer_path_cells() -> list[str]:
+    """The quickstart's cells that reach the explorer and the report: its model, the trace, ``explore``, ``report``."""
+    cells = quickstart_cells()
+    keep = cells[:3] + [c for c in cells if c.startswith(("fxviz.explore(", "fxviz.report("))]
+    assert keep[2].startswith("tr = fxviz.trace(") and len(keep) == 5, keep
+    return keep
+
+
 # records whether the page ever showed explore(model)'s tracing note and the memory table's
 # progress state (both are transient: the note is emptied, the rows fill in)
 _WATCH_PROGRESS_JS = """
@@ -305,22 +313,25 @@ def _run_all(page, attempts: int = 3) -> None:
 
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
 def test_newcomer_walk_in_jupyter(app, jupyter, traces, artifacts):
-    """Issue 47: the README's quickstart, cell by cell, in JupyterLab 4 and Notebook 7 (one Jupyter server
-    for the session, one notebook run per front end): every cell runs; the explorer the README opens with
-    ``fxviz.explore(model, *inputs)`` shows first what ``fxviz.trace`` shows (min_cut, in its words) and the
-    model's layers, readable; the mouse wheel over its graph scrolls the notebook, never zooms, and every
-    panel comes into view; ctrl + wheel zooms.  Then, in JupyterLab, the explorer is used as a reader would (its
-    controls are the widget's own, drawn alike in both: Notebook 7 is built of JupyterLab's components)."""
+    """Issue 47: the README's quickstart, cell by cell, in JupyterLab 4 (one Jupyter server for the session):
+    every cell runs; the explorer the README opens with ``fxviz.explore(model, *inputs)`` shows first what
+    ``fxviz.trace`` shows (min_cut, in its words) and the model's layers, readable; the mouse wheel over its
+    graph scrolls the notebook, never zooms, and every panel comes into view; ctrl + wheel zooms.  Then the
+    explorer is used as a reader would.  Notebook 7 runs the quickstart's explorer path (trace, explore,
+    report): its own page is what differs there, the cells in between run the same kernel code as in
+    JupyterLab; the explorer's controls are the widget's own, drawn alike in both (Notebook 7 is built of
+    JupyterLab's components)."""
     pytest.importorskip(app)
     tr = traces[("alexnet", "lifted")]  # the reference: the same model traced in this process
     name = f"walk-{app}.ipynb"
-    _write_notebook(jupyter.root / name, quickstart_cells())
+    cells = quickstart_cells() if app == "jupyterlab" else explorer_path_cells()
+    _write_notebook(jupyter.root / name, cells)
     server = dataclasses.replace(jupyter, app=app)
     with browser(viewport=(1600, 1000)) as b:
         page = b.new_page()
         page.add_init_script(_WATCH_PROGRESS_JS)
         try:
-            _walk(app, server, page, tr, name, artifacts)
+            _walk(app, server, page, tr, name, len(cells), artifacts)
             if app == "jupyterlab":
                 _drive_explorer(app, b, page, tr, artifacts)
             _no_errors_anywhere(b, page)
@@ -369,8 +380,9 @@ _SEEN_JS = """() => {  // the panels whose heading is on screen now: in the wind
 }"""
 
 
-def _walk(app, server, page, tr, name, artifacts) -> None:
-    """Run the quickstart, then look at the explorer as a newcomer does: first screen, then the wheel."""
+def _walk(app, server, page, tr, name, count: int, artifacts) -> None:
+    """Run the notebook's ``count`` cells (the quickstart's last writes the report), then look at the explorer as
+    a newcomer does: first screen, then the wheel."""
     page.goto(server.lab_url(name), timeout=LONG)
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell .jp-InputArea", timeout=LONG)
     _wait_kernel_idle(page, app)
@@ -385,7 +397,7 @@ def _walk(app, server, page, tr, name, artifacts) -> None:
     # every cell ran (its prompt numbered), without an error or a line on stderr (every cell is in the page:
     # the session's server lays notebooks out unwindowed, browser_util.jupyter_server)
     cells = page.locator(".jp-Notebook .jp-CodeCell")
-    assert cells.count() == len(quickstart_cells())
+    assert cells.count() == count
     page.wait_for_function("n => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]"
                            ".filter(p => /\\[\\d+\\]/.test(p.textContent)).length === n", arg=cells.count(),
                            timeout=120_000)  # the last cell still running when its report is written

@@ -209,6 +209,7 @@ def _memory_plans(traces: dict[str, fxviz.Trace]) -> dict[str, dict[str, Any]]:
     plans = {}
     for name, tr in traces.items():
         p = tr.partition()
+        assert p.forward is not None
         lowered = lower_partition(p.forward, p.backward, tr.graph.num_fwd_outputs,
                                   tr.graph.static_lifetime_input_indices)
         for part, graph in zip(("forward", "backward"), lowered):
