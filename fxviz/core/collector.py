@@ -3,7 +3,9 @@
 A trace holds millions of long-lived objects (graphs, fake tensors, meta dicts); building a report
 or a drawing allocates hundreds of thousands of records, and each full collection walks every old
 object again: 2.4 of a 1,482-node report's 10-14 s; 1 s of a 60-layer GPT's 2-3 s first picture
-(9,951 nodes), when one falls inside it (issue 36).
+(9,951 nodes), when one falls inside it (issue 36).  And a real step's or an eager run's own ``gc.collect()``
+(what the run left in reference cycles freed before its memory is read) walks only what the run made: a full
+one walks the whole session again, a second or more each time in a notebook (or a test session) holding traces.
 """
 
 from __future__ import annotations

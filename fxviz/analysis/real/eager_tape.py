@@ -22,6 +22,7 @@ from fxviz import _torch
 from fxviz._torch.compiled import MarkedRun, run_marked_step
 from fxviz.analysis.memory.compiled_step import TapeEvent
 from fxviz.analysis.real.step_call import StepCall, function_state, model_copy, refuse
+from fxviz.core.collector import old_objects_frozen
 from fxviz.core.state import preserved, restore_rng, rng_state
 from fxviz.sources.graphs import Capture
 
@@ -42,7 +43,8 @@ def eager_tape(cap: Capture) -> list[TapeEvent]:
             preserved(cap.model, (cap.example_inputs, [t for _, t, _ in function_state(cap)])), _torch.quiet_torch():
         step = StepCall(cap, model_copy(cap, "the eager tape"))
         rng = rng_state()
-        run = run_marked_step(step, step.make_call, lambda: restore_rng(rng), step.outside)
+        with old_objects_frozen():  # the step's collections walk what the step made, not the session
+            run = run_marked_step(step, step.make_call, lambda: restore_rng(rng), step.outside)
         restore_rng(rng)
     return tape_events(run)
 

@@ -37,6 +37,7 @@ from fxviz.analysis.real.step_call import StepCall, function_state, model_copy, 
 from fxviz.analysis.strategy.choices import budget_strategy
 from fxviz.analysis.strategy.partition import Partition
 from fxviz.analysis.strategy.strategies import Strategy
+from fxviz.core.collector import old_objects_frozen
 from fxviz.core.state import preserved, restore_rng, rng_state
 from fxviz.core.units import format_bytes
 from fxviz.sources.graphs import Capture, JointGraph, graph_name
@@ -167,8 +168,9 @@ def measure_step(cap: Capture, parts: Sequence[tuple[JointGraph, Partition | Non
         model = model_copy(cap, "measure()")
         step = StepCall(cap, model)
         rng = rng_state()
-        run = _torch.run_compiled_step(step, step.make_call, cap.backend, cap.dynamic,
-                                       lambda: restore_rng(rng), step_device(cap), step.outside)
+        with old_objects_frozen():  # the step's collections before each run walk what the step made, not the session
+            run = _torch.run_compiled_step(step, step.make_call, cap.backend, cap.dynamic,
+                                           lambda: restore_rng(rng), step_device(cap), step.outside)
         restore_rng(rng)
         held = _partition_values(parts, step, model)
         rows, notes = _rows(run.saved, step, model, held, cap)

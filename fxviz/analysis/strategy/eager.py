@@ -35,6 +35,7 @@ from torch import nn
 
 from fxviz import _torch
 from fxviz._torch import pytree
+from fxviz.core.collector import old_objects_frozen
 from fxviz.core.graph_facts import op_flops, op_traffic
 from fxviz.core.state import preserved
 from fxviz.sources.graphs import Capture, JointGraph
@@ -277,8 +278,7 @@ def _run(cap: Capture, rec: _Recorder, placeholder_of: dict[int, str]
             # inputs and a selective-checkpoint policy's saved outputs in its own cache, which
             # saved_tensors_hooks never see (inside a region its own hooks win); any storage a
             # forward op made that is still alive now is held by autograd or by checkpoint; with no
-            # region anywhere nothing is (and the full collection, half a second in a session holding
-            # torch's millions of objects, is not paid)
+            # region anywhere nothing is (and the collection is not paid)
             held = _held_by_checkpoint(rec, out, loss) if _may_checkpoint(cap) else []
             if loss.requires_grad:
                 seed = torch.ones_like(loss)  # made here: backward() would make it under grad mode
@@ -291,7 +291,8 @@ def _run(cap: Capture, rec: _Recorder, placeholder_of: dict[int, str]
 def _held_by_checkpoint(rec: _Recorder, out: Any, loss: torch.Tensor
                         ) -> list[tuple[int, tuple[_torch.StorageProbe, int, tuple[int, ...], str, int]]]:
     """The storages a forward op made that are alive after the forward, collected, and that no saved-tensor hook,
-    output or input holds: held by checkpoint's own cache."""
+    output or input holds: held by checkpoint's own cache.  The collection walks what the run made (the caller
+    froze what was there before it: a full one walks a session's millions of objects, a second or more)."""
     gc.collect()
     # the outputs hold what they reach: a KV cache object (GPT-2's past_key_values) is no pytree, so its
     # tensors are found by walking it
@@ -320,7 +321,8 @@ def measure_eager(cap: Capture, graph: JointGraph | None = None) -> EagerMeasure
     inputs require grad (as the capture marks them); the eager run mirrors that.
     """
     rec = _Recorder()
-    held = _run(cap, rec, _placeholder_of(graph))
+    with old_objects_frozen():  # what the run leaves in cycles is among its own objects: collected without the rest
+        held = _run(cap, rec, _placeholder_of(graph))
     events, producer, owners, masks = rec.events, rec.producer, rec.owners, rec.masks
     mapping = _joint_of_events(events, graph)
     m = EagerMeasurement(saves=rec.saves, forward_aten_ops=_count_ops(events))
