@@ -66,48 +66,54 @@ def call_expression(text: str, namespace: Mapping[str, Any]) -> Callable[[], Any
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise UnsafeExpression(f"not an expression: {text[:80]!r}") from exc
-
-    def check(n: ast.AST) -> None:
-        if isinstance(n, ast.Name):
-            if n.id not in namespace:
-                raise UnsafeExpression(f"unknown name {n.id!r}")
-        elif isinstance(n, ast.Attribute):
-            if n.attr.startswith("__"):
-                raise UnsafeExpression(f"attribute {n.attr!r}")
-            check(n.value)
-        elif isinstance(n, ast.Call):
-            check(n.func)
-            for a in [*n.args, *(k.value for k in n.keywords)]:
-                check(a)
-            if any(k.arg is None for k in n.keywords) or any(isinstance(a, ast.Starred) for a in n.args):
-                raise UnsafeExpression("unpacked arguments")
-        elif isinstance(n, (ast.Tuple, ast.List)):
-            for e in n.elts:
-                check(e)
-        elif isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
-            check(n.operand)
-        elif not (isinstance(n, ast.Constant) and isinstance(n.value, (int, float, str, bool, type(None)))):
-            raise UnsafeExpression(f"not a kernel call: {type(n).__name__}")
-
-    check(tree.body)
+    _check(tree.body, namespace)
     if not isinstance(tree.body, ast.Call):
         raise UnsafeExpression("not a call")
+    return lambda: _value(tree.body, namespace)
 
-    def value(n: ast.AST) -> Any:
-        if isinstance(n, ast.Name):
-            return namespace[n.id]
-        if isinstance(n, ast.Attribute):
-            return getattr(value(n.value), n.attr)
-        if isinstance(n, ast.Call):
-            return value(n.func)(*(value(a) for a in n.args), **{str(k.arg): value(k.value) for k in n.keywords})
-        if isinstance(n, ast.Tuple):
-            return tuple(value(e) for e in n.elts)
-        if isinstance(n, ast.List):
-            return [value(e) for e in n.elts]
-        if isinstance(n, ast.UnaryOp):
-            v = value(n.operand)
-            return -v if isinstance(n.op, ast.USub) else v
-        assert isinstance(n, ast.Constant)
-        return n.value
 
-    return lambda: value(tree.body)
+def _check(n: ast.AST, namespace: Mapping[str, Any]) -> None:
+    """Raise ``UnsafeExpression`` unless ``n`` is one of the forms :func:`call_expression` allows, all the way down."""
+    if isinstance(n, ast.Name):
+        if n.id not in namespace:
+            raise UnsafeExpression(f"unknown name {n.id!r}")
+    elif isinstance(n, ast.Attribute):
+        if n.attr.startswith("__"):
+            raise UnsafeExpression(f"attribute {n.attr!r}")
+        _check(n.value, namespace)
+    elif isinstance(n, ast.Call):
+        _check_call(n, namespace)
+    elif isinstance(n, (ast.Tuple, ast.List)):
+        for e in n.elts:
+            _check(e, namespace)
+    elif isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
+        _check(n.operand, namespace)
+    elif not (isinstance(n, ast.Constant) and isinstance(n.value, (int, float, str, bool, type(None)))):
+        raise UnsafeExpression(f"not a kernel call: {type(n).__name__}")
+
+
+def _check_call(n: ast.Call, namespace: Mapping[str, Any]) -> None:
+    _check(n.func, namespace)
+    for a in [*n.args, *(k.value for k in n.keywords)]:
+        _check(a, namespace)
+    if any(k.arg is None for k in n.keywords) or any(isinstance(a, ast.Starred) for a in n.args):
+        raise UnsafeExpression("unpacked arguments")
+
+
+def _value(n: ast.AST, namespace: Mapping[str, Any]) -> Any:
+    """What a checked expression node evaluates to, its names read from ``namespace``."""
+    if isinstance(n, ast.Name):
+        return namespace[n.id]
+    if isinstance(n, ast.Attribute):
+        return getattr(_value(n.value, namespace), n.attr)
+    if isinstance(n, ast.Call):
+        return _value(n.func, namespace)(*(_value(a, namespace) for a in n.args),
+                                         **{str(k.arg): _value(k.value, namespace) for k in n.keywords})
+    if isinstance(n, (ast.Tuple, ast.List)):
+        items = [_value(e, namespace) for e in n.elts]
+        return tuple(items) if isinstance(n, ast.Tuple) else items
+    if isinstance(n, ast.UnaryOp):
+        v = _value(n.operand, namespace)
+        return -v if isinstance(n.op, ast.USub) else v
+    assert isinstance(n, ast.Constant)
+    return n.value

@@ -213,6 +213,15 @@ def _joint_values(joint: fx.GraphModule) -> _JointValues:
     return _JointValues(jnodes, canon, keys)
 
 
+def _input_is(n: fx.Node, j: fx.Node | None, inputs: dict[str, str | None] | None) -> str | None:
+    """The joint node a partition's input ``n`` is: in a backward, the one the forward's saved value it receives
+    is (None: none); else the joint's input of its name (``j``), if that is an input."""
+    if inputs is not None and n.name in inputs:
+        got = inputs[n.name]
+        return None if got is None else str(got)
+    return n.name if j is not None and j.op == "placeholder" else None
+
+
 def _to_joint(gm: fx.GraphModule, joint: _JointValues, inputs: dict[str, str | None] | None = None,
               copies: dict[str, str] | None = None) -> dict[str, str]:
     """Partition node name -> the joint node it IS: the joint node of its name, if that one runs the
@@ -237,11 +246,8 @@ def _to_joint(gm: fx.GraphModule, joint: _JointValues, inputs: dict[str, str | N
             continue
         j = jnodes.get(n.name)
         if n.op == "placeholder":
-            if inputs is not None and n.name in inputs:
-                if inputs[n.name] is not None:
-                    out[n.name] = str(inputs[n.name])
-            elif j is not None and j.op == "placeholder":
-                out[n.name] = n.name
+            if (mapped := _input_is(n, j, inputs)) is not None:
+                out[n.name] = mapped
             continue
         if _target_name(n) == "device_put" and n.args and isinstance(n.args[0], fx.Node) \
                 and n.args[0].name in through:  # a reload of an offloaded copy: the value it copies

@@ -367,31 +367,10 @@ def advise(tr: Any, target: Target, optimizer: str | int | None = None, *, flops
     if "budget" in kinds:
         say("activation_memory_budget")
         options.append(search.budget())
-    blocks = repeated_blocks(cap.model) if cap.model is not None else None
-    if cap.model is not None and blocks is None and set(kinds) & {"checkpoint", "selective"}:
-        notes.append("checkpointing: the model has no stack of identical layers to wrap (a ModuleList or Sequential "
-                     "of two or more layers alike)")
-    for kind in ("checkpoint", "selective"):
-        if kind in kinds and blocks is not None:
-            say(f"{kind} on the layers of {blocks[0]}")
-            found = search.checkpoint(blocks[0], blocks[1], kind == "selective")
-            if isinstance(found, str):
-                what = "selective checkpointing" if kind == "selective" else "checkpointing"
-                notes.append(f"{what} {blocks[0]}: not offered: {found}")
-            else:
-                options.append(found)
+    if cap.model is not None and set(kinds) & {"checkpoint", "selective"}:
+        _add_checkpointing(search, cap.model, kinds, say, options, notes)
     if "offload" in kinds:
-        offload = search.offload()
-        if isinstance(offload, str):
-            notes.append(f"offloading: not offered: {offload}")
-        else:
-            options.append(offload)
-            where = ", ".join(sorted(_devices(cap)))
-            notes.append(f"offloading: this step's tensors are on {where}: the option moves "
-                         f"{format_bytes(offload.moved_bytes)} of saved activations to the host and back, at torch's "
-                         f"stated {_torch.offload_bandwidth() / 1e9:g} GB/s (activation_offload_cpu_gpu_bw; set yours) "
-                         "on the compute stream: its est. time is those transfers, its peak the plain step's less "
-                         "what it moves (fxviz has not checked it against a real accelerator's step)")
+        _add_offload(search, cap, options, notes)
     notes += _step_notes(search, options, cap)
     if search.target.kind == "saved":
         kept = search.kept.has(Strategy("optimal", budget_bytes=search.goal))
@@ -405,6 +384,41 @@ def advise(tr: Any, target: Target, optimizer: str | int | None = None, *, flops
             else "plain step")
     return Advice(target, search.goal, search.plain, options, bound, notes, flops_per_s, bytes_per_s, name,
                   graphs=sum(g.has_backward for g in cap.graphs))
+
+
+def _add_checkpointing(search: _Search, model: Any, kinds: tuple[str, ...], say: Callable[[str], None],
+                       options: list[Option], notes: list[Any]) -> None:
+    """The checkpoint and selective options on the model's stack of identical layers, or why each is not offered."""
+    blocks = repeated_blocks(model)
+    if blocks is None:
+        notes.append("checkpointing: the model has no stack of identical layers to wrap (a ModuleList or Sequential "
+                     "of two or more layers alike)")
+        return
+    for kind in ("checkpoint", "selective"):
+        if kind not in kinds:
+            continue
+        say(f"{kind} on the layers of {blocks[0]}")
+        found = search.checkpoint(blocks[0], blocks[1], kind == "selective")
+        if isinstance(found, str):
+            what = "selective checkpointing" if kind == "selective" else "checkpointing"
+            notes.append(f"{what} {blocks[0]}: not offered: {found}")
+        else:
+            options.append(found)
+
+
+def _add_offload(search: _Search, cap: Capture, options: list[Option], notes: list[Any]) -> None:
+    """The offload option (where the step's tensors are on an accelerator), or why it is not offered."""
+    offload = search.offload()
+    if isinstance(offload, str):
+        notes.append(f"offloading: not offered: {offload}")
+        return
+    options.append(offload)
+    where = ", ".join(sorted(_devices(cap)))
+    notes.append(f"offloading: this step's tensors are on {where}: the option moves "
+                 f"{format_bytes(offload.moved_bytes)} of saved activations to the host and back, at torch's "
+                 f"stated {_torch.offload_bandwidth() / 1e9:g} GB/s (activation_offload_cpu_gpu_bw; set yours) "
+                 "on the compute stream: its est. time is those transfers, its peak the plain step's less "
+                 "what it moves (fxviz has not checked it against a real accelerator's step)")
 
 
 def _step_notes(search: _Search, options: list[Option], cap: Capture) -> list[Any]:

@@ -47,26 +47,7 @@ _EPILOG = """examples:
 def cmd_advise(args: argparse.Namespace) -> int:
     """Trace, advise, print the table, the cheapest option's code and the peak's anatomy."""
     is_log = from_log(args)  # a missing model first, as every command says it
-    if (args.saved is None) == (args.peak is None):
-        raise FxvizError("give one target: --saved or --peak", "e.g. --saved 50% or --peak 8GiB")
-    optimizer: str | int | None = args.optimizer
-    if isinstance(optimizer, str) and optimizer.isdigit():
-        optimizer = int(optimizer)
-
-    for flag, value in (("--saved", args.saved), ("--peak", args.peak)):
-        if value is not None and _BARE.match(value):  # 50 is neither 50% nor 50 bytes to a person
-            n = value.strip()
-            two = f"{flag} {n}% (of what the plain step saves) or {flag} {n}MiB" if flag == "--saved" \
-                else f"{flag} {n}GiB or {flag} {n}MiB"
-            raise FxvizError(f"{flag} {n}: a number without a unit", f"write {two}")
-    saved: str | int | None = args.saved
-    peak: str | int | None = args.peak
-    try:  # a bad target or optimizer is said before anything is traced, in the command's words
-        parse_target(saved, peak)
-        optimizer_bytes(optimizer, 0)
-    except InputError as exc:
-        message = exc.message.replace("saved=", "--saved ").replace("peak=", "--peak ")
-        raise FxvizError(message.replace("optimizer=", "--optimizer "), _FORMS) from None
+    saved, peak, optimizer = _checked_target(args)
     tr = open_trace(args)
     if is_log and not any(g.has_backward for g in tr.capture.graphs):
         _refuse_inference(args.run, tr)  # one line, before any header: nothing to advise on
@@ -90,6 +71,29 @@ def cmd_advise(args: argparse.Namespace) -> int:
         if o.meets:
             print("\n" + o.peak.text(f"with {o.name}: "))
     return 0
+
+
+def _checked_target(args: argparse.Namespace) -> tuple[str | None, str | None, str | int | None]:
+    """(saved, peak, optimizer) as advice takes them; a bad target or optimizer said before anything is traced,
+    in the command's words."""
+    if (args.saved is None) == (args.peak is None):
+        raise FxvizError("give one target: --saved or --peak", "e.g. --saved 50% or --peak 8GiB")
+    optimizer: str | int | None = args.optimizer
+    if isinstance(optimizer, str) and optimizer.isdigit():
+        optimizer = int(optimizer)
+    for flag, value in (("--saved", args.saved), ("--peak", args.peak)):
+        if value is not None and _BARE.match(value):  # 50 is neither 50% nor 50 bytes to a person
+            n = value.strip()
+            two = f"{flag} {n}% (of what the plain step saves) or {flag} {n}MiB" if flag == "--saved" \
+                else f"{flag} {n}GiB or {flag} {n}MiB"
+            raise FxvizError(f"{flag} {n}: a number without a unit", f"write {two}")
+    try:
+        parse_target(args.saved, args.peak)
+        optimizer_bytes(optimizer, 0)
+    except InputError as exc:
+        message = exc.message.replace("saved=", "--saved ").replace("peak=", "--peak ")
+        raise FxvizError(message.replace("optimizer=", "--optimizer "), _FORMS) from None
+    return args.saved, args.peak, optimizer
 
 
 def _refuse_inference(run: Any, tr: Any) -> None:

@@ -79,9 +79,6 @@ def cmd_table(args: argparse.Namespace) -> int:
     if from_log(args) and not args.measure and table_from_text(args, _print_table, _print_knapsack):
         return 0
     tr = open_trace(args)  # argument errors first, before torch loads
-    from fxviz.core.graph_facts import joint_node_count
-    from fxviz.sources.graphs import INFERENCE_NOTE, graph_of
-
     measured = _measure(tr, args)
     strategies = parse_list(args.strategies)
     if measured is not None and strategies is not None and measured.strategy not in [s.name for s in strategies]:
@@ -89,18 +86,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     if getattr(args, "run", None) is not None:
         print(wrap(where_in_run(args.run, tr, args.rank)))
     for piece in tr.pieces:
-        if len(tr.pieces) > 1:
-            print(f"== {graph_of(piece.graph.index, len(tr.pieces))}")
-        if piece.graph.inference:  # a forward graph only: no strategy has anything to partition
-            print(wrap(f"{piece.capture.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
-                       f"{INFERENCE_NOTE}"))
-            continue
-        if args.logs:
-            say_partitions(piece, list(strategies or piece.offered))
-        df = piece.memory_table(strategies, scope="graph", measured=measured if len(tr.pieces) == 1 else None)
-        _print_table(df, args.exact)
-        if args.logs:
-            keep_table(args, piece, df)
+        _print_piece_table(args, piece, strategies, measured if len(tr.pieces) == 1 else None, len(tr.pieces))
     if getattr(args, "run", None) is not None:
         _print_knapsack(args.run, logged_at(tr))
     if len(tr.pieces) > 1:
@@ -113,6 +99,27 @@ def cmd_table(args: argparse.Namespace) -> int:
         print()
         print(_measured_text(measured))
     return 0
+
+
+def _print_piece_table(args: argparse.Namespace, piece: Any, strategies: list[Strategy] | None, measured: Any,
+                       pieces: int) -> None:
+    """One graph's memory table (of ``pieces``; a log's partitions said as they run and kept for the next view),
+    or why a forward-only graph has none."""
+    from fxviz.core.graph_facts import joint_node_count
+    from fxviz.sources.graphs import INFERENCE_NOTE, graph_of
+
+    if pieces > 1:
+        print(f"== {graph_of(piece.graph.index, pieces)}")
+    if piece.graph.inference:  # a forward graph only: no strategy has anything to partition
+        print(wrap(f"{piece.capture.title}: forward graph of {joint_node_count(piece.graph.info.values())} nodes; "
+                   f"{INFERENCE_NOTE}"))
+        return
+    if args.logs:
+        say_partitions(piece, list(strategies or piece.offered))
+    df = piece.memory_table(strategies, scope="graph", measured=measured)
+    _print_table(df, args.exact)
+    if args.logs:
+        keep_table(args, piece, df)
 
 
 def _print_knapsack(run: Any, src: Any) -> None:
@@ -174,7 +181,7 @@ def cmd_saved(args: argparse.Namespace) -> int:
     # the marks say what the step holds of the partition it used: that partition, unless one is named
     chosen = args.strategy or (measured.strategy if measured is not None else None)
     from fxviz.analysis.graph.pieces import piece_facts
-    from fxviz.render.text.saved_view import by_module_text, saved_text
+    from fxviz.render.text.saved_view import by_module_text
     from fxviz.sources.graphs import graph_name
 
     facts = piece_facts(tr.capture)
@@ -189,23 +196,31 @@ def cmd_saved(args: argparse.Namespace) -> int:
         if args.by_module:
             print(by_module_text(piece.saved(args.strategy, compare=[]).by_module(args.depth), name))
         else:
-            compare = parse_list(args.compare)
-            if args.logs and compare:
-                say_partitions(piece, compare)
-            df = piece.saved(chosen, compare=compare, measured=measured)
-            if args.logs:
-                keep_fates(args, piece, [s for s in compare or piece.offered if s.name != df.attrs["strategy"]])
-            if args.kind:
-                kept = df[df["kind"] == args.kind]
-                kept.attrs = dict(df.attrs)
-                df, name = kept, f"{name} [{args.kind} rows only]"
-            print(saved_text(_in_cli_words(df), name, top=args.top))
+            print(_saved_values_text(args, piece, name, chosen, measured))
         if len(tr.pieces) > 1:
             print()
     if measured is not None:
         print()
         print(_measured_text(measured))
     return 0
+
+
+def _saved_values_text(args: argparse.Namespace, piece: Any, name: str, chosen: str | None, measured: Any) -> str:
+    """One graph's saved table (``--compare`` fates beside it, ``--kind`` rows only); a log's partitions said as
+    they run and their fates kept for the next view."""
+    from fxviz.render.text.saved_view import saved_text
+
+    compare = parse_list(args.compare)
+    if args.logs and compare:
+        say_partitions(piece, compare)
+    df = piece.saved(chosen, compare=compare, measured=measured)
+    if args.logs:
+        keep_fates(args, piece, [s for s in compare or piece.offered if s.name != df.attrs["strategy"]])
+    if args.kind:
+        kept = df[df["kind"] == args.kind]
+        kept.attrs = dict(df.attrs)
+        df, name = kept, f"{name} [{args.kind} rows only]"
+    return saved_text(_in_cli_words(df), name, top=args.top)
 
 
 @command("doctor", "why parameters get no gradient (exit 1 when one that requires grad gets none)", *SOURCE,

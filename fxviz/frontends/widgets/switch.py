@@ -77,13 +77,7 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
     measure = options.pop("measure", False)
     curve = {k: options.pop(k) for k in ("runs", "advice") if options.get(k) is not None}
     if isinstance(model_or_trace, Run):
-        if curve:
-            raise InputError("runs= and advice= go on the budget curve of a model's trace, not of a logged run",
-                             "explore the plain trace: fxviz.explore(tr, runs=[run], advice=tr.advise(...))")
-        if measure is not False:
-            raise InputError("measure runs the model's compiled training step, and a log of a run has no model",
-                             "explore the model itself: fxviz.explore(model, x, measure=True)")
-        return RunExplorer(model_or_trace, **options)
+        return _run_explorer(model_or_trace, options, measure, curve)
     if isinstance(model_or_trace, (tuple, list)):
         raise InputError(f"fxviz.explore got a {type(model_or_trace).__name__} where the model goes",
                          "unpack it: model, inputs = examples.alexnet(); fxviz.explore(model, *inputs)")
@@ -103,3 +97,14 @@ def explore(model_or_trace: Any, *inputs: Any, params: str = "lifted", loss_fn: 
     if curve:
         ex.show_budget_curve(**curve)
     return ex
+
+
+def _run_explorer(run: Run, options: dict[str, Any], measure: Any, curve: dict[str, Any]) -> RunExplorer:
+    """A logged run's explorer; what only a model's trace has (its real step, its budget curve) refused."""
+    if curve:
+        raise InputError("runs= and advice= go on the budget curve of a model's trace, not of a logged run",
+                         "explore the plain trace: fxviz.explore(tr, runs=[run], advice=tr.advise(...))")
+    if measure is not False:
+        raise InputError("measure runs the model's compiled training step, and a log of a run has no model",
+                         "explore the model itself: fxviz.explore(model, x, measure=True)")
+    return RunExplorer(run, **options)

@@ -258,6 +258,12 @@ def _auto_structure(scene: sc.Scene, structure: sc.Structure, level: int | None,
         readable = _readable_level(fitted, drawing_at, pane)
         if readable is not None:
             return readable
+    return _screen_shaped(order, drawing_at)
+
+
+def _screen_shaped(order: list[int], drawing_at: Callable[[int], Drawing]) -> Drawing:
+    """The first of the levels ``order`` whose layout is screen-shaped (``ASPECT``), else the one closest to
+    it; a single level, or one whose layout timed out, as it is."""
     best: tuple[float, Drawing] | None = None
     for lvl in order:
         drawing = drawing_at(lvl)

@@ -94,13 +94,18 @@ def read_guards(text: str) -> Guards:
     for m in _TIED.finditer(text):
         a, b = _path(m.group(1)), _path(m.group(2))
         if a and b and "._parameters" in m.group(1) and "._parameters" in m.group(2):
-            names = g.tied.get(a) or g.tied.get(b) or [a]
-            for n in (a, b):
-                if n not in names:
-                    names.append(n)
-            for n in names:
-                g.tied[n] = names
+            _tie(g.tied, a, b)
     return g
+
+
+def _tie(tied: dict[str, list[str]], a: str, b: str) -> None:
+    """Parameters ``a`` and ``b`` are one tensor: every name of their group maps to the group's one list."""
+    names = tied.get(a) or tied.get(b) or [a]
+    for n in (a, b):
+        if n not in names:
+            names.append(n)
+    for n in names:
+        tied[n] = names
 
 
 def allgathered_note(qualname: str, guards: Guards) -> str | None:

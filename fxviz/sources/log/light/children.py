@@ -216,19 +216,27 @@ def _gap(blocks: list[list[LightNode]], module: dict[str, str], before: str, gap
                 continue
         elif run and not _ends_call(run, seq):
             continue
-        parts: list[list[LightNode]] = []
-        rest = list(run)
-        for path in gap[1:][::-1]:
-            t = _fit(path, rest[-1:], guards) if _identity(path, guards) else _tail(rest)
-            if t is None or len(t) == len(rest):
-                break
-            parts.insert(0, t)
-            rest = rest[:len(rest) - len(t)]
-        if len(parts) != len(gap) - 1 or not _fit(gap[0], rest, guards):
+        parts = _split_run(run, gap, guards)
+        if parts is None:
             continue
-        parts.insert(0, rest)
         for path, part in zip(gap, parts):
             module.update({n.name: path for n in part})
+
+
+def _split_run(run: list[LightNode], gap: list[str], guards: Guards) -> list[list[LightNode]] | None:
+    """``run`` cut into one part per child of ``gap``, in order, each cut from its end (None: it does not cut
+    so)."""
+    parts: list[list[LightNode]] = []
+    rest = list(run)
+    for path in gap[1:][::-1]:
+        t = _fit(path, rest[-1:], guards) if _identity(path, guards) else _tail(rest)
+        if t is None or len(t) == len(rest):
+            break
+        parts.insert(0, t)
+        rest = rest[:len(rest) - len(t)]
+    if len(parts) != len(gap) - 1 or not _fit(gap[0], rest, guards):
+        return None
+    return [rest, *parts]
 
 
 def _ends_call(run: list[LightNode], seq: str) -> bool:

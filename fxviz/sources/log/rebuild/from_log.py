@@ -33,7 +33,7 @@ from fxviz.sources.log.rebuild.graph_code import parse_graph
 from fxviz.sources.log.rebuild.light_graph import as_light
 from fxviz.sources.log.run_config import run_budget, run_config_text
 from fxviz.sources.log_source import LogSource
-from fxviz.sources.roles import LIFTED_STATE_ROLES, InputName, classify_nodes, input_roles
+from fxviz.sources.roles import LIFTED_STATE_ROLES, InputName, NodeInfo, classify_nodes, input_roles
 
 __all__ = ["capture_from_log"]
 
@@ -88,13 +88,7 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None, cache
     modules = place_modules(as_light(gm), state_names, {**{n.name: "backward" if n in grads_in else "forward"
                                                  for n in placeholders}, **phases}, guards)
     info = classify_nodes(gm, num_fwd, names, {}, {}, user_output_names=user_names, phases=phases, modules=modules)
-    for name, qual in state_names.items():  # FSDP2's unsharded parameters, said in every view
-        if (note := allgathered_note(qual, guards)) is not None and name in info:
-            info[name] = dataclasses.replace(info[name], note=note)
-    for n in gm.graph.nodes:  # an op this torch lacks is marked in every view, not only in the warnings
-        note = _torch.LogGraphBuilder.stand_in_note(n)
-        if note is not None and n.name in info:
-            info[n.name] = dataclasses.replace(info[n.name], note=note)
+    _mark_notes(info, gm, state_names, guards)
     graph = JointGraph(gm=gm, has_backward=has_backward, num_fwd_outputs=num_fwd,
                        static_lifetime_input_indices=list(p.static or []), joint_inputs=[], info=info,
                        placeholder_values={}, constant_values={}, index=0,
@@ -115,6 +109,18 @@ def capture_from_log(c: Compile, p: Piece, notes: list[str] | None = None, cache
                    graph_breaks=[c.graph_break_reason] if c.graph_break_reason else [], warnings=warnings_,
                    state=_state(c), backend=backend, torch_budget=run_budget(c.functorch),
                    log_config=dict(c.functorch))
+
+
+def _mark_notes(info: dict[str, NodeInfo], gm: fx.GraphModule, state_names: dict[str, str], guards: Guards) -> None:
+    """What every view says on a node, not only the warnings: FSDP2's unsharded parameters, an op this torch
+    lacks."""
+    for name, qual in state_names.items():
+        if (note := allgathered_note(qual, guards)) is not None and name in info:
+            info[name] = dataclasses.replace(info[name], note=note)
+    for n in gm.graph.nodes:
+        note = _torch.LogGraphBuilder.stand_in_note(n)
+        if note is not None and n.name in info:
+            info[n.name] = dataclasses.replace(info[n.name], note=note)
 
 
 def _dynamo_names(c: Compile, warnings_: list[str]) -> tuple[list[str], dict[int, str]]:
