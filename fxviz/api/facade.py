@@ -14,14 +14,24 @@ import torch.fx as fx
 
 from fxviz import _torch
 from fxviz.analysis.advice.target import optimizer_bytes, parse_target
+from fxviz.analysis.doctor.diagnose import diagnose
+from fxviz.analysis.graph.code import graph_code
 from fxviz.analysis.graph.pieces import PieceFacts, check_piece, piece_facts, piece_summaries, renamed, run_renames
 from fxviz.analysis.graph.tables import gradient_counts, node_table, parameter_table
+from fxviz.analysis.memory.program import compiles
+from fxviz.analysis.memory.step import PieceTable, step_table
+from fxviz.analysis.memory.sweep import DEFAULT_BUDGETS, memory_sweep
+from fxviz.analysis.memory.table import memory_table
+from fxviz.analysis.real.gradients import check_gradients
+from fxviz.analysis.real.replay import add_replayed, replay_strategies
 from fxviz.analysis.strategy import choices
 from fxviz.analysis.strategy.cache import Cache, GraphCache
+from fxviz.analysis.strategy.flow import min_cut_network
 from fxviz.analysis.strategy.strategies import StrategiesLike, Strategy, StrategyLike, parse_list
 from fxviz.core.collector import old_objects_frozen
 from fxviz.core.errors import InputError
 from fxviz.render.graph.spec import DrawSpec
+from fxviz.render.text.residuals import saved_text
 from fxviz.render.text.summary import summary_text
 from fxviz.sources.graphs import Capture, JointGraph, graph_of
 
@@ -111,17 +121,14 @@ class Trace:
     @property
     def nodes(self) -> pd.DataFrame:
         """One row per joint-graph node, by name (``analysis.graph.tables.node_table``; cached)."""
-
         return self._cache.get(("nodes",), lambda: node_table(self.graph))
 
     def parameters(self) -> pd.DataFrame:
         """Per parameter: its nodes and its gradient node (``analysis.graph.tables.parameter_table``)."""
-
         return parameter_table(self.capture, self.graph.index)
 
     def summary(self) -> str:
         """A few readable lines: what was captured, how, and what the backward returns."""
-
         counts = gradient_counts(self.parameters(), self._piece_facts) if self.capture.named_parameters() else None
         return summary_text(self.capture, self.graph.index, counts)
 
@@ -153,7 +160,6 @@ class Trace:
                      compiled: tuple[Strategy, ...] | None = None, index: int | None = None) -> MemoryTable:
         """Graph ``index``'s (default: this one's) memory table for ``chosen`` (cached); the compiled code's
         peaks for the rows of ``compiled`` (default: every row), each lowered once."""
-        from fxviz.analysis.memory.table import memory_table
         from fxviz.render.text.table import MemoryTable
 
         cache = self._cache if index is None else self._graph_cache(index)
@@ -204,7 +210,6 @@ class Trace:
     def _step_table(self, chosen: tuple[Strategy, ...], lowered: tuple[Strategy, ...]) -> pd.DataFrame:
         """Every graph's rows, then one ``total`` row per strategy (``analysis.memory.step``), the whole
         step's peaks from its compiled code for the strategies of ``lowered``."""
-        from fxviz.analysis.memory.step import PieceTable, step_table
         from fxviz.render.text.table import MemoryTable
 
         tables = {g.index: self._graph_table(chosen, None, lowered, g.index) for g in self.capture.graphs}
@@ -266,8 +271,6 @@ class Trace:
         return out
 
     def _saved_text(self, table: pd.DataFrame, strategy: Strategy) -> str:
-        from fxviz.render.text.residuals import saved_text
-
         return saved_text(self.graph, self.partition(strategy), table, self.capture.model)
 
     def memory_sweep(self, budgets: Iterable[float] | None = None, solver: str | Sequence[str] = "dp",
@@ -278,7 +281,6 @@ class Trace:
         ``progress``: a tqdm bar (default: over five budgets).  ``backward_peak_bytes`` under inductor:
         ``compiled=True`` lowers each distinct partition (seconds each), else empty (``unfused_*``: the
         walk).  ``.pareto_plot()`` draws it."""
-        from fxviz.analysis.memory.sweep import DEFAULT_BUDGETS, memory_sweep
         from fxviz.render.charts.plots import MemorySweep, sweep_progress
 
         chosen = sorted({float(b) for b in (DEFAULT_BUDGETS if budgets is None else budgets)})
@@ -320,7 +322,6 @@ class Trace:
         return frame
 
     def _timeline(self, strategy: StrategiesLike | None, unfused: bool, scope: str | None) -> MemoryTimeline:
-        from fxviz.analysis.memory.program import compiles
         from fxviz.analysis.memory.timeline import memory_timeline
         from fxviz.analysis.memory.whole import timeline_frame
         from fxviz.render.charts.plots import MemoryTimeline
@@ -438,16 +439,12 @@ class Trace:
     def flow_network(self, strategy: StrategyLike | None = None) -> FlowNetwork:
         """The flow network torch's min-cut partitioner solves here (recorded from its own call), with
         its cut: ``.edges`` (capacities, torch's reason for each infinite one), ``.cut``, ``.saved``."""
-        from fxviz.analysis.strategy.flow import min_cut_network
-
         s = choices.flow_strategy(None if strategy is None else Strategy.parse(strategy))
         return self._cache.get(("flow", s), lambda: min_cut_network(self.graph, s))
 
     # --- gradients, code, the real step ----------------------------------------------------------
     def check_gradients(self, rtol: float = 1e-4, atol: float = 1e-5) -> pd.DataFrame:
         """Per parameter: ``parameter, has_gradient, max_abs_diff, ok`` against eager autograd."""
-        from fxviz.analysis.real.gradients import check_gradients
-
         return check_gradients(self.capture, rtol=rtol, atol=atol)
 
     def doctor(self, strategy: StrategyLike | None = None, *,
@@ -457,7 +454,6 @@ class Trace:
         ``.findings``, ``.table`` (one row per parameter), ``.healthy``; prints as text (cached).
         ``measured`` (a ``measure()`` result, or True): also what the real step keeps beyond the
         partition, with the knob."""
-        from fxviz.analysis.doctor.diagnose import diagnose
         from fxviz.render.text.doctor_view import DoctorReport
 
         s = self._strategy(strategy)
@@ -473,8 +469,6 @@ class Trace:
         """The ``forward`` or ``backward`` graph of a partition (or the ``joint`` graph) as Python with
         real names (``features_0_weight``, ``tangent_loss``; saved values keep their joint names):
         ``str()`` is the code, ``.compile()`` makes it callable."""
-        from fxviz.analysis.graph.code import graph_code
-
         s = None if part == "joint" else self._strategy(strategy)
         count = len(self.capture.graphs)
         where = f", {graph_of(self.graph.index, count)}" if count > 1 else ""
@@ -506,7 +500,6 @@ class Trace:
     def replay(self, strategies: StrategiesLike | None = None) -> MemoryTable:
         """Each strategy's partition run on real tensors (default: the offered ones): the memory table
         with ``replayed_*`` twins beside the estimates (``analysis.real.replay``)."""
-        from fxviz.analysis.real.replay import add_replayed, replay_strategies
         from fxviz.render.text.table import MemoryTable
 
         chosen = parse_list(strategies) or list(self.offered)
